@@ -1,0 +1,177 @@
+//! The command line: `weir run`, `weir check`, `weir demo`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::demo::{self, DemoPorts};
+use crate::server;
+use crate::telemetry;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "weir",
+    version,
+    about = "An edge reverse proxy and LLM API gateway that keeps serving under overload"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve with a configuration file.
+    Run {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Validate a configuration file offline and report every problem.
+    Check {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Run a self-contained demo: HTTP, HTTPS (HTTP/2), admin, and a built-in upstream.
+    Demo {
+        #[arg(long, default_value_t = 8080)]
+        http_port: u16,
+        #[arg(long, default_value_t = 8443)]
+        https_port: u16,
+        #[arg(long, default_value_t = 9900)]
+        admin_port: u16,
+    },
+}
+
+/// Parse arguments and run the chosen command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => match Config::load(&config) {
+            Ok(_) => {
+                println!("config ok");
+                ExitCode::SUCCESS
+            }
+            Err(problems) => {
+                eprint!("{problems}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Run { config } => {
+            let config = match Config::load(&config) {
+                Ok(c) => c,
+                Err(problems) => {
+                    eprint!("{problems}");
+                    return ExitCode::from(2);
+                }
+            };
+            serve(config, None)
+        }
+        Command::Demo {
+            http_port,
+            https_port,
+            admin_port,
+        } => {
+            let ports = DemoPorts {
+                http: http_port,
+                https: https_port,
+                admin: admin_port,
+            };
+            let Some(runtime) = runtime(0) else {
+                return ExitCode::FAILURE;
+            };
+            let upstream = runtime.block_on(demo::upstream::spawn(([127, 0, 0, 1], 0).into()));
+            let config = upstream
+                .map_err(|e| format!("demo upstream: {e}"))
+                .and_then(|addr| demo::config(ports, addr));
+            match config {
+                Ok(config) => serve_on(runtime, config, Some(demo::try_these(ports))),
+                Err(e) => {
+                    eprintln!("weir demo: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn runtime(workers: usize) -> Option<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if workers > 0 {
+        b.worker_threads(workers);
+    }
+    match b.enable_all().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("weir: cannot start the runtime: {e}");
+            None
+        }
+    }
+}
+
+fn serve(config: Config, banner: Option<String>) -> ExitCode {
+    let Some(runtime) = runtime(config.server.workers) else {
+        return ExitCode::FAILURE;
+    };
+    serve_on(runtime, config, banner)
+}
+
+fn serve_on(runtime: tokio::runtime::Runtime, config: Config, banner: Option<String>) -> ExitCode {
+    telemetry::init_logging(&config.log);
+    let code = runtime.block_on(async {
+        let running = match server::start(&config).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e}");
+                eprintln!("weir: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Some(b) = banner {
+            println!("{b}");
+        }
+        let mut signals = match Signals::new() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("weir: cannot install signal handlers: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        signals.next().await;
+        tracing::info!("shutdown requested; a second signal exits at once");
+        tokio::select! {
+            _ = running.shutdown() => ExitCode::SUCCESS,
+            _ = signals.next() => {
+                tracing::warn!("second signal: exiting without draining");
+                ExitCode::from(130)
+            }
+        }
+    });
+    // Do not wait for tasks (tunnels, pooled connections) still running.
+    runtime.shutdown_background();
+    code
+}
+
+/// SIGTERM or SIGINT, whichever comes.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! TOML text → validated [`Config`], collecting every problem on the way.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+
+use super::reader::{self, At, Doc, Problems, Section};
+use super::*;
+
+const TOP: &[&str] = &["server", "log", "admin", "listener", "route", "upstream"];
+const SERVER: &[&str] = &[
+    "shutdown_timeout",
+    "trusted_proxies",
+    "workers",
+    "tls_handshake_timeout",
+    "request_head_timeout",
+];
+const LOG: &[&str] = &["format", "level", "access_log"];
+const ADMIN: &[&str] = &["address"];
+const LISTENER: &[&str] = &["name", "address", "tls", "redirect_https", "https_port"];
+const TLS: &[&str] = &["certificates"];
+const CERTIFICATE: &[&str] = &["cert", "key"];
+const ROUTE: &[&str] = &[
+    "name",
+    "host",
+    "path",
+    "upstream",
+    "connect_timeout",
+    "response_timeout",
+    "max_request_body",
+    "preserve_host",
+    "strip_prefix",
+];
+const UPSTREAM: &[&str] = &["pool_idle_timeout", "pool_max_idle_per_host", "ca_file"];
+
+pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
+    let doc = Doc::new(path, text);
+    let Some(root) = reader::parse(&doc, text) else {
+        return Err(Problems(doc.into_problems()));
+    };
+    let top = Section::new(&doc, root.get_ref(), "", root.span(), TOP);
+
+    let server = server(&top);
+    let log = log(&top);
+    let admin = top.table("admin", ADMIN).and_then(|a| {
+        let address = socket_addr(&a, "address");
+        if address.is_none() && a.string("address").is_none() {
+            a.problem(
+                "address",
+                "missing",
+                Some("add `address = \"127.0.0.1:9900\"`".into()),
+            );
+        }
+        address.map(|address| AdminSettings { address })
+    });
+    let listeners = listeners(&top, admin.as_ref());
+    let routes = routes(&top);
+    let upstream = upstream(&top);
+
+    if doc.has_problems() {
+        return Err(Problems(doc.into_problems()));
+    }
+    Ok(Config {
+        source: path.to_path_buf(),
+        server,
+        log,
+        admin,
+        listeners,
+        routes,
+        upstream,
+    })
+}
+
+fn server(top: &Section<'_, '_>) -> ServerSettings {
+    let mut s = ServerSettings::default();
+    let Some(t) = top.table("server", SERVER) else {
+        return s;
+    };
+    if let Some(d) = t.duration("shutdown_timeout") {
+        s.shutdown_timeout = d;
+    }
+    if let Some(d) = positive_duration(&t, "tls_handshake_timeout") {
+        s.tls_handshake_timeout = d;
+    }
+    if let Some(d) = positive_duration(&t, "request_head_timeout") {
+        s.request_head_timeout = d;
+    }
+    if let Some(n) = t.uint("workers", 1024) {
+        s.workers = n as usize;
+    }
+    for entry in t.string_list("trusted_proxies").unwrap_or_default() {
+        let parsed = entry
+            .value
+            .parse::<IpNet>()
+            .or_else(|_| entry.value.parse::<IpAddr>().map(IpNet::from));
+        match parsed {
+            Ok(net) => s.trusted_proxies.push(net),
+            Err(_) => entry.problem(
+                t.doc(),
+                format!("`{}` is not an IP address or CIDR block", entry.value),
+                Some("write it like \"10.0.0.0/8\" or \"192.0.2.7\"".into()),
+            ),
+        }
+    }
+    s
+}
+
+fn positive_duration(t: &Section<'_, '_>, key: &str) -> Option<std::time::Duration> {
+    let d = t.duration(key)?;
+    if d.is_zero() {
+        t.problem(
+            key,
+            "must be greater than zero",
+            Some("use a value like \"10s\"".into()),
+        );
+        return None;
+    }
+    Some(d)
+}
+
+fn log(top: &Section<'_, '_>) -> LogSettings {
+    let mut l = LogSettings::default();
+    let Some(t) = top.table("log", LOG) else {
+        return l;
+    };
+    if let Some(f) = t.string("format") {
+        match f.value.as_str() {
+            "text" => l.format = LogFormat::Text,
+            "json" => l.format = LogFormat::Json,
+            other => f.problem(
+                t.doc(),
+                format!("unknown format `{other}`"),
+                Some("use \"text\" or \"json\"".into()),
+            ),
+        }
+    }
+    if let Some(level) = t.string("level") {
+        match tracing_subscriber::EnvFilter::try_new(&level.value) {
+            Ok(_) => l.level = level.value,
+            Err(e) => level.problem(
+                t.doc(),
+                format!("`{}` is not a log filter: {e}", level.value),
+                Some("use a level like \"info\" or a filter like \"weir=debug\"".into()),
+            ),
+        }
+    }
+    if let Some(b) = t.bool("access_log") {
+        l.access_log = b;
+    }
+    l
+}
+
+fn socket_addr(t: &Section<'_, '_>, key: &str) -> Option<SocketAddr> {
+    let s = t.string(key)?;
+    match s.value.parse::<SocketAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            s.problem(
+                t.doc(),
+                format!("`{}` is not an IP:port address", s.value),
+                Some("write it like \"0.0.0.0:443\" or \"[::]:443\"".into()),
+            );
+            None
+        }
+    }
+}
+
+fn listeners(top: &Section<'_, '_>, admin: Option<&AdminSettings>) -> Vec<ListenerConfig> {
+    let sections = top.tables("listener", LISTENER);
+    if sections.is_empty() && top.string_list("listener").is_none() {
+        top.problem(
+            "listener",
+            "no listener is configured",
+            Some("add a `[[listener]]` table with `address = \"0.0.0.0:8080\"`".into()),
+        );
+    }
+    let mut seen: HashMap<SocketAddr, String> = HashMap::new();
+    if let Some(a) = admin {
+        seen.insert(a.address, "admin.address".into());
+    }
+    let mut out = Vec::new();
+    for t in sections {
+        let address = socket_addr(&t, "address");
+        if address.is_none() && t.string("address").is_none() {
+            t.problem(
+                "address",
+                "missing",
+                Some("add `address = \"0.0.0.0:8080\"`".into()),
+            );
+        }
+        if let Some(a) = address {
+            if let Some(first) = seen.get(&a) {
+                t.problem(
+                    "address",
+                    format!("{a} is already used by {first}"),
+                    Some("give every listener its own address".into()),
+                );
+            } else {
+                seen.insert(a, t.key_path("address"));
+            }
+        }
+        let tls = t.table("tls", TLS).map(|tls| tls_settings(&tls));
+        let redirect = t.bool("redirect_https").unwrap_or(false);
+        let https_port = t.uint("https_port", 65535).map(|p| p as u16);
+        if redirect && tls.is_some() {
+            t.problem(
+                "redirect_https",
+                "a TLS listener cannot also redirect to HTTPS",
+                Some("remove `redirect_https` or the `tls` table".into()),
+            );
+        }
+        if https_port.is_some() && !redirect {
+            t.problem(
+                "https_port",
+                "only used by redirecting listeners",
+                Some("add `redirect_https = true` or remove `https_port`".into()),
+            );
+        }
+        let name = t
+            .string("name")
+            .map(|n| n.value)
+            .or_else(|| address.map(|a| a.to_string()))
+            .unwrap_or_default();
+        if let Some(address) = address {
+            out.push(ListenerConfig {
+                name,
+                address,
+                tls: tls.flatten(),
+                redirect_https: redirect.then(|| RedirectSettings {
+                    https_port: https_port.unwrap_or(defaults::HTTPS_PORT),
+                }),
+            });
+        }
+    }
+    out
+}
+
+fn tls_settings(t: &Section<'_, '_>) -> Option<TlsSettings> {
+    let sections = t.tables("certificates", CERTIFICATE);
+    if sections.is_empty() {
+        t.problem(
+            "certificates",
+            "a TLS listener needs at least one certificate",
+            Some("add `certificates = [{ cert = \"cert.pem\", key = \"key.pem\" }]`".into()),
+        );
+        return None;
+    }
+    let base = t.doc().base_dir();
+    let mut certificates = Vec::new();
+    for c in sections {
+        let cert = required_path(&c, "cert", &base);
+        let key = required_path(&c, "key", &base);
+        let (Some(cert), Some(key)) = (cert, key) else {
+            continue;
+        };
+        match crate::conn::tls::load_certificate(&cert.value, &key.value) {
+            Ok((certified, names)) => certificates.push(Certificate {
+                cert_path: cert.value,
+                key_path: key.value,
+                names,
+                key: certified,
+            }),
+            Err(e) => cert.problem(
+                t.doc(),
+                e,
+                Some(
+                    "point `cert` at a PEM certificate chain and `key` at its PEM private key"
+                        .into(),
+                ),
+            ),
+        }
+    }
+    (!certificates.is_empty()).then_some(TlsSettings { certificates })
+}
+
+fn required_path(t: &Section<'_, '_>, key: &str, base: &Path) -> Option<At<PathBuf>> {
+    let Some(s) = t.string(key) else {
+        if t.bool(key).is_none() {
+            t.problem(
+                key,
+                "missing",
+                Some(format!("add `{key} = \"path/to/file.pem\"`")),
+            );
+        }
+        return None;
+    };
+    Some(At {
+        value: base.join(&s.value),
+        span: s.span,
+        key: s.key,
+    })
+}
+
+fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
+    let sections = top.tables("route", ROUTE);
+    if sections.is_empty() && top.string_list("route").is_none() {
+        top.problem(
+            "route",
+            "no route is configured: every request would get 404",
+            Some("add a `[[route]]` table with `upstream = \"http://127.0.0.1:3000\"`".into()),
+        );
+    }
+    let mut out: Vec<RouteConfig> = Vec::new();
+    let mut seen_match: HashMap<(Option<HostPattern>, String), String> = HashMap::new();
+    let mut seen_name: HashMap<String, String> = HashMap::new();
+    for t in sections {
+        let hosts: Vec<HostPattern> = t
+            .string_list("host")
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|h| host_pattern(&t, &h))
+            .collect();
+        let path = match t.string("path") {
+            Some(p) if !p.value.starts_with('/') => {
+                p.problem(
+                    t.doc(),
+                    "a route path must start with `/`",
+                    Some(format!("write \"/{}\"", p.value)),
+                );
+                None
+            }
+            Some(p) => Some(p.value),
+            None => Some("/".to_string()),
+        };
+        let upstream = match t.string("upstream") {
+            Some(u) => upstream_uri(&t, &u),
+            None => {
+                t.problem(
+                    "upstream",
+                    "missing",
+                    Some("add `upstream = \"http://127.0.0.1:3000\"`".into()),
+                );
+                None
+            }
+        };
+        let connect_timeout =
+            positive_duration(&t, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
+        let response_timeout =
+            positive_duration(&t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
+        let max_request_body = t.size("max_request_body");
+        let preserve_host = t.bool("preserve_host").unwrap_or(true);
+        let strip_prefix = t.bool("strip_prefix").unwrap_or(false);
+        let (Some(path), Some(upstream)) = (path, upstream) else {
+            continue;
+        };
+        let default_name = match hosts.first() {
+            Some(h) => format!("{h}{path}"),
+            None => format!("*{path}"),
+        };
+        let name = t.string("name").map(|n| n.value).unwrap_or(default_name);
+        if let Some(first) = seen_name.get(&name) {
+            t.problem(
+                "name",
+                format!("route name `{name}` is already used by {first}"),
+                Some("give each route a distinct `name`".into()),
+            );
+        } else {
+            seen_name.insert(name.clone(), t.path().to_string());
+        }
+        let keys: Vec<Option<HostPattern>> = if hosts.is_empty() {
+            vec![None]
+        } else {
+            hosts.iter().cloned().map(Some).collect()
+        };
+        for k in keys {
+            let display = k.as_ref().map_or("any host".to_string(), |h| h.to_string());
+            if let Some(first) = seen_match.insert((k, path.clone()), t.path().to_string()) {
+                t.problem(
+                    "path",
+                    format!("{display} with path `{path}` is already routed by {first}"),
+                    Some("remove one of the two routes or change its host or path".into()),
+                );
+            }
+        }
+        out.push(RouteConfig {
+            name,
+            hosts,
+            path,
+            upstream,
+            connect_timeout,
+            response_timeout,
+            max_request_body,
+            preserve_host,
+            strip_prefix,
+        });
+    }
+    out
+}
+
+fn host_pattern(t: &Section<'_, '_>, h: &At<String>) -> Option<HostPattern> {
+    let lower = h.value.to_ascii_lowercase();
+    let (wildcard, name) = match lower.strip_prefix("*.") {
+        Some(rest) => (true, rest),
+        None => (false, lower.as_str()),
+    };
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !valid {
+        h.problem(
+            t.doc(),
+            format!("`{}` is not a host name or `*.domain` pattern", h.value),
+            Some("write a name like \"example.com\" or \"*.example.com\", without a port".into()),
+        );
+        return None;
+    }
+    Some(if wildcard {
+        HostPattern::Wildcard(format!(".{name}"))
+    } else {
+        HostPattern::Exact(name.to_string())
+    })
+}
+
+fn upstream_uri(t: &Section<'_, '_>, u: &At<String>) -> Option<http::Uri> {
+    let fix =
+        Some("write it like \"http://127.0.0.1:3000\" or \"https://backend.internal\"".to_string());
+    let uri = match u.value.parse::<http::Uri>() {
+        Ok(uri) => uri,
+        Err(e) => {
+            u.problem(t.doc(), format!("`{}` is not a URL: {e}", u.value), fix);
+            return None;
+        }
+    };
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => {
+            u.problem(
+                t.doc(),
+                format!("`{}` must start with http:// or https://", u.value),
+                fix,
+            );
+            return None;
+        }
+    }
+    if uri.authority().is_none_or(|a| a.host().is_empty()) {
+        u.problem(t.doc(), format!("`{}` has no host", u.value), fix);
+        return None;
+    }
+    if uri.query().is_some() {
+        u.problem(
+            t.doc(),
+            "an upstream URL cannot have a query",
+            Some("remove the `?...` part".into()),
+        );
+        return None;
+    }
+    Some(uri)
+}
+
+fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
+    let mut s = UpstreamSettings::default();
+    let Some(t) = top.table("upstream", UPSTREAM) else {
+        return s;
+    };
+    if let Some(d) = t.duration("pool_idle_timeout") {
+        s.pool_idle_timeout = d;
+    }
+    if let Some(n) = t.uint("pool_max_idle_per_host", 1_000_000) {
+        s.pool_max_idle_per_host = n as usize;
+    }
+    if let Some(p) = required_path_opt(&t, "ca_file") {
+        match crate::proxy::upstream::load_ca_file(&p.value) {
+            Ok(_) => s.ca_file = Some(p.value),
+            Err(e) => p.problem(
+                t.doc(),
+                e,
+                Some("point `ca_file` at a PEM file of CA certificates".into()),
+            ),
+        }
+    }
+    s
+}
+
+fn required_path_opt(t: &Section<'_, '_>, key: &str) -> Option<At<PathBuf>> {
+    let s = t.string(key)?;
+    Some(At {
+        value: t.doc().base_dir().join(&s.value),
+        span: s.span,
+        key: s.key,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<String> {
+        match parse(Path::new("w.toml"), text) {
+            Ok(_) => Vec::new(),
+            Err(p) => p.0.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    const MINIMAL: &str =
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nupstream = \"http://127.0.0.1:1\"\n";
+
+    #[test]
+    fn minimal_config_is_valid_with_defaults() {
+        let c = parse(Path::new("w.toml"), MINIMAL).expect("valid");
+        assert_eq!(c.routes[0].path, "/");
+        assert_eq!(c.routes[0].connect_timeout, defaults::CONNECT_TIMEOUT);
+        assert!(c.routes[0].preserve_host);
+        assert_eq!(c.server.shutdown_timeout, defaults::SHUTDOWN_TIMEOUT);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let p = problems(
+            "[server]\nshutdown_timout = \"1s\"\n\
+             [[listener]]\naddress = \"nope\"\n\
+             [[route]]\nhost = \"bad host\"\npath = \"api\"\nupstream = \"ftp://x\"\nconnect_timeout = \"soon\"\n",
+        );
+        assert_eq!(p.len(), 6, "{p:#?}");
+        assert!(p[0].starts_with("w.toml:2:1: server.shutdown_timout: unknown key (fix: did you mean `shutdown_timeout`?)"), "{}", p[0]);
+        assert!(
+            p.iter()
+                .any(|l| l.contains("listener[0].address") && l.contains("not an IP:port"))
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("route[0].host") && l.contains("bad host"))
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("route[0].upstream") && l.contains("http://"))
+        );
+        assert!(p.iter().any(|l| l.contains("route[0].connect_timeout")));
+    }
+
+    #[test]
+    fn duplicate_routes_and_addresses_are_rejected() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:80\"\n[[listener]]\naddress = \"127.0.0.1:80\"\n\
+             [[route]]\nupstream = \"http://a\"\n[[route]]\nupstream = \"http://b\"\npath = \"/\"\n",
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("listener[1].address") && l.contains("already used")),
+            "{p:#?}"
+        );
+        assert!(
+            p.iter().any(|l| l.contains("already routed by route[0]")),
+            "{p:#?}"
+        );
+    }
+
+    #[test]
+    fn missing_listener_and_route_are_reported() {
+        let p = problems("");
+        assert_eq!(p.len(), 2, "{p:#?}");
+    }
+
+    #[test]
+    fn missing_certificate_file_is_reported_at_its_key() {
+        let p = problems(&format!(
+            "{MINIMAL}[[listener]]\naddress = \"127.0.0.1:1\"\ntls = {{ certificates = [{{ cert = \"/nonexistent/c.pem\", key = \"/nonexistent/k.pem\" }}] }}\n"
+        ));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].contains("listener[1].tls.certificates[0].cert")
+                && p[0].contains("/nonexistent/c.pem"),
+            "{}",
+            p[0]
+        );
+    }
+
+    #[test]
+    fn host_patterns() {
+        let c = parse(
+            Path::new("w.toml"),
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nhost = [\"Example.com\", \"*.example.org\"]\nupstream = \"http://a\"\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.routes[0].hosts[0],
+            HostPattern::Exact("example.com".into())
+        );
+        assert!(c.routes[0].hosts[1].matches("a.example.org"));
+        assert!(!c.routes[0].hosts[1].matches("example.org"));
+    }
+}

@@ -1,0 +1,220 @@
+//! weir's configuration: the validated types the server runs from, and the
+//! loader that turns a TOML file into them.
+//!
+//! Loading is all-or-nothing: [`Config::load`] either returns a config in
+//! which every value has been checked (addresses parse, certificates load,
+//! routes are unambiguous) or every problem found, each with file, line,
+//! column, key and a fix. `weir run` and `weir check` share this path, so a
+//! config that checks is a config that starts.
+
+mod load;
+pub mod reader;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+pub use reader::{Problem, Problems};
+
+/// Defaults, in one place so the docs and the code cannot drift apart.
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+    pub const POOL_MAX_IDLE_PER_HOST: usize = 64;
+    pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const HTTPS_PORT: u16 = 443;
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this came from (for messages and reloads).
+    pub source: PathBuf,
+    pub server: ServerSettings,
+    pub log: LogSettings,
+    pub admin: Option<AdminSettings>,
+    pub listeners: Vec<ListenerConfig>,
+    pub routes: Vec<RouteConfig>,
+    pub upstream: UpstreamSettings,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub shutdown_timeout: Duration,
+    /// Peers whose X-Forwarded-* headers are believed and appended to.
+    pub trusted_proxies: Vec<IpNet>,
+    /// Runtime worker threads; 0 means one per core.
+    pub workers: usize,
+    pub tls_handshake_timeout: Duration,
+    pub request_head_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    /// A tracing filter directive such as `info` or `weir=debug`.
+    pub level: String,
+    pub access_log: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct AdminSettings {
+    pub address: SocketAddr,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    pub name: String,
+    pub address: SocketAddr,
+    pub tls: Option<TlsSettings>,
+    /// When set, this listener only redirects to HTTPS.
+    pub redirect_https: Option<RedirectSettings>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// The first certificate is the default for clients without a matching SNI.
+    pub certificates: Vec<Certificate>,
+}
+
+#[derive(Clone)]
+pub struct Certificate {
+    pub cert_path: PathBuf,
+    pub key_path: PathBuf,
+    /// DNS names from the certificate's subjectAltName, used to pick it by SNI.
+    pub names: Vec<String>,
+    pub key: Arc<rustls::sign::CertifiedKey>,
+}
+
+impl std::fmt::Debug for Certificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Certificate")
+            .field("cert_path", &self.cert_path)
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RedirectSettings {
+    pub https_port: u16,
+}
+
+/// A host pattern: an exact name, or `*.suffix` for any subdomain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostPattern {
+    Exact(String),
+    /// Stored with the leading dot: `*.example.com` is `.example.com`.
+    Wildcard(String),
+}
+
+impl HostPattern {
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Exact(h) => h == host,
+            HostPattern::Wildcard(suffix) => {
+                host.len() > suffix.len() && host.ends_with(suffix.as_str())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostPattern::Exact(h) => f.write_str(h),
+            HostPattern::Wildcard(s) => write!(f, "*{s}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    pub name: String,
+    /// Empty means any host.
+    pub hosts: Vec<HostPattern>,
+    /// Path prefix, matched on segment boundaries.
+    pub path: String,
+    pub upstream: http::Uri,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub max_request_body: Option<u64>,
+    /// Send the client's Host upstream (true) or the upstream's authority.
+    pub preserve_host: bool,
+    /// Remove the matched path prefix before forwarding.
+    pub strip_prefix: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle_per_host: usize,
+    /// Extra CA certificates trusted for `https://` upstreams, besides web PKI roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for UpstreamSettings {
+    fn default() -> Self {
+        UpstreamSettings {
+            pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
+            pool_max_idle_per_host: defaults::POOL_MAX_IDLE_PER_HOST,
+            ca_file: None,
+        }
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            shutdown_timeout: defaults::SHUTDOWN_TIMEOUT,
+            trusted_proxies: Vec::new(),
+            workers: 0,
+            tls_handshake_timeout: defaults::TLS_HANDSHAKE_TIMEOUT,
+            request_head_timeout: defaults::REQUEST_HEAD_TIMEOUT,
+        }
+    }
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".into(),
+            access_log: true,
+        }
+    }
+}
+
+impl Config {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<Config, Problems> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Problems(vec![Problem {
+                file: path.to_path_buf(),
+                position: None,
+                key: String::new(),
+                message: format!("cannot read the file: {e}"),
+                fix: Some("pass an existing, readable file to --config".into()),
+            }])
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Validate config text; `path` is used for messages and relative paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
+        load::parse(path, text)
+    }
+}

@@ -1,0 +1,65 @@
+//! `weir demo`: a complete, file-free setup for a first look — plain HTTP,
+//! TLS with HTTP/2 (a self-signed `localhost` certificate made at start), the
+//! admin listener, and a built-in upstream. Every limit is weir's default,
+//! so what the demo shows is what a real config gets.
+
+pub mod upstream;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use crate::config::{Certificate, Config, TlsSettings};
+
+/// Ports the demo listens on (all on 127.0.0.1).
+#[derive(Debug, Clone, Copy)]
+pub struct DemoPorts {
+    pub http: u16,
+    pub https: u16,
+    pub admin: u16,
+}
+
+/// The demo's config, routing everything to the upstream at `upstream`.
+pub fn config(ports: DemoPorts, upstream: SocketAddr) -> Result<Config, String> {
+    let text = format!(
+        "[admin]\naddress = \"127.0.0.1:{admin}\"\n\
+         [[listener]]\nname = \"http\"\naddress = \"127.0.0.1:{http}\"\n\
+         [[listener]]\nname = \"https\"\naddress = \"127.0.0.1:{https}\"\n\
+         [[route]]\nname = \"demo\"\nupstream = \"http://{upstream}\"\n",
+        admin = ports.admin,
+        http = ports.http,
+        https = ports.https,
+    );
+    let mut config = Config::parse(Path::new("<demo>"), &text).map_err(|p| p.to_string())?;
+    let (key, names, _) = crate::conn::tls::self_signed(&["localhost", "127.0.0.1"])?;
+    let https = config
+        .listeners
+        .iter_mut()
+        .find(|l| l.name == "https")
+        .ok_or("demo config has no https listener")?;
+    https.tls = Some(TlsSettings {
+        certificates: vec![Certificate {
+            cert_path: "<generated>".into(),
+            key_path: "<generated>".into(),
+            names,
+            key,
+        }],
+    });
+    Ok(config)
+}
+
+/// The curl commands printed when the demo starts.
+pub fn try_these(ports: DemoPorts) -> String {
+    let DemoPorts { http, https, admin } = ports;
+    format!(
+        "weir demo is running. Try:\n\
+         \x20 curl -s http://127.0.0.1:{http}/echo?hello=world\n\
+         \x20 curl -sk --http2 https://localhost:{https}/echo -d 'some body'\n\
+         \x20 curl -s http://127.0.0.1:{http}/bytes/104857600 -o /dev/null -w '%{{size_download}} bytes\\n'\n\
+         \x20 curl -sN 'http://127.0.0.1:{http}/sse?n=5&interval_ms=300'\n\
+         \x20 curl -s 'http://127.0.0.1:{http}/slow?ms=1500'\n\
+         \x20 curl -s -i -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' http://127.0.0.1:{http}/ws --max-time 1\n\
+         \x20 curl -s http://127.0.0.1:{admin}/health\n\
+         \x20 curl -s http://127.0.0.1:{admin}/metrics\n\
+         Press Ctrl-C to stop.\n"
+    )
+}

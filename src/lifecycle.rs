@@ -1,0 +1,213 @@
+//! The request lifecycle, phase by phase, in the order a request travels:
+//!
+//! 1. **accept** — the connection's listener, peer and TLS state ([`ConnInfo`]).
+//! 2. **redirect** — a redirecting listener answers 308 to HTTPS and stops.
+//! 3. **route** — host + path select a route, or 404.
+//! 4. **route policy** — a declared body over the route limit gets 413 before
+//!    a byte of it is read.
+//! 5. **proxy** — forward upstream, stream the answer back; failures become
+//!    502/504, a body that crosses the limit mid-stream 413.
+//! 6. **respond** — the body is wrapped so the access log and metrics are
+//!    written when it ends.
+//!
+//! Every response weir generates itself goes through
+//! [`crate::respond::error_response`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use ipnet::IpNet;
+
+use crate::config::{Config, RedirectSettings};
+use crate::proxy::{self, ClientSide, ProxyError, Upstream};
+use crate::respond::{ErrorShape, Payload, Recorded, RequestRecord, ResponseBody, error_response};
+use crate::route::{Route, Router, normalise_host};
+use crate::telemetry::Metrics;
+
+/// What is known about the connection a request arrived on.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub tls: bool,
+    /// Set on listeners that only redirect to HTTPS.
+    pub redirect: Option<RedirectSettings>,
+}
+
+/// Everything a request needs from the configuration, built once.
+pub struct Gateway {
+    router: Router<Upstream>,
+    trusted_proxies: Vec<IpNet>,
+    access_log: bool,
+    metrics: Arc<Metrics>,
+}
+
+impl Gateway {
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, String> {
+        let tls = proxy::upstream::client_tls(&config.upstream)?;
+        let routes = config
+            .routes
+            .iter()
+            .map(|r| Route {
+                name: r.name.as_str().into(),
+                upstream: Upstream::new(r, &config.upstream, &tls),
+                config: r.clone(),
+            })
+            .collect();
+        Ok(Gateway {
+            router: Router::new(routes),
+            trusted_proxies: config.server.trusted_proxies.clone(),
+            access_log: config.log.access_log,
+            metrics,
+        })
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub async fn handle(&self, req: Request<Incoming>, conn: &ConnInfo) -> Response<ResponseBody> {
+        let start = Instant::now();
+        // The Host as the client wrote it (HTTP/2 carries it as :authority).
+        let host_sent: Option<String> = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_string)
+            .or_else(|| req.uri().authority().map(|a| a.to_string()));
+        let host = host_sent.as_deref().and_then(normalise_host);
+        let shape = ErrorShape::for_plain_route(req.headers());
+        let mut record = RequestRecord {
+            start,
+            client: conn.peer.ip(),
+            host: host.clone().unwrap_or_else(|| "-".into()),
+            method: req.method().clone(),
+            path: req
+                .uri()
+                .path_and_query()
+                .map_or("/", |pq| pq.as_str())
+                .to_string(),
+            status: 0,
+            route: None,
+            upstream: None,
+            metrics: self.metrics.clone(),
+            access_log: self.access_log,
+        };
+
+        let resp = self
+            .respond(
+                req,
+                conn,
+                host.as_deref(),
+                host_sent.as_deref(),
+                shape,
+                &mut record,
+            )
+            .await;
+        record.status = resp.status().as_u16();
+        resp.map(|body| Recorded::new(body, Some(record)))
+    }
+
+    async fn respond(
+        &self,
+        req: Request<Incoming>,
+        conn: &ConnInfo,
+        host: Option<&str>,
+        host_sent: Option<&str>,
+        shape: ErrorShape,
+        record: &mut RequestRecord,
+    ) -> Response<Payload> {
+        let Some(host) = host else {
+            return close(error_response(shape, StatusCode::BAD_REQUEST));
+        };
+
+        // Phase: redirect.
+        if let Some(redirect) = conn.redirect {
+            return self.redirect_to_https(&req, host, redirect, shape);
+        }
+
+        // Phase: route.
+        let Some(route) = self.router.find(host, req.uri().path()) else {
+            return error_response(shape, StatusCode::NOT_FOUND);
+        };
+        record.route = Some(route.name.clone());
+        record.upstream = Some(route.upstream.label.clone());
+
+        // Phase: route policy — refuse a declared body over the limit unread.
+        if let Some(limit) = route.config.max_request_body
+            && declared_length(&req).is_some_and(|len| len > limit)
+        {
+            return close(error_response(shape, StatusCode::PAYLOAD_TOO_LARGE));
+        }
+
+        // Phase: proxy.
+        let client = ClientSide {
+            peer: conn.peer.ip(),
+            tls: conn.tls,
+            trusted_proxies: &self.trusted_proxies,
+        };
+        match proxy::forward(req, route, &client, host_sent).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                if let ProxyError::Upstream(kind) = &e {
+                    self.metrics.record_upstream_error(&route.name, *kind);
+                    tracing::warn!(route = %route.name, upstream = %route.upstream.label, ?kind, "upstream request failed");
+                }
+                let resp = error_response(shape, e.status());
+                match e {
+                    // The rest of the body is still on the wire: the
+                    // connection cannot be reused.
+                    ProxyError::BodyTooLarge | ProxyError::BadRequest => close(resp),
+                    ProxyError::Upstream(_) => resp,
+                }
+            }
+        }
+    }
+
+    /// 308 to the same host and path over HTTPS — only for hosts some route
+    /// serves, so the listener cannot be used as an open redirector.
+    fn redirect_to_https(
+        &self,
+        req: &Request<Incoming>,
+        host: &str,
+        redirect: RedirectSettings,
+        shape: ErrorShape,
+    ) -> Response<Payload> {
+        if !self.router.knows_host(host) {
+            return error_response(shape, StatusCode::NOT_FOUND);
+        }
+        let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let location = if redirect.https_port == 443 {
+            format!("https://{host}{pq}")
+        } else {
+            format!("https://{host}:{}{pq}", redirect.https_port)
+        };
+        let Ok(location) = HeaderValue::from_str(&location) else {
+            return error_response(shape, StatusCode::BAD_REQUEST);
+        };
+        let mut resp = Response::new(Payload::empty());
+        *resp.status_mut() = StatusCode::PERMANENT_REDIRECT;
+        resp.headers_mut().insert(header::LOCATION, location);
+        resp
+    }
+}
+
+/// The body length a request declares, if any.
+fn declared_length<B>(req: &Request<B>) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Ask hyper to close the connection after this response (HTTP/1.1).
+fn close(mut resp: Response<Payload>) -> Response<Payload> {
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}

@@ -1,0 +1,216 @@
+//! Header rules at the proxy boundary: hop-by-hop removal (RFC 9110 §7.6.1)
+//! and the X-Forwarded-* / X-Real-IP headers.
+
+use std::net::IpAddr;
+
+use http::HeaderMap;
+use http::header::{self, HeaderName, HeaderValue};
+use ipnet::IpNet;
+
+/// Headers that describe one connection, never the message.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+
+/// Remove hop-by-hop headers, including every header named in `Connection`.
+/// `Upgrade` is removed too; the tunnel code puts it back where it belongs.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove(header::UPGRADE);
+}
+
+/// Whether the client accepts trailers (`TE: trailers`), which is needed to
+/// ask the upstream for them once `TE` itself has been removed.
+pub fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+}
+
+/// What the edge knows about the connection a request came in on.
+pub struct Forwarding<'a> {
+    pub peer: IpAddr,
+    pub tls: bool,
+    /// The Host the client asked for, as sent.
+    pub host: Option<&'a str>,
+    pub trusted_proxies: &'a [IpNet],
+}
+
+/// Set X-Forwarded-For/-Proto/-Host and X-Real-IP.
+///
+/// From an untrusted peer, whatever the client sent is replaced: the edge is
+/// the only source of truth. From a trusted proxy, its X-Forwarded-For is
+/// kept and the peer appended, X-Real-IP becomes the right-most address that
+/// is not itself a trusted proxy, and its Proto/Host are kept.
+pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
+    let trusted = f.trusted_proxies.iter().any(|n| n.contains(&f.peer));
+    let peer = f.peer.to_string();
+    let prior: Vec<String> = if trusted {
+        headers
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let real_ip = if trusted {
+        prior
+            .iter()
+            .rev()
+            .filter_map(|s| s.parse::<IpAddr>().ok())
+            .find(|ip| !f.trusted_proxies.iter().any(|n| n.contains(ip)))
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|| peer.clone())
+    } else {
+        peer.clone()
+    };
+    let mut chain = prior;
+    chain.push(peer);
+    set(headers, X_FORWARDED_FOR, &chain.join(", "));
+    set(headers, X_REAL_IP, &real_ip);
+    if !(trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
+        set(
+            headers,
+            X_FORWARDED_PROTO,
+            if f.tls { "https" } else { "http" },
+        );
+    }
+    if !(trusted && headers.contains_key(&X_FORWARDED_HOST)) {
+        match f.host {
+            Some(h) => set(headers, X_FORWARDED_HOST, h),
+            None => {
+                headers.remove(&X_FORWARDED_HOST);
+            }
+        }
+    }
+    if !trusted {
+        // RFC 7239's header is not produced by weir; a client's copy would
+        // be a spoofing vector for upstreams that read it.
+        headers.remove(header::FORWARDED);
+    }
+}
+
+fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
+    match HeaderValue::from_str(value) {
+        Ok(v) => {
+            headers.insert(name, v);
+        }
+        Err(_) => {
+            headers.remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                HeaderValue::from_str(v).expect("value"),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn removes_hop_by_hop_and_connection_named_headers() {
+        let mut h = map(&[
+            ("connection", "close, X-Secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("x-kept", "1"),
+        ]);
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn untrusted_peer_replaces_forwarded_headers() {
+        let mut h = map(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+            ("x-forwarded-proto", "https"),
+            ("forwarded", "for=6.6.6.6"),
+        ]);
+        set_forwarded(
+            &mut h,
+            &Forwarding {
+                peer: "192.0.2.1".parse().expect("ip"),
+                tls: false,
+                host: Some("example.com"),
+                trusted_proxies: &[],
+            },
+        );
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+        assert_eq!(h["x-real-ip"], "192.0.2.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "example.com");
+        assert!(!h.contains_key("forwarded"));
+    }
+
+    #[test]
+    fn trusted_peer_appends_and_finds_real_client() {
+        let mut h = map(&[
+            ("x-forwarded-for", "203.0.113.9, 10.0.0.2"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().expect("net")];
+        set_forwarded(
+            &mut h,
+            &Forwarding {
+                peer: "10.0.0.1".parse().expect("ip"),
+                tls: false,
+                host: Some("example.com"),
+                trusted_proxies: &trusted,
+            },
+        );
+        assert_eq!(h["x-forwarded-for"], "203.0.113.9, 10.0.0.2, 10.0.0.1");
+        assert_eq!(h["x-real-ip"], "203.0.113.9");
+        assert_eq!(h["x-forwarded-proto"], "https");
+    }
+
+    #[test]
+    fn te_trailers_detection() {
+        assert!(accepts_trailers(&map(&[("te", "gzip, Trailers")])));
+        assert!(!accepts_trailers(&map(&[("te", "gzip")])));
+    }
+}

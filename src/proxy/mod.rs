@@ -1,0 +1,200 @@
+//! Forwarding a request to its route's upstream and streaming the answer
+//! back: URI and header rewriting, the response-head timeout, upgrades, and
+//! the mapping of upstream failures to 502/504.
+
+mod body;
+pub mod headers;
+mod tunnel;
+pub mod upstream;
+
+use std::net::IpAddr;
+
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use hyper::body::Incoming;
+use ipnet::IpNet;
+
+pub use body::{BodyTooLarge, BoxError, RequestBody};
+pub use upstream::Upstream;
+
+use crate::respond::Payload;
+use crate::route::Route;
+use crate::telemetry::UpstreamErrorKind;
+
+/// Facts about the client connection the proxy needs.
+pub struct ClientSide<'a> {
+    pub peer: IpAddr,
+    pub tls: bool,
+    pub trusted_proxies: &'a [IpNet],
+}
+
+/// Why forwarding failed, and what the client is told.
+#[derive(Debug)]
+pub enum ProxyError {
+    /// The upstream could not be reached or misbehaved.
+    Upstream(UpstreamErrorKind),
+    /// The client's body crossed the route's limit mid-stream.
+    BodyTooLarge,
+    /// The request could not be turned into an upstream request.
+    BadRequest,
+}
+
+impl ProxyError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::Upstream(
+                UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::ResponseTimeout,
+            ) => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::BadRequest => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// The path the upstream sees: its own base path, then the request path
+/// (without the route prefix when `strip_prefix` is set).
+fn upstream_uri(route: &Route<Upstream>, uri: &Uri) -> Result<Uri, ProxyError> {
+    let mut path = uri.path();
+    if route.config.strip_prefix && route.config.path != "/" {
+        path = path
+            .strip_prefix(route.config.path.trim_end_matches('/'))
+            .unwrap_or(path);
+    }
+    let up = &route.upstream;
+    let mut pq = String::with_capacity(
+        up.base_path.len() + path.len() + 1 + uri.query().map_or(0, str::len),
+    );
+    pq.push_str(&up.base_path);
+    if !path.starts_with('/') {
+        pq.push('/');
+    }
+    pq.push_str(path);
+    if let Some(q) = uri.query() {
+        pq.push('?');
+        pq.push_str(q);
+    }
+    Uri::builder()
+        .scheme(up.scheme.clone())
+        .authority(up.authority.clone())
+        .path_and_query(pq)
+        .build()
+        .map_err(|_| ProxyError::BadRequest)
+}
+
+/// The protocol a client asks to switch to, if this is an HTTP/1.1 upgrade.
+fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
+    if req.version() != Version::HTTP_11 {
+        return None;
+    }
+    let connection_upgrade = req
+        .headers()
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    connection_upgrade.then(|| req.headers().get(header::UPGRADE).cloned())?
+}
+
+/// Forward `req` to the route's upstream and return its response, streaming.
+pub async fn forward(
+    mut req: Request<Incoming>,
+    route: &Route<Upstream>,
+    client: &ClientSide<'_>,
+    host: Option<&str>,
+) -> Result<Response<Payload>, ProxyError> {
+    let upgrade = requested_upgrade(&req);
+    let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+
+    let (mut parts, body) = req.into_parts();
+    parts.uri = upstream_uri(route, &parts.uri)?;
+    parts.version = Version::HTTP_11;
+    let trailers = headers::accepts_trailers(&parts.headers);
+    let h = &mut parts.headers;
+    headers::remove_hop_by_hop(h);
+    // weir answers `Expect: 100-continue` itself (hyper sends 100 when the
+    // body is first read), so the upstream must not wait for a second one.
+    h.remove(header::EXPECT);
+    headers::set_forwarded(
+        h,
+        &headers::Forwarding {
+            peer: client.peer,
+            tls: client.tls,
+            host,
+            trusted_proxies: client.trusted_proxies,
+        },
+    );
+    if trailers {
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    if let Some(proto) = &upgrade {
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        h.insert(header::UPGRADE, proto.clone());
+    }
+    match (route.config.preserve_host, host.map(HeaderValue::from_str)) {
+        (true, Some(Ok(v))) => {
+            h.insert(header::HOST, v);
+        }
+        // Let the client fill in the upstream's authority.
+        _ => {
+            h.remove(header::HOST);
+        }
+    }
+
+    let upstream_req =
+        Request::from_parts(parts, RequestBody::new(body, route.config.max_request_body));
+    let sent = route.upstream.client.request(upstream_req);
+    let mut resp = match tokio::time::timeout(route.config.response_timeout, sent).await {
+        Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout)),
+        Ok(Err(e)) => return Err(classify(&e)),
+        Ok(Ok(resp)) => resp,
+    };
+
+    let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
+    let upstream_proto = resp.headers().get(header::UPGRADE).cloned();
+    headers::remove_hop_by_hop(resp.headers_mut());
+    if switching {
+        let (Some(client_upgrade), Some(proto)) = (client_upgrade, upstream_proto) else {
+            // A 101 nobody asked for cannot be relayed.
+            return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol));
+        };
+        tunnel::spawn(client_upgrade, hyper::upgrade::on(&mut resp));
+        let h = resp.headers_mut();
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        h.insert(header::UPGRADE, proto);
+    }
+    Ok(resp.map(Payload::Upstream))
+}
+
+/// Map a client error to what went wrong, by walking its causes.
+fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    let mut timed_out = false;
+    let mut tls = false;
+    while let Some(e) = source {
+        if e.is::<BodyTooLarge>() {
+            return ProxyError::BodyTooLarge;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
+            tls |= io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>());
+        }
+        tls |= e.is::<rustls::Error>();
+        source = e.source();
+    }
+    let kind = if err.is_connect() {
+        if timed_out {
+            UpstreamErrorKind::ConnectTimeout
+        } else if tls {
+            UpstreamErrorKind::Tls
+        } else {
+            UpstreamErrorKind::Connect
+        }
+    } else {
+        UpstreamErrorKind::Protocol
+    };
+    ProxyError::Upstream(kind)
+}

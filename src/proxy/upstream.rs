@@ -1,0 +1,101 @@
+//! The pooled client a route uses to reach its upstream.
+//!
+//! hyper-util's pooled client over hyper-rustls: keep-alive connections are
+//! reused per upstream host, capped by `pool_max_idle_per_host` and closed
+//! after `pool_idle_timeout`. `https://` upstreams are verified against the
+//! web PKI roots (webpki-roots, so the result does not depend on the host's
+//! CA bundle) plus an optional `ca_file`. Upstream connections speak
+//! HTTP/1.1, like nginx's default, which keeps upgrades and trailers simple.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use super::RequestBody;
+use crate::config::{RouteConfig, UpstreamSettings};
+
+pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+
+/// Where a route sends its requests, and the client that gets them there.
+pub struct Upstream {
+    pub client: UpstreamClient,
+    pub scheme: http::uri::Scheme,
+    pub authority: http::uri::Authority,
+    /// The upstream URL's path without a trailing slash ("" for the root).
+    pub base_path: String,
+    /// The upstream URL as configured, for logs.
+    pub label: Arc<str>,
+}
+
+/// Read a PEM file of CA certificates.
+pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read CA certificates from {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("no certificate found in {}", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The TLS settings shared by every upstream client.
+pub fn client_tls(settings: &UpstreamSettings) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = &settings.ca_file {
+        for cert in load_ca_file(path)? {
+            roots
+                .add(cert)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    Ok(
+        rustls::ClientConfig::builder_with_provider(crate::conn::tls::provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+impl Upstream {
+    pub fn new(
+        route: &RouteConfig,
+        settings: &UpstreamSettings,
+        tls: &rustls::ClientConfig,
+    ) -> Self {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(route.connect_timeout));
+        http.set_nodelay(true);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls.clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(settings.pool_idle_timeout)
+            .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .build(connector);
+        let uri = &route.upstream;
+        Upstream {
+            client,
+            scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
+            // Validated by config loading: upstream URLs always have a host.
+            authority: uri
+                .authority()
+                .cloned()
+                .unwrap_or_else(|| http::uri::Authority::from_static("invalid")),
+            base_path: uri.path().trim_end_matches('/').to_string(),
+            label: uri.to_string().into(),
+        }
+    }
+}

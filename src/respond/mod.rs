@@ -1,0 +1,14 @@
+//! The way back to the client: the response body type, the one function that
+//! renders every error weir generates, and the access-log/metrics record
+//! written when a response body ends.
+
+mod body;
+mod error;
+mod record;
+
+pub use body::Payload;
+pub use error::{ErrorShape, error_response};
+pub use record::{Recorded, RequestRecord};
+
+/// What every response handed to hyper carries.
+pub type ResponseBody = Recorded<Payload>;

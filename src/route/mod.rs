@@ -1,0 +1,208 @@
+//! Route selection: which configured route serves a request.
+//!
+//! Selection works like nginx's server/location pair, which operators know:
+//! the host picks a group first (exact name, then the longest matching
+//! `*.suffix`, then routes without a host), and only inside that group does
+//! the longest path prefix win. A host that has its own routes never falls
+//! through to the catch-all group, so adding a catch-all cannot change what
+//! an existing site serves. Prefixes match on segment boundaries: `/api`
+//! matches `/api` and `/api/x`, never `/apix`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::{HostPattern, RouteConfig};
+
+/// A route ready to serve: its config plus whatever was built from it.
+pub struct Route<U> {
+    pub config: RouteConfig,
+    /// The route name, shared cheaply with logs and metrics.
+    pub name: Arc<str>,
+    pub upstream: U,
+}
+
+/// Indexes of routes, longest path prefix first.
+type Group = Vec<usize>;
+
+pub struct Router<U> {
+    routes: Vec<Arc<Route<U>>>,
+    exact: HashMap<String, Group>,
+    /// (suffix with leading dot, group), longest suffix first.
+    wildcard: Vec<(String, Group)>,
+    any: Group,
+}
+
+impl<U> Router<U> {
+    pub fn new(routes: Vec<Route<U>>) -> Self {
+        let routes: Vec<Arc<Route<U>>> = routes.into_iter().map(Arc::new).collect();
+        let mut exact: HashMap<String, Group> = HashMap::new();
+        let mut wildcard: HashMap<String, Group> = HashMap::new();
+        let mut any = Group::new();
+        for (i, r) in routes.iter().enumerate() {
+            if r.config.hosts.is_empty() {
+                any.push(i);
+            }
+            for h in &r.config.hosts {
+                match h {
+                    HostPattern::Exact(name) => exact.entry(name.clone()).or_default().push(i),
+                    HostPattern::Wildcard(suffix) => {
+                        wildcard.entry(suffix.clone()).or_default().push(i)
+                    }
+                }
+            }
+        }
+        let by_prefix_len =
+            |g: &mut Group| g.sort_by_key(|&i| std::cmp::Reverse(routes[i].config.path.len()));
+        exact.values_mut().for_each(by_prefix_len);
+        by_prefix_len(&mut any);
+        let mut wildcard: Vec<(String, Group)> = wildcard.into_iter().collect();
+        wildcard.iter_mut().for_each(|(_, g)| by_prefix_len(g));
+        wildcard.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+        Router {
+            routes,
+            exact,
+            wildcard,
+            any,
+        }
+    }
+
+    /// The group of routes a host selects, if any.
+    fn group(&self, host: &str) -> Option<&Group> {
+        if let Some(g) = self.exact.get(host) {
+            return Some(g);
+        }
+        if let Some((_, g)) = self
+            .wildcard
+            .iter()
+            .find(|(suffix, _)| host.len() > suffix.len() && host.ends_with(suffix.as_str()))
+        {
+            return Some(g);
+        }
+        (!self.any.is_empty()).then_some(&self.any)
+    }
+
+    /// Find the route for a normalised (lower-case, port-free) host and a path.
+    pub fn find(&self, host: &str, path: &str) -> Option<&Arc<Route<U>>> {
+        let group = self.group(host)?;
+        group
+            .iter()
+            .map(|&i| &self.routes[i])
+            .find(|r| prefix_matches(&r.config.path, path))
+    }
+
+    /// Whether any route accepts this host (used to validate redirect targets).
+    pub fn knows_host(&self, host: &str) -> bool {
+        self.group(host).is_some()
+    }
+
+    pub fn routes(&self) -> &[Arc<Route<U>>] {
+        &self.routes
+    }
+}
+
+/// Segment-aware prefix match.
+pub fn prefix_matches(prefix: &str, path: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// Normalise a Host header or authority: lower-case, without port, without
+/// a trailing dot. Returns `None` for an empty or malformed host.
+pub fn normalise_host(raw: &str) -> Option<String> {
+    let host = if let Some(rest) = raw.strip_prefix('[') {
+        // IPv6 literal: keep the brackets, drop the port.
+        let end = rest.find(']')?;
+        &raw[..end + 2]
+    } else {
+        raw.rsplit_once(':').map_or(raw, |(h, _)| h)
+    };
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() {
+        return None;
+    }
+    Some(host.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn router(toml_routes: &str) -> Router<()> {
+        let text = format!("[[listener]]\naddress = \"127.0.0.1:0\"\n{toml_routes}");
+        let config = crate::config::Config::parse(Path::new("t.toml"), &text).expect("valid");
+        Router::new(
+            config
+                .routes
+                .into_iter()
+                .map(|c| Route {
+                    name: c.name.as_str().into(),
+                    config: c,
+                    upstream: (),
+                })
+                .collect(),
+        )
+    }
+
+    fn name(r: &Router<()>, host: &str, path: &str) -> Option<String> {
+        r.find(host, path).map(|r| r.name.to_string())
+    }
+
+    #[test]
+    fn host_groups_then_longest_prefix() {
+        let r = router(
+            "[[route]]\nname = \"any\"\nupstream = \"http://a\"\n\
+             [[route]]\nname = \"any-api\"\npath = \"/api\"\nupstream = \"http://a\"\n\
+             [[route]]\nname = \"ex\"\nhost = \"example.com\"\nupstream = \"http://a\"\n\
+             [[route]]\nname = \"ex-api\"\nhost = \"example.com\"\npath = \"/api/\"\nupstream = \"http://a\"\n\
+             [[route]]\nname = \"wild\"\nhost = \"*.example.com\"\npath = \"/w\"\nupstream = \"http://a\"\n\
+             [[route]]\nname = \"wild-deep\"\nhost = \"*.b.example.com\"\nupstream = \"http://a\"\n",
+        );
+        assert_eq!(name(&r, "example.com", "/api/x").as_deref(), Some("ex-api"));
+        assert_eq!(
+            name(&r, "example.com", "/api").as_deref(),
+            Some("ex"),
+            "/api/ does not match /api"
+        );
+        assert_eq!(name(&r, "other.org", "/api").as_deref(), Some("any-api"));
+        assert_eq!(
+            name(&r, "other.org", "/apix").as_deref(),
+            Some("any"),
+            "segment boundary"
+        );
+        assert_eq!(name(&r, "a.example.com", "/w/1").as_deref(), Some("wild"));
+        assert_eq!(
+            name(&r, "a.example.com", "/x"),
+            None,
+            "a host group never falls through"
+        );
+        assert_eq!(
+            name(&r, "c.b.example.com", "/x").as_deref(),
+            Some("wild-deep")
+        );
+    }
+
+    #[test]
+    fn no_catch_all_means_unknown_hosts_miss() {
+        let r = router("[[route]]\nhost = \"example.com\"\nupstream = \"http://a\"\n");
+        assert!(r.find("evil.test", "/").is_none());
+        assert!(!r.knows_host("evil.test"));
+        assert!(r.knows_host("example.com"));
+    }
+
+    #[test]
+    fn hosts_are_normalised() {
+        assert_eq!(
+            normalise_host("Example.COM:8443").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(
+            normalise_host("example.com.").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(normalise_host("[::1]:80").as_deref(), Some("[::1]"));
+        assert_eq!(normalise_host(""), None);
+    }
+}

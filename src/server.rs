@@ -1,0 +1,132 @@
+//! Assembling a running weir from a validated [`Config`]: bind every socket
+//! first (so a bad address fails before anything serves), then start the
+//! accept loops; and the graceful drain on shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::admin::{self, AdminState};
+use crate::config::Config;
+use crate::conn::ConnSettings;
+use crate::lifecycle::Gateway;
+use crate::listen::Listener;
+use crate::telemetry::Metrics;
+
+/// A started server: its bound addresses and the handle to stop it.
+pub struct Running {
+    listeners: Vec<(String, SocketAddr)>,
+    admin: Option<SocketAddr>,
+    admin_state: Arc<AdminState>,
+    stop: watch::Sender<bool>,
+    accept_loops: JoinSet<()>,
+    admin_task: Option<tokio::task::JoinHandle<()>>,
+    graceful: Arc<GracefulShutdown>,
+    shutdown_timeout: Duration,
+}
+
+pub async fn start(config: &Config) -> Result<Running, String> {
+    let metrics = Arc::new(Metrics::new());
+    let gateway = Arc::new(Gateway::new(config, metrics.clone())?);
+    let settings = Arc::new(ConnSettings::new(&config.server));
+
+    let mut bound = Vec::new();
+    for l in &config.listeners {
+        bound.push(Listener::bind(l).await?);
+    }
+    let admin_socket = match &config.admin {
+        Some(a) => Some(
+            TcpListener::bind(a.address)
+                .await
+                .map_err(|e| format!("admin: cannot bind {}: {e}", a.address))?,
+        ),
+        None => None,
+    };
+
+    let graceful = Arc::new(GracefulShutdown::new());
+    let (stop, stop_rx) = watch::channel(false);
+    let mut accept_loops = JoinSet::new();
+    let mut listeners = Vec::new();
+    for l in bound {
+        if let Some(addr) = l.local_addr() {
+            tracing::info!(listener = %l.name, %addr, tls = l.config.tls.is_some(), redirect = l.config.redirect_https.is_some(), "listening");
+            listeners.push((l.name.clone(), addr));
+        }
+        accept_loops.spawn(l.run(
+            gateway.clone(),
+            settings.clone(),
+            graceful.clone(),
+            stop_rx.clone(),
+        ));
+    }
+    let admin_state = Arc::new(AdminState {
+        metrics,
+        draining: false.into(),
+    });
+    let admin = admin_socket.as_ref().and_then(|s| s.local_addr().ok());
+    if let Some(addr) = admin {
+        tracing::info!(%addr, "admin listening");
+    }
+    let admin_task = admin_socket.map(|s| tokio::spawn(admin::run(s, admin_state.clone())));
+    Ok(Running {
+        listeners,
+        admin,
+        admin_state,
+        stop,
+        accept_loops,
+        admin_task,
+        graceful,
+        shutdown_timeout: config.server.shutdown_timeout,
+    })
+}
+
+impl Running {
+    /// The bound address of a listener, by name.
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.listeners
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+    }
+
+    pub fn listener_addrs(&self) -> &[(String, SocketAddr)] {
+        &self.listeners
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// Stop accepting, let in-flight requests finish within the shutdown
+    /// timeout (idle keep-alive connections are closed at once), then stop.
+    /// Returns false when the timeout cut the drain short.
+    pub async fn shutdown(mut self) -> bool {
+        self.admin_state.draining.store(true, Ordering::Relaxed);
+        let _ = self.stop.send(true);
+        while self.accept_loops.join_next().await.is_some() {}
+        let open = self.graceful.count();
+        tracing::info!(open_connections = open, timeout = ?self.shutdown_timeout, "draining");
+        // The accept loops held the only other references.
+        let drained = match Arc::try_unwrap(self.graceful) {
+            Ok(g) => tokio::time::timeout(self.shutdown_timeout, g.shutdown())
+                .await
+                .is_ok(),
+            Err(_) => false,
+        };
+        if drained {
+            tracing::info!("drained");
+        } else {
+            tracing::warn!("shutdown timeout reached with requests still in flight");
+        }
+        if let Some(t) = self.admin_task {
+            t.abort();
+        }
+        drained
+    }
+}

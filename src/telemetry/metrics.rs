@@ -1,0 +1,122 @@
+//! Prometheus metrics, via `prometheus-client` (the Prometheus project's own
+//! Rust client: no global registry, no HTTP server of its own, few deps).
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+}
+
+/// Why a request to an upstream failed.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum UpstreamErrorKind {
+    /// TCP connect refused, reset or unreachable.
+    Connect,
+    /// TCP connect did not finish within `connect_timeout`.
+    ConnectTimeout,
+    /// TLS handshake with the upstream failed (certificate, protocol).
+    Tls,
+    /// No response head within `response_timeout`.
+    ResponseTimeout,
+    /// The upstream broke the protocol or closed the connection early.
+    Protocol,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamErrorLabels {
+    route: String,
+    kind: UpstreamErrorKind,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_duration: HistogramFamily<RouteLabels>,
+    upstream_errors: Family<UpstreamErrorLabels, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("weir");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by route and status",
+            requests.clone(),
+        );
+        let request_duration: HistogramFamily<RouteLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "request_duration_seconds",
+            "Time from request head to the end of the response body",
+            request_duration.clone(),
+        );
+        let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
+        registry.register(
+            "upstream_errors",
+            "Upstream requests that failed, by route and kind",
+            upstream_errors.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            request_duration,
+            upstream_errors,
+        }
+    }
+
+    pub fn record_request(&self, route: &str, status: u16, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.to_string(),
+                status,
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&RouteLabels {
+                route: route.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn record_upstream_error(&self, route: &str, kind: UpstreamErrorKind) {
+        self.upstream_errors
+            .get_or_create(&UpstreamErrorLabels {
+                route: route.to_string(),
+                kind,
+            })
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
