@@ -66,7 +66,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            serve(config, None)
+            serve(config)
         }
         Command::Demo {
             http_port,
@@ -86,7 +86,7 @@ pub fn main() -> ExitCode {
                 .map_err(|e| format!("demo upstream: {e}"))
                 .and_then(|addr| demo::config(ports, addr));
             match config {
-                Ok(config) => serve_on(runtime, config, Some(demo::try_these(ports))),
+                Ok(config) => serve_on(runtime, config, true),
                 Err(e) => {
                     eprintln!("weir demo: {e}");
                     ExitCode::FAILURE
@@ -110,14 +110,14 @@ fn runtime(workers: usize) -> Option<tokio::runtime::Runtime> {
     }
 }
 
-fn serve(config: Config, banner: Option<String>) -> ExitCode {
+fn serve(config: Config) -> ExitCode {
     let Some(runtime) = runtime(config.server.workers) else {
         return ExitCode::FAILURE;
     };
-    serve_on(runtime, config, banner)
+    serve_on(runtime, config, false)
 }
 
-fn serve_on(runtime: tokio::runtime::Runtime, config: Config, banner: Option<String>) -> ExitCode {
+fn serve_on(runtime: tokio::runtime::Runtime, config: Config, demo_banner: bool) -> ExitCode {
     telemetry::init_logging(&config.log);
     let code = runtime.block_on(async {
         let running = match server::start(&config).await {
@@ -128,8 +128,8 @@ fn serve_on(runtime: tokio::runtime::Runtime, config: Config, banner: Option<Str
                 return ExitCode::FAILURE;
             }
         };
-        if let Some(b) = banner {
-            println!("{b}");
+        if demo_banner {
+            println!("{}", demo::try_these(&running));
         }
         let mut signals = match Signals::new() {
             Ok(s) => s,

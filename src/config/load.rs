@@ -190,7 +190,8 @@ fn listeners(top: &Section<'_, '_>, admin: Option<&AdminSettings>) -> Vec<Listen
                 Some("add `address = \"0.0.0.0:8080\"`".into()),
             );
         }
-        if let Some(a) = address {
+        // Port 0 asks the kernel for a fresh port, so it never collides.
+        if let Some(a) = address.filter(|a| a.port() != 0) {
             if let Some(first) = seen.get(&a) {
                 t.problem(
                     "address",

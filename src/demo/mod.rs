@@ -47,9 +47,11 @@ pub fn config(ports: DemoPorts, upstream: SocketAddr) -> Result<Config, String> 
     Ok(config)
 }
 
-/// The curl commands printed when the demo starts.
-pub fn try_these(ports: DemoPorts) -> String {
-    let DemoPorts { http, https, admin } = ports;
+/// The curl commands printed when the demo starts, for the ports it got.
+pub fn try_these(running: &crate::server::Running) -> String {
+    let port = |name: &str| running.listener_addr(name).map_or(0, |a| a.port());
+    let (http, https) = (port("http"), port("https"));
+    let admin = running.admin_addr().map_or(0, |a| a.port());
     format!(
         "weir demo is running. Try:\n\
          \x20 curl -s http://127.0.0.1:{http}/echo?hello=world\n\

@@ -72,7 +72,7 @@ fn query_param(req: &Request<Incoming>, name: &str) -> Option<u64> {
 async fn route(req: Request<Incoming>) -> Response<DemoBody> {
     let path = req.uri().path().to_string();
     match path.as_str() {
-        "/echo" => echo(req).await,
+        p if p == "/echo" || p.starts_with("/echo/") => echo(req).await,
         "/sse" => sse(
             query_param(&req, "n").unwrap_or(5),
             query_param(&req, "interval_ms").unwrap_or(500),

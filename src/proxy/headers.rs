@@ -7,15 +7,17 @@ use http::HeaderMap;
 use http::header::{self, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
-/// Headers that describe one connection, never the message.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// Headers that describe one connection, never the message (RFC 9110
+/// §7.6.1), plus the proxy credentials of RFC 2616 §13.5.1, which are meant
+/// for a proxy and must not leak past it. `Trailer` is end-to-end: hyper
+/// needs it to send the trailer fields it names.
+const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
 ];
 

@@ -16,6 +16,7 @@ pub fn init_logging(settings: &LogSettings) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);
     // A second init (tests, reload) keeps the first subscriber.
     let _ = match settings.format {

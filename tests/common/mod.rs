@@ -1,0 +1,255 @@
+//! The one integration harness: start weir in-process on port 0 from a TOML
+//! config, start real upstreams on port 0, and talk to both with real
+//! clients (hyper's pooled client over rustls for HTTP/1.1 and HTTP/2, raw
+//! TCP for byte-exact input).
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use weir::config::Config;
+use weir::server::{self, Running};
+
+pub type TestBody = BoxBody<Bytes, Infallible>;
+
+/// A weir started in-process from a config text.
+pub struct Weir {
+    running: Option<Running>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Weir {
+    /// Start weir with `toml`; `{dir}` in the text is replaced by a temporary
+    /// directory (for certificate files written with [`write_cert`]).
+    pub async fn start(toml: &str) -> Weir {
+        Self::start_in(tempfile::tempdir().expect("tempdir"), toml).await
+    }
+
+    pub async fn start_in(dir: tempfile::TempDir, toml: &str) -> Weir {
+        let text = toml.replace("{dir}", &dir.path().display().to_string());
+        let path = dir.path().join("weir.toml");
+        let config = match Config::parse(&path, &text) {
+            Ok(c) => c,
+            Err(p) => panic!("test config is invalid:\n{p}\n{text}"),
+        };
+        let running = server::start(&config).await.expect("weir starts");
+        Weir {
+            running: Some(running),
+            dir,
+        }
+    }
+
+    pub fn running(&self) -> &Running {
+        self.running.as_ref().expect("running")
+    }
+
+    /// The address of the listener called `name`.
+    pub fn addr(&self, name: &str) -> SocketAddr {
+        self.running().listener_addr(name).expect("listener exists")
+    }
+
+    pub fn url(&self, name: &str, path: &str) -> String {
+        format!("http://{}{path}", self.addr(name))
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.running().admin_addr().expect("admin"))
+    }
+
+    /// Begin a graceful shutdown; resolves when the drain ends.
+    pub fn shutdown(&mut self) -> impl Future<Output = bool> + use<> {
+        let running = self.running.take().expect("running");
+        running.shutdown()
+    }
+}
+
+/// Write a self-signed certificate for `names` into `dir`; returns the
+/// certificate and key paths and the certificate PEM (to trust it).
+pub fn write_cert(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf, String) {
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let c = rcgen::generate_simple_self_signed(names).expect("generate cert");
+    let cert = dir.join(format!("{stem}.pem"));
+    let key = dir.join(format!("{stem}-key.pem"));
+    std::fs::write(&cert, c.cert.pem()).expect("write cert");
+    std::fs::write(&key, c.signing_key.serialize_pem()).expect("write key");
+    (cert, key, c.cert.pem())
+}
+
+/// The built-in demo upstream on a fresh port.
+pub async fn demo_upstream() -> SocketAddr {
+    weir::demo::upstream::spawn(([127, 0, 0, 1], 0).into())
+        .await
+        .expect("demo upstream")
+}
+
+/// A real HTTP server on port 0 answering with `handler`; counts connections.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+}
+
+impl Upstream {
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+pub async fn upstream<F, Fut>(handler: F) -> Upstream
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<TestBody>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+    let addr = listener.local_addr().expect("addr");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counter = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let fut = handler(req);
+                    async move { Ok::<_, Infallible>(fut.await) }
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Upstream { addr, connections }
+}
+
+pub fn body(b: impl Into<Bytes>) -> TestBody {
+    Full::new(b.into()).boxed()
+}
+
+pub fn text(status: u16, b: &'static str) -> Response<TestBody> {
+    let mut r = Response::new(body(b));
+    *r.status_mut() = http::StatusCode::from_u16(status).expect("status");
+    r
+}
+
+/// An address nothing listens on.
+pub async fn closed_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    l.local_addr().expect("addr")
+}
+
+pub type PlainClient = Client<HttpConnector, Full<Bytes>>;
+pub type TlsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// An HTTP/1.1 client.
+pub fn h1_client() -> PlainClient {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+/// A TLS client trusting `ca_pem`, offering `alpn` (`h2`, `http/1.1`).
+pub fn tls_client(ca_pem: &str, h2: bool) -> TlsClient {
+    tls_client_with(ca_pem, h2, &[&rustls::version::TLS13, &rustls::version::TLS12])
+}
+
+pub fn tls_config(
+    ca_pem: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.expect("pem")).expect("root");
+    }
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(versions)
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+pub fn tls_client_with(
+    ca_pem: &str,
+    h2: bool,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> TlsClient {
+    let b = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(ca_pem, versions))
+        .https_only();
+    let (connector, h2_only) = if h2 {
+        (b.enable_http2().build(), true)
+    } else {
+        (b.enable_http1().build(), false)
+    };
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder.http2_only(h2_only);
+    builder.build(connector)
+}
+
+pub async fn get(client: &PlainClient, url: &str) -> (http::StatusCode, http::HeaderMap, String) {
+    let resp = client
+        .get(url.parse().expect("url"))
+        .await
+        .expect("request");
+    split(resp).await
+}
+
+pub async fn split(resp: Response<Incoming>) -> (http::StatusCode, http::HeaderMap, String) {
+    let (parts, b) = resp.into_parts();
+    let bytes = b.collect().await.expect("body").to_bytes();
+    (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Parse the demo upstream's /echo answer.
+pub fn echo_json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not echo JSON ({e}): {s}"))
+}
+
+/// Send raw bytes and read until the server closes or `wait` passes.
+pub async fn raw(addr: SocketAddr, request: &[u8], wait: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request).await.expect("write");
+    read_until_close(&mut s, wait).await.0
+}
+
+/// Read everything until EOF (returns true) or until `wait` passes (false).
+pub async fn read_until_close(s: &mut TcpStream, wait: Duration) -> (String, bool) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), false),
+        }
+    }
+}
+
+/// Config text for one plain listener named `web`, an admin listener and a
+/// catch-all route to `upstream`, plus `extra_route` keys.
+pub fn simple_config(upstream: SocketAddr, extra_route: &str) -> String {
+    format!(
+        "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{upstream}\"\n{extra_route}\n"
+    )
+}
