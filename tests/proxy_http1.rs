@@ -34,7 +34,10 @@ async fn echo_sets_forwarded_headers_and_keeps_host() {
     assert_eq!(echo["path"], "/echo");
     assert_eq!(echo["query"], "a=1");
     assert_eq!(h["host"][0], "app.example.com");
-    assert_eq!(h["x-forwarded-for"][0], "127.0.0.1", "client value replaced");
+    assert_eq!(
+        h["x-forwarded-for"][0], "127.0.0.1",
+        "client value replaced"
+    );
     assert_eq!(h["x-real-ip"][0], "127.0.0.1");
     assert_eq!(h["x-forwarded-proto"][0], "http");
     assert_eq!(h["x-forwarded-host"][0], "app.example.com");
@@ -54,7 +57,10 @@ async fn trusted_proxy_chain_is_appended() {
         .expect("request");
     let (_, _, body) = split(h1_client().request(req).await.expect("response")).await;
     let echo = echo_json(&body);
-    assert_eq!(echo["headers"]["x-forwarded-for"][0], "203.0.113.7, 127.0.0.1");
+    assert_eq!(
+        echo["headers"]["x-forwarded-for"][0],
+        "203.0.113.7, 127.0.0.1"
+    );
     assert_eq!(echo["headers"]["x-real-ip"][0], "203.0.113.7");
 }
 
@@ -87,11 +93,17 @@ async fn hop_by_hop_headers_are_removed_both_ways() {
     let seen: Vec<&str> = seen.split(',').collect();
     assert!(seen.contains(&"x-kept"), "{seen:?}");
     for gone in ["x-client-private", "keep-alive", "proxy-authorization"] {
-        assert!(!seen.contains(&gone), "{gone} reached the upstream: {seen:?}");
+        assert!(
+            !seen.contains(&gone),
+            "{gone} reached the upstream: {seen:?}"
+        );
     }
     assert!(headers.contains_key("x-public"));
     for gone in ["x-upstream-private", "keep-alive", "proxy-authenticate"] {
-        assert!(!headers.contains_key(gone), "{gone} reached the client: {headers:?}");
+        assert!(
+            !headers.contains_key(gone),
+            "{gone} reached the client: {headers:?}"
+        );
     }
 }
 
@@ -101,7 +113,11 @@ async fn response_streams_before_upstream_finishes() {
     let weir = Weir::start(&simple_config(up, "")).await;
     // 3 events 2 s apart: the first must arrive long before the last is sent.
     let resp = h1_client()
-        .get(weir.url("web", "/sse?n=3&interval_ms=2000").parse().expect("url"))
+        .get(
+            weir.url("web", "/sse?n=3&interval_ms=2000")
+                .parse()
+                .expect("url"),
+        )
         .await
         .expect("response");
     let mut b = resp.into_body();
@@ -121,8 +137,13 @@ async fn request_body_streams_to_upstream_before_client_finishes() {
     // would deadlock here.
     let up = upstream(|req: Request<hyper::body::Incoming>| async move {
         let mut b = req.into_body();
-        let first = b.frame().await.and_then(Result::ok).and_then(|f| f.into_data().ok());
-        let (mut tx, rx) = http_body_util::channel::Channel::<Bytes, std::convert::Infallible>::new(1);
+        let first = b
+            .frame()
+            .await
+            .and_then(Result::ok)
+            .and_then(|f| f.into_data().ok());
+        let (mut tx, rx) =
+            http_body_util::channel::Channel::<Bytes, std::convert::Infallible>::new(1);
         tokio::spawn(async move {
             let _ = tx.send_data(first.unwrap_or_default()).await;
             let mut rest = 0usize;
@@ -135,22 +156,37 @@ async fn request_body_streams_to_upstream_before_client_finishes() {
     })
     .await;
     let weir = Weir::start(&simple_config(up.addr, "")).await;
-    let (body_tx, body_rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(1);
-    let stream = Box::pin(futures_util::stream::unfold(body_rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) }));
+    let (body_tx, body_rx) =
+        tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(1);
+    let stream = Box::pin(futures_util::stream::unfold(body_rx, |mut rx| async move {
+        rx.recv().await.map(|f| (f, rx))
+    }));
     let req = Request::post(weir.url("web", "/upload"))
         .body(StreamBody::new(stream))
         .expect("request");
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(hyper_util::client::legacy::connect::HttpConnector::new());
-    body_tx.send(Ok(Frame::data(Bytes::from_static(b"first")))).await.expect("send");
+    body_tx
+        .send(Ok(Frame::data(Bytes::from_static(b"first"))))
+        .await
+        .expect("send");
     let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req))
         .await
         .expect("upstream answered before the body ended")
         .expect("response");
     let mut b = resp.into_body();
-    let echoed = b.frame().await.expect("frame").expect("ok").into_data().expect("data");
+    let echoed = b
+        .frame()
+        .await
+        .expect("frame")
+        .expect("ok")
+        .into_data()
+        .expect("data");
     assert_eq!(&echoed[..], b"first");
-    body_tx.send(Ok(Frame::data(Bytes::from(vec![b'x'; 1000])))).await.expect("send");
+    body_tx
+        .send(Ok(Frame::data(Bytes::from(vec![b'x'; 1000]))))
+        .await
+        .expect("send");
     drop(body_tx);
     let rest = b.collect().await.expect("rest").to_bytes();
     assert_eq!(&rest[..], b"|1000");
@@ -167,22 +203,39 @@ async fn websocket_is_tunnelled() {
     ws.send(Message::text("hello")).await.expect("send");
     let back = ws.next().await.expect("message").expect("ok");
     assert_eq!(back.into_text().expect("text").as_str(), "hello");
-    ws.send(Message::binary(vec![1u8, 2, 3])).await.expect("send");
-    assert_eq!(ws.next().await.expect("message").expect("ok").into_data().as_ref(), &[1, 2, 3]);
+    ws.send(Message::binary(vec![1u8, 2, 3]))
+        .await
+        .expect("send");
+    assert_eq!(
+        ws.next()
+            .await
+            .expect("message")
+            .expect("ok")
+            .into_data()
+            .as_ref(),
+        &[1, 2, 3]
+    );
 }
 
-fn trailer_upstream() -> impl Fn(Request<hyper::body::Incoming>) -> std::future::Ready<Response<TestBody>> + Clone {
+fn trailer_upstream()
+-> impl Fn(Request<hyper::body::Incoming>) -> std::future::Ready<Response<TestBody>> + Clone {
     |req: Request<hyper::body::Incoming>| {
         let asked = req.headers().get("te").is_some_and(|v| v == "trailers");
         let mut trailers = http::HeaderMap::new();
         trailers.insert("x-checksum", HeaderValue::from_static("abc123"));
-        trailers.insert("x-te-seen", HeaderValue::from_static(if asked { "yes" } else { "no" }));
+        trailers.insert(
+            "x-te-seen",
+            HeaderValue::from_static(if asked { "yes" } else { "no" }),
+        );
         let frames = vec![
             Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"payload"))),
             Ok(Frame::trailers(trailers)),
         ];
-        let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures_util::stream::iter(frames))));
-        r.headers_mut().insert("trailer", HeaderValue::from_static("x-checksum, x-te-seen"));
+        let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures_util::stream::iter(
+            frames,
+        ))));
+        r.headers_mut()
+            .insert("trailer", HeaderValue::from_static("x-checksum, x-te-seen"));
         std::future::ready(r)
     }
 }
@@ -210,7 +263,8 @@ async fn head_204_and_304_have_no_body_and_keep_the_connection() {
             "/204" => text(204, ""),
             "/304" => {
                 let mut r = text(304, "");
-                r.headers_mut().insert("etag", HeaderValue::from_static("\"v1\""));
+                r.headers_mut()
+                    .insert("etag", HeaderValue::from_static("\"v1\""));
                 r
             }
             _ => text(200, "hello world"),
@@ -231,11 +285,19 @@ async fn head_204_and_304_have_no_body_and_keep_the_connection() {
     let statuses: Vec<&str> = out.lines().filter(|l| l.starts_with("HTTP/1.1 ")).collect();
     assert_eq!(
         statuses,
-        ["HTTP/1.1 200 OK", "HTTP/1.1 204 No Content", "HTTP/1.1 304 Not Modified", "HTTP/1.1 200 OK"],
+        [
+            "HTTP/1.1 200 OK",
+            "HTTP/1.1 204 No Content",
+            "HTTP/1.1 304 Not Modified",
+            "HTTP/1.1 200 OK"
+        ],
         "{out}"
     );
     let head = out.split("HTTP/1.1 204").next().expect("head response");
-    assert!(head.to_ascii_lowercase().contains("content-length: 11"), "HEAD keeps the length: {head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-length: 11"),
+        "HEAD keeps the length: {head}"
+    );
     assert!(!head.contains("hello world"), "HEAD has no body");
     assert_eq!(out.matches("hello world").count(), 1, "{out}");
 }
@@ -249,16 +311,22 @@ async fn expect_continue_is_answered_and_body_forwarded() {
         .await
         .expect("write head");
     let mut buf = [0u8; 64];
-    let n = tokio::time::timeout(Duration::from_secs(5), tokio::io::AsyncReadExt::read(&mut s, &mut buf))
-        .await
-        .expect("100 Continue in time")
-        .expect("read");
+    let n = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut s, &mut buf),
+    )
+    .await
+    .expect("100 Continue in time")
+    .expect("read");
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 100 Continue"));
     s.write_all(b"hello").await.expect("write body");
     let (out, _) = read_until_close(&mut s, Duration::from_secs(5)).await;
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(out.contains("\"body_length\":5"), "{out}");
-    assert!(!out.to_ascii_lowercase().contains("\"expect\""), "Expect is not forwarded: {out}");
+    assert!(
+        !out.to_ascii_lowercase().contains("\"expect\""),
+        "Expect is not forwarded: {out}"
+    );
 }
 
 #[tokio::test]
@@ -273,7 +341,10 @@ async fn declared_oversize_body_gets_413_without_100_continue_or_upstream_contac
     .await;
     assert!(out.starts_with("HTTP/1.1 413"), "{out}");
     assert!(!out.contains("100 Continue"), "{out}");
-    assert!(out.to_ascii_lowercase().contains("connection: close"), "{out}");
+    assert!(
+        out.to_ascii_lowercase().contains("connection: close"),
+        "{out}"
+    );
     assert_eq!(up.connections(), 0, "the upstream was never contacted");
 }
 
@@ -316,13 +387,21 @@ async fn upstream_connections_are_pooled() {
         let (status, _, _) = get(&client, &weir.url("web", "/")).await;
         assert_eq!(status, 200);
     }
-    assert_eq!(up.connections(), 1, "one kept-alive upstream connection serves all");
+    assert_eq!(
+        up.connections(),
+        1,
+        "one kept-alive upstream connection serves all"
+    );
 }
 
 #[tokio::test]
 async fn pool_idle_cap_zero_disables_reuse() {
     let up = upstream(|_req| async { text(200, "ok") }).await;
-    let weir = Weir::start(&format!("[upstream]\npool_max_idle_per_host = 0\n{}", simple_config(up.addr, ""))).await;
+    let weir = Weir::start(&format!(
+        "[upstream]\npool_max_idle_per_host = 0\n{}",
+        simple_config(up.addr, "")
+    ))
+    .await;
     let client = h1_client();
     for _ in 0..3 {
         get(&client, &weir.url("web", "/")).await;
@@ -355,5 +434,9 @@ async fn strip_prefix_and_upstream_base_path() {
     let (_, _, b) = get(&client, &weir.url("web", "/v/deep")).await;
     let e = echo_json(&b);
     assert_eq!(e["path"], "/echo/v/deep");
-    assert_eq!(e["headers"]["host"][0], up.to_string(), "preserve_host = false sends the upstream's authority");
+    assert_eq!(
+        e["headers"]["host"][0],
+        up.to_string(),
+        "preserve_host = false sends the upstream's authority"
+    );
 }

@@ -109,8 +109,9 @@ pub async fn forward(
 
     let (mut parts, body) = req.into_parts();
     parts.uri = upstream_uri(route, &parts.uri)?;
+    // HTTP/2 clients always accept trailers; HTTP/1.1 clients say so with TE.
+    let trailers = parts.version == Version::HTTP_2 || headers::accepts_trailers(&parts.headers);
     parts.version = Version::HTTP_11;
-    let trailers = headers::accepts_trailers(&parts.headers);
     let h = &mut parts.headers;
     headers::remove_hop_by_hop(h);
     // weir answers `Expect: 100-continue` itself (hyper sends 100 when the
@@ -176,14 +177,18 @@ fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
         if e.is::<BodyTooLarge>() {
             return ProxyError::BodyTooLarge;
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
-            tls |= io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>());
-        }
         tls |= e.is::<rustls::Error>();
-        source = e.source();
+        // io::Error's `source()` skips the error it wraps; descend by hand.
+        source = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => {
+                timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
+                match io.get_ref() {
+                    Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                    None => e.source(),
+                }
+            }
+            None => e.source(),
+        };
     }
     let kind = if err.is_connect() {
         if timed_out {

@@ -74,7 +74,10 @@ impl Weir {
     }
 
     pub fn admin_url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.running().admin_addr().expect("admin"))
+        format!(
+            "http://{}{path}",
+            self.running().admin_addr().expect("admin")
+        )
     }
 
     /// Begin a graceful shutdown; resolves when the drain ends.
@@ -120,7 +123,9 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<TestBody>> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
     let addr = listener.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
     let counter = connections.clone();
@@ -168,7 +173,11 @@ pub fn h1_client() -> PlainClient {
 
 /// A TLS client trusting `ca_pem`, offering `alpn` (`h2`, `http/1.1`).
 pub fn tls_client(ca_pem: &str, h2: bool) -> TlsClient {
-    tls_client_with(ca_pem, h2, &[&rustls::version::TLS13, &rustls::version::TLS12])
+    tls_client_with(
+        ca_pem,
+        h2,
+        &[&rustls::version::TLS13, &rustls::version::TLS12],
+    )
 }
 
 pub fn tls_config(
@@ -215,7 +224,11 @@ pub async fn get(client: &PlainClient, url: &str) -> (http::StatusCode, http::He
 pub async fn split(resp: Response<Incoming>) -> (http::StatusCode, http::HeaderMap, String) {
     let (parts, b) = resp.into_parts();
     let bytes = b.collect().await.expect("body").to_bytes();
-    (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
 }
 
 /// Parse the demo upstream's /echo answer.
