@@ -1,0 +1,302 @@
+//! The real binary: `--version`, `check`, `run` with signals and the JSON
+//! access log, and `demo`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+/// A running `weir` process whose stderr (or stdout) lines are collected.
+struct Proc {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let mut child = Command::new(WEIR)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn weir");
+        let (tx, lines) = mpsc::channel();
+        for stream in [
+            Box::new(child.stderr.take().expect("stderr")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().expect("stdout")),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        Proc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Wait for a line matching `pred`.
+    fn wait_for(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no matching line; saw:\n{}", self.seen.join("\n"));
+    }
+
+    /// The address of a listener from its JSON "listening" log line.
+    fn listening(&mut self, name: &str) -> SocketAddr {
+        let line = self.wait_for(|l| {
+            l.contains("\"listening\"") && l.contains(&format!("\"listener\":\"{name}\""))
+        });
+        let v: serde_json::Value = serde_json::from_str(&line).expect("json log line");
+        v["addr"]
+            .as_str()
+            .expect("addr")
+            .parse()
+            .expect("socket addr")
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok);
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> i32 {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < deadline, "weir did not exit in {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("weir.toml");
+    std::fs::write(&path, text).expect("write config");
+    path.display().to_string()
+}
+
+#[test]
+fn version_is_printed() {
+    let out = Command::new(WEIR).arg("--version").output().expect("run");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("weir {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn check_accepts_a_valid_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(
+        &dir,
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nupstream = \"http://127.0.0.1:9\"\n",
+    );
+    let out = Command::new(WEIR)
+        .args(["check", "--config", &path])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "config ok\n");
+}
+
+#[test]
+fn check_lists_every_problem_with_position_and_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(
+        &dir,
+        "[[listener]]\naddress = \"127.0.0.1:0\"\nadress = \"x\"\n\
+         [[route]]\nupstream = \"127.0.0.1:9\"\nresponse_timeout = 5\n",
+    );
+    let out = Command::new(WEIR)
+        .args(["check", "--config", &path])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("3 problems in the configuration:"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{path}:3:1: listener[0].adress: unknown key (fix: did you mean `address`?)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{path}:5:12: route[0].upstream:")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{path}:6:20: route[0].response_timeout: expected a duration string, found integer"
+        )),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn check_reports_an_unreadable_file() {
+    let out = Command::new(WEIR)
+        .args(["check", "--config", "/nonexistent/weir.toml"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("/nonexistent/weir.toml: cannot read the file")
+    );
+}
+
+#[test]
+fn run_refuses_an_invalid_config_without_starting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, "[[listener]]\naddress = \"127.0.0.1:0\"\n");
+    let out = Command::new(WEIR)
+        .args(["run", "--config", &path])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no route is configured"));
+}
+
+fn run_config(upstream: SocketAddr) -> String {
+    format!(
+        "[log]\nformat = \"json\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"demo\"\nupstream = \"http://{upstream}\"\n"
+    )
+}
+
+/// A blocking HTTP/1.1 GET on its own thread (the test body is synchronous).
+fn get_in_thread(addr: SocketAddr, path: &'static str) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_in_flight_requests_and_logs_access_json() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, &run_config(up));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+
+    let slow = get_in_thread(addr, "/slow?ms=800");
+    std::thread::sleep(Duration::from_millis(200));
+    weir.signal("-TERM");
+    let resp = tokio::task::spawn_blocking(move || slow.join().expect("thread"))
+        .await
+        .expect("join");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("slept 800 ms\n"), "{resp}");
+    assert_eq!(weir.wait_exit(Duration::from_secs(10)), 0);
+    weir.wait_for(|l| l.contains("\"drained\""));
+    let access = weir
+        .seen
+        .iter()
+        .find(|l| l.contains("\"target\":\"weir::access\""))
+        .cloned();
+    let access =
+        access.unwrap_or_else(|| weir.wait_for(|l| l.contains("\"target\":\"weir::access\"")));
+    let v: serde_json::Value = serde_json::from_str(&access).expect("json");
+    assert_eq!(v["client"], "127.0.0.1");
+    assert_eq!(v["host"], "app.test");
+    assert_eq!(v["method"], "GET");
+    assert_eq!(v["path"], "/slow?ms=800");
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["bytes"], 13);
+    assert!(v["duration_ms"].as_u64().expect("duration") >= 800);
+    assert_eq!(v["route"], "demo");
+    assert_eq!(v["upstream"], format!("http://{up}/"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn second_signal_exits_at_once() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, &run_config(up));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    let _slow = get_in_thread(addr, "/slow?ms=20000");
+    std::thread::sleep(Duration::from_millis(200));
+    weir.signal("-TERM");
+    weir.wait_for(|l| l.contains("draining"));
+    let started = Instant::now();
+    weir.signal("-INT");
+    assert_eq!(weir.wait_exit(Duration::from_secs(5)), 130);
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_serves_without_any_file() {
+    let mut weir = Proc::spawn(&[
+        "demo",
+        "--http-port",
+        "0",
+        "--https-port",
+        "0",
+        "--admin-port",
+        "0",
+    ]);
+    let banner = weir.wait_for(|l| l.contains("curl -s http://127.0.0.1:") && l.contains("/echo"));
+    let port: u16 = banner
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("port in banner");
+    assert_ne!(port, 0, "the banner shows the bound port");
+    let (status, _, body) = get(&h1_client(), &format!("http://127.0.0.1:{port}/echo?x=1")).await;
+    assert_eq!(status, 200);
+    assert_eq!(echo_json(&body)["query"], "x=1");
+}
