@@ -300,3 +300,25 @@ async fn demo_serves_without_any_file() {
     assert_eq!(status, 200);
     assert_eq!(echo_json(&body)["query"], "x=1");
 }
+
+#[test]
+fn shipped_example_config_checks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for stem in ["example.com", "git.example.com"] {
+        write_cert(dir.path(), stem, &[stem]);
+    }
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/weir.toml"))
+            .expect("example");
+    let text = example.replace("/etc/weir/certs", &dir.path().display().to_string());
+    let path = write_config(&dir, &text);
+    let out = Command::new(WEIR)
+        .args(["check", "--config", &path])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
