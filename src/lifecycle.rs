@@ -124,6 +124,11 @@ impl Gateway {
             return close(error_response(shape, StatusCode::BAD_REQUEST));
         };
 
+        // A reverse proxy is not a forward proxy: no CONNECT tunnels.
+        if req.method() == http::Method::CONNECT {
+            return error_response(shape, StatusCode::METHOD_NOT_ALLOWED);
+        }
+
         // Phase: redirect.
         if let Some(redirect) = conn.redirect {
             return self.redirect_to_https(&req, host, redirect, shape);

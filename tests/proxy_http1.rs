@@ -440,3 +440,62 @@ async fn strip_prefix_and_upstream_base_path() {
         "preserve_host = false sends the upstream's authority"
     );
 }
+
+#[tokio::test]
+async fn informational_103_from_upstream_does_not_confuse_the_final_response() {
+    // A raw upstream that sends 103 Early Hints before its 200.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = tokio::io::AsyncReadExt::read(&mut s, &mut buf).await;
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
+                          HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal",
+                    )
+                    .await;
+            });
+        }
+    });
+    let weir = Weir::start(&simple_config(addr, "")).await;
+    let (status, _, b) = get(&h1_client(), &weir.url("web", "/")).await;
+    assert_eq!((status.as_u16(), b.as_str()), (200, "final"));
+}
+
+#[tokio::test]
+async fn idle_upstream_connections_expire() {
+    let up = upstream(|_req| async { text(200, "ok") }).await;
+    let weir = Weir::start(&format!(
+        "[upstream]\npool_idle_timeout = \"100ms\"\n{}",
+        simple_config(up.addr, "")
+    ))
+    .await;
+    let client = h1_client();
+    get(&client, &weir.url("web", "/")).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    get(&client, &weir.url("web", "/")).await;
+    assert_eq!(
+        up.connections(),
+        2,
+        "the idle connection was closed, not reused"
+    );
+}
+
+#[tokio::test]
+async fn connect_method_is_refused() {
+    let up = upstream(|_req| async { text(200, "should not be reached") }).await;
+    let weir = Weir::start(&simple_config(up.addr, "")).await;
+    let out = raw(
+        weir.addr("web"),
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+    assert_eq!(up.connections(), 0);
+}

@@ -39,6 +39,7 @@ fn message(status: StatusCode) -> &'static str {
     match status {
         StatusCode::BAD_REQUEST => "bad request",
         StatusCode::NOT_FOUND => "no route for this host and path",
+        StatusCode::METHOD_NOT_ALLOWED => "method not allowed",
         StatusCode::REQUEST_TIMEOUT => "request timed out",
         StatusCode::PAYLOAD_TOO_LARGE => "request body too large",
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "request header fields too large",
