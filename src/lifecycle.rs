@@ -15,6 +15,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+
 use std::time::Instant;
 
 use http::header::{self, HeaderValue};
@@ -22,19 +23,26 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use ipnet::IpNet;
 
+use tokio::sync::watch;
+
 use crate::config::{Config, RedirectSettings};
-use crate::proxy::{self, ClientSide, ProxyError, Upstream};
-use crate::respond::{ErrorShape, Payload, Recorded, RequestRecord, ResponseBody, error_response};
+use crate::listen::registry::{CloseReason, Slot};
+use crate::proxy::{self, BodyRate, ClientSide, ProxyError, Upstream};
+use crate::respond::{
+    ErrorShape, InFlight, Payload, Recorded, RequestRecord, ResponseBody, error_response,
+};
 use crate::route::{Route, Router, normalise_host};
 use crate::telemetry::Metrics;
 
 /// What is known about the connection a request arrived on.
-#[derive(Debug, Clone)]
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub tls: bool,
     /// Set on listeners that only redirect to HTTPS.
     pub redirect: Option<RedirectSettings>,
+    /// The connection's place under the cap; an upgraded tunnel keeps it.
+    pub slot: Arc<Slot>,
+    pub shutdown: watch::Receiver<bool>,
 }
 
 /// Everything a request needs from the configuration, built once.
@@ -43,6 +51,8 @@ pub struct Gateway {
     trusted_proxies: Vec<IpNet>,
     access_log: bool,
     metrics: Arc<Metrics>,
+    max_requests_per_connection: u64,
+    body_rate: Option<BodyRate>,
 }
 
 impl Gateway {
@@ -62,6 +72,11 @@ impl Gateway {
             trusted_proxies: config.server.trusted_proxies.clone(),
             access_log: config.log.access_log,
             metrics,
+            max_requests_per_connection: config.connections.max_requests,
+            body_rate: (config.connections.min_body_rate > 0).then_some(BodyRate {
+                min_bytes_per_second: config.connections.min_body_rate,
+                period: config.connections.body_rate_period,
+            }),
         })
     }
 
@@ -71,6 +86,12 @@ impl Gateway {
 
     pub async fn handle(&self, req: Request<Incoming>, conn: &ConnInfo) -> Response<ResponseBody> {
         let start = Instant::now();
+        let conn_state = &conn.slot.state;
+        let nth_request = conn_state.request_started();
+        let in_flight = InFlight::new(conn_state.clone());
+        let last_on_connection =
+            self.max_requests_per_connection > 0 && nth_request >= self.max_requests_per_connection;
+        let http1 = req.version() <= http::Version::HTTP_11;
         // The Host as the client wrote it (HTTP/2 carries it as :authority).
         let host_sent: Option<String> = req
             .headers()
@@ -95,9 +116,10 @@ impl Gateway {
             upstream: None,
             metrics: self.metrics.clone(),
             access_log: self.access_log,
+            in_flight: Some(in_flight),
         };
 
-        let resp = self
+        let mut resp = self
             .respond(
                 req,
                 conn,
@@ -107,6 +129,14 @@ impl Gateway {
                 &mut record,
             )
             .await;
+        if last_on_connection {
+            // The per-connection request cap: finish this one, then close
+            // (Connection: close on HTTP/1.1, GOAWAY on HTTP/2).
+            conn_state.close(CloseReason::MaxRequests);
+            if http1 {
+                resp = close(resp);
+            }
+        }
         record.status = resp.status().as_u16();
         resp.map(|body| Recorded::new(body, Some(record)))
     }
@@ -150,9 +180,9 @@ impl Gateway {
 
         // Phase: proxy.
         let client = ClientSide {
-            peer: conn.peer.ip(),
-            tls: conn.tls,
+            conn,
             trusted_proxies: &self.trusted_proxies,
+            body_rate: self.body_rate,
         };
         match proxy::forward(req, route, &client, host_sent).await {
             Ok(resp) => resp,
@@ -166,6 +196,10 @@ impl Gateway {
                     // The rest of the body is still on the wire: the
                     // connection cannot be reused.
                     ProxyError::BodyTooLarge | ProxyError::BadRequest => close(resp),
+                    ProxyError::BodyTooSlow => {
+                        self.metrics.connection_closed("body_rate");
+                        close(resp)
+                    }
                     ProxyError::Upstream(_) => resp,
                 }
             }

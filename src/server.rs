@@ -1,13 +1,13 @@
 //! Assembling a running weir from a validated [`Config`]: bind every socket
 //! first (so a bad address fails before anything serves), then start the
-//! accept loops; and the graceful drain on shutdown.
+//! accept loops and the deadline sweeper; and the graceful drain on
+//! shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -15,8 +15,10 @@ use tokio::task::JoinSet;
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::conn::ConnSettings;
+use crate::conn::deadline::{self, Deadlines};
 use crate::lifecycle::Gateway;
-use crate::listen::Listener;
+use crate::listen::registry::Registry;
+use crate::listen::{Listener, Shared};
 use crate::telemetry::Metrics;
 
 /// A started server: its bound addresses and the handle to stop it.
@@ -24,17 +26,21 @@ pub struct Running {
     listeners: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,
-    stop: watch::Sender<bool>,
+    registry: Arc<Registry>,
+    /// Tells accept loops, connections and tunnels that shutdown began.
+    shutdown: watch::Sender<bool>,
+    /// Stops the deadline sweeper once the drain is over.
+    sweeper_stop: watch::Sender<bool>,
     accept_loops: JoinSet<()>,
     admin_task: Option<tokio::task::JoinHandle<()>>,
-    graceful: Arc<GracefulShutdown>,
     shutdown_timeout: Duration,
 }
 
 pub async fn start(config: &Config) -> Result<Running, String> {
     let metrics = Arc::new(Metrics::new());
     let gateway = Arc::new(Gateway::new(config, metrics.clone())?);
-    let settings = Arc::new(ConnSettings::new(&config.server));
+    let settings = Arc::new(ConnSettings::new(config));
+    let registry = Registry::new(config.connections.max, config.connections.max_per_ip);
 
     let mut bound = Vec::new();
     for l in &config.listeners {
@@ -49,21 +55,29 @@ pub async fn start(config: &Config) -> Result<Running, String> {
         None => None,
     };
 
-    let graceful = Arc::new(GracefulShutdown::new());
-    let (stop, stop_rx) = watch::channel(false);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (sweeper_stop, sweeper_rx) = watch::channel(false);
+    tokio::spawn(deadline::sweep(
+        registry.clone(),
+        Deadlines::new(&config.connections),
+        metrics.clone(),
+        sweeper_rx,
+    ));
+    let shared = Arc::new(Shared {
+        gateway,
+        settings,
+        registry: registry.clone(),
+        metrics: metrics.clone(),
+        shutdown: shutdown_rx,
+    });
     let mut accept_loops = JoinSet::new();
     let mut listeners = Vec::new();
     for l in bound {
         if let Some(addr) = l.local_addr() {
             tracing::info!(listener = %l.name, %addr, tls = l.config.tls.is_some(), redirect = l.config.redirect_https.is_some(), "listening");
-            listeners.push((l.name.clone(), addr));
+            listeners.push((l.name.to_string(), addr));
         }
-        accept_loops.spawn(l.run(
-            gateway.clone(),
-            settings.clone(),
-            graceful.clone(),
-            stop_rx.clone(),
-        ));
+        accept_loops.spawn(l.run(shared.clone()));
     }
     let admin_state = Arc::new(AdminState {
         metrics,
@@ -78,10 +92,11 @@ pub async fn start(config: &Config) -> Result<Running, String> {
         listeners,
         admin,
         admin_state,
-        stop,
+        registry,
+        shutdown,
+        sweeper_stop,
         accept_loops,
         admin_task,
-        graceful,
         shutdown_timeout: config.server.shutdown_timeout,
     })
 }
@@ -103,27 +118,36 @@ impl Running {
         self.admin
     }
 
+    /// Client connections currently open (all listeners).
+    pub fn open_connections(&self) -> usize {
+        self.registry.open()
+    }
+
     /// Stop accepting, let in-flight requests finish within the shutdown
-    /// timeout (idle keep-alive connections are closed at once), then stop.
-    /// Returns false when the timeout cut the drain short.
+    /// timeout (idle keep-alive connections and tunnels are closed at once),
+    /// then stop. Returns false when the timeout cut the drain short.
     pub async fn shutdown(mut self) -> bool {
         self.admin_state.draining.store(true, Ordering::Relaxed);
-        let _ = self.stop.send(true);
+        let _ = self.shutdown.send(true);
         while self.accept_loops.join_next().await.is_some() {}
-        let open = self.graceful.count();
-        tracing::info!(open_connections = open, timeout = ?self.shutdown_timeout, "draining");
-        // The accept loops held the only other references.
-        let drained = match Arc::try_unwrap(self.graceful) {
-            Ok(g) => tokio::time::timeout(self.shutdown_timeout, g.shutdown())
-                .await
-                .is_ok(),
-            Err(_) => false,
-        };
+        tracing::info!(open_connections = self.registry.open(), timeout = ?self.shutdown_timeout, "draining");
+        let registry = self.registry.clone();
+        let drained = tokio::time::timeout(self.shutdown_timeout, async move {
+            while registry.open() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .is_ok();
         if drained {
             tracing::info!("drained");
         } else {
-            tracing::warn!("shutdown timeout reached with requests still in flight");
+            tracing::warn!(
+                open_connections = self.registry.open(),
+                "shutdown timeout reached with requests still in flight"
+            );
         }
+        let _ = self.sweeper_stop.send(true);
         if let Some(t) = self.admin_task {
             t.abort();
         }

@@ -192,7 +192,7 @@ async fn stalled_tls_handshake_is_closed_at_the_deadline() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (c, k, _) = write_cert(dir.path(), "a", &["a.test"]);
     let text = format!(
-        "[server]\ntls_handshake_timeout = \"300ms\"\n\
+        "[connections]\ntls_handshake_timeout = \"300ms\"\n\
          [[listener]]\nname = \"tls\"\naddress = \"127.0.0.1:0\"\n\
          tls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n\
          [[route]]\nupstream = \"http://{up}\"\n",

@@ -9,14 +9,45 @@ use ipnet::IpNet;
 use super::reader::{self, At, Doc, Problems, Section};
 use super::*;
 
-const TOP: &[&str] = &["server", "log", "admin", "listener", "route", "upstream"];
+const TOP: &[&str] = &[
+    "server",
+    "connections",
+    "http1",
+    "http2",
+    "log",
+    "admin",
+    "listener",
+    "route",
+    "upstream",
+];
 const SERVER: &[&str] = &[
     "shutdown_timeout",
     "trusted_proxies",
     "workers",
+    "max_concurrent_requests",
+];
+const CONNECTIONS: &[&str] = &[
+    "max",
+    "max_per_ip",
     "tls_handshake_timeout",
     "request_head_timeout",
+    "keepalive_timeout",
+    "max_requests",
+    "min_body_rate",
+    "body_rate_period",
+    "send_timeout",
+    "pressure_threshold",
+    "pressure_timeout",
 ];
+const HTTP1: &[&str] = &["max_headers", "max_head_size"];
+const HTTP2: &[&str] = &[
+    "max_concurrent_streams",
+    "max_header_list_size",
+    "max_pending_resets",
+    "max_control_frames_per_second",
+];
+/// The request gate is a semaphore; tokio's holds at most this many permits.
+const MAX_SEMAPHORE_PERMITS: u64 = (usize::MAX >> 3) as u64;
 const LOG: &[&str] = &["format", "level", "access_log"];
 const ADMIN: &[&str] = &["address"];
 const LISTENER: &[&str] = &["name", "address", "tls", "redirect_https", "https_port"];
@@ -43,6 +74,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
     let top = Section::new(&doc, root.get_ref(), "", root.span(), TOP);
 
     let server = server(&top);
+    let connections = connections(&top);
+    let http1 = http1(&top);
+    let http2 = http2(&top);
     let log = log(&top);
     let admin = top.table("admin", ADMIN).and_then(|a| {
         let address = socket_addr(&a, "address");
@@ -65,6 +99,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
     Ok(Config {
         source: path.to_path_buf(),
         server,
+        connections,
+        http1,
+        http2,
         log,
         admin,
         listeners,
@@ -81,14 +118,11 @@ fn server(top: &Section<'_, '_>) -> ServerSettings {
     if let Some(d) = t.duration("shutdown_timeout") {
         s.shutdown_timeout = d;
     }
-    if let Some(d) = positive_duration(&t, "tls_handshake_timeout") {
-        s.tls_handshake_timeout = d;
-    }
-    if let Some(d) = positive_duration(&t, "request_head_timeout") {
-        s.request_head_timeout = d;
-    }
     if let Some(n) = t.uint("workers", 1024) {
         s.workers = n as usize;
+    }
+    if let Some(n) = t.uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS) {
+        s.max_concurrent_requests = n as usize;
     }
     for entry in t.string_list("trusted_proxies").unwrap_or_default() {
         let parsed = entry
@@ -105,6 +139,105 @@ fn server(top: &Section<'_, '_>) -> ServerSettings {
         }
     }
     s
+}
+
+fn connections(top: &Section<'_, '_>) -> ConnectionSettings {
+    let mut c = ConnectionSettings::default();
+    let Some(t) = top.table("connections", CONNECTIONS) else {
+        return c;
+    };
+    if let Some(n) = t.uint("max", MAX_SEMAPHORE_PERMITS) {
+        c.max = n as usize;
+    }
+    if let Some(n) = t.uint("max_per_ip", MAX_SEMAPHORE_PERMITS) {
+        c.max_per_ip = n as usize;
+    }
+    if let Some(d) = positive_duration(&t, "tls_handshake_timeout") {
+        c.tls_handshake_timeout = d;
+    }
+    if let Some(d) = positive_duration(&t, "request_head_timeout") {
+        c.request_head_timeout = d;
+    }
+    if let Some(d) = positive_duration(&t, "keepalive_timeout") {
+        c.keepalive_timeout = d;
+    }
+    if let Some(n) = t.uint("max_requests", u64::MAX) {
+        c.max_requests = n;
+    }
+    if let Some(n) = t.size("min_body_rate") {
+        c.min_body_rate = n;
+    }
+    if let Some(d) = positive_duration(&t, "body_rate_period") {
+        c.body_rate_period = d;
+    }
+    if let Some(d) = positive_duration(&t, "send_timeout") {
+        c.send_timeout = d;
+    }
+    if let Some(n) = t.uint("pressure_threshold", 100) {
+        if n == 0 {
+            t.problem(
+                "pressure_threshold",
+                "0% would keep deadlines shrunk at all times",
+                Some("use a percentage from 1 to 100 (100 = only at the cap)".into()),
+            );
+        } else {
+            c.pressure_threshold_percent = n as u8;
+        }
+    }
+    if let Some(d) = positive_duration(&t, "pressure_timeout") {
+        c.pressure_timeout = d;
+    }
+    c
+}
+
+fn http1(top: &Section<'_, '_>) -> Http1Settings {
+    let mut h = Http1Settings::default();
+    let Some(t) = top.table("http1", HTTP1) else {
+        return h;
+    };
+    if let Some(n) = t.uint("max_headers", 10_000) {
+        h.max_headers = n as usize;
+    }
+    if let Some(n) = t.size("max_head_size") {
+        // hyper's read buffer cannot be smaller than 8 KiB.
+        if !(8192..=16 * 1024 * 1024).contains(&n) {
+            t.problem(
+                "max_head_size",
+                format!("{n} bytes is outside 8KiB..16MiB"),
+                Some("use a size like \"64KiB\"".into()),
+            );
+        } else {
+            h.max_head_size = n as usize;
+        }
+    }
+    h
+}
+
+fn http2(top: &Section<'_, '_>) -> Http2Settings {
+    let mut h = Http2Settings::default();
+    let Some(t) = top.table("http2", HTTP2) else {
+        return h;
+    };
+    if let Some(n) = t.uint("max_concurrent_streams", u32::MAX as u64) {
+        h.max_concurrent_streams = n as u32;
+    }
+    if let Some(n) = t.size("max_header_list_size") {
+        match u32::try_from(n) {
+            Ok(n) => h.max_header_list_size = n,
+            Err(_) => t.problem(
+                "max_header_list_size",
+                "too large",
+                Some("use at most \"4GiB\"".into()),
+            ),
+        }
+    }
+    if let Some(n) = t.uint("max_pending_resets", 1_000_000) {
+        h.max_pending_resets = n as usize;
+    }
+    if let Some(n) = t.uint("max_control_frames_per_second", u32::MAX as u64) {
+        h.max_control_frames_per_second = n as u32;
+    }
+    h
 }
 
 fn positive_duration(t: &Section<'_, '_>, key: &str) -> Option<std::time::Duration> {

@@ -28,9 +28,26 @@ pub mod defaults {
     pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
     pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
     pub const POOL_MAX_IDLE_PER_HOST: usize = 64;
+    pub const HTTPS_PORT: u16 = 443;
+    pub const MAX_CONCURRENT_REQUESTS: usize = 1024;
+
+    pub const MAX_CONNECTIONS: usize = 1024;
     pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
     pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const HTTPS_PORT: u16 = 443;
+    pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub const MAX_REQUESTS_PER_CONNECTION: u64 = 1000;
+    pub const MIN_BODY_RATE: u64 = 1024;
+    pub const BODY_RATE_PERIOD: Duration = Duration::from_secs(10);
+    pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const PRESSURE_THRESHOLD_PERCENT: u8 = 80;
+    pub const PRESSURE_TIMEOUT: Duration = Duration::from_secs(1);
+
+    pub const H1_MAX_HEADERS: usize = 100;
+    pub const H1_MAX_HEAD_SIZE: usize = 64 * 1024;
+    pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+    pub const H2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
+    pub const H2_MAX_PENDING_RESETS: usize = 20;
+    pub const H2_MAX_CONTROL_FRAMES_PER_SECOND: u32 = 1000;
 }
 
 #[derive(Debug, Clone)]
@@ -38,6 +55,9 @@ pub struct Config {
     /// The file this came from (for messages and reloads).
     pub source: PathBuf,
     pub server: ServerSettings,
+    pub connections: ConnectionSettings,
+    pub http1: Http1Settings,
+    pub http2: Http2Settings,
     pub log: LogSettings,
     pub admin: Option<AdminSettings>,
     pub listeners: Vec<ListenerConfig>,
@@ -52,8 +72,89 @@ pub struct ServerSettings {
     pub trusted_proxies: Vec<IpNet>,
     /// Runtime worker threads; 0 means one per core.
     pub workers: usize,
+    /// Process-wide bound on requests in flight; 0 disables the gate.
+    pub max_concurrent_requests: usize,
+}
+
+/// The connection layer: the shared cap, reclaiming under load, deadlines.
+#[derive(Debug, Clone)]
+pub struct ConnectionSettings {
+    /// Process-wide cap on client connections, shared by every listener; 0 = none.
+    pub max: usize,
+    /// Cap per client IP (IPv6 per /64); 0 = none.
+    pub max_per_ip: usize,
     pub tls_handshake_timeout: Duration,
+    /// Total time to receive a request head, from its first byte (or from
+    /// the connection becoming ready, for the first request).
     pub request_head_timeout: Duration,
+    /// Idle time between requests (HTTP/1.1) or with no open stream (HTTP/2).
+    pub keepalive_timeout: Duration,
+    /// Requests per connection before it is closed gracefully; 0 = none.
+    pub max_requests: u64,
+    /// Minimum request body rate in bytes/s, checked per `body_rate_period`; 0 = off.
+    pub min_body_rate: u64,
+    pub body_rate_period: Duration,
+    /// How long a client may leave a response unread before it is cut.
+    pub send_timeout: Duration,
+    /// Percent of `max` above which deadlines shrink to `pressure_timeout`.
+    pub pressure_threshold_percent: u8,
+    pub pressure_timeout: Duration,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        ConnectionSettings {
+            max: defaults::MAX_CONNECTIONS,
+            max_per_ip: 0,
+            tls_handshake_timeout: defaults::TLS_HANDSHAKE_TIMEOUT,
+            request_head_timeout: defaults::REQUEST_HEAD_TIMEOUT,
+            keepalive_timeout: defaults::KEEPALIVE_TIMEOUT,
+            max_requests: defaults::MAX_REQUESTS_PER_CONNECTION,
+            min_body_rate: defaults::MIN_BODY_RATE,
+            body_rate_period: defaults::BODY_RATE_PERIOD,
+            send_timeout: defaults::SEND_TIMEOUT,
+            pressure_threshold_percent: defaults::PRESSURE_THRESHOLD_PERCENT,
+            pressure_timeout: defaults::PRESSURE_TIMEOUT,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Http1Settings {
+    pub max_headers: usize,
+    /// Largest request head (request line + headers) in bytes.
+    pub max_head_size: usize,
+}
+
+impl Default for Http1Settings {
+    fn default() -> Self {
+        Http1Settings {
+            max_headers: defaults::H1_MAX_HEADERS,
+            max_head_size: defaults::H1_MAX_HEAD_SIZE,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Http2Settings {
+    pub max_concurrent_streams: u32,
+    pub max_header_list_size: u32,
+    /// Streams a client may reset before they are accepted (rapid reset).
+    pub max_pending_resets: usize,
+    /// PING, SETTINGS, RST_STREAM, WINDOW_UPDATE and empty DATA frames a
+    /// client may send per second before the connection is closed.
+    pub max_control_frames_per_second: u32,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            max_concurrent_streams: defaults::H2_MAX_CONCURRENT_STREAMS,
+            max_header_list_size: defaults::H2_MAX_HEADER_LIST_SIZE,
+            max_pending_resets: defaults::H2_MAX_PENDING_RESETS,
+            max_control_frames_per_second: defaults::H2_MAX_CONTROL_FRAMES_PER_SECOND,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,8 +283,7 @@ impl Default for ServerSettings {
             shutdown_timeout: defaults::SHUTDOWN_TIMEOUT,
             trusted_proxies: Vec::new(),
             workers: 0,
-            tls_handshake_timeout: defaults::TLS_HANDSHAKE_TIMEOUT,
-            request_head_timeout: defaults::REQUEST_HEAD_TIMEOUT,
+            max_concurrent_requests: defaults::MAX_CONCURRENT_REQUESTS,
         }
     }
 }

@@ -128,8 +128,11 @@ impl<'s> Doc<'s> {
         !self.problems.borrow().is_empty()
     }
 
+    /// Every problem, in the order they appear in the file.
     pub fn into_problems(self) -> Vec<Problem> {
-        self.problems.into_inner()
+        let mut problems = self.problems.into_inner();
+        problems.sort_by_key(|p| p.position);
+        problems
     }
 }
 

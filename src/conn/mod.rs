@@ -1,46 +1,55 @@
-//! One client connection: TLS handshake (with a deadline), ALPN, then
-//! hyper's HTTP/1.1 + HTTP/2 server with weir's limits, watched for
-//! graceful shutdown.
+//! One client connection: TLS handshake, ALPN, then hyper's HTTP/1.1 +
+//! HTTP/2 server with weir's limits — until the client leaves, a deadline or
+//! defence asks it to close (see [`deadline`] and [`io`]), or shutdown
+//! begins.
 
+pub mod deadline;
+pub mod io;
 pub mod tls;
 
 use std::convert::Infallible;
+use std::pin::pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::Watcher;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::ServerSettings;
+use crate::config::Config;
 use crate::lifecycle::{ConnInfo, Gateway};
-
-/// HTTP/2 concurrent streams per connection (nginx 128, HAProxy 100).
-const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+use crate::listen::registry::CloseReason;
+use io::TrackedIo;
 
 /// Connection-level settings shared by every listener.
 pub struct ConnSettings {
-    pub tls_handshake_timeout: Duration,
     http: auto::Builder<TokioExecutor>,
+    h2_max_control_frames_per_second: u32,
 }
 
 impl ConnSettings {
-    pub fn new(server: &ServerSettings) -> Self {
+    pub fn new(config: &Config) -> Self {
+        let c = &config.connections;
         let mut http = auto::Builder::new(TokioExecutor::new());
+        // hyper's own head timer is only a backstop: it also runs while a
+        // keep-alive connection is idle, so it is set to the longest wait a
+        // connection may legitimately have before a head is complete. The
+        // real head and idle deadlines are enforced by the sweeper.
         http.http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(server.request_head_timeout)
-            .max_headers(100);
+            .header_read_timeout(c.keepalive_timeout + c.request_head_timeout)
+            .max_headers(config.http1.max_headers)
+            .max_buf_size(config.http1.max_head_size);
         http.http2()
             .timer(TokioTimer::new())
-            .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
-            .max_header_list_size(64 * 1024);
+            .max_concurrent_streams(config.http2.max_concurrent_streams)
+            .max_header_list_size(config.http2.max_header_list_size)
+            .max_pending_accept_reset_streams(config.http2.max_pending_resets);
         ConnSettings {
-            tls_handshake_timeout: server.tls_handshake_timeout,
             http,
+            h2_max_control_frames_per_second: config.http2.max_control_frames_per_second,
         }
     }
 }
@@ -52,45 +61,89 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     gateway: Arc<Gateway>,
     settings: Arc<ConnSettings>,
-    watcher: Watcher,
 ) {
     let _ = stream.set_nodelay(true);
-    match tls {
-        None => serve_http(TokioIo::new(stream), info, gateway, &settings, watcher).await,
-        Some(acceptor) => {
-            let handshake =
-                tokio::time::timeout(settings.tls_handshake_timeout, acceptor.accept(stream));
-            match handshake.await {
-                Ok(Ok(tls_stream)) => {
-                    serve_http(TokioIo::new(tls_stream), info, gateway, &settings, watcher).await
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(peer = %info.peer, error = %e, "TLS handshake failed")
-                }
-                Err(_) => tracing::debug!(peer = %info.peer, "TLS handshake timed out"),
+    let state = info.slot.state.clone();
+    let Some(acceptor) = tls else {
+        let io = TrackedIo::new(
+            stream,
+            state,
+            None,
+            settings.h2_max_control_frames_per_second,
+        );
+        return serve_http(io, info, gateway, &settings).await;
+    };
+    let tls_stream = tokio::select! {
+        done = acceptor.accept(stream) => match done {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(peer = %info.peer, error = %e, "TLS handshake failed");
+                return;
             }
+        },
+        reason = state.close_requested(CloseReason::None) => {
+            tracing::debug!(peer = %info.peer, reason = reason.label(), "closed during the TLS handshake");
+            return;
         }
-    }
+    };
+    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    state.handshake_done();
+    let io = TrackedIo::new(
+        tls_stream,
+        state,
+        Some(h2),
+        settings.h2_max_control_frames_per_second,
+    );
+    serve_http(io, info, gateway, &settings).await;
 }
 
-async fn serve_http<I>(
-    io: I,
+async fn serve_http<T>(
+    io: TrackedIo<T>,
     info: ConnInfo,
     gateway: Arc<Gateway>,
     settings: &ConnSettings,
-    watcher: Watcher,
 ) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let peer = info.peer;
+    let state = info.slot.state.clone();
+    let mut shutdown = info.shutdown.clone();
     let info = Arc::new(info);
     let service = service_fn(move |req| {
         let gateway = gateway.clone();
         let info = info.clone();
         async move { Ok::<_, Infallible>(gateway.handle(req, &info).await) }
     });
-    let conn = settings.http.serve_connection_with_upgrades(io, service);
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    let mut conn = pin!(
+        settings
+            .http
+            .serve_connection_with_upgrades(TokioIo::new(io), service)
+    );
+    let mut seen = CloseReason::None;
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            reason = state.close_requested(seen) => {
+                seen = reason;
+                if reason.graceful() && !draining {
+                    // Finish in-flight requests, then close (GOAWAY on HTTP/2).
+                    draining = true;
+                    conn.as_mut().graceful_shutdown();
+                } else {
+                    tracing::debug!(%peer, reason = reason.label(), "connection closed");
+                    return;
+                }
+            }
+            _ = shutdown.wait_for(|s| *s), if !draining => {
+                draining = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
     }
 }

@@ -1,14 +1,19 @@
-//! Listening sockets and their accept loops.
+//! Listening sockets, their accept loops, and the process-wide connection
+//! registry they share.
 //!
-//! Each accepted connection becomes its own task running [`crate::conn::serve`].
-//! The loop stops when shutdown begins, which closes the listening socket so
-//! new clients are refused by the kernel rather than left in the backlog.
+//! Each accepted connection is admitted through the [`registry::Registry`]
+//! (which may evict an unproductive connection to make room, or refuse),
+//! then served in its own task by [`crate::conn::serve`]. Accept errors go
+//! through the policy in [`accept`]. The loop stops when shutdown begins,
+//! which closes the listening socket so new clients are refused by the
+//! kernel rather than left in the backlog.
+
+pub mod accept;
+pub mod registry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -16,13 +21,25 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::ListenerConfig;
 use crate::conn::{self, ConnSettings};
 use crate::lifecycle::{ConnInfo, Gateway};
+use crate::telemetry::Metrics;
+use accept::{AcceptLoop, SpareFd};
+use registry::{Phase, Refused, Registry};
 
 /// A bound listener, ready to accept.
 pub struct Listener {
-    pub name: String,
+    pub name: Arc<str>,
     pub config: ListenerConfig,
     socket: TcpListener,
     tls: Option<TlsAcceptor>,
+}
+
+/// What every accept loop shares.
+pub struct Shared {
+    pub gateway: Arc<Gateway>,
+    pub settings: Arc<ConnSettings>,
+    pub registry: Arc<Registry>,
+    pub metrics: Arc<Metrics>,
+    pub shutdown: watch::Receiver<bool>,
 }
 
 impl Listener {
@@ -42,7 +59,7 @@ impl Listener {
             )
         })?;
         Ok(Listener {
-            name: config.name.clone(),
+            name: config.name.as_str().into(),
             config: config.clone(),
             socket,
             tls,
@@ -53,44 +70,73 @@ impl Listener {
         self.socket.local_addr().ok()
     }
 
-    /// Accept until `stop` turns true.
-    pub async fn run(
-        self,
-        gateway: Arc<Gateway>,
-        settings: Arc<ConnSettings>,
-        graceful: Arc<GracefulShutdown>,
-        mut stop: watch::Receiver<bool>,
-    ) {
+    /// Accept until shutdown begins.
+    pub async fn run(self, shared: Arc<Shared>) {
+        let Listener {
+            name,
+            config,
+            socket,
+            tls,
+        } = self;
+        let mut accepts = AcceptLoop::new(socket, SpareFd::new(), &name);
+        let metrics = shared.metrics.clone();
+        accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
+        let mut stop = shared.shutdown.clone();
+        let open_gauge = shared.metrics.open_connections(&name);
         loop {
-            let accepted = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => break,
-                accepted = self.socket.accept() => accepted,
+                accepted = accepts.next() => accepted,
             };
-            match accepted {
-                Ok((stream, peer)) => {
-                    let info = ConnInfo {
-                        peer,
-                        tls: self.tls.is_some(),
-                        redirect: self.config.redirect_https,
+            shared.metrics.connection_accepted(&name);
+            let phase = if tls.is_some() {
+                Phase::Handshake
+            } else {
+                Phase::ReadingHead
+            };
+            let slot = match shared.registry.admit(
+                peer.ip(),
+                name.clone(),
+                phase,
+                open_gauge.clone(),
+            ) {
+                Ok((slot, evicted)) => {
+                    if let Some(victim) = evicted {
+                        shared.metrics.connection_closed("reclaimed");
+                        tracing::debug!(peer = %victim.peer, listener = %victim.listener, "reclaimed an unproductive connection at the cap");
+                    }
+                    slot
+                }
+                Err(refused) => {
+                    let reason = match refused {
+                        Refused::Full => "full",
+                        Refused::PerIp => "per_ip",
                     };
-                    tokio::spawn(conn::serve(
-                        stream,
-                        info,
-                        self.tls.clone(),
-                        gateway.clone(),
-                        settings.clone(),
-                        graceful.watcher(),
-                    ));
+                    shared.metrics.connection_refused(reason);
+                    tracing::debug!(%peer, listener = %name, reason, "connection refused");
+                    drop(stream);
+                    continue;
                 }
-                Err(e) => {
-                    // The full accept-error policy (EMFILE reserve, backoff,
-                    // de-duplicated logs) belongs to the connection-defence work.
-                    tracing::warn!(listener = %self.name, error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
+            };
+            let info = ConnInfo {
+                peer,
+                tls: tls.is_some(),
+                redirect: config.redirect_https,
+                slot: Arc::new(slot),
+                shutdown: shared.shutdown.clone(),
+            };
+            tokio::spawn(conn::serve(
+                stream,
+                info,
+                tls.clone(),
+                shared.gateway.clone(),
+                shared.settings.clone(),
+            ));
         }
-        tracing::info!(listener = %self.name, "stopped accepting");
+        if accepts.shed > 0 {
+            tracing::warn!(listener = %name, shed = accepts.shed, "connections closed at once while out of descriptors");
+        }
+        tracing::info!(listener = %name, "stopped accepting");
     }
 }

@@ -7,25 +7,24 @@ pub mod headers;
 mod tunnel;
 pub mod upstream;
 
-use std::net::IpAddr;
-
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use ipnet::IpNet;
 
-pub use body::{BodyTooLarge, BoxError, RequestBody};
+pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BoxError, RequestBody};
 pub use upstream::Upstream;
 
+use crate::lifecycle::ConnInfo;
 use crate::respond::Payload;
 use crate::route::Route;
 use crate::telemetry::UpstreamErrorKind;
 
 /// Facts about the client connection the proxy needs.
 pub struct ClientSide<'a> {
-    pub peer: IpAddr,
-    pub tls: bool,
+    pub conn: &'a ConnInfo,
     pub trusted_proxies: &'a [IpNet],
+    pub body_rate: Option<BodyRate>,
 }
 
 /// Why forwarding failed, and what the client is told.
@@ -35,6 +34,8 @@ pub enum ProxyError {
     Upstream(UpstreamErrorKind),
     /// The client's body crossed the route's limit mid-stream.
     BodyTooLarge,
+    /// The client sent its body slower than the minimum data rate.
+    BodyTooSlow,
     /// The request could not be turned into an upstream request.
     BadRequest,
 }
@@ -47,6 +48,7 @@ impl ProxyError {
             ) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Upstream(_) => StatusCode::BAD_GATEWAY,
             ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::BodyTooSlow => StatusCode::REQUEST_TIMEOUT,
             ProxyError::BadRequest => StatusCode::BAD_REQUEST,
         }
     }
@@ -120,8 +122,8 @@ pub async fn forward(
     headers::set_forwarded(
         h,
         &headers::Forwarding {
-            peer: client.peer,
-            tls: client.tls,
+            peer: client.conn.peer.ip(),
+            tls: client.conn.tls,
             host,
             trusted_proxies: client.trusted_proxies,
         },
@@ -143,8 +145,10 @@ pub async fn forward(
         }
     }
 
-    let upstream_req =
-        Request::from_parts(parts, RequestBody::new(body, route.config.max_request_body));
+    let upstream_req = Request::from_parts(
+        parts,
+        RequestBody::new(body, route.config.max_request_body, client.body_rate),
+    );
     let sent = route.upstream.client.request(upstream_req);
     let mut resp = match tokio::time::timeout(route.config.response_timeout, sent).await {
         Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout)),
@@ -160,7 +164,13 @@ pub async fn forward(
             // A 101 nobody asked for cannot be relayed.
             return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol));
         };
-        tunnel::spawn(client_upgrade, hyper::upgrade::on(&mut resp));
+        client.conn.slot.state.upgraded();
+        tunnel::spawn(
+            client_upgrade,
+            hyper::upgrade::on(&mut resp),
+            client.conn.slot.clone(),
+            client.conn.shutdown.clone(),
+        );
         let h = resp.headers_mut();
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         h.insert(header::UPGRADE, proto);
@@ -176,6 +186,9 @@ fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
     while let Some(e) = source {
         if e.is::<BodyTooLarge>() {
             return ProxyError::BodyTooLarge;
+        }
+        if e.is::<BodyTooSlow>() {
+            return ProxyError::BodyTooSlow;
         }
         tls |= e.is::<rustls::Error>();
         // io::Error's `source()` skips the error it wraps; descend by hand.

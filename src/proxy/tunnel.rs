@@ -1,11 +1,23 @@
 //! HTTP/1.1 Upgrade (WebSocket and friends): once the upstream answers 101,
 //! both connections are handed over by hyper and bytes are copied both ways
-//! until either side closes.
+//! until either side closes. The tunnel keeps its client connection's slot
+//! under the connection cap, and ends when shutdown begins or the
+//! connection is asked to close.
+
+use std::sync::Arc;
 
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use tokio::sync::watch;
 
-pub fn spawn(client: OnUpgrade, upstream: OnUpgrade) {
+use crate::listen::registry::{CloseReason, Slot};
+
+pub fn spawn(
+    client: OnUpgrade,
+    upstream: OnUpgrade,
+    slot: Arc<Slot>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     tokio::spawn(async move {
         let (client, upstream) = match tokio::try_join!(client, upstream) {
             Ok(both) => both,
@@ -16,8 +28,14 @@ pub fn spawn(client: OnUpgrade, upstream: OnUpgrade) {
         };
         let mut client = TokioIo::new(client);
         let mut upstream = TokioIo::new(upstream);
-        if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-            tracing::debug!(error = %e, "upgraded connection ended with an error");
+        tokio::select! {
+            copied = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
+                if let Err(e) = copied {
+                    tracing::debug!(error = %e, "upgraded connection ended with an error");
+                }
+            }
+            _ = shutdown.wait_for(|s| *s) => {}
+            _ = slot.state.close_requested(CloseReason::None) => {}
         }
     });
 }

@@ -8,7 +8,7 @@ mod record;
 
 pub use body::Payload;
 pub use error::{ErrorShape, error_response};
-pub use record::{Recorded, RequestRecord};
+pub use record::{InFlight, Recorded, RequestRecord};
 
 /// What every response handed to hyper carries.
 pub type ResponseBody = Recorded<Payload>;

@@ -11,9 +11,29 @@ use std::time::Instant;
 use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::listen::registry::ConnState;
 use crate::telemetry::Metrics;
 
-/// Everything known about a request by the time its response starts.
+/// Marks a request in flight on its connection until dropped, so the
+/// connection counts as busy (never reclaimed, no idle deadline) exactly as
+/// long as its response body is being sent.
+pub struct InFlight(Arc<ConnState>);
+
+impl InFlight {
+    pub fn new(state: Arc<ConnState>) -> Self {
+        InFlight(state)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}
+
+/// Everything known about a request by the time its response starts, and
+/// everything that must live exactly as long as its response body: the
+/// access-log record, the connection's in-flight mark, admission permits.
 pub struct RequestRecord {
     pub start: Instant,
     pub client: IpAddr,
@@ -25,6 +45,7 @@ pub struct RequestRecord {
     pub upstream: Option<Arc<str>>,
     pub metrics: Arc<Metrics>,
     pub access_log: bool,
+    pub in_flight: Option<InFlight>,
 }
 
 /// How the response body ended.

@@ -4,6 +4,7 @@
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -39,6 +40,21 @@ struct UpstreamErrorLabels {
     kind: UpstreamErrorKind,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
@@ -46,6 +62,11 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     request_duration: HistogramFamily<RouteLabels>,
     upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    connections_open: Family<ListenerLabels, Gauge>,
+    connections_accepted: Family<ListenerLabels, Counter>,
+    connections_refused: Family<ReasonLabels, Counter>,
+    connections_closed: Family<ReasonLabels, Counter>,
+    accept_errors: Family<KindLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -81,11 +102,46 @@ impl Metrics {
             "Upstream requests that failed, by route and kind",
             upstream_errors.clone(),
         );
+        let connections_open = Family::<ListenerLabels, Gauge>::default();
+        registry.register(
+            "connections_open",
+            "Client connections open, by listener",
+            connections_open.clone(),
+        );
+        let connections_accepted = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "connections_accepted",
+            "Client connections accepted, by listener",
+            connections_accepted.clone(),
+        );
+        let connections_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed at accept: full (cap reached, all busy) or per_ip",
+            connections_refused.clone(),
+        );
+        let connections_closed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "Connections closed by a defence: reclaimed, handshake_timeout, head_timeout, idle_timeout, send_timeout, body_rate, max_requests, h2_flood",
+            connections_closed.clone(),
+        );
+        let accept_errors = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "accept_errors",
+            "accept() errors, by kind (EMFILE, ENFILE, ENOBUFS, ENOMEM, other)",
+            accept_errors.clone(),
+        );
         Metrics {
             registry,
             requests,
             request_duration,
             upstream_errors,
+            connections_open,
+            connections_accepted,
+            connections_refused,
+            connections_closed,
+            accept_errors,
         }
     }
 
@@ -110,6 +166,39 @@ impl Metrics {
                 kind,
             })
             .inc();
+    }
+
+    /// The open-connections gauge of a listener (held by each connection).
+    pub fn open_connections(&self, listener: &str) -> Gauge {
+        self.connections_open
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_string(),
+            })
+            .clone()
+    }
+
+    pub fn connection_accepted(&self, listener: &str) {
+        self.connections_accepted
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.connections_refused
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    pub fn accept_error(&self, kind: &'static str) {
+        self.accept_errors.get_or_create(&KindLabels { kind }).inc();
     }
 
     /// The Prometheus text exposition of every metric.

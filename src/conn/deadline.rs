@@ -1,0 +1,197 @@
+//! Connection deadlines, enforced by one sweeper for all connections.
+//!
+//! Every connection publishes its phase and when it began (see
+//! [`crate::listen::registry`]). A single task scans them a few times a
+//! second and asks overdue ones to close. One place decides every
+//! connection deadline, which makes the load-aware rule simple: above the
+//! pressure threshold (80% of the cap by default) the handshake, head and
+//! idle deadlines all shrink to `pressure_timeout` (1 s), so slots held by
+//! clients that do nothing are recycled quickly exactly when they are
+//! scarce. A connection with a request in flight is never subject to these
+//! deadlines; its body is bounded by the body data rate, and a response its
+//! client will not read by the send timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::ConnectionSettings;
+use crate::listen::registry::{CloseReason, ConnState, Phase, Registry};
+use crate::telemetry::Metrics;
+
+#[derive(Debug, Clone)]
+pub struct Deadlines {
+    pub handshake: Duration,
+    pub head: Duration,
+    pub idle: Duration,
+    pub send: Duration,
+    /// Load (0..1 of the cap) above which `pressure` replaces the others.
+    pub pressure_threshold: f64,
+    pub pressure: Duration,
+}
+
+impl Deadlines {
+    pub fn new(c: &ConnectionSettings) -> Self {
+        Deadlines {
+            handshake: c.tls_handshake_timeout,
+            head: c.request_head_timeout,
+            idle: c.keepalive_timeout,
+            send: c.send_timeout,
+            pressure_threshold: f64::from(c.pressure_threshold_percent) / 100.0,
+            pressure: c.pressure_timeout,
+        }
+    }
+
+    /// Whether a connection has overstayed its phase, given the load.
+    pub fn overdue(&self, c: &ConnState, load: f64) -> Option<CloseReason> {
+        if let Some(blocked) = c.write_blocked_for_ms()
+            && blocked > self.send.as_millis() as u64
+        {
+            return Some(CloseReason::SendTimeout);
+        }
+        let (limit, reason) = match c.phase() {
+            Phase::Handshake => (self.handshake, CloseReason::HandshakeTimeout),
+            Phase::ReadingHead => (self.head, CloseReason::HeadTimeout),
+            Phase::Idle => (self.idle, CloseReason::IdleTimeout),
+            Phase::Active | Phase::Tunnel => return None,
+        };
+        let limit = if load >= self.pressure_threshold {
+            limit.min(self.pressure)
+        } else {
+            limit
+        };
+        (c.phase_age_ms() > limit.as_millis() as u64).then_some(reason)
+    }
+
+    /// How often the sweeper looks: a tenth of the shortest deadline,
+    /// between 10 ms and 250 ms.
+    pub fn tick(&self) -> Duration {
+        let shortest = [
+            self.handshake,
+            self.head,
+            self.idle,
+            self.send,
+            self.pressure,
+        ]
+        .into_iter()
+        .min()
+        .unwrap_or(Duration::from_secs(1));
+        (shortest / 10).clamp(Duration::from_millis(10), Duration::from_millis(250))
+    }
+}
+
+/// Scan all connections until `stop` turns true.
+pub async fn sweep(
+    registry: Arc<Registry>,
+    deadlines: Deadlines,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(deadlines.tick());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut overdue: Vec<(Arc<ConnState>, CloseReason)> = Vec::new();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let load = registry.load();
+        registry.for_each(|c| {
+            let current = c.close_reason();
+            // A graceful close in progress can still be overtaken (by the
+            // send timeout, say); an abrupt one is already final.
+            if (current == CloseReason::None || current.graceful())
+                && let Some(reason) = deadlines.overdue(c, load)
+                && reason != current
+            {
+                overdue.push((c.clone(), reason));
+            }
+        });
+        // Close outside the registry lock.
+        for (c, reason) in overdue.drain(..) {
+            metrics.connection_closed(reason.label());
+            tracing::debug!(peer = %c.peer, listener = %c.listener, reason = reason.label(), "closing connection");
+            c.close(reason);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deadlines() -> Deadlines {
+        Deadlines {
+            handshake: Duration::from_millis(100),
+            head: Duration::from_millis(100),
+            idle: Duration::from_millis(500),
+            send: Duration::from_millis(100),
+            pressure_threshold: 0.8,
+            pressure: Duration::from_millis(20),
+        }
+    }
+
+    #[test]
+    fn each_phase_has_its_deadline_and_active_has_none() {
+        let r = Registry::new(10, 0);
+        let (s, _) = r
+            .admit(
+                "192.0.2.1".parse().expect("ip"),
+                "l".into(),
+                Phase::Handshake,
+                Default::default(),
+            )
+            .expect("slot");
+        let d = deadlines();
+        assert_eq!(d.overdue(&s.state, 0.0), None);
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            d.overdue(&s.state, 0.0),
+            Some(CloseReason::HandshakeTimeout)
+        );
+        s.state.handshake_done();
+        assert_eq!(
+            d.overdue(&s.state, 0.0),
+            None,
+            "the head deadline starts fresh"
+        );
+        s.state.request_started();
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            d.overdue(&s.state, 0.0),
+            None,
+            "active connections have no phase deadline"
+        );
+        s.state.request_finished();
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(d.overdue(&s.state, 0.0), None, "idle deadline is longer");
+        assert_eq!(
+            d.overdue(&s.state, 0.9),
+            Some(CloseReason::IdleTimeout),
+            "under pressure it shrinks"
+        );
+    }
+
+    #[test]
+    fn a_blocked_writer_is_cut_even_when_active() {
+        let r = Registry::new(10, 0);
+        let (s, _) = r
+            .admit(
+                "192.0.2.1".parse().expect("ip"),
+                "l".into(),
+                Phase::ReadingHead,
+                Default::default(),
+            )
+            .expect("slot");
+        s.state.request_started();
+        s.state.write_blocked(true);
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            deadlines().overdue(&s.state, 0.0),
+            Some(CloseReason::SendTimeout)
+        );
+        s.state.write_blocked(false);
+        assert_eq!(deadlines().overdue(&s.state, 0.0), None);
+    }
+}

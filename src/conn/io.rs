@@ -1,0 +1,362 @@
+//! The client connection's byte stream, observed.
+//!
+//! [`TrackedIo`] sits between the (decrypted) socket and hyper. It reports
+//! to the connection's [`ConnState`]: bytes arriving on an idle HTTP/1.1
+//! connection start a new request head (so the head deadline runs from the
+//! first byte, not from the end of the previous response), and writes the
+//! client does not drain mark the connection as blocked (for the send
+//! timeout). On HTTP/2 it meters frames the h2 crate does not limit —
+//! PING, SETTINGS, PRIORITY and RST_STREAM floods, and runs of empty DATA,
+//! HEADERS or CONTINUATION frames — and on abuse sends GOAWAY with
+//! ENHANCE_YOUR_CALM (when the write side is at a frame boundary) and ends
+//! the connection.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::listen::registry::{CloseReason, ConnState};
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// Consecutive frames with an empty payload (and no END_STREAM) tolerated.
+pub const MAX_EMPTY_FRAMES: u32 = 10;
+
+/// A streaming HTTP/2 frame-header parser that counts abusive frames. It
+/// never buffers payloads: it only skips over them.
+#[derive(Debug)]
+pub struct FrameMeter {
+    /// Bytes of the client preface still to skip.
+    preface_left: usize,
+    header: [u8; 9],
+    header_len: usize,
+    payload_left: usize,
+    window_start: Option<Instant>,
+    control_in_window: u32,
+    max_control_per_second: u32,
+    empty_run: u32,
+}
+
+impl FrameMeter {
+    pub fn new(max_control_per_second: u32) -> Self {
+        FrameMeter {
+            preface_left: H2_PREFACE.len(),
+            header: [0; 9],
+            header_len: 0,
+            payload_left: 0,
+            window_start: None,
+            control_in_window: 0,
+            max_control_per_second,
+            empty_run: 0,
+        }
+    }
+
+    /// Feed received bytes; returns true when the client is flooding.
+    pub fn feed(&mut self, mut bytes: &[u8], now: Instant) -> bool {
+        let skip = self.preface_left.min(bytes.len());
+        self.preface_left -= skip;
+        bytes = &bytes[skip..];
+        while !bytes.is_empty() {
+            if self.payload_left > 0 {
+                let n = self.payload_left.min(bytes.len());
+                self.payload_left -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (9 - self.header_len).min(bytes.len());
+            self.header[self.header_len..self.header_len + n].copy_from_slice(&bytes[..n]);
+            self.header_len += n;
+            bytes = &bytes[n..];
+            if self.header_len == 9 {
+                self.header_len = 0;
+                let h = self.header;
+                let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+                self.payload_left = len;
+                if self.frame(h[3], h[4], len, now) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn frame(&mut self, kind: u8, flags: u8, len: usize, now: Instant) -> bool {
+        const DATA: u8 = 0;
+        const HEADERS: u8 = 1;
+        const PRIORITY: u8 = 2;
+        const RST_STREAM: u8 = 3;
+        const SETTINGS: u8 = 4;
+        const PING: u8 = 6;
+        const CONTINUATION: u8 = 9;
+        const END_STREAM: u8 = 0x1;
+        match kind {
+            PRIORITY | RST_STREAM | SETTINGS | PING => {
+                if self
+                    .window_start
+                    .is_none_or(|start| now.duration_since(start) >= Duration::from_secs(1))
+                {
+                    self.window_start = Some(now);
+                    self.control_in_window = 0;
+                }
+                self.control_in_window += 1;
+                if self.control_in_window > self.max_control_per_second {
+                    return true;
+                }
+            }
+            DATA | HEADERS | CONTINUATION if len == 0 && flags & END_STREAM == 0 => {
+                self.empty_run += 1;
+                if self.empty_run > MAX_EMPTY_FRAMES {
+                    return true;
+                }
+                return false;
+            }
+            _ => {}
+        }
+        if len > 0 {
+            self.empty_run = 0;
+        }
+        false
+    }
+}
+
+/// GOAWAY, last stream 0x7fffffff (let in-flight streams be), ENHANCE_YOUR_CALM.
+const GOAWAY_ENHANCE_YOUR_CALM: [u8; 17] = [
+    0, 0, 8, 7, 0, 0, 0, 0, 0, // length 8, type GOAWAY, no flags, stream 0
+    0x7f, 0xff, 0xff, 0xff, // last stream id
+    0, 0, 0, 0x0b, // ENHANCE_YOUR_CALM
+];
+
+pub struct TrackedIo<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    meter: Option<FrameMeter>,
+    /// Cleartext connections decide HTTP/2 by the client preface.
+    sniff_preface: bool,
+    max_control_per_second: u32,
+    /// True when everything hyper wrote has been flushed, i.e. the write
+    /// side is between frames and a GOAWAY can be injected cleanly.
+    write_aligned: bool,
+    flooded: bool,
+}
+
+impl<T> TrackedIo<T> {
+    /// `h2` is known from ALPN on TLS; cleartext connections are sniffed.
+    pub fn new(
+        inner: T,
+        state: Arc<ConnState>,
+        h2: Option<bool>,
+        max_control_per_second: u32,
+    ) -> Self {
+        let meter = (h2 == Some(true)).then(|| FrameMeter::new(max_control_per_second));
+        if h2 == Some(true) {
+            state
+                .is_h2
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        TrackedIo {
+            inner,
+            state,
+            meter,
+            sniff_preface: h2.is_none(),
+            max_control_per_second,
+            write_aligned: true,
+            flooded: false,
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> TrackedIo<T> {
+    fn on_flood(&mut self, cx: &mut Context<'_>) -> io::Error {
+        self.flooded = true;
+        if self.write_aligned {
+            // Best effort: if the socket cannot take 17 bytes now, just close.
+            let _ = Pin::new(&mut self.inner).poll_write(cx, &GOAWAY_ENHANCE_YOUR_CALM);
+            let _ = Pin::new(&mut self.inner).poll_flush(cx);
+        }
+        self.state.close(CloseReason::Flood);
+        io::Error::new(io::ErrorKind::ConnectionAborted, "HTTP/2 frame flood")
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.flooded {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "HTTP/2 frame flood",
+            )));
+        }
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            let new = &buf.filled()[before..];
+            if new.is_empty() {
+                return polled;
+            }
+            if this.sniff_preface {
+                this.sniff_preface = false;
+                if new.starts_with(&H2_PREFACE[..new.len().min(H2_PREFACE.len())]) && new.len() >= 3
+                {
+                    this.state
+                        .is_h2
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    this.meter = Some(FrameMeter::new(this.max_control_per_second));
+                }
+            }
+            this.state.bytes_received();
+            let flooded = match &mut this.meter {
+                Some(m) => m.feed(&buf.filled()[before..], Instant::now()),
+                None => false,
+            };
+            if flooded {
+                return Poll::Ready(Err(this.on_flood(cx)));
+            }
+        }
+        polled
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        match &polled {
+            Poll::Pending => self.state.write_blocked(true),
+            Poll::Ready(Ok(n)) => {
+                self.state.write_blocked(false);
+                if *n > 0 {
+                    self.write_aligned = false;
+                }
+            }
+            Poll::Ready(Err(_)) => {}
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        match &polled {
+            Poll::Pending => self.state.write_blocked(true),
+            Poll::Ready(Ok(n)) => {
+                self.state.write_blocked(false);
+                if *n > 0 {
+                    self.write_aligned = false;
+                }
+            }
+            Poll::Ready(Err(_)) => {}
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        match &polled {
+            Poll::Pending => self.state.write_blocked(true),
+            Poll::Ready(Ok(())) => {
+                self.state.write_blocked(false);
+                self.write_aligned = true;
+            }
+            Poll::Ready(Err(_)) => {}
+        }
+        polled
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len();
+        let mut f = vec![
+            (len >> 16) as u8,
+            (len >> 8) as u8,
+            len as u8,
+            kind,
+            flags,
+            0,
+            0,
+            0,
+            1,
+        ];
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn ping_flood_is_detected_across_split_reads() {
+        let now = Instant::now();
+        let mut m = FrameMeter::new(5);
+        let mut bytes = H2_PREFACE.to_vec();
+        for _ in 0..6 {
+            bytes.extend(frame(6, 0, &[0; 8]));
+        }
+        // Feed one byte at a time: the parser must not depend on read sizes.
+        let flooded = bytes.iter().any(|b| m.feed(std::slice::from_ref(b), now));
+        assert!(flooded);
+    }
+
+    #[test]
+    fn control_frames_within_the_rate_are_fine() {
+        let start = Instant::now();
+        let mut m = FrameMeter::new(5);
+        assert!(!m.feed(H2_PREFACE, start));
+        for second in 0..3 {
+            let t = start + Duration::from_secs(second);
+            for _ in 0..5 {
+                assert!(!m.feed(&frame(6, 0, &[0; 8]), t));
+            }
+        }
+    }
+
+    #[test]
+    fn runs_of_empty_frames_are_detected_but_data_resets_the_run() {
+        let now = Instant::now();
+        let mut m = FrameMeter::new(1000);
+        m.feed(H2_PREFACE, now);
+        for _ in 0..MAX_EMPTY_FRAMES {
+            assert!(!m.feed(&frame(0, 0, &[]), now));
+        }
+        assert!(
+            !m.feed(&frame(0, 0, b"real data"), now),
+            "payload resets the run"
+        );
+        for _ in 0..MAX_EMPTY_FRAMES {
+            assert!(!m.feed(&frame(0, 0, &[]), now));
+        }
+        assert!(m.feed(&frame(0, 0, &[]), now));
+    }
+
+    #[test]
+    fn large_payloads_are_skipped_not_parsed() {
+        let now = Instant::now();
+        let mut m = FrameMeter::new(1);
+        m.feed(H2_PREFACE, now);
+        // A DATA frame whose payload looks like PING frames must not count.
+        let fake_pings: Vec<u8> = (0..10).flat_map(|_| frame(6, 0, &[0; 8])).collect();
+        assert!(!m.feed(&frame(0, 0, &fake_pings), now));
+    }
+}
