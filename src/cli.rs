@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::Config;
+use crate::config::{Config, Problems};
 use crate::demo::{self, DemoPorts};
+use crate::listen::budget;
 use crate::server;
 use crate::telemetry;
 
@@ -48,8 +49,11 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { config } => match Config::load(&config) {
-            Ok(_) => {
+        Command::Check { config } => match load(&config) {
+            Ok((_, warnings)) => {
+                for w in warnings {
+                    eprintln!("warning: {w}");
+                }
                 println!("config ok");
                 ExitCode::SUCCESS
             }
@@ -58,16 +62,13 @@ pub fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run { config } => {
-            let config = match Config::load(&config) {
-                Ok(c) => c,
-                Err(problems) => {
-                    eprint!("{problems}");
-                    return ExitCode::from(2);
-                }
-            };
-            serve(config)
-        }
+        Command::Run { config } => match load(&config) {
+            Ok((config, warnings)) => serve(config, warnings),
+            Err(problems) => {
+                eprint!("{problems}");
+                ExitCode::from(2)
+            }
+        },
         Command::Demo {
             http_port,
             https_port,
@@ -85,8 +86,12 @@ pub fn main() -> ExitCode {
             let config = upstream
                 .map_err(|e| format!("demo upstream: {e}"))
                 .and_then(|addr| demo::config(ports, addr));
-            match config {
-                Ok(config) => serve_on(runtime, config, true),
+            let checked = config.and_then(|c| {
+                let warnings = fd_budget(&c).map_err(|p| p.to_string())?;
+                Ok((c, warnings))
+            });
+            match checked {
+                Ok((config, warnings)) => serve_on(runtime, config, warnings, true),
                 Err(e) => {
                     eprintln!("weir demo: {e}");
                     ExitCode::FAILURE
@@ -110,15 +115,35 @@ fn runtime(workers: usize) -> Option<tokio::runtime::Runtime> {
     }
 }
 
-fn serve(config: Config) -> ExitCode {
+/// Load and validate a config, including the descriptor budget under this
+/// process's (raised) limits, so `check` and `run` agree.
+fn load(path: &std::path::Path) -> Result<(Config, Vec<String>), Problems> {
+    let config = Config::load(path)?;
+    let warnings = fd_budget(&config).map_err(|p| Problems(vec![p]))?;
+    Ok((config, warnings))
+}
+
+fn fd_budget(config: &Config) -> Result<Vec<String>, crate::config::Problem> {
+    budget::check(config, budget::raise_nofile_limit())
+}
+
+fn serve(config: Config, warnings: Vec<String>) -> ExitCode {
     let Some(runtime) = runtime(config.server.workers) else {
         return ExitCode::FAILURE;
     };
-    serve_on(runtime, config, false)
+    serve_on(runtime, config, warnings, false)
 }
 
-fn serve_on(runtime: tokio::runtime::Runtime, config: Config, demo_banner: bool) -> ExitCode {
+fn serve_on(
+    runtime: tokio::runtime::Runtime,
+    config: Config,
+    warnings: Vec<String>,
+    demo_banner: bool,
+) -> ExitCode {
     telemetry::init_logging(&config.log);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
     let code = runtime.block_on(async {
         let running = match server::start(&config).await {
             Ok(r) => r,

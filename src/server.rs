@@ -60,7 +60,6 @@ pub async fn start(config: &Config) -> Result<Running, String> {
     tokio::spawn(deadline::sweep(
         registry.clone(),
         Deadlines::new(&config.connections),
-        metrics.clone(),
         sweeper_rx,
     ));
     let shared = Arc::new(Shared {

@@ -18,7 +18,6 @@ use tokio::sync::watch;
 
 use crate::config::ConnectionSettings;
 use crate::listen::registry::{CloseReason, ConnState, Phase, Registry};
-use crate::telemetry::Metrics;
 
 #[derive(Debug, Clone)]
 pub struct Deadlines {
@@ -82,12 +81,7 @@ impl Deadlines {
 }
 
 /// Scan all connections until `stop` turns true.
-pub async fn sweep(
-    registry: Arc<Registry>,
-    deadlines: Deadlines,
-    metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn sweep(registry: Arc<Registry>, deadlines: Deadlines, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(deadlines.tick());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut overdue: Vec<(Arc<ConnState>, CloseReason)> = Vec::new();
@@ -110,7 +104,6 @@ pub async fn sweep(
         });
         // Close outside the registry lock.
         for (c, reason) in overdue.drain(..) {
-            metrics.connection_closed(reason.label());
             tracing::debug!(peer = %c.peer, listener = %c.listener, reason = reason.label(), "closing connection");
             c.close(reason);
         }

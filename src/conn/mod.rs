@@ -10,17 +10,19 @@ pub mod tls;
 use std::convert::Infallible;
 use std::pin::pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Config;
 use crate::lifecycle::{ConnInfo, Gateway};
-use crate::listen::registry::CloseReason;
+use crate::listen::registry::{CloseReason, Phase};
 use io::TrackedIo;
 
 /// Connection-level settings shared by every listener.
@@ -54,6 +56,11 @@ impl ConnSettings {
     }
 }
 
+/// How long a gracefully closing connection with nothing in flight may
+/// take to go (an HTTP/2 client must answer the GOAWAY's PING); past it the
+/// connection is dropped, so a client cannot hold a close open.
+const GRACEFUL_CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 /// Serve one accepted connection to completion.
 pub async fn serve(
     stream: TcpStream,
@@ -64,37 +71,42 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let state = info.slot.state.clone();
-    let Some(acceptor) = tls else {
-        let io = TrackedIo::new(
-            stream,
-            state,
-            None,
-            settings.h2_max_control_frames_per_second,
-        );
-        return serve_http(io, info, gateway, &settings).await;
-    };
-    let tls_stream = tokio::select! {
-        done = acceptor.accept(stream) => match done {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(peer = %info.peer, error = %e, "TLS handshake failed");
-                return;
-            }
-        },
-        reason = state.close_requested(CloseReason::None) => {
-            tracing::debug!(peer = %info.peer, reason = reason.label(), "closed during the TLS handshake");
-            return;
+    let metrics = gateway.metrics().clone();
+    match tls {
+        None => {
+            let io = TrackedIo::new(
+                stream,
+                state.clone(),
+                None,
+                settings.h2_max_control_frames_per_second,
+            );
+            serve_http(io, info, gateway, &settings).await;
         }
-    };
-    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    state.handshake_done();
-    let io = TrackedIo::new(
-        tls_stream,
-        state,
-        Some(h2),
-        settings.h2_max_control_frames_per_second,
-    );
-    serve_http(io, info, gateway, &settings).await;
+        Some(acceptor) => {
+            let handshake = tokio::select! {
+                done = acceptor.accept(stream) => done.map_err(|e| {
+                    tracing::debug!(peer = %info.peer, error = %e, "TLS handshake failed");
+                }),
+                _ = state.close_requested(CloseReason::None) => Err(()),
+            };
+            if let Ok(tls_stream) = handshake {
+                let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                state.handshake_done();
+                let io = TrackedIo::new(
+                    tls_stream,
+                    state.clone(),
+                    Some(h2),
+                    settings.h2_max_control_frames_per_second,
+                );
+                serve_http(io, info, gateway, &settings).await;
+            }
+        }
+    }
+    // Every defensive close is counted here, once, whoever asked for it.
+    let reason = state.close_reason();
+    if reason != CloseReason::None {
+        metrics.connection_closed(reason.label());
+    }
 }
 
 async fn serve_http<T>(
@@ -121,6 +133,7 @@ async fn serve_http<T>(
     );
     let mut seen = CloseReason::None;
     let mut draining = false;
+    let mut grace = pin!(tokio::time::sleep(Duration::MAX));
     loop {
         tokio::select! {
             result = conn.as_mut() => {
@@ -135,7 +148,8 @@ async fn serve_http<T>(
                     // Finish in-flight requests, then close (GOAWAY on HTTP/2).
                     draining = true;
                     conn.as_mut().graceful_shutdown();
-                } else {
+                    grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                } else if !reason.graceful() {
                     tracing::debug!(%peer, reason = reason.label(), "connection closed");
                     return;
                 }
@@ -143,6 +157,15 @@ async fn serve_http<T>(
             _ = shutdown.wait_for(|s| *s), if !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
+                grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+            }
+            _ = grace.as_mut() => {
+                if matches!(state.phase(), Phase::Active | Phase::Tunnel) {
+                    grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                } else {
+                    tracing::debug!(%peer, "graceful close not completed by the client; dropping");
+                    return;
+                }
             }
         }
     }

@@ -9,6 +9,7 @@
 //! kernel rather than left in the backlog.
 
 pub mod accept;
+pub mod budget;
 pub mod registry;
 
 use std::net::SocketAddr;
@@ -103,7 +104,6 @@ impl Listener {
             ) {
                 Ok((slot, evicted)) => {
                     if let Some(victim) = evicted {
-                        shared.metrics.connection_closed("reclaimed");
                         tracing::debug!(peer = %victim.peer, listener = %victim.listener, "reclaimed an unproductive connection at the cap");
                     }
                     slot

@@ -114,12 +114,12 @@ pub struct ConnState {
     pub listener: Arc<str>,
     epoch: Instant,
     phase: AtomicU8,
-    /// Milliseconds since `epoch` when the current phase began.
-    since_ms: AtomicU64,
+    /// Microseconds since `epoch` when the current phase began.
+    since_us: AtomicU64,
     in_flight: AtomicU32,
     requests: AtomicU64,
-    /// Milliseconds since `epoch` when a write started to block; 0 = not blocked.
-    write_blocked_ms: AtomicU64,
+    /// Microseconds since `epoch` when a write started to block; 0 = not blocked.
+    write_blocked_us: AtomicU64,
     pub is_h2: AtomicBool,
     close: AtomicU8,
     closed: Notify,
@@ -132,35 +132,39 @@ impl ConnState {
             listener,
             epoch,
             phase: AtomicU8::new(phase as u8),
-            since_ms: AtomicU64::new(0),
+            since_us: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             requests: AtomicU64::new(0),
-            write_blocked_ms: AtomicU64::new(0),
+            write_blocked_us: AtomicU64::new(0),
             is_h2: AtomicBool::new(false),
             close: AtomicU8::new(0),
             closed: Notify::new(),
         };
-        s.since_ms.store(s.now_ms(), Ordering::Relaxed);
+        s.since_us.store(s.now_us(), Ordering::Relaxed);
         s
     }
 
-    fn now_ms(&self) -> u64 {
+    fn now_us(&self) -> u64 {
         // Never 0, so 0 can mean "unset".
-        self.epoch.elapsed().as_millis() as u64 + 1
+        self.epoch.elapsed().as_micros() as u64 + 1
     }
 
     pub fn phase(&self) -> Phase {
         Phase::from_u8(self.phase.load(Ordering::Acquire))
     }
 
-    /// Milliseconds the connection has been in its current phase.
+    /// Microseconds the connection has been in its current phase.
+    pub fn phase_age_us(&self) -> u64 {
+        self.now_us()
+            .saturating_sub(self.since_us.load(Ordering::Acquire))
+    }
+
     pub fn phase_age_ms(&self) -> u64 {
-        self.now_ms()
-            .saturating_sub(self.since_ms.load(Ordering::Acquire))
+        self.phase_age_us() / 1000
     }
 
     fn set_phase(&self, phase: Phase) {
-        self.since_ms.store(self.now_ms(), Ordering::Release);
+        self.since_us.store(self.now_us(), Ordering::Release);
         self.phase.store(phase as u8, Ordering::Release);
     }
 
@@ -202,22 +206,22 @@ impl ConnState {
 
     pub fn write_blocked(&self, blocked: bool) {
         if blocked {
-            let _ = self.write_blocked_ms.compare_exchange(
+            let _ = self.write_blocked_us.compare_exchange(
                 0,
-                self.now_ms(),
+                self.now_us(),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             );
         } else {
-            self.write_blocked_ms.store(0, Ordering::Release);
+            self.write_blocked_us.store(0, Ordering::Release);
         }
     }
 
     /// Milliseconds writes have been blocked on the client, if they are.
     pub fn write_blocked_for_ms(&self) -> Option<u64> {
-        match self.write_blocked_ms.load(Ordering::Acquire) {
+        match self.write_blocked_us.load(Ordering::Acquire) {
             0 => None,
-            since => Some(self.now_ms().saturating_sub(since)),
+            since => Some(self.now_us().saturating_sub(since) / 1000),
         }
     }
 
@@ -371,11 +375,14 @@ impl Registry {
         }
         let mut evicted = None;
         if self.max > 0 && inner.conns.len() >= self.max {
+            // Half-sent heads and stalled handshakes first (the slowloris
+            // signature), then idle keep-alives (often a real client's
+            // pool); oldest first within each.
             let victim = inner
                 .conns
                 .iter()
                 .filter(|(_, c)| c.phase().reclaimable())
-                .max_by_key(|(_, c)| c.phase_age_ms())
+                .max_by_key(|(_, c)| (c.phase() != Phase::Idle, c.phase_age_us()))
                 .map(|(id, _)| *id);
             let Some(victim) = victim else {
                 return Err(Refused::Full);

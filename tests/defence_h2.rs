@@ -1,0 +1,227 @@
+//! HTTP/2 abuse, sent as raw frames (byte-exact, so each attack is exactly
+//! what it names): the abusive connection is closed with GOAWAY
+//! ENHANCE_YOUR_CALM and a parallel normal client is unaffected; an idle
+//! connection that only PINGs is closed at the keep-alive deadline.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::*;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PING: u8 = 6;
+const GOAWAY: u8 = 7;
+const CONTINUATION: u8 = 9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// GET / with authority "a", HPACK-encoded with the static table.
+const REQUEST_BLOCK: &[u8] = &[0x82, 0x84, 0x86, 0x41, 0x01, b'a'];
+
+async fn h2_connect(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut hello = PREFACE.to_vec();
+    hello.extend(frame(SETTINGS, 0, 0, &[]));
+    s.write_all(&hello).await.expect("preface");
+    s
+}
+
+/// Frames the server sent, as (type, flags, payload), read until it closes.
+async fn server_frames(s: &mut TcpStream, within: Duration) -> (Vec<(u8, u8, Vec<u8>)>, bool) {
+    let (bytes, closed) = read_bytes_until_close(s, within).await;
+    let mut frames = Vec::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 9 {
+        let len = (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
+        if rest.len() < 9 + len {
+            break;
+        }
+        frames.push((rest[3], rest[4], rest[9..9 + len].to_vec()));
+        rest = &rest[9 + len..];
+    }
+    (frames, closed)
+}
+
+async fn read_bytes_until_close(s: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16384];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return (out, false),
+        }
+    }
+}
+
+fn goaway_code(frames: &[(u8, u8, Vec<u8>)]) -> Option<u32> {
+    frames
+        .iter()
+        .find(|(kind, _, p)| *kind == GOAWAY && p.len() >= 8)
+        .map(|(_, _, p)| u32::from_be_bytes([p[4], p[5], p[6], p[7]]))
+}
+
+/// A normal request on its own connection, made while the attack runs.
+async fn bystander_succeeds(weir: &Weir) {
+    let (status, _, b) = get(&h1_client(), &weir.url("web", "/echo")).await;
+    assert_eq!(status, 200, "{b}");
+}
+
+async fn weir(extra: &str) -> Weir {
+    let up = demo_upstream().await;
+    Weir::start(&format!("{extra}\n{}", simple_config(up, ""))).await
+}
+
+#[tokio::test]
+async fn a_normal_h2c_request_works() {
+    let weir = weir("").await;
+    let mut s = h2_connect(weir.addr("web")).await;
+    let mut req = frame(SETTINGS, 0x1, 0, &[]);
+    req.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1, REQUEST_BLOCK));
+    s.write_all(&req).await.expect("request");
+    let (frames, _) = server_frames(&mut s, Duration::from_millis(500)).await;
+    assert!(
+        frames
+            .iter()
+            .any(|(k, f, _)| *k == DATA && f & END_STREAM != 0),
+        "a full response arrived: {frames:?}"
+    );
+}
+
+#[tokio::test]
+async fn rapid_reset_is_closed_with_enhance_your_calm() {
+    let weir = weir("").await;
+    let mut s = h2_connect(weir.addr("web")).await;
+    let mut burst = Vec::new();
+    for i in 0..2000u32 {
+        let id = 1 + 2 * i;
+        burst.extend(frame(HEADERS, END_STREAM | END_HEADERS, id, REQUEST_BLOCK));
+        burst.extend(frame(RST_STREAM, 0, id, &8u32.to_be_bytes()));
+    }
+    let _ = s.write_all(&burst).await;
+    bystander_succeeds(&weir).await;
+    let (frames, closed) = server_frames(&mut s, Duration::from_secs(5)).await;
+    assert_eq!(
+        goaway_code(&frames),
+        Some(ENHANCE_YOUR_CALM),
+        "{:?}",
+        frames.iter().map(|f| f.0).collect::<Vec<_>>()
+    );
+    assert!(closed);
+}
+
+#[tokio::test]
+async fn continuation_flood_is_closed() {
+    let weir = weir("").await;
+    let mut s = h2_connect(weir.addr("web")).await;
+    let mut flood = frame(HEADERS, 0, 1, REQUEST_BLOCK);
+    // Header fields that never end: literal "x-pad: aaaa..." without indexing.
+    let mut field = vec![0x00, 0x05];
+    field.extend_from_slice(b"x-pad");
+    field.push(100);
+    field.extend_from_slice(&[b'a'; 100]);
+    for _ in 0..20_000 {
+        flood.extend(frame(CONTINUATION, 0, 1, &field));
+    }
+    let _ = s.write_all(&flood).await;
+    bystander_succeeds(&weir).await;
+    let (frames, closed) = server_frames(&mut s, Duration::from_secs(5)).await;
+    assert!(closed, "the connection was closed");
+    assert!(
+        goaway_code(&frames).is_some(),
+        "with a GOAWAY: {:?}",
+        frames.iter().map(|f| f.0).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn ping_flood_is_closed_with_enhance_your_calm() {
+    let weir = weir("[http2]\nmax_control_frames_per_second = 100").await;
+    let mut s = h2_connect(weir.addr("web")).await;
+    let mut flood = Vec::new();
+    for i in 0..1000u64 {
+        flood.extend(frame(PING, 0, 0, &i.to_be_bytes()));
+    }
+    let _ = s.write_all(&flood).await;
+    bystander_succeeds(&weir).await;
+    let (frames, closed) = server_frames(&mut s, Duration::from_secs(5)).await;
+    assert!(closed);
+    assert_eq!(goaway_code(&frames), Some(ENHANCE_YOUR_CALM));
+    let (_, _, m) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    assert!(
+        m.contains("weir_connections_closed_total{reason=\"h2_flood\"} 1"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn empty_data_frames_flood_is_closed() {
+    let weir = weir("").await;
+    let mut s = h2_connect(weir.addr("web")).await;
+    let mut flood = frame(HEADERS, END_HEADERS, 1, REQUEST_BLOCK);
+    for _ in 0..200 {
+        flood.extend(frame(DATA, 0, 1, &[]));
+    }
+    let _ = s.write_all(&flood).await;
+    let (frames, closed) = server_frames(&mut s, Duration::from_secs(5)).await;
+    assert!(closed);
+    assert_eq!(goaway_code(&frames), Some(ENHANCE_YOUR_CALM));
+}
+
+#[tokio::test]
+async fn idle_h2_connection_is_closed_even_while_pinging() {
+    let weir = weir("[connections]\nkeepalive_timeout = \"400ms\"").await;
+    let mut s = h2_connect(weir.addr("web")).await;
+    let mut first = frame(SETTINGS, 0x1, 0, &[]);
+    first.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1, REQUEST_BLOCK));
+    s.write_all(&first).await.expect("request");
+    let started = Instant::now();
+    let (mut reader, mut writer) = s.into_split();
+    let pinger = tokio::spawn(async move {
+        for i in 0..60u64 {
+            if writer
+                .write_all(&frame(PING, 0, 0, &i.to_be_bytes()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let mut bytes = Vec::new();
+    let closed = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut bytes),
+    )
+    .await
+    .is_ok();
+    pinger.abort();
+    assert!(closed, "PINGs do not keep an idle connection open");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    // The server answered the PINGs and ended with a GOAWAY.
+    assert!(bytes.windows(2).any(|w| w == [0, 0]), "frames arrived");
+}
