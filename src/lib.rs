@@ -6,6 +6,7 @@
 //!
 //! - [`listen`] — sockets and accept loops
 //! - [`conn`] — TLS, HTTP/1.1 and HTTP/2 per connection
+//! - [`admit`] — the request gates: shed, never queue
 //! - [`route`] — host and path → route
 //! - [`proxy`] — forward upstream and stream back
 //! - [`respond`] — generated errors, access log and metrics at body end
@@ -14,6 +15,7 @@
 //! [`demo`] alongside.
 
 pub mod admin;
+pub mod admit;
 pub mod cli;
 pub mod config;
 pub mod conn;

@@ -25,6 +25,7 @@ use ipnet::IpNet;
 
 use tokio::sync::watch;
 
+use crate::admit::{Admitter, Gate, Shed};
 use crate::config::{Config, RedirectSettings};
 use crate::listen::registry::{CloseReason, Slot};
 use crate::proxy::{self, BodyRate, ClientSide, ProxyError, Upstream};
@@ -53,6 +54,7 @@ pub struct Gateway {
     metrics: Arc<Metrics>,
     max_requests_per_connection: u64,
     body_rate: Option<BodyRate>,
+    admitter: Admitter,
 }
 
 impl Gateway {
@@ -64,10 +66,16 @@ impl Gateway {
             .map(|r| Route {
                 name: r.name.as_str().into(),
                 upstream: Upstream::new(r, &config.upstream, &tls),
+                gate: Gate::new(r.max_concurrent_requests),
                 config: r.clone(),
             })
             .collect();
         Ok(Gateway {
+            admitter: Admitter::new(
+                config.server.max_concurrent_requests,
+                metrics.in_flight_gauge(),
+                metrics.admission_hold_histogram(),
+            ),
             router: Router::new(routes),
             trusted_proxies: config.server.trusted_proxies.clone(),
             access_log: config.log.access_log,
@@ -117,6 +125,7 @@ impl Gateway {
             metrics: self.metrics.clone(),
             access_log: self.access_log,
             in_flight: Some(in_flight),
+            admission: None,
         };
 
         let mut resp = self
@@ -164,12 +173,27 @@ impl Gateway {
             return self.redirect_to_https(&req, host, redirect, shape);
         }
 
+        // Phase: admit — the process-wide gate, before any routing work,
+        // so unknown-route floods are bounded too.
+        match self.admitter.admit() {
+            Ok(a) => record.admission = Some(a),
+            Err(shed) => return self.shed(shape, shed, "-"),
+        }
+
         // Phase: route.
         let Some(route) = self.router.find(host, req.uri().path()) else {
             return error_response(shape, StatusCode::NOT_FOUND);
         };
         record.route = Some(route.name.clone());
         record.upstream = Some(route.upstream.label.clone());
+
+        // Phase: route policy — the route's own gate.
+        if let Some(admission) = &mut record.admission
+            && let Err(shed) = admission.enter_route(&route.gate)
+        {
+            record.admission = None;
+            return self.shed(shape, shed, &route.name);
+        }
 
         // Phase: route policy — refuse a declared body over the limit unread.
         if let Some(limit) = route.config.max_request_body
@@ -184,7 +208,7 @@ impl Gateway {
             trusted_proxies: &self.trusted_proxies,
             body_rate: self.body_rate,
         };
-        match proxy::forward(req, route, &client, host_sent).await {
+        match proxy::forward(req, route, &client, host_sent, &mut record.admission).await {
             Ok(resp) => resp,
             Err(e) => {
                 if let ProxyError::Upstream(kind) = &e {
@@ -204,6 +228,14 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// 503 + Retry-After for a full gate. The counter is the operator's
+    /// signal; the log line is debug only, so a shed storm cannot flood logs.
+    fn shed(&self, shape: ErrorShape, shed: Shed, route: &str) -> Response<Payload> {
+        self.metrics.request_shed(shed.label(), route);
+        tracing::debug!(gate = shed.label(), route, "request shed");
+        error_response(shape, StatusCode::SERVICE_UNAVAILABLE)
     }
 
     /// 308 to the same host and path over HTTPS — only for hosts some route

@@ -5,80 +5,11 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::h2raw::*;
 use common::*;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
-const GOAWAY: u8 = 7;
-const CONTINUATION: u8 = 9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const ENHANCE_YOUR_CALM: u32 = 0xb;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len();
-    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
-
-/// GET / with authority "a", HPACK-encoded with the static table.
-const REQUEST_BLOCK: &[u8] = &[0x82, 0x84, 0x86, 0x41, 0x01, b'a'];
-
-async fn h2_connect(addr: SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    let mut hello = PREFACE.to_vec();
-    hello.extend(frame(SETTINGS, 0, 0, &[]));
-    s.write_all(&hello).await.expect("preface");
-    s
-}
-
-/// Frames the server sent, as (type, flags, payload), read until it closes.
-async fn server_frames(s: &mut TcpStream, within: Duration) -> (Vec<(u8, u8, Vec<u8>)>, bool) {
-    let (bytes, closed) = read_bytes_until_close(s, within).await;
-    let mut frames = Vec::new();
-    let mut rest = &bytes[..];
-    while rest.len() >= 9 {
-        let len = (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
-        if rest.len() < 9 + len {
-            break;
-        }
-        frames.push((rest[3], rest[4], rest[9..9 + len].to_vec()));
-        rest = &rest[9 + len..];
-    }
-    (frames, closed)
-}
-
-async fn read_bytes_until_close(s: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {
-    use tokio::io::AsyncReadExt;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16384];
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-            Err(_) => return (out, false),
-        }
-    }
-}
-
-fn goaway_code(frames: &[(u8, u8, Vec<u8>)]) -> Option<u32> {
-    frames
-        .iter()
-        .find(|(kind, _, p)| *kind == GOAWAY && p.len() >= 8)
-        .map(|(_, _, p)| u32::from_be_bytes([p[4], p[5], p[6], p[7]]))
-}
 
 /// A normal request on its own connection, made while the attack runs.
 async fn bystander_succeeds(weir: &Weir) {

@@ -63,6 +63,7 @@ const ROUTE: &[&str] = &[
     "max_request_body",
     "preserve_host",
     "strip_prefix",
+    "max_concurrent_requests",
 ];
 const UPSTREAM: &[&str] = &["pool_idle_timeout", "pool_max_idle_per_host", "ca_file"];
 
@@ -476,6 +477,9 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
         let max_request_body = t.size("max_request_body");
         let preserve_host = t.bool("preserve_host").unwrap_or(true);
         let strip_prefix = t.bool("strip_prefix").unwrap_or(false);
+        let max_concurrent_requests = t
+            .uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
+            .unwrap_or(0) as usize;
         let (Some(path), Some(upstream)) = (path, upstream) else {
             continue;
         };
@@ -518,6 +522,7 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             max_request_body,
             preserve_host,
             strip_prefix,
+            max_concurrent_requests,
         });
     }
     out

@@ -257,6 +257,8 @@ pub struct RouteConfig {
     pub preserve_host: bool,
     /// Remove the matched path prefix before forwarding.
     pub strip_prefix: bool,
+    /// Requests in flight on this route; 0 = only the global bound.
+    pub max_concurrent_requests: usize,
 }
 
 #[derive(Debug, Clone)]

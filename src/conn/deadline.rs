@@ -44,8 +44,11 @@ impl Deadlines {
 
     /// Whether a connection has overstayed its phase, given the load.
     pub fn overdue(&self, c: &ConnState, load: f64) -> Option<CloseReason> {
-        if let Some(blocked) = c.write_blocked_for_ms()
-            && blocked > self.send.as_millis() as u64
+        // The client is not taking what weir has for it: either the socket
+        // is full, or (HTTP/2) no response on the connection has moved.
+        let send = self.send.as_millis() as u64;
+        if c.write_blocked_for_ms().is_some_and(|ms| ms > send)
+            || c.body_stalled_for_ms().is_some_and(|ms| ms > send)
         {
             return Some(CloseReason::SendTimeout);
         }

@@ -120,6 +120,11 @@ pub struct ConnState {
     requests: AtomicU64,
     /// Microseconds since `epoch` when a write started to block; 0 = not blocked.
     write_blocked_us: AtomicU64,
+    /// Response bodies that produced a frame hyper has not come back for:
+    /// it is the client's turn to read.
+    awaiting_client: AtomicU32,
+    /// When the client last made progress on any response.
+    client_progress_us: AtomicU64,
     pub is_h2: AtomicBool,
     close: AtomicU8,
     closed: Notify,
@@ -136,6 +141,8 @@ impl ConnState {
             in_flight: AtomicU32::new(0),
             requests: AtomicU64::new(0),
             write_blocked_us: AtomicU64::new(0),
+            awaiting_client: AtomicU32::new(0),
+            client_progress_us: AtomicU64::new(0),
             is_h2: AtomicBool::new(false),
             close: AtomicU8::new(0),
             closed: Notify::new(),
@@ -223,6 +230,32 @@ impl ConnState {
             0 => None,
             since => Some(self.now_us().saturating_sub(since) / 1000),
         }
+    }
+
+    /// A response body handed hyper a frame; until hyper asks for the next
+    /// one the client has to read (or grant HTTP/2 window).
+    pub fn body_handed_off(&self) {
+        if self.awaiting_client.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.client_progress_us
+                .store(self.now_us(), Ordering::Release);
+        }
+    }
+
+    /// hyper came back for more: the client made progress.
+    pub fn body_taken(&self) {
+        self.client_progress_us
+            .store(self.now_us(), Ordering::Release);
+        self.awaiting_client.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Milliseconds the client has made no progress on any response that
+    /// is waiting for it, if one is.
+    pub fn body_stalled_for_ms(&self) -> Option<u64> {
+        if self.awaiting_client.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let since = self.client_progress_us.load(Ordering::Acquire);
+        Some(self.now_us().saturating_sub(since) / 1000)
     }
 
     /// Ask the connection's task to close it. The first reason wins, except

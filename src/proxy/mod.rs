@@ -15,6 +15,7 @@ use ipnet::IpNet;
 pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BoxError, RequestBody};
 pub use upstream::Upstream;
 
+use crate::admit::Admission;
 use crate::lifecycle::ConnInfo;
 use crate::respond::Payload;
 use crate::route::Route;
@@ -105,6 +106,7 @@ pub async fn forward(
     route: &Route<Upstream>,
     client: &ClientSide<'_>,
     host: Option<&str>,
+    admission: &mut Option<Admission>,
 ) -> Result<Response<Payload>, ProxyError> {
     let upgrade = requested_upgrade(&req);
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
@@ -170,6 +172,8 @@ pub async fn forward(
             hyper::upgrade::on(&mut resp),
             client.conn.slot.clone(),
             client.conn.shutdown.clone(),
+            // The tunnel holds the request's admission until it closes.
+            admission.take(),
         );
         let h = resp.headers_mut();
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));

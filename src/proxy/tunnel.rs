@@ -1,8 +1,8 @@
 //! HTTP/1.1 Upgrade (WebSocket and friends): once the upstream answers 101,
 //! both connections are handed over by hyper and bytes are copied both ways
 //! until either side closes. The tunnel keeps its client connection's slot
-//! under the connection cap, and ends when shutdown begins or the
-//! connection is asked to close.
+//! under the connection cap and its request's admission, and ends when
+//! shutdown begins or the connection is asked to close.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 
+use crate::admit::Admission;
 use crate::listen::registry::{CloseReason, Slot};
 
 pub fn spawn(
@@ -17,6 +18,7 @@ pub fn spawn(
     upstream: OnUpgrade,
     slot: Arc<Slot>,
     mut shutdown: watch::Receiver<bool>,
+    admission: Option<Admission>,
 ) {
     tokio::spawn(async move {
         let (client, upstream) = match tokio::try_join!(client, upstream) {
@@ -37,5 +39,6 @@ pub fn spawn(
             _ = shutdown.wait_for(|s| *s) => {}
             _ = slot.state.close_requested(CloseReason::None) => {}
         }
+        drop(admission);
     });
 }

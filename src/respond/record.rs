@@ -11,13 +11,14 @@ use std::time::Instant;
 use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::admit::Admission;
 use crate::listen::registry::ConnState;
 use crate::telemetry::Metrics;
 
 /// Marks a request in flight on its connection until dropped, so the
 /// connection counts as busy (never reclaimed, no idle deadline) exactly as
 /// long as its response body is being sent.
-pub struct InFlight(Arc<ConnState>);
+pub struct InFlight(pub Arc<ConnState>);
 
 impl InFlight {
     pub fn new(state: Arc<ConnState>) -> Self {
@@ -46,6 +47,7 @@ pub struct RequestRecord {
     pub metrics: Arc<Metrics>,
     pub access_log: bool,
     pub in_flight: Option<InFlight>,
+    pub admission: Option<Admission>,
 }
 
 /// How the response body ended.
@@ -87,6 +89,8 @@ pub struct Recorded<B> {
     inner: B,
     bytes: u64,
     record: Option<Box<RequestRecord>>,
+    /// A frame was handed to hyper and it has not asked for the next yet.
+    handed_off: bool,
 }
 
 impl<B> Recorded<B> {
@@ -95,6 +99,7 @@ impl<B> Recorded<B> {
             inner,
             bytes: 0,
             record: record.map(Box::new),
+            handed_off: false,
         }
     }
 
@@ -103,7 +108,29 @@ impl<B> Recorded<B> {
         Recorded::new(inner, None)
     }
 
+    fn conn(&self) -> Option<&ConnState> {
+        self.record.as_ref()?.in_flight.as_ref().map(|f| &*f.0)
+    }
+
+    /// Track whose turn it is, for the send timeout.
+    fn set_handed_off(&mut self, handed_off: bool) {
+        if self.handed_off == handed_off {
+            return;
+        }
+        self.handed_off = handed_off;
+        if let Some(conn) = self.conn() {
+            if handed_off {
+                conn.body_handed_off();
+            } else {
+                conn.body_taken();
+            }
+        }
+    }
+
+    /// Release everything the response held: log line, metrics, the
+    /// connection's in-flight mark, admission slots.
     fn finish(&mut self, outcome: Outcome) {
+        self.set_handed_off(false);
         if let Some(r) = self.record.take() {
             r.finish(self.bytes, outcome);
         }
@@ -122,6 +149,7 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
+        this.set_handed_off(false);
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -130,6 +158,8 @@ where
                 }
                 if this.inner.is_end_stream() {
                     this.finish(Outcome::Complete);
+                } else {
+                    this.set_handed_off(true);
                 }
             }
             Poll::Ready(Some(Err(_))) => this.finish(Outcome::Error),
@@ -165,5 +195,186 @@ impl<B> Recorded<B> {
         self.record
             .as_ref()
             .is_some_and(|r| r.method == http::Method::HEAD || matches!(r.status, 101 | 204 | 304))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each release path is driven frame by frame with the body still
+    //! alive, so a test can only pass through the path it names (consuming
+    //! the body by value would release through Drop and hide a missing
+    //! end-of-stream branch).
+
+    use std::collections::VecDeque;
+    use std::task::Waker;
+
+    use bytes::Bytes;
+    use http::HeaderMap;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::metrics::histogram::Histogram;
+
+    use super::*;
+    use crate::admit::Admitter;
+
+    type Step = Poll<Option<Result<Frame<Bytes>, &'static str>>>;
+
+    /// A body that plays back a script; it reports its end only once the
+    /// script is exhausted and `ends_after_last` is set.
+    struct Script {
+        steps: VecDeque<Step>,
+        ends_after_last: bool,
+    }
+
+    impl Body for Script {
+        type Data = Bytes;
+        type Error = &'static str;
+        fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Step {
+            self.steps.pop_front().unwrap_or(Poll::Ready(None))
+        }
+        fn is_end_stream(&self) -> bool {
+            self.ends_after_last && self.steps.is_empty()
+        }
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(42)
+        }
+    }
+
+    fn data(s: &'static str) -> Step {
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(s.as_bytes())))))
+    }
+
+    struct Fixture {
+        admitter: Admitter,
+        gauge: Gauge,
+        metrics: Arc<Metrics>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let gauge = Gauge::default();
+            Fixture {
+                admitter: Admitter::new(1, gauge.clone(), Histogram::new([1.0])),
+                gauge,
+                metrics: Arc::new(Metrics::new()),
+            }
+        }
+
+        fn body(&self, steps: Vec<Step>, ends_after_last: bool) -> Recorded<Script> {
+            let record = RequestRecord {
+                start: Instant::now(),
+                client: [127, 0, 0, 1].into(),
+                host: "h".into(),
+                method: http::Method::GET,
+                path: "/".into(),
+                status: 200,
+                route: None,
+                upstream: None,
+                metrics: self.metrics.clone(),
+                access_log: false,
+                in_flight: None,
+                admission: Some(self.admitter.admit().expect("slot")),
+            };
+            Recorded::new(
+                Script {
+                    steps: steps.into(),
+                    ends_after_last,
+                },
+                Some(record),
+            )
+        }
+
+        fn held(&self) -> bool {
+            self.gauge.get() == 1
+        }
+    }
+
+    fn poll(b: &mut Recorded<Script>) -> Step {
+        let mut cx = Context::from_waker(Waker::noop());
+        Pin::new(b).poll_frame(&mut cx)
+    }
+
+    #[test]
+    fn end_of_stream_flag_releases_with_the_last_frame() {
+        let f = Fixture::new();
+        let mut b = f.body(vec![data("a"), data("b")], true);
+        assert!(poll(&mut b).is_ready());
+        assert!(f.held(), "mid-stream the slot is held");
+        assert!(poll(&mut b).is_ready());
+        assert!(!f.held(), "released with the last frame, body still alive");
+        assert!(f.admitter.admit().is_ok());
+        drop(b);
+    }
+
+    #[test]
+    fn a_body_that_learns_its_end_late_releases_on_none() {
+        let f = Fixture::new();
+        let mut b = f.body(vec![data("a"), Poll::Pending, Poll::Ready(None)], false);
+        assert!(poll(&mut b).is_ready());
+        assert!(poll(&mut b).is_pending());
+        assert!(f.held(), "Pending never releases");
+        assert!(matches!(poll(&mut b), Poll::Ready(None)));
+        assert!(!f.held());
+        drop(b);
+    }
+
+    #[test]
+    fn a_body_error_releases() {
+        let f = Fixture::new();
+        let mut b = f.body(
+            vec![data("a"), Poll::Ready(Some(Err("upstream reset")))],
+            false,
+        );
+        assert!(poll(&mut b).is_ready());
+        assert!(f.held());
+        assert!(matches!(poll(&mut b), Poll::Ready(Some(Err(_)))));
+        assert!(!f.held(), "released on error, body still alive");
+        drop(b);
+    }
+
+    #[test]
+    fn dropping_mid_stream_releases() {
+        let f = Fixture::new();
+        let mut b = f.body(vec![data("a"), Poll::Pending], false);
+        assert!(poll(&mut b).is_ready());
+        assert!(poll(&mut b).is_pending());
+        assert!(f.held());
+        assert!(!f.metrics.encode().contains("weir_requests_total"));
+        drop(b);
+        assert!(!f.held(), "client gone: released on drop");
+        assert!(
+            f.metrics
+                .encode()
+                .contains("weir_requests_total{route=\"-\",status=\"200\"} 1"),
+            "an aborted response is still counted (and logged)"
+        );
+    }
+
+    #[test]
+    fn frames_and_hints_pass_through_unchanged() {
+        let f = Fixture::new();
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-t", "1".parse().expect("value"));
+        let mut b = f.body(
+            vec![
+                data("abc"),
+                Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+            ],
+            true,
+        );
+        assert_eq!(b.size_hint().exact(), Some(42));
+        assert!(!b.is_end_stream());
+        let Poll::Ready(Some(Ok(first))) = poll(&mut b) else {
+            panic!("data")
+        };
+        assert_eq!(first.into_data().ok().as_deref(), Some(&b"abc"[..]));
+        let Poll::Ready(Some(Ok(last))) = poll(&mut b) else {
+            panic!("trailers")
+        };
+        assert_eq!(
+            last.into_trailers().ok().map(|t| t["x-t"].clone()),
+            Some("1".parse().expect("v"))
+        );
+        assert!(b.is_end_stream());
+        assert!(!f.held());
     }
 }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::admit::Gate;
 use crate::config::{HostPattern, RouteConfig};
 
 /// A route ready to serve: its config plus whatever was built from it.
@@ -19,6 +20,8 @@ pub struct Route<U> {
     /// The route name, shared cheaply with logs and metrics.
     pub name: Arc<str>,
     pub upstream: U,
+    /// The route's own bound on requests in flight.
+    pub gate: Gate,
 }
 
 /// Indexes of routes, longest path prefix first.
@@ -139,6 +142,7 @@ mod tests {
                 .into_iter()
                 .map(|c| Route {
                     name: c.name.as_str().into(),
+                    gate: Gate::new(c.max_concurrent_requests),
                     config: c,
                     upstream: (),
                 })

@@ -67,6 +67,15 @@ pub struct Metrics {
     connections_refused: Family<ReasonLabels, Counter>,
     connections_closed: Family<ReasonLabels, Counter>,
     accept_errors: Family<KindLabels, Counter>,
+    requests_in_flight: Gauge,
+    requests_shed: Family<ShedLabels, Counter>,
+    admission_hold: Histogram,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShedLabels {
+    reason: &'static str,
+    route: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -132,8 +141,29 @@ impl Metrics {
             "accept() errors, by kind (EMFILE, ENFILE, ENOBUFS, ENOMEM, other)",
             accept_errors.clone(),
         );
+        let requests_in_flight = Gauge::default();
+        registry.register(
+            "requests_in_flight",
+            "Requests admitted and not yet finished (response body still being sent)",
+            requests_in_flight.clone(),
+        );
+        let requests_shed = Family::<ShedLabels, Counter>::default();
+        registry.register(
+            "requests_shed",
+            "Requests answered 503 by a full request gate, by gate (global, route) and route",
+            requests_shed.clone(),
+        );
+        let admission_hold = latency_histogram();
+        registry.register(
+            "admission_hold_seconds",
+            "How long requests held their admission slot (until the response body ended)",
+            admission_hold.clone(),
+        );
         Metrics {
             registry,
+            requests_in_flight,
+            requests_shed,
+            admission_hold,
             requests,
             request_duration,
             upstream_errors,
@@ -164,6 +194,23 @@ impl Metrics {
             .get_or_create(&UpstreamErrorLabels {
                 route: route.to_string(),
                 kind,
+            })
+            .inc();
+    }
+
+    pub fn in_flight_gauge(&self) -> Gauge {
+        self.requests_in_flight.clone()
+    }
+
+    pub fn admission_hold_histogram(&self) -> Histogram {
+        self.admission_hold.clone()
+    }
+
+    pub fn request_shed(&self, reason: &'static str, route: &str) {
+        self.requests_shed
+            .get_or_create(&ShedLabels {
+                reason,
+                route: route.to_string(),
             })
             .inc();
     }

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod h2raw;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
