@@ -177,27 +177,34 @@ async fn a_trickled_head_is_cut_at_its_total_deadline() {
     let weir = weir_with("request_head_timeout = \"500ms\"", up).await;
     let mut s = TcpStream::connect(weir.addr("a")).await.expect("connect");
     let started = Instant::now();
-    let mut closed = false;
-    for b in b"GET / HTTP/1.1\r\nHost: a\r\nX-Trickle: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-    {
-        if s.write_all(&[*b]).await.is_err() {
-            closed = true;
-            break;
+    let (mut reader, mut writer) = s.split();
+    let trickle = async {
+        for b in b"GET / HTTP/1.1\r\nHost: a\r\nX-Trickle: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" {
+            if writer.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        if started.elapsed() > Duration::from_secs(3) {
-            break;
-        }
-    }
-    closed = closed || closed_within(&mut s, Duration::from_secs(2)).await;
+    };
+    let mut out = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut out);
+    let closed = tokio::select! {
+        _ = trickle => false,
+        r = tokio::time::timeout(Duration::from_secs(3), read) => r.is_ok(),
+    };
     assert!(
         closed,
         "a head sent a byte at a time still has a total deadline"
     );
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(2),
         "{:?}",
         started.elapsed()
+    );
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.starts_with("HTTP/1.1 408"),
+        "the client is told: {out:?}"
     );
     assert!(
         metrics(&weir)

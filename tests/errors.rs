@@ -134,3 +134,97 @@ async fn latency_histogram_is_exported() {
         "{metrics}"
     );
 }
+
+/// Send a raw request and parse a generated JSON error from the answer.
+async fn generated(
+    addr: std::net::SocketAddr,
+    request: String,
+) -> (u16, serde_json::Value, String) {
+    let out = raw(addr, request.as_bytes(), Duration::from_secs(5)).await;
+    let status: u16 = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {out}"));
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let json = serde_json::from_str(body.trim()).unwrap_or(serde_json::Value::Null);
+    (status, json, out)
+}
+
+#[tokio::test]
+async fn every_generated_error_goes_through_the_one_renderer() {
+    let up = demo_upstream().await;
+    let dead = closed_port().await;
+    let weir = Weir::start(&format!(
+        "[connections]\nmin_body_rate = 1000\nbody_rate_period = \"300ms\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nhost = \"dead.test\"\nupstream = \"http://{dead}\"\n\
+         [[route]]\nhost = \"slow.test\"\nresponse_timeout = \"200ms\"\nupstream = \"http://{up}\"\n\
+         [[route]]\nhost = \"small.test\"\nmax_request_body = 10\nupstream = \"http://{up}\"\n\
+         [[route]]\nhost = \"one.test\"\nmax_concurrent_requests = 1\nupstream = \"http://{up}\"\n\
+         [[route]]\nhost = \"upload.test\"\nupstream = \"http://{up}\"\n"
+    ))
+    .await;
+    let addr = weir.addr("web");
+    let json = "Accept: application/json\r\nConnection: close\r\n";
+    // Hold the one.test route's only slot.
+    let held = h1_client()
+        .request(
+            Request::get(weir.url("web", "/sse?n=1000&interval_ms=50"))
+                .header("host", "one.test")
+                .body(Full::new(Bytes::new()))
+                .expect("request"),
+        )
+        .await
+        .expect("stream");
+    let cases = [
+        (400, format!("GET / HTTP/1.1\r\n{json}\r\n")),
+        (
+            404,
+            format!("GET / HTTP/1.1\r\nHost: nowhere.test\r\n{json}\r\n"),
+        ),
+        (
+            405,
+            format!("CONNECT dead.test:443 HTTP/1.1\r\nHost: dead.test:443\r\n{json}\r\n"),
+        ),
+        (
+            408,
+            format!(
+                "POST /echo HTTP/1.1\r\nHost: upload.test\r\nContent-Length: 1000\r\n{json}\r\nxx"
+            ),
+        ),
+        (
+            413,
+            format!("POST /echo HTTP/1.1\r\nHost: small.test\r\nContent-Length: 11\r\n{json}\r\n"),
+        ),
+        (
+            502,
+            format!("GET / HTTP/1.1\r\nHost: dead.test\r\n{json}\r\n"),
+        ),
+        (
+            503,
+            format!("GET /echo HTTP/1.1\r\nHost: one.test\r\n{json}\r\n"),
+        ),
+        (
+            504,
+            format!("GET /slow?ms=3000 HTTP/1.1\r\nHost: slow.test\r\n{json}\r\n"),
+        ),
+    ];
+    for (want, request) in cases {
+        let (status, body, out) = generated(addr, request).await;
+        assert_eq!(status, want, "{out}");
+        assert_eq!(body["error"]["status"], want, "rendered by the seam: {out}");
+        assert!(body["error"]["message"].is_string(), "{out}");
+        assert!(
+            out.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{out}"
+        );
+        assert_eq!(
+            out.to_ascii_lowercase().contains("retry-after: 1"),
+            want == 503,
+            "Retry-After exactly on 503: {out}"
+        );
+    }
+    drop(held);
+}

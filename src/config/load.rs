@@ -712,6 +712,25 @@ mod tests {
     }
 
     #[test]
+    fn gate_sizes_a_semaphore_cannot_hold_are_rejected() {
+        let p = problems(&format!(
+            "[server]\nmax_concurrent_requests = 9223372036854775807\n{MINIMAL}"
+        ));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].contains("server.max_concurrent_requests") && p[0].contains("out of range"),
+            "{}",
+            p[0]
+        );
+        let c = parse(
+            Path::new("w.toml"),
+            &format!("[server]\nmax_concurrent_requests = 0\n{MINIMAL}"),
+        )
+        .expect("0 is valid");
+        assert_eq!(c.server.max_concurrent_requests, 0);
+    }
+
+    #[test]
     fn host_patterns() {
         let c = parse(
             Path::new("w.toml"),

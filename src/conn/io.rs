@@ -139,7 +139,7 @@ pub struct TrackedIo<T> {
     /// True when everything hyper wrote has been flushed, i.e. the write
     /// side is between frames and a GOAWAY can be injected cleanly.
     write_aligned: bool,
-    flooded: bool,
+    ended: bool,
 }
 
 impl<T> TrackedIo<T> {
@@ -163,14 +163,14 @@ impl<T> TrackedIo<T> {
             sniff_preface: h2.is_none(),
             max_control_per_second,
             write_aligned: true,
-            flooded: false,
+            ended: false,
         }
     }
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> TrackedIo<T> {
     fn on_flood(&mut self, cx: &mut Context<'_>) -> io::Error {
-        self.flooded = true;
+        self.ended = true;
         if self.write_aligned {
             // Best effort: if the socket cannot take 17 bytes now, just close.
             let _ = Pin::new(&mut self.inner).poll_write(cx, &GOAWAY_ENHANCE_YOUR_CALM);
@@ -181,6 +181,25 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TrackedIo<T> {
     }
 }
 
+impl<T: AsyncRead + AsyncWrite + Unpin> TrackedIo<T> {
+    /// The head deadline passed: tell an HTTP/1.1 client with 408 (hyper
+    /// itself only closes), when no response is half-written.
+    fn on_head_timeout(&mut self, cx: &mut Context<'_>) -> io::Error {
+        if !self.state.is_h2.load(std::sync::atomic::Ordering::Relaxed)
+            && self.write_aligned
+            && !self.ended
+        {
+            self.ended = true; // answer once; later reads fail
+            let _ = Pin::new(&mut self.inner).poll_write(cx, REQUEST_TIMEOUT_408);
+            let _ = Pin::new(&mut self.inner).poll_flush(cx);
+        }
+        io::Error::new(io::ErrorKind::TimedOut, "request head timeout")
+    }
+}
+
+const REQUEST_TIMEOUT_408: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -188,11 +207,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.flooded {
+        if this.ended {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "HTTP/2 frame flood",
             )));
+        }
+        if this.state.close_reason() == CloseReason::HeadTimeout {
+            return Poll::Ready(Err(this.on_head_timeout(cx)));
         }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
@@ -212,11 +234,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
                 }
             }
             this.state.bytes_received();
-            let flooded = match &mut this.meter {
+            let ended = match &mut this.meter {
                 Some(m) => m.feed(&buf.filled()[before..], Instant::now()),
                 None => false,
             };
-            if flooded {
+            if ended {
                 return Poll::Ready(Err(this.on_flood(cx)));
             }
         }
@@ -315,8 +337,8 @@ mod tests {
             bytes.extend(frame(6, 0, &[0; 8]));
         }
         // Feed one byte at a time: the parser must not depend on read sizes.
-        let flooded = bytes.iter().any(|b| m.feed(std::slice::from_ref(b), now));
-        assert!(flooded);
+        let ended = bytes.iter().any(|b| m.feed(std::slice::from_ref(b), now));
+        assert!(ended);
     }
 
     #[test]

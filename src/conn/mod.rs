@@ -151,10 +151,14 @@ async fn serve_http<T>(
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else if !reason.graceful() {
                     tracing::debug!(%peer, reason = reason.label(), "connection closed");
+                    if reason == CloseReason::HeadTimeout {
+                        // One last poll lets TrackedIo answer 408 first.
+                        let _ = tokio::time::timeout(Duration::from_millis(50), conn.as_mut()).await;
+                    }
                     return;
                 }
             }
-            _ = shutdown.wait_for(|s| *s), if !draining => {
+            _ = shutdown_begun(&mut shutdown), if !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
                 grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
@@ -169,4 +173,10 @@ async fn serve_http<T>(
             }
         }
     }
+}
+
+/// Resolves once shutdown has begun (the guard `wait_for` returns is not
+/// `Send`, so it must not outlive this function).
+async fn shutdown_begun(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
 }
