@@ -101,24 +101,22 @@ impl Gateway {
             self.max_requests_per_connection > 0 && nth_request >= self.max_requests_per_connection;
         let http1 = req.version() <= http::Version::HTTP_11;
         // The Host as the client wrote it (HTTP/2 carries it as :authority).
-        let host_sent: Option<String> = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_string)
-            .or_else(|| req.uri().authority().map(|a| a.to_string()));
-        let host = host_sent.as_deref().and_then(normalise_host);
+        // Cloning a parsed header value shares its bytes; no allocation.
+        let host_sent: Option<HeaderValue> =
+            req.headers().get(header::HOST).cloned().or_else(|| {
+                req.uri()
+                    .authority()
+                    .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            });
+        let host_str = host_sent.as_ref().and_then(|h| h.to_str().ok());
+        let host = host_str.and_then(normalise_host);
         let shape = ErrorShape::for_plain_route(req.headers());
         let mut record = RequestRecord {
             start,
             client: conn.peer.ip(),
-            host: host.clone().unwrap_or_else(|| "-".into()),
+            host: host_sent.clone(),
             method: req.method().clone(),
-            path: req
-                .uri()
-                .path_and_query()
-                .map_or("/", |pq| pq.as_str())
-                .to_string(),
+            path: req.uri().path_and_query().cloned(),
             status: 0,
             route: None,
             upstream: None,
@@ -129,14 +127,7 @@ impl Gateway {
         };
 
         let mut resp = self
-            .respond(
-                req,
-                conn,
-                host.as_deref(),
-                host_sent.as_deref(),
-                shape,
-                &mut record,
-            )
+            .respond(req, conn, host.as_deref(), host_str, shape, &mut record)
             .await;
         if last_on_connection {
             // The per-connection request cap: finish this one, then close
@@ -177,7 +168,7 @@ impl Gateway {
         // so unknown-route floods are bounded too.
         match self.admitter.admit() {
             Ok(a) => record.admission = Some(a),
-            Err(shed) => return self.shed(shape, shed, "-"),
+            Err(shed) => return self.shed(shape, shed, None),
         }
 
         // Phase: route.
@@ -192,7 +183,7 @@ impl Gateway {
             && let Err(shed) = admission.enter_route(&route.gate)
         {
             record.admission = None;
-            return self.shed(shape, shed, &route.name);
+            return self.shed(shape, shed, Some(&route.name));
         }
 
         // Phase: route policy — refuse a declared body over the limit unread.
@@ -232,9 +223,13 @@ impl Gateway {
 
     /// 503 + Retry-After for a full gate. The counter is the operator's
     /// signal; the log line is debug only, so a shed storm cannot flood logs.
-    fn shed(&self, shape: ErrorShape, shed: Shed, route: &str) -> Response<Payload> {
+    fn shed(&self, shape: ErrorShape, shed: Shed, route: Option<&Arc<str>>) -> Response<Payload> {
         self.metrics.request_shed(shed.label(), route);
-        tracing::debug!(gate = shed.label(), route, "request shed");
+        tracing::debug!(
+            gate = shed.label(),
+            route = route.map_or("-", |r| &**r),
+            "request shed"
+        );
         error_response(shape, StatusCode::SERVICE_UNAVAILABLE)
     }
 

@@ -74,38 +74,48 @@ pub struct Forwarding<'a> {
 pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
     let trusted = f.trusted_proxies.iter().any(|n| n.contains(&f.peer));
     let peer = f.peer.to_string();
-    let prior: Vec<String> = if trusted {
-        headers
+    if trusted {
+        let prior: Vec<&str> = headers
             .get_all(&X_FORWARDED_FOR)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .map(|s| s.trim().to_string())
+            .map(str::trim)
             .filter(|s| !s.is_empty())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let real_ip = if trusted {
-        prior
+            .collect();
+        let real_ip = prior
             .iter()
             .rev()
             .filter_map(|s| s.parse::<IpAddr>().ok())
             .find(|ip| !f.trusted_proxies.iter().any(|n| n.contains(ip)))
-            .map(|ip| ip.to_string())
-            .unwrap_or_else(|| peer.clone())
+            .map_or_else(|| peer.clone(), |ip| ip.to_string());
+        let mut chain = prior.join(", ");
+        if !chain.is_empty() {
+            chain.push_str(", ");
+        }
+        chain.push_str(&peer);
+        set(headers, X_FORWARDED_FOR, &chain);
+        set(headers, X_REAL_IP, &real_ip);
     } else {
-        peer.clone()
-    };
-    let mut chain = prior;
-    chain.push(peer);
-    set(headers, X_FORWARDED_FOR, &chain.join(", "));
-    set(headers, X_REAL_IP, &real_ip);
+        // The common case: one value for both headers, no chain to build.
+        match HeaderValue::from_str(&peer) {
+            Ok(v) => {
+                headers.insert(X_FORWARDED_FOR, v.clone());
+                headers.insert(X_REAL_IP, v);
+            }
+            Err(_) => {
+                headers.remove(X_FORWARDED_FOR);
+                headers.remove(X_REAL_IP);
+            }
+        }
+        // RFC 7239's header is not produced by weir; a client's copy would
+        // be a spoofing vector for upstreams that read it.
+        headers.remove(header::FORWARDED);
+    }
     if !(trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
-        set(
-            headers,
+        headers.insert(
             X_FORWARDED_PROTO,
-            if f.tls { "https" } else { "http" },
+            HeaderValue::from_static(if f.tls { "https" } else { "http" }),
         );
     }
     if !(trusted && headers.contains_key(&X_FORWARDED_HOST)) {
@@ -115,11 +125,6 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
                 headers.remove(&X_FORWARDED_HOST);
             }
         }
-    }
-    if !trusted {
-        // RFC 7239's header is not produced by weir; a client's copy would
-        // be a spoofing vector for upstreams that read it.
-        headers.remove(header::FORWARDED);
     }
 }
 

@@ -38,9 +38,10 @@ impl Drop for InFlight {
 pub struct RequestRecord {
     pub start: Instant,
     pub client: IpAddr,
-    pub host: String,
+    /// The Host as sent; normalised only when a log line is written.
+    pub host: Option<http::HeaderValue>,
     pub method: http::Method,
-    pub path: String,
+    pub path: Option<http::uri::PathAndQuery>,
     pub status: u16,
     pub route: Option<Arc<str>>,
     pub upstream: Option<Arc<str>>,
@@ -62,16 +63,22 @@ enum Outcome {
 impl RequestRecord {
     fn finish(self, bytes: u64, outcome: Outcome) {
         let elapsed = self.start.elapsed();
-        let route = self.route.as_deref().unwrap_or("-");
         self.metrics
-            .record_request(route, self.status, elapsed.as_secs_f64());
+            .record_request(self.route.as_ref(), self.status, elapsed.as_secs_f64());
+        let route = self.route.as_deref().unwrap_or("-");
         if self.access_log {
             tracing::info!(
                 target: "weir::access",
                 client = %self.client,
-                host = %self.host,
+                host = self
+                    .host
+                    .as_ref()
+                    .and_then(|h| h.to_str().ok())
+                    .and_then(crate::route::normalise_host)
+                    .as_deref()
+                    .unwrap_or("-"),
                 method = %self.method,
-                path = %self.path,
+                path = self.path.as_ref().map_or("/", |p| p.as_str()),
                 status = self.status,
                 bytes,
                 duration_ms = elapsed.as_millis() as u64,
@@ -263,9 +270,9 @@ mod tests {
             let record = RequestRecord {
                 start: Instant::now(),
                 client: [127, 0, 0, 1].into(),
-                host: "h".into(),
+                host: None,
                 method: http::Method::GET,
-                path: "/".into(),
+                path: None,
                 status: 200,
                 route: None,
                 upstream: None,

@@ -8,6 +8,7 @@
 //! an existing site serves. Prefixes match on segment boundaries: `/api`
 //! matches `/api` and `/api/x`, never `/apix`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -112,8 +113,9 @@ pub fn prefix_matches(prefix: &str, path: &str) -> bool {
 }
 
 /// Normalise a Host header or authority: lower-case, without port, without
-/// a trailing dot. Returns `None` for an empty or malformed host.
-pub fn normalise_host(raw: &str) -> Option<String> {
+/// a trailing dot. Returns `None` for an empty or malformed host. Borrows
+/// when the host is already in normal form (the common case).
+pub fn normalise_host(raw: &str) -> Option<Cow<'_, str>> {
     let host = if let Some(rest) = raw.strip_prefix('[') {
         // IPv6 literal: keep the brackets, drop the port.
         let end = rest.find(']')?;
@@ -125,7 +127,11 @@ pub fn normalise_host(raw: &str) -> Option<String> {
     if host.is_empty() {
         return None;
     }
-    Some(host.to_ascii_lowercase())
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Some(Cow::Owned(host.to_ascii_lowercase()))
+    } else {
+        Some(Cow::Borrowed(host))
+    }
 }
 
 #[cfg(test)]

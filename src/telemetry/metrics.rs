@@ -1,22 +1,35 @@
 //! Prometheus metrics, via `prometheus-client` (the Prometheus project's own
 //! Rust client: no global registry, no HTTP server of its own, few deps).
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use std::sync::Arc;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// A route name as a label value: shared, so recording a request's metrics
+/// does not allocate.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct RouteName(Arc<str>);
+
+impl EncodeLabelValue for RouteName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&&*self.0, encoder)
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    route: String,
+    route: RouteName,
     status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
-    route: String,
+    route: RouteName,
 }
 
 /// Why a request to an upstream failed.
@@ -36,7 +49,7 @@ pub enum UpstreamErrorKind {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamErrorLabels {
-    route: String,
+    route: RouteName,
     kind: UpstreamErrorKind,
 }
 
@@ -70,12 +83,13 @@ pub struct Metrics {
     requests_in_flight: Gauge,
     requests_shed: Family<ShedLabels, Counter>,
     admission_hold: Histogram,
+    no_route: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShedLabels {
     reason: &'static str,
-    route: String,
+    route: RouteName,
 }
 
 fn latency_histogram() -> Histogram {
@@ -164,6 +178,7 @@ impl Metrics {
             requests_in_flight,
             requests_shed,
             admission_hold,
+            no_route: "-".into(),
             requests,
             request_duration,
             upstream_errors,
@@ -175,24 +190,23 @@ impl Metrics {
         }
     }
 
-    pub fn record_request(&self, route: &str, status: u16, seconds: f64) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                route: route.to_string(),
-                status,
-            })
-            .inc();
+    /// `route` is `None` for requests that matched no route (label `-`).
+    pub fn record_request(&self, route: Option<&Arc<str>>, status: u16, seconds: f64) {
+        let route = RouteName(route.unwrap_or(&self.no_route).clone());
         self.request_duration
             .get_or_create(&RouteLabels {
-                route: route.to_string(),
+                route: route.clone(),
             })
             .observe(seconds);
+        self.requests
+            .get_or_create(&RequestLabels { route, status })
+            .inc();
     }
 
-    pub fn record_upstream_error(&self, route: &str, kind: UpstreamErrorKind) {
+    pub fn record_upstream_error(&self, route: &Arc<str>, kind: UpstreamErrorKind) {
         self.upstream_errors
             .get_or_create(&UpstreamErrorLabels {
-                route: route.to_string(),
+                route: RouteName(route.clone()),
                 kind,
             })
             .inc();
@@ -206,11 +220,12 @@ impl Metrics {
         self.admission_hold.clone()
     }
 
-    pub fn request_shed(&self, reason: &'static str, route: &str) {
+    /// `route` is `None` when shed before routing (label `-`).
+    pub fn request_shed(&self, reason: &'static str, route: Option<&Arc<str>>) {
         self.requests_shed
             .get_or_create(&ShedLabels {
                 reason,
-                route: route.to_string(),
+                route: RouteName(route.unwrap_or(&self.no_route).clone()),
             })
             .inc();
     }
