@@ -246,13 +246,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
     }
 }
 
-impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+impl<T> TrackedIo<T> {
+    /// Note what a write says about the client: blocked, or taking bytes
+    /// (and the write side is now mid-frame until the next flush).
+    fn after_write(&mut self, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
         match &polled {
             Poll::Pending => self.state.write_blocked(true),
             Poll::Ready(Ok(n)) => {
@@ -265,6 +262,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
         }
         polled
     }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        self.after_write(polled)
+    }
 
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
@@ -272,17 +280,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        match &polled {
-            Poll::Pending => self.state.write_blocked(true),
-            Poll::Ready(Ok(n)) => {
-                self.state.write_blocked(false);
-                if *n > 0 {
-                    self.write_aligned = false;
-                }
-            }
-            Poll::Ready(Err(_)) => {}
-        }
-        polled
+        self.after_write(polled)
     }
 
     fn is_write_vectored(&self) -> bool {
