@@ -44,14 +44,39 @@ impl BodyRate {
     }
 }
 
-/// Progress in the current rate window. A window opens when weir first has
-/// to wait for the client and closes as soon as the client has sent a
-/// period's worth of bytes; time the upstream spends not reading (so weir
-/// does not poll) only counts if the client still has nothing buffered.
+/// Progress in the current rate window. The window is fixed-length; at its
+/// end the client must have sent a period's worth of bytes. It is judged
+/// when data arrives after the window ended, or when the window's timer
+/// fires while weir is waiting for the client. A window that ends while the
+/// upstream was not reading (so weir was not polling) is judged at the next
+/// poll, when the client's buffered bytes arrive at once and pass. One timer
+/// per request, moved once per period: nothing per chunk.
 struct RateWindow {
     rate: BodyRate,
+    start: Instant,
     received: u64,
-    deadline: Option<Pin<Box<Sleep>>>,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl RateWindow {
+    /// Judge the window if it has ended: `Err` when the client was too slow,
+    /// otherwise a new window starts when the old one ended.
+    fn judge(&mut self, now: Instant) -> Result<(), BodyTooSlow> {
+        if now < self.start + self.rate.period {
+            return Ok(());
+        }
+        if self.received < self.rate.bytes_per_period() {
+            return Err(BodyTooSlow {
+                min_bytes_per_second: self.rate.min_bytes_per_second,
+            });
+        }
+        self.start = now;
+        self.received = 0;
+        if let Some(t) = &mut self.timer {
+            t.as_mut().reset(now + self.rate.period);
+        }
+        Ok(())
+    }
 }
 
 pub struct RequestBody {
@@ -69,8 +94,9 @@ impl RequestBody {
             received: 0,
             window: rate.map(|rate| RateWindow {
                 rate,
+                start: Instant::now(),
                 received: 0,
-                deadline: None,
+                timer: None,
             }),
         }
     }
@@ -97,10 +123,8 @@ impl Body for RequestBody {
                     }
                     if let Some(w) = &mut this.window {
                         w.received += n;
-                        if w.received >= w.rate.bytes_per_period() {
-                            // The client has proved the rate for this window.
-                            w.received = 0;
-                            w.deadline = None;
+                        if let Err(slow) = w.judge(Instant::now()) {
+                            return Poll::Ready(Some(Err(Box::new(slow))));
                         }
                     }
                 }
@@ -110,13 +134,19 @@ impl Body for RequestBody {
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => {
                 if let Some(w) = &mut this.window {
-                    let deadline = w.deadline.get_or_insert_with(|| {
-                        Box::pin(tokio::time::sleep_until(Instant::now() + w.rate.period))
-                    });
-                    if deadline.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Some(Err(Box::new(BodyTooSlow {
-                            min_bytes_per_second: w.rate.min_bytes_per_second,
-                        }))));
+                    let end = w.start + w.rate.period;
+                    let timer = w
+                        .timer
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(end)));
+                    if timer.as_mut().poll(cx).is_ready() {
+                        if let Err(slow) = w.judge(Instant::now()) {
+                            return Poll::Ready(Some(Err(Box::new(slow))));
+                        }
+                        // The window passed and the timer moved on: poll it
+                        // once more so it is armed for the new window.
+                        if let Some(t) = &mut w.timer {
+                            let _ = t.as_mut().poll(cx);
+                        }
                     }
                 }
                 Poll::Pending

@@ -6,6 +6,7 @@
 //! prefers it. 429 and 503 always carry `Retry-After`. Messages are fixed
 //! per status so that nothing about the upstream leaks to the client.
 
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
@@ -34,35 +35,57 @@ impl ErrorShape {
     }
 }
 
-/// The fixed, leak-free message for each status weir generates.
-fn message(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::BAD_REQUEST => "bad request",
-        StatusCode::NOT_FOUND => "no route for this host and path",
-        StatusCode::METHOD_NOT_ALLOWED => "method not allowed",
-        StatusCode::REQUEST_TIMEOUT => "request timed out",
-        StatusCode::PAYLOAD_TOO_LARGE => "request body too large",
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "request header fields too large",
-        StatusCode::TOO_MANY_REQUESTS => "too many requests",
-        StatusCode::BAD_GATEWAY => "upstream unavailable",
-        StatusCode::SERVICE_UNAVAILABLE => "overloaded, retry later",
-        StatusCode::GATEWAY_TIMEOUT => "upstream timed out",
-        _ => status.canonical_reason().unwrap_or("error"),
-    }
+/// The fixed, leak-free bodies for each status weir generates, as static
+/// text and JSON, so rendering an error (a shed storm renders thousands a
+/// second) allocates nothing for its body.
+macro_rules! bodies {
+    ($($status:ident => $code:literal, $msg:literal;)*) => {
+        fn static_body(status: StatusCode, shape: ErrorShape) -> Option<&'static str> {
+            Some(match (status, shape) {
+                $(
+                    (StatusCode::$status, ErrorShape::Text) => concat!($msg, "\n"),
+                    (StatusCode::$status, ErrorShape::Json) => concat!(
+                        "{\"error\":{\"status\":", $code, ",\"message\":\"", $msg, "\"}}\n"
+                    ),
+                )*
+                _ => return None,
+            })
+        }
+    };
+}
+
+bodies! {
+    BAD_REQUEST => 400, "bad request";
+    NOT_FOUND => 404, "no route for this host and path";
+    METHOD_NOT_ALLOWED => 405, "method not allowed";
+    REQUEST_TIMEOUT => 408, "request timed out";
+    PAYLOAD_TOO_LARGE => 413, "request body too large";
+    REQUEST_HEADER_FIELDS_TOO_LARGE => 431, "request header fields too large";
+    TOO_MANY_REQUESTS => 429, "too many requests";
+    BAD_GATEWAY => 502, "upstream unavailable";
+    SERVICE_UNAVAILABLE => 503, "overloaded, retry later";
+    GATEWAY_TIMEOUT => 504, "upstream timed out";
 }
 
 /// Render a generated error response.
 pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
-    let msg = message(status);
-    let (content_type, body) = match shape {
-        ErrorShape::Text => ("text/plain; charset=utf-8", format!("{msg}\n")),
-        ErrorShape::Json => (
-            "application/json",
-            format!(
-                "{{\"error\":{{\"status\":{},\"message\":\"{msg}\"}}}}\n",
-                status.as_u16()
-            ),
-        ),
+    let body = match static_body(status, shape) {
+        Some(b) => Bytes::from_static(b.as_bytes()),
+        // Any other status: its reason phrase, built once here.
+        None => {
+            let msg = status.canonical_reason().unwrap_or("error");
+            Bytes::from(match shape {
+                ErrorShape::Text => format!("{msg}\n"),
+                ErrorShape::Json => format!(
+                    "{{\"error\":{{\"status\":{},\"message\":\"{msg}\"}}}}\n",
+                    status.as_u16()
+                ),
+            })
+        }
+    };
+    let content_type = match shape {
+        ErrorShape::Text => "text/plain; charset=utf-8",
+        ErrorShape::Json => "application/json",
     };
     let mut resp = Response::new(Payload::text(body));
     *resp.status_mut() = status;
@@ -97,6 +120,11 @@ mod tests {
         let r = error_response(ErrorShape::Text, StatusCode::BAD_GATEWAY);
         assert!(r.headers().get(header::RETRY_AFTER).is_none());
         assert_eq!(body(r).await, "upstream unavailable\n");
+        let r = error_response(ErrorShape::Json, StatusCode::IM_A_TEAPOT);
+        assert_eq!(
+            body(r).await,
+            "{\"error\":{\"status\":418,\"message\":\"I'm a teapot\"}}\n"
+        );
     }
 
     #[test]
