@@ -102,8 +102,14 @@ pub fn main() -> ExitCode {
 }
 
 fn runtime(workers: usize) -> Option<tokio::runtime::Runtime> {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if workers > 0 {
+    // One worker: a current-thread runtime does the same work without the
+    // work-stealing machinery (cross-thread queues and wake-ups).
+    let mut b = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    if workers > 1 {
         b.worker_threads(workers);
     }
     match b.enable_all().build() {
