@@ -1287,6 +1287,13 @@ class Bench:
             w("")
             lines.extend(fnd)
             w("")
+        # The engineers' reading of the targets (issue 5), kept by hand in
+        # bench/targets.md: what each ratio means and what limits it.
+        targets_md = os.path.join(BENCH, "targets.md")
+        if os.path.exists(targets_md):
+            with open(targets_md) as f:
+                lines.extend(f.read().rstrip().splitlines())
+            w("")
         if self.problems:
             w("### Problems seen during the run")
             w("")
