@@ -109,10 +109,6 @@ impl Running {
             .map(|(_, a)| *a)
     }
 
-    pub fn listener_addrs(&self) -> &[(String, SocketAddr)] {
-        &self.listeners
-    }
-
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin
     }

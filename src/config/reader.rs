@@ -84,10 +84,6 @@ impl<'s> Doc<'s> {
         }
     }
 
-    pub fn file(&self) -> &Path {
-        &self.file
-    }
-
     /// Directory that relative paths in the config are resolved against.
     pub fn base_dir(&self) -> PathBuf {
         self.file
@@ -190,10 +186,6 @@ impl<'a, 'i> Section<'a, 'i> {
 
     pub fn path(&self) -> &str {
         &self.path
-    }
-
-    pub fn span(&self) -> Range<usize> {
-        self.span.clone()
     }
 
     pub fn doc(&self) -> &'a Doc<'a> {

@@ -208,10 +208,6 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
         }
     }
 
-    pub fn listener(&self) -> &L {
-        &self.listener
-    }
-
     /// The next accepted connection.
     pub async fn next(&mut self) -> (L::Conn, SocketAddr) {
         loop {

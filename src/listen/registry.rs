@@ -379,10 +379,6 @@ impl Registry {
         self.open.load(Ordering::Relaxed)
     }
 
-    pub fn max(&self) -> usize {
-        self.max
-    }
-
     /// Open connections as a fraction of the cap (0 when there is no cap).
     pub fn load(&self) -> f64 {
         if self.max == 0 {

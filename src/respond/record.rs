@@ -110,11 +110,6 @@ impl<B> Recorded<B> {
         }
     }
 
-    /// Without a record (admin and internal responses).
-    pub fn unrecorded(inner: B) -> Self {
-        Recorded::new(inner, None)
-    }
-
     fn conn(&self) -> Option<&ConnState> {
         self.record.as_ref()?.in_flight.as_ref().map(|f| &*f.0)
     }

@@ -98,10 +98,6 @@ impl<U> Router<U> {
     pub fn knows_host(&self, host: &str) -> bool {
         self.group(host).is_some()
     }
-
-    pub fn routes(&self) -> &[Arc<Route<U>>] {
-        &self.routes
-    }
 }
 
 /// Segment-aware prefix match.
