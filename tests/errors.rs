@@ -228,3 +228,40 @@ async fn every_generated_error_goes_through_the_one_renderer() {
     }
     drop(held);
 }
+
+#[tokio::test]
+async fn upstream_connect_timeout_is_504() {
+    // An upstream whose accept queue is full: the kernel drops further
+    // SYNs, so a connect hangs until weir's connect_timeout.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let stuck = socket.listen(1).expect("listen");
+    let addr = stuck.local_addr().expect("addr");
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        match tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            Ok(Ok(s)) => fillers.push(s),
+            _ => break,
+        }
+    }
+    let weir = Weir::start(&simple_config(addr, "connect_timeout = \"300ms\"")).await;
+    let started = std::time::Instant::now();
+    let (status, _, b) = get(&h1_client(), &weir.url("web", "/")).await;
+    assert_eq!(status, 504, "{b}");
+    assert_eq!(b, "upstream timed out\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let (_, _, metrics) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    assert!(metrics.contains("kind=\"ConnectTimeout\"} 1"), "{metrics}");
+    drop(stuck);
+}
