@@ -231,17 +231,30 @@ fn get_in_thread(addr: SocketAddr, path: &'static str) -> std::thread::JoinHandl
     })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_drains_in_flight_requests_and_logs_access_json() {
+/// `weir run` with JSON logs in front of the demo upstream, a request to
+/// `path` in flight, and SIGTERM sent: the start of every signal test.
+async fn terminated_mid_request(
+    path: &'static str,
+) -> (
+    Proc,
+    std::thread::JoinHandle<String>,
+    SocketAddr,
+    tempfile::TempDir,
+) {
     let up = demo_upstream().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_config(&dir, &run_config(up));
-    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let config = write_config(&dir, &run_config(up));
+    let mut weir = Proc::spawn(&["run", "--config", &config]);
     let addr = weir.listening("web");
-
-    let slow = get_in_thread(addr, "/slow?ms=800");
+    let in_flight = get_in_thread(addr, path);
     std::thread::sleep(Duration::from_millis(200));
     weir.signal("-TERM");
+    (weir, in_flight, up, dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_in_flight_requests_and_logs_access_json() {
+    let (mut weir, slow, up, _dir) = terminated_mid_request("/slow?ms=800").await;
     let resp = tokio::task::spawn_blocking(move || slow.join().expect("thread"))
         .await
         .expect("join");
@@ -249,13 +262,7 @@ async fn sigterm_drains_in_flight_requests_and_logs_access_json() {
     assert!(resp.ends_with("slept 800 ms\n"), "{resp}");
     assert_eq!(weir.wait_exit(Duration::from_secs(10)), 0);
     weir.wait_for(|l| l.contains("\"drained\""));
-    let access = weir
-        .seen
-        .iter()
-        .find(|l| l.contains("\"target\":\"weir::access\""))
-        .cloned();
-    let access =
-        access.unwrap_or_else(|| weir.wait_for(|l| l.contains("\"target\":\"weir::access\"")));
+    let access = weir.wait_for(|l| l.contains("\"target\":\"weir::access\""));
     let v: serde_json::Value = serde_json::from_str(&access).expect("json");
     assert_eq!(v["client"], "127.0.0.1");
     assert_eq!(v["host"], "app.test");
@@ -270,14 +277,7 @@ async fn sigterm_drains_in_flight_requests_and_logs_access_json() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn second_signal_exits_at_once() {
-    let up = demo_upstream().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_config(&dir, &run_config(up));
-    let mut weir = Proc::spawn(&["run", "--config", &path]);
-    let addr = weir.listening("web");
-    let _slow = get_in_thread(addr, "/slow?ms=20000");
-    std::thread::sleep(Duration::from_millis(200));
-    weir.signal("-TERM");
+    let (mut weir, _slow, _, _dir) = terminated_mid_request("/slow?ms=20000").await;
     weir.wait_for(|l| l.contains("draining"));
     let started = Instant::now();
     weir.signal("-INT");
