@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::h2raw::*;
 use common::*;
 use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 /// A normal request on its own connection, made while the attack runs.
 async fn bystander_succeeds(weir: &Weir) {
@@ -155,4 +156,75 @@ async fn idle_h2_connection_is_closed_even_while_pinging() {
     );
     // The server answered the PINGs and ended with a GOAWAY.
     assert!(bytes.windows(2).any(|w| w == [0, 0]), "frames arrived");
+}
+
+/// Write the preface in pieces (`cuts` are offsets into it), pausing after
+/// each so the server reads them separately, then `rest` in one write.
+async fn split_preface(addr: std::net::SocketAddr, cuts: &[usize], rest: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.set_nodelay(true).expect("nodelay");
+    let mut from = 0;
+    for &cut in cuts {
+        s.write_all(&PREFACE[from..cut]).await.expect("part");
+        from = cut;
+        // The attack is the pause: the client waits between the pieces.
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    let mut tail = PREFACE[from..].to_vec();
+    tail.extend_from_slice(rest);
+    let _ = s.write_all(&tail).await;
+    s
+}
+
+#[tokio::test]
+async fn a_preface_split_at_any_offset_still_meets_the_flood_meter() {
+    let weir = weir("[http2]\nmax_control_frames_per_second = 100").await;
+    let mut flood = frame(SETTINGS, 0, 0, &[]);
+    for i in 0..2000u64 {
+        flood.extend(frame(PING, 0, 0, &i.to_be_bytes()));
+    }
+    let one_byte_per_write: Vec<usize> = (1..PREFACE.len()).collect();
+    let mut splits: Vec<Vec<usize>> = (1..PREFACE.len()).map(|k| vec![k]).collect();
+    splits.push(one_byte_per_write);
+    for cuts in &splits {
+        let mut s = split_preface(weir.addr("web"), cuts, &flood).await;
+        let (frames, closed) = server_frames(&mut s, Duration::from_secs(5)).await;
+        assert!(
+            closed,
+            "split at {cuts:?}: the flooding connection was closed"
+        );
+        assert_eq!(
+            goaway_code(&frames),
+            Some(ENHANCE_YOUR_CALM),
+            "split at {cuts:?}: {:?}",
+            frames.iter().map(|f| f.0).collect::<Vec<_>>()
+        );
+    }
+    let (_, _, m) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    assert!(
+        m.contains(&format!(
+            "weir_connections_closed_total{{reason=\"h2_flood\"}} {}",
+            splits.len()
+        )),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_h2c_connection_never_receives_http1_bytes() {
+    let weir = weir("[connections]\nrequest_head_timeout = \"300ms\"").await;
+    let addr = weir.addr("web");
+    // A split preface then silence; half a preface then silence.
+    let mut whole = split_preface(addr, &[2], &frame(SETTINGS, 0, 0, &[])).await;
+    let mut half = TcpStream::connect(addr).await.expect("connect");
+    half.write_all(&PREFACE[..2]).await.expect("write");
+    for (name, s) in [("split preface", &mut whole), ("half a preface", &mut half)] {
+        let (bytes, closed) = read_bytes_until_close(s, Duration::from_secs(3)).await;
+        assert!(closed, "{name}: closed at the head deadline");
+        assert!(
+            !bytes.windows(5).any(|w| w == b"HTTP/"),
+            "{name}: no HTTP/1.1 bytes on a connection that may be HTTP/2: {:?}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
 }

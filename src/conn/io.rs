@@ -15,9 +15,10 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
 
 use crate::listen::registry::{CloseReason, ConnState};
 
@@ -129,12 +130,25 @@ const GOAWAY_ENHANCE_YOUR_CALM: [u8; 17] = [
     0, 0, 0, 0x0b, // ENHANCE_YOUR_CALM
 ];
 
+/// What TrackedIo knows about the protocol on the wire. Decided once: a
+/// connection never goes back to `Sniffing`, and only `Http1` may be
+/// answered with raw HTTP/1.1 bytes.
+#[derive(Debug)]
+enum Wire {
+    /// Cleartext, and every byte so far is a prefix of the HTTP/2 client
+    /// preface: `matched` bytes of it have arrived. Clients may split the
+    /// preface across any number of reads.
+    Sniffing {
+        matched: usize,
+    },
+    Http1,
+    Http2(FrameMeter),
+}
+
 pub struct TrackedIo<T> {
     inner: T,
     state: Arc<ConnState>,
-    meter: Option<FrameMeter>,
-    /// Cleartext connections decide HTTP/2 by the client preface.
-    sniff_preface: bool,
+    wire: Wire,
     max_control_per_second: u32,
     /// True when everything hyper wrote has been flushed, i.e. the write
     /// side is between frames and a GOAWAY can be injected cleanly.
@@ -150,20 +164,48 @@ impl<T> TrackedIo<T> {
         h2: Option<bool>,
         max_control_per_second: u32,
     ) -> Self {
-        let meter = (h2 == Some(true)).then(|| FrameMeter::new(max_control_per_second));
-        if h2 == Some(true) {
-            state
-                .is_h2
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
+        let wire = match h2 {
+            Some(true) => {
+                state.set_h2();
+                Wire::Http2(FrameMeter::new(max_control_per_second))
+            }
+            Some(false) => Wire::Http1,
+            None => Wire::Sniffing { matched: 0 },
+        };
         TrackedIo {
             inner,
             state,
-            meter,
-            sniff_preface: h2.is_none(),
+            wire,
             max_control_per_second,
             write_aligned: true,
             ended: false,
+        }
+    }
+
+    /// Classify newly received bytes and meter them on HTTP/2; true when
+    /// the client is flooding.
+    fn observe(&mut self, new: &[u8], now: Instant) -> bool {
+        if let Wire::Sniffing { matched } = self.wire {
+            let expected = &H2_PREFACE[matched..];
+            let n = new.len().min(expected.len());
+            if new[..n] != expected[..n] {
+                self.wire = Wire::Http1;
+            } else if matched + n < H2_PREFACE.len() {
+                self.wire = Wire::Sniffing {
+                    matched: matched + n,
+                };
+            } else {
+                self.state.set_h2();
+                let mut meter = FrameMeter::new(self.max_control_per_second);
+                // The preface bytes of earlier reads: skipped, never counted.
+                meter.feed(&H2_PREFACE[..matched], now);
+                self.wire = Wire::Http2(meter);
+            }
+        }
+        self.state.bytes_received();
+        match &mut self.wire {
+            Wire::Http2(meter) => meter.feed(new, now),
+            _ => false,
         }
     }
 }
@@ -185,10 +227,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TrackedIo<T> {
     /// The head deadline passed: tell an HTTP/1.1 client with 408 (hyper
     /// itself only closes), when no response is half-written.
     fn on_head_timeout(&mut self, cx: &mut Context<'_>) -> io::Error {
-        if !self.state.is_h2.load(std::sync::atomic::Ordering::Relaxed)
-            && self.write_aligned
-            && !self.ended
-        {
+        if matches!(self.wire, Wire::Http1) && self.write_aligned && !self.ended {
             self.ended = true; // answer once; later reads fail
             let _ = Pin::new(&mut self.inner).poll_write(cx, REQUEST_TIMEOUT_408);
             let _ = Pin::new(&mut self.inner).poll_flush(cx);
@@ -223,21 +262,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
             if new.is_empty() {
                 return polled;
             }
-            if this.sniff_preface {
-                this.sniff_preface = false;
-                if new.starts_with(&H2_PREFACE[..new.len().min(H2_PREFACE.len())]) && new.len() >= 3
-                {
-                    this.state
-                        .is_h2
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                    this.meter = Some(FrameMeter::new(this.max_control_per_second));
-                }
-            }
-            this.state.bytes_received();
-            let ended = match &mut this.meter {
-                Some(m) => m.feed(&buf.filled()[before..], Instant::now()),
-                None => false,
-            };
+            let ended = this.observe(new, Instant::now());
             if ended {
                 return Poll::Ready(Err(this.on_flood(cx)));
             }

@@ -125,7 +125,7 @@ pub struct ConnState {
     awaiting_client: AtomicU32,
     /// When the client last made progress on any response.
     client_progress_us: AtomicU64,
-    pub is_h2: AtomicBool,
+    is_h2: AtomicBool,
     close: AtomicU8,
     closed: Notify,
 }
@@ -173,6 +173,11 @@ impl ConnState {
     fn set_phase(&self, phase: Phase) {
         self.since_us.store(self.now_us(), Ordering::Release);
         self.phase.store(phase as u8, Ordering::Release);
+    }
+
+    /// The client speaks HTTP/2 (ALPN, or the cleartext preface arrived).
+    pub fn set_h2(&self) {
+        self.is_h2.store(true, Ordering::Relaxed);
     }
 
     /// The TLS handshake finished.
@@ -542,7 +547,7 @@ mod tests {
     fn h2_pings_do_not_make_an_idle_connection_busy() {
         let r = Registry::new(0, 0);
         let (s, _) = admit(&r, "192.0.2.1", Phase::ReadingHead).expect("a");
-        s.state.is_h2.store(true, Ordering::Relaxed);
+        s.state.set_h2();
         s.state.request_started();
         s.state.request_finished();
         s.state.bytes_received();
