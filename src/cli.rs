@@ -85,7 +85,7 @@ pub fn main() -> ExitCode {
             let upstream = runtime.block_on(demo::upstream::spawn(([127, 0, 0, 1], 0).into()));
             let config = upstream
                 .map_err(|e| format!("demo upstream: {e}"))
-                .and_then(|addr| demo::config(ports, addr));
+                .and_then(|addr| demo::config(ports, addr).map_err(|e| e.to_string()));
             let checked = config.and_then(|c| {
                 let warnings = fd_budget(&c).map_err(|p| p.to_string())?;
                 Ok((c, warnings))

@@ -1,13 +1,22 @@
 //! Assembling a running weir from a validated [`Config`]: bind every socket
 //! first (so a bad address fails before anything serves), then start the
-//! accept loops and the deadline sweeper; and the graceful drain on
-//! shutdown.
+//! accept loops and the deadline sweeper; applying a new config to the
+//! running server; and the graceful drain on shutdown.
+//!
+//! What a new config can change while running: the request snapshot
+//! (routes, upstreams, per-route limits, trusted proxies, the access-log
+//! switch), connection deadlines and the per-IP cap, HTTP/1 and HTTP/2
+//! limits for new connections, and TLS certificates. What it cannot: the
+//! listeners' addresses, `connections.max`, `server.max_concurrent_requests`
+//! and `server.workers`, which size sockets, semaphores and threads.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -16,13 +25,38 @@ use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::conn::ConnSettings;
 use crate::conn::deadline::{self, Deadlines};
+use crate::conn::registry::Registry;
+use crate::conn::tls::Certificates;
 use crate::lifecycle::Gateway;
-use crate::listen::registry::Registry;
-use crate::listen::{Listener, Shared};
+use crate::listen::{BindError, Listener, Shared};
+use crate::snapshot::BuildError;
 use crate::telemetry::Metrics;
+
+/// Why weir could not start, or a new config could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error("admin: cannot bind {address}: {source}")]
+    AdminBind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// The parts of a running server a new config is applied to.
+struct Reloadable {
+    gateway: Arc<Gateway>,
+    settings: Arc<ArcSwap<ConnSettings>>,
+    deadlines: Arc<ArcSwap<Deadlines>>,
+    certificates: HashMap<String, Arc<Certificates>>,
+}
 
 /// A started server: its bound addresses and the handle to stop it.
 pub struct Running {
+    reloadable: Reloadable,
     listeners: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,
@@ -36,35 +70,42 @@ pub struct Running {
     shutdown_timeout: Duration,
 }
 
-pub async fn start(config: &Config) -> Result<Running, String> {
+pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
     let gateway = Arc::new(Gateway::new(config, metrics.clone())?);
-    let settings = Arc::new(ConnSettings::new(config));
+    let settings = Arc::new(ArcSwap::from_pointee(ConnSettings::new(config)));
+    let deadlines = Arc::new(ArcSwap::from_pointee(Deadlines::new(&config.connections)));
     let registry = Registry::new(config.connections.max, config.connections.max_per_ip);
 
     let mut bound = Vec::new();
     for l in &config.listeners {
         bound.push(Listener::bind(l).await?);
     }
-    let admin_socket = match &config.admin {
-        Some(a) => Some(
-            TcpListener::bind(a.address)
-                .await
-                .map_err(|e| format!("admin: cannot bind {}: {e}", a.address))?,
-        ),
-        None => None,
-    };
+    let admin_socket =
+        match &config.admin {
+            Some(a) => Some(TcpListener::bind(a.address).await.map_err(|source| {
+                StartError::AdminBind {
+                    address: a.address,
+                    source,
+                }
+            })?),
+            None => None,
+        };
+    let certificates = bound
+        .iter()
+        .filter_map(|l| Some((l.name.to_string(), l.certificates.clone()?)))
+        .collect();
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (sweeper_stop, sweeper_rx) = watch::channel(false);
     tokio::spawn(deadline::sweep(
         registry.clone(),
-        Deadlines::new(&config.connections),
+        deadlines.clone(),
         sweeper_rx,
     ));
     let shared = Arc::new(Shared {
-        gateway,
-        settings,
+        gateway: gateway.clone(),
+        settings: settings.clone(),
         registry: registry.clone(),
         metrics: metrics.clone(),
         shutdown: shutdown_rx,
@@ -88,6 +129,12 @@ pub async fn start(config: &Config) -> Result<Running, String> {
     }
     let admin_task = admin_socket.map(|s| tokio::spawn(admin::run(s, admin_state.clone())));
     Ok(Running {
+        reloadable: Reloadable {
+            gateway,
+            settings,
+            deadlines,
+            certificates,
+        },
         listeners,
         admin,
         admin_state,
@@ -101,6 +148,33 @@ pub async fn start(config: &Config) -> Result<Running, String> {
 }
 
 impl Running {
+    /// Apply a validated config to the running server: a new request
+    /// snapshot, connection settings and deadlines, the per-IP cap, and the
+    /// certificates of listeners that keep their name. On error nothing has
+    /// changed. Returns the new snapshot's generation.
+    pub fn apply(&self, config: &Config) -> Result<u64, StartError> {
+        let r = &self.reloadable;
+        // Everything that can fail comes first.
+        let mut certificates = Vec::new();
+        for l in &config.listeners {
+            if let (Some(tls), Some(certs)) = (&l.tls, r.certificates.get(&l.name)) {
+                certificates.push((certs, tls));
+            }
+        }
+        let generation = r.gateway.replace(config)?;
+        for (certs, tls) in certificates {
+            // Cannot fail: validation guarantees a certificate per TLS listener.
+            if let Err(source) = certs.replace(tls) {
+                tracing::error!(error = %source, "certificates not replaced");
+            }
+        }
+        r.settings.store(Arc::new(ConnSettings::new(config)));
+        r.deadlines
+            .store(Arc::new(Deadlines::new(&config.connections)));
+        self.registry.set_max_per_ip(config.connections.max_per_ip);
+        Ok(generation)
+    }
+
     /// The bound address of a listener, by name.
     pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
         self.listeners

@@ -214,7 +214,7 @@ async fn stalled_tls_handshake_is_closed_at_the_deadline() {
 /// An HTTPS upstream with a certificate for `localhost`.
 async fn https_upstream(dir: &std::path::Path) -> (std::net::SocketAddr, std::path::PathBuf) {
     let (cert, key, _) = write_cert(dir, "upstream", &["localhost"]);
-    let (certified, _) = weir::conn::tls::load_certificate(&cert, &key).expect("load");
+    let (certified, _) = weir::pki::load_certificate(&cert, &key).expect("load");
     let settings = weir::config::TlsSettings {
         certificates: vec![weir::config::Certificate {
             cert_path: cert.clone(),
@@ -223,8 +223,7 @@ async fn https_upstream(dir: &std::path::Path) -> (std::net::SocketAddr, std::pa
             key: certified,
         }],
     };
-    let acceptor =
-        tokio_rustls::TlsAcceptor::from(weir::conn::tls::server_config(&settings).expect("config"));
+    let (acceptor, _) = weir::conn::tls::acceptor(&settings).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

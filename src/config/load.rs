@@ -390,7 +390,7 @@ fn tls_settings(t: &Section<'_, '_>) -> Option<TlsSettings> {
         let (Some(cert), Some(key)) = (cert, key) else {
             continue;
         };
-        match crate::conn::tls::load_certificate(&cert.value, &key.value) {
+        match crate::pki::load_certificate(&cert.value, &key.value) {
             Ok((certified, names)) => certificates.push(Certificate {
                 cert_path: cert.value,
                 key_path: key.value,
@@ -399,7 +399,7 @@ fn tls_settings(t: &Section<'_, '_>) -> Option<TlsSettings> {
             }),
             Err(e) => cert.problem(
                 t.doc(),
-                e,
+                e.to_string(),
                 Some(
                     "point `cert` at a PEM certificate chain and `key` at its PEM private key"
                         .into(),
@@ -606,11 +606,11 @@ fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
         s.pool_max_idle_per_host = n as usize;
     }
     if let Some(p) = required_path_opt(&t, "ca_file") {
-        match crate::proxy::upstream::load_ca_file(&p.value) {
+        match crate::pki::client_config(Some(&p.value)) {
             Ok(_) => s.ca_file = Some(p.value),
             Err(e) => p.problem(
                 t.doc(),
-                e,
+                e.to_string(),
                 Some("point `ca_file` at a PEM file of CA certificates".into()),
             ),
         }

@@ -1,7 +1,7 @@
 //! Connection deadlines, enforced by one sweeper for all connections.
 //!
 //! Every connection publishes its phase and when it began (see
-//! [`crate::listen::registry`]). A single task scans them a few times a
+//! [`super::state`]). A single task scans them a few times a
 //! second and asks overdue ones to close. One place decides every
 //! connection deadline, which makes the load-aware rule simple: above the
 //! pressure threshold (80% of the cap by default) the handshake, head and
@@ -14,10 +14,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
+use super::registry::Registry;
+use super::state::{CloseReason, ConnState, Phase};
 use crate::config::ConnectionSettings;
-use crate::listen::registry::{CloseReason, ConnState, Phase, Registry};
 
 #[derive(Debug, Clone)]
 pub struct Deadlines {
@@ -83,14 +85,18 @@ impl Deadlines {
     }
 }
 
-/// Scan all connections until `stop` turns true.
-pub async fn sweep(registry: Arc<Registry>, deadlines: Deadlines, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(deadlines.tick());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Scan all connections until `stop` turns true. The deadlines are read
+/// afresh each round, so a reload changes them for every connection.
+pub async fn sweep(
+    registry: Arc<Registry>,
+    deadlines: Arc<ArcSwap<Deadlines>>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut overdue: Vec<(Arc<ConnState>, CloseReason)> = Vec::new();
     loop {
+        let deadlines = deadlines.load_full();
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep(deadlines.tick()) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
         let load = registry.load();
@@ -128,8 +134,12 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_phase_has_its_deadline_and_active_has_none() {
+    async fn pass(ms: u64) {
+        tokio::time::advance(Duration::from_millis(ms)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_phase_has_its_deadline_and_active_has_none() {
         let r = Registry::new(10, 0);
         let (s, _) = r
             .admit(
@@ -141,7 +151,7 @@ mod tests {
             .expect("slot");
         let d = deadlines();
         assert_eq!(d.overdue(&s.state, 0.0), None);
-        std::thread::sleep(Duration::from_millis(150));
+        pass(150).await;
         assert_eq!(
             d.overdue(&s.state, 0.0),
             Some(CloseReason::HandshakeTimeout)
@@ -153,14 +163,14 @@ mod tests {
             "the head deadline starts fresh"
         );
         s.state.request_started();
-        std::thread::sleep(Duration::from_millis(150));
+        pass(150).await;
         assert_eq!(
             d.overdue(&s.state, 0.0),
             None,
             "active connections have no phase deadline"
         );
         s.state.request_finished();
-        std::thread::sleep(Duration::from_millis(150));
+        pass(150).await;
         assert_eq!(d.overdue(&s.state, 0.0), None, "idle deadline is longer");
         assert_eq!(
             d.overdue(&s.state, 0.9),
@@ -169,8 +179,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_blocked_writer_is_cut_even_when_active() {
+    #[tokio::test(start_paused = true)]
+    async fn a_blocked_writer_is_cut_even_when_active() {
         let r = Registry::new(10, 0);
         let (s, _) = r
             .admit(
@@ -182,7 +192,7 @@ mod tests {
             .expect("slot");
         s.state.request_started();
         s.state.write_blocked(true);
-        std::thread::sleep(Duration::from_millis(150));
+        pass(150).await;
         assert_eq!(
             deadlines().overdue(&s.state, 0.0),
             Some(CloseReason::SendTimeout)

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use crate::listen::registry::{CloseReason, ConnState};
+use super::state::{CloseReason, ConnState};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Consecutive frames with an empty payload (and no END_STREAM) tolerated.

@@ -4,7 +4,10 @@
 //! begins.
 
 pub mod deadline;
+pub mod info;
 pub mod io;
+pub mod registry;
+pub mod state;
 pub mod tls;
 
 use std::convert::Infallible;
@@ -21,11 +24,13 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Config;
-use crate::lifecycle::{ConnInfo, Gateway};
-use crate::listen::registry::{CloseReason, Phase};
+use crate::lifecycle::Gateway;
+use info::ConnInfo;
 use io::TrackedIo;
+use state::{CloseReason, Phase};
 
-/// Connection-level settings shared by every listener.
+/// Connection-level settings shared by every listener. A connection uses
+/// the settings current when it was accepted.
 pub struct ConnSettings {
     http: auto::Builder<TokioExecutor>,
     h2_max_control_frames_per_second: u32,

@@ -1,69 +1,29 @@
-//! TLS termination: certificate loading, SNI selection, and the rustls
-//! server configuration (TLS 1.2 and 1.3 only, ALPN `h2` then `http/1.1`).
+//! TLS termination: picking a certificate by SNI from a set that can be
+//! swapped while connections are being served (a reload or a renewal
+//! replaces it; handshakes already under way keep the one they picked).
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
 
 use crate::config::TlsSettings;
-
-/// The crypto provider weir uses everywhere (ring: pure Rust + asm, no cmake).
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Load a PEM certificate chain and its private key, check they belong
-/// together, and return the DNS names the leaf certificate is valid for.
-pub fn load_certificate(
-    cert_path: &Path,
-    key_path: &Path,
-) -> Result<(Arc<CertifiedKey>, Vec<String>), String> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("cannot read certificates from {}: {e}", cert_path.display()))?;
-    if chain.is_empty() {
-        return Err(format!("no certificate found in {}", cert_path.display()));
-    }
-    let key = PrivateKeyDer::from_pem_file(key_path)
-        .map_err(|e| format!("cannot read a private key from {}: {e}", key_path.display()))?;
-    certified_key(chain, key)
-        .map_err(|e| format!("{} and {}: {e}", cert_path.display(), key_path.display()))
-}
-
-/// Build a [`CertifiedKey`] from DER parts (also used for the demo's
-/// generated certificate).
-pub fn certified_key(
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-) -> Result<(Arc<CertifiedKey>, Vec<String>), String> {
-    let names = {
-        let leaf = webpki::EndEntityCert::try_from(&chain[0])
-            .map_err(|e| format!("the certificate cannot be parsed: {e}"))?;
-        leaf.valid_dns_names()
-            .map(|n| n.to_ascii_lowercase())
-            .collect()
-    };
-    let certified = CertifiedKey::from_der(chain, key, &provider())
-        .map_err(|e| format!("the key does not fit the certificate: {e}"))?;
-    Ok((Arc::new(certified), names))
-}
+use crate::pki::{self, PkiError};
 
 /// Picks a certificate by SNI: exact name, then wildcard, then the default
 /// (the first configured certificate), so clients without SNI still connect.
 #[derive(Debug)]
-struct SniResolver {
+struct SniTable {
     exact: HashMap<String, Arc<CertifiedKey>>,
     /// Keyed by the suffix after `*.`, e.g. `example.com`.
     wildcard: HashMap<String, Arc<CertifiedKey>>,
     default: Arc<CertifiedKey>,
 }
 
-impl SniResolver {
+impl SniTable {
     fn new(settings: &TlsSettings) -> Option<Self> {
         let default = settings.certificates.first()?.key.clone();
         let mut exact = HashMap::new();
@@ -77,7 +37,7 @@ impl SniResolver {
                 .or_insert_with(|| c.key.clone());
             }
         }
-        Some(SniResolver {
+        Some(SniTable {
             exact,
             wildcard,
             default,
@@ -100,34 +60,32 @@ impl SniResolver {
     }
 }
 
-impl ResolvesServerCert for SniResolver {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.pick(hello.server_name()))
+/// The certificates of one TLS listener, swappable as a whole.
+#[derive(Debug)]
+pub struct Certificates(ArcSwap<SniTable>);
+
+impl Certificates {
+    /// Replace the certificate set; new handshakes use it at once.
+    pub fn replace(&self, settings: &TlsSettings) -> Result<(), PkiError> {
+        let table = SniTable::new(settings).ok_or(PkiError::NoCertificates)?;
+        self.0.store(Arc::new(table));
+        Ok(())
     }
 }
 
-/// The rustls configuration for one TLS listener.
-pub fn server_config(settings: &TlsSettings) -> Result<Arc<rustls::ServerConfig>, String> {
-    let resolver = SniResolver::new(settings).ok_or("a TLS listener needs a certificate")?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.load().pick(hello.server_name()))
+    }
 }
 
-/// A self-signed certificate for the given names (used by `weir demo` and tests).
-pub fn self_signed(names: &[&str]) -> Result<(Arc<CertifiedKey>, Vec<String>, String), String> {
-    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-    let generated = rcgen::generate_simple_self_signed(names).map_err(|e| e.to_string())?;
-    let pem = generated.cert.pem();
-    let chain = vec![generated.cert.der().clone()];
-    let key = PrivateKeyDer::try_from(generated.signing_key.serialize_der())
-        .map_err(|e| e.to_string())?;
-    let (certified, names) = certified_key(chain, key)?;
-    Ok((certified, names, pem))
+/// The acceptor for one TLS listener, and the handle that swaps its
+/// certificates.
+pub fn acceptor(settings: &TlsSettings) -> Result<(TlsAcceptor, Arc<Certificates>), PkiError> {
+    let table = SniTable::new(settings).ok_or(PkiError::NoCertificates)?;
+    let certificates = Arc::new(Certificates(ArcSwap::from_pointee(table)));
+    let config = pki::server_config(certificates.clone())?;
+    Ok((TlsAcceptor::from(config), certificates))
 }
 
 #[cfg(test)]
@@ -136,7 +94,7 @@ mod tests {
     use crate::config::Certificate;
 
     fn cert(names: &[&str]) -> Certificate {
-        let (key, names, _) = self_signed(names).expect("generate");
+        let (key, names, _) = pki::self_signed(names).expect("generate");
         Certificate {
             cert_path: "mem".into(),
             key_path: "mem".into(),
@@ -149,7 +107,7 @@ mod tests {
     fn sni_picks_exact_then_wildcard_then_default() {
         let a = cert(&["a.test"]);
         let b = cert(&["b.test", "*.wild.test"]);
-        let r = SniResolver::new(&TlsSettings {
+        let r = SniTable::new(&TlsSettings {
             certificates: vec![a.clone(), b.clone()],
         })
         .expect("resolver");
@@ -164,15 +122,19 @@ mod tests {
     }
 
     #[test]
-    fn mismatched_key_is_rejected() {
-        let (_, _, pem_a) = self_signed(&["a.test"]).expect("a");
-        let other = rcgen::generate_simple_self_signed(vec!["b.test".to_string()]).expect("b");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let c = dir.path().join("c.pem");
-        let k = dir.path().join("k.pem");
-        std::fs::write(&c, pem_a).expect("write");
-        std::fs::write(&k, other.signing_key.serialize_pem()).expect("write");
-        let err = load_certificate(&c, &k).expect_err("mismatch");
-        assert!(err.contains("does not fit"), "{err}");
+    fn a_replaced_set_serves_new_handshakes() {
+        let a = cert(&["a.test"]);
+        let b = cert(&["a.test"]);
+        let (_, certs) = acceptor(&TlsSettings {
+            certificates: vec![a.clone()],
+        })
+        .expect("acceptor");
+        assert!(Arc::ptr_eq(&certs.0.load().pick(Some("a.test")), &a.key));
+        certs
+            .replace(&TlsSettings {
+                certificates: vec![b.clone()],
+            })
+            .expect("replace");
+        assert!(Arc::ptr_eq(&certs.0.load().pick(Some("a.test")), &b.key));
     }
 }

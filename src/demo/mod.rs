@@ -8,7 +8,17 @@ pub mod upstream;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use crate::config::{Certificate, Config, TlsSettings};
+use crate::config::{Certificate, Config, Problems, TlsSettings};
+use crate::pki::{self, PkiError};
+
+/// Why the demo could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("demo config: {0}")]
+    Config(#[from] Problems),
+    #[error("demo certificate: {0}")]
+    Certificate(#[from] PkiError),
+}
 
 /// Ports the demo listens on (all on 127.0.0.1).
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +29,7 @@ pub struct DemoPorts {
 }
 
 /// The demo's config, routing everything to the upstream at `upstream`.
-pub fn config(ports: DemoPorts, upstream: SocketAddr) -> Result<Config, String> {
+pub fn config(ports: DemoPorts, upstream: SocketAddr) -> Result<Config, DemoError> {
     let text = format!(
         "[admin]\naddress = \"127.0.0.1:{admin}\"\n\
          [[listener]]\nname = \"http\"\naddress = \"127.0.0.1:{http}\"\n\
@@ -29,21 +39,19 @@ pub fn config(ports: DemoPorts, upstream: SocketAddr) -> Result<Config, String> 
         http = ports.http,
         https = ports.https,
     );
-    let mut config = Config::parse(Path::new("<demo>"), &text).map_err(|p| p.to_string())?;
-    let (key, names, _) = crate::conn::tls::self_signed(&["localhost", "127.0.0.1"])?;
-    let https = config
-        .listeners
-        .iter_mut()
-        .find(|l| l.name == "https")
-        .ok_or("demo config has no https listener")?;
-    https.tls = Some(TlsSettings {
+    let mut config = Config::parse(Path::new("<demo>"), &text)?;
+    let (key, names, _) = pki::self_signed(&["localhost", "127.0.0.1"])?;
+    let tls = TlsSettings {
         certificates: vec![Certificate {
             cert_path: "<generated>".into(),
             key_path: "<generated>".into(),
             names,
             key,
         }],
-    });
+    };
+    for l in config.listeners.iter_mut().filter(|l| l.name == "https") {
+        l.tls = Some(tls.clone());
+    }
     Ok(config)
 }
 

@@ -1,7 +1,8 @@
 //! Listening sockets, their accept loops, and the process-wide connection
 //! registry they share.
 //!
-//! Each accepted connection is admitted through the [`registry::Registry`]
+//! Each accepted connection is admitted through the
+//! [`crate::conn::registry::Registry`]
 //! (which may evict an unproductive connection to make room, or refuse),
 //! then served in its own task by [`crate::conn::serve`]. Accept errors go
 //! through the policy in [`accept`]. The loop stops when shutdown begins,
@@ -10,21 +11,38 @@
 
 pub mod accept;
 pub mod budget;
-pub mod registry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ListenerConfig;
+use crate::conn::info::ConnInfo;
+use crate::conn::registry::{Refused, Registry};
+use crate::conn::state::Phase;
+use crate::conn::tls::Certificates;
 use crate::conn::{self, ConnSettings};
-use crate::lifecycle::{ConnInfo, Gateway};
+use crate::lifecycle::Gateway;
+use crate::pki::PkiError;
 use crate::telemetry::Metrics;
 use accept::{AcceptLoop, SpareFd};
-use registry::{Phase, Refused, Registry};
+
+/// Why a listener could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("listener {listener}: cannot bind {address}: {source}")]
+    Socket {
+        listener: String,
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("listener {listener}: {source}")]
+    Tls { listener: String, source: PkiError },
+}
 
 /// A bound listener, ready to accept.
 pub struct Listener {
@@ -32,12 +50,15 @@ pub struct Listener {
     pub config: ListenerConfig,
     socket: TcpListener,
     tls: Option<TlsAcceptor>,
+    /// The TLS listener's certificates, swappable while it serves.
+    pub certificates: Option<Arc<Certificates>>,
 }
 
 /// What every accept loop shares.
 pub struct Shared {
     pub gateway: Arc<Gateway>,
-    pub settings: Arc<ConnSettings>,
+    /// Read once per accepted connection, so a reload reaches new ones.
+    pub settings: Arc<ArcSwap<ConnSettings>>,
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
     pub shutdown: watch::Receiver<bool>,
@@ -45,25 +66,32 @@ pub struct Shared {
 
 impl Listener {
     /// Bind the socket and prepare TLS; errors name the listener.
-    pub async fn bind(config: &ListenerConfig) -> Result<Self, String> {
-        let tls = match &config.tls {
-            Some(t) => Some(TlsAcceptor::from(
-                conn::tls::server_config(t)
-                    .map_err(|e| format!("listener {}: {e}", config.name))?,
-            )),
-            None => None,
+    pub async fn bind(config: &ListenerConfig) -> Result<Self, BindError> {
+        let (tls, certificates) = match &config.tls {
+            Some(t) => {
+                let (acceptor, certs) =
+                    conn::tls::acceptor(t).map_err(|source| BindError::Tls {
+                        listener: config.name.clone(),
+                        source,
+                    })?;
+                (Some(acceptor), Some(certs))
+            }
+            None => (None, None),
         };
-        let socket = TcpListener::bind(config.address).await.map_err(|e| {
-            format!(
-                "listener {}: cannot bind {}: {e}",
-                config.name, config.address
-            )
-        })?;
+        let socket =
+            TcpListener::bind(config.address)
+                .await
+                .map_err(|source| BindError::Socket {
+                    listener: config.name.clone(),
+                    address: config.address,
+                    source,
+                })?;
         Ok(Listener {
             name: config.name.as_str().into(),
             config: config.clone(),
             socket,
             tls,
+            certificates,
         })
     }
 
@@ -78,6 +106,7 @@ impl Listener {
             config,
             socket,
             tls,
+            ..
         } = self;
         let mut accepts = AcceptLoop::new(socket, SpareFd::new(), &name);
         let metrics = shared.metrics.clone();
@@ -131,7 +160,7 @@ impl Listener {
                 info,
                 tls.clone(),
                 shared.gateway.clone(),
-                shared.settings.clone(),
+                shared.settings.load_full(),
             ));
         }
         if accepts.shed > 0 {

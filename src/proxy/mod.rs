@@ -16,8 +16,8 @@ pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BoxError, RequestBody};
 pub use upstream::Upstream;
 
 use crate::admit::Admission;
-use crate::lifecycle::ConnInfo;
-use crate::respond::Payload;
+use crate::conn::info::ConnInfo;
+use crate::respond::{Counted, Payload, Rescue};
 use crate::route::Route;
 use crate::telemetry::UpstreamErrorKind;
 
@@ -42,29 +42,29 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    pub fn status(&self) -> StatusCode {
+    /// How the client is answered. A body failure leaves the rest of the
+    /// body on the wire, so that connection cannot be reused.
+    pub fn rescue(&self) -> Rescue {
         match self {
-            ProxyError::Upstream(
-                UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::ResponseTimeout,
-            ) => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::Upstream(_) => StatusCode::BAD_GATEWAY,
-            ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ProxyError::BodyTooSlow => StatusCode::REQUEST_TIMEOUT,
-            ProxyError::BadRequest => StatusCode::BAD_REQUEST,
+            ProxyError::Upstream(kind) => Rescue::upstream(*kind),
+            ProxyError::BodyTooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE).closing(),
+            ProxyError::BodyTooSlow => Rescue::status(StatusCode::REQUEST_TIMEOUT)
+                .closing()
+                .counting(Counted::ConnectionClosed("body_rate")),
+            ProxyError::BadRequest => Rescue::status(StatusCode::BAD_REQUEST).closing(),
         }
     }
 }
 
 /// The path the upstream sees: its own base path, then the request path
 /// (without the route prefix when `strip_prefix` is set).
-fn upstream_uri(route: &Route<Upstream>, uri: &Uri) -> Result<Uri, ProxyError> {
+fn upstream_uri(route: &Route, up: &Upstream, uri: &Uri) -> Result<Uri, ProxyError> {
     let mut path = uri.path();
     if route.config.strip_prefix && route.config.path != "/" {
         path = path
             .strip_prefix(route.config.path.trim_end_matches('/'))
             .unwrap_or(path);
     }
-    let up = &route.upstream;
     let mut pq = String::with_capacity(
         up.base_path.len() + path.len() + 1 + uri.query().map_or(0, str::len),
     );
@@ -100,10 +100,12 @@ fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
     connection_upgrade.then(|| req.headers().get(header::UPGRADE).cloned())?
 }
 
-/// Forward `req` to the route's upstream and return its response, streaming.
+/// Forward `req` to `upstream` (the route's) and return its response,
+/// streaming.
 pub async fn forward(
     mut req: Request<Incoming>,
-    route: &Route<Upstream>,
+    route: &Route,
+    upstream: &Upstream,
     client: &ClientSide<'_>,
     host: Option<&str>,
     admission: &mut Option<Admission>,
@@ -112,7 +114,7 @@ pub async fn forward(
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
 
     let (mut parts, body) = req.into_parts();
-    parts.uri = upstream_uri(route, &parts.uri)?;
+    parts.uri = upstream_uri(route, upstream, &parts.uri)?;
     // HTTP/2 clients always accept trailers; HTTP/1.1 clients say so with TE.
     let trailers = parts.version == Version::HTTP_2 || headers::accepts_trailers(&parts.headers);
     parts.version = Version::HTTP_11;
@@ -151,7 +153,7 @@ pub async fn forward(
         parts,
         RequestBody::new(body, route.config.max_request_body, client.body_rate),
     );
-    let sent = route.upstream.client.request(upstream_req);
+    let sent = upstream.client.request(upstream_req);
     let mut resp = match tokio::time::timeout(route.config.response_timeout, sent).await {
         Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout)),
         Ok(Err(e)) => return Err(classify(&e)),

@@ -11,7 +11,8 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 
 use crate::admit::Admission;
-use crate::listen::registry::{CloseReason, Slot};
+use crate::conn::registry::Slot;
+use crate::conn::state::CloseReason;
 
 pub fn spawn(
     client: OnUpgrade,

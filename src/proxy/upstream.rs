@@ -7,15 +7,12 @@
 //! CA bundle) plus an optional `ca_file`. Upstream connections speak
 //! HTTP/1.1, like nginx's default, which keeps upgrades and trailers simple.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 
 use super::RequestBody;
 use crate::config::{RouteConfig, UpstreamSettings};
@@ -31,37 +28,6 @@ pub struct Upstream {
     pub base_path: String,
     /// The upstream URL as configured, for logs.
     pub label: Arc<str>,
-}
-
-/// Read a PEM file of CA certificates.
-pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("cannot read CA certificates from {}: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("no certificate found in {}", path.display()));
-    }
-    Ok(certs)
-}
-
-/// The TLS settings shared by every upstream client.
-pub fn client_tls(settings: &UpstreamSettings) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = &settings.ca_file {
-        for cert in load_ca_file(path)? {
-            roots
-                .add(cert)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-        }
-    }
-    Ok(
-        rustls::ClientConfig::builder_with_provider(crate::conn::tls::provider())
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    )
 }
 
 impl Upstream {

@@ -12,7 +12,7 @@ use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::admit::Admission;
-use crate::listen::registry::ConnState;
+use crate::conn::state::ConnState;
 use crate::telemetry::Metrics;
 
 /// Marks a request in flight on its connection until dropped, so the

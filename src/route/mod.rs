@@ -12,33 +12,70 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use http::HeaderMap;
+
 use crate::admit::Gate;
 use crate::config::{HostPattern, RouteConfig};
+use crate::proxy::Upstream;
+use crate::respond::ErrorShape;
 
 /// A route ready to serve: its config plus whatever was built from it.
-pub struct Route<U> {
+pub struct Route<T = Target> {
     pub config: RouteConfig,
     /// The route name, shared cheaply with logs and metrics.
     pub name: Arc<str>,
-    pub upstream: U,
-    /// The route's own bound on requests in flight.
+    pub target: T,
+    /// The route's own bound on requests in flight (long-lived: the same
+    /// gate across snapshots while the route exists).
     pub gate: Gate,
+}
+
+/// What a route does with the requests it matches: one variant per route
+/// kind, each served by its own module. The lifecycle's serve phase is one
+/// `match` on it.
+pub enum Target {
+    /// Forward to an upstream and stream the answer back.
+    Proxy(Arc<Upstream>),
+}
+
+impl Target {
+    /// The route kind, as configured and logged.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Proxy(_) => "proxy",
+        }
+    }
+
+    /// Where requests go, for the access log.
+    pub fn label(&self) -> &Arc<str> {
+        match self {
+            Target::Proxy(upstream) => &upstream.label,
+        }
+    }
+
+    /// How errors weir generates on this route are written: a route kind
+    /// answers in its own protocol.
+    pub fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
+        match self {
+            Target::Proxy(_) => ErrorShape::for_plain_route(request_headers),
+        }
+    }
 }
 
 /// Indexes of routes, longest path prefix first.
 type Group = Vec<usize>;
 
-pub struct Router<U> {
-    routes: Vec<Arc<Route<U>>>,
+pub struct Router<T = Target> {
+    routes: Vec<Arc<Route<T>>>,
     exact: HashMap<String, Group>,
     /// (suffix with leading dot, group), longest suffix first.
     wildcard: Vec<(String, Group)>,
     any: Group,
 }
 
-impl<U> Router<U> {
-    pub fn new(routes: Vec<Route<U>>) -> Self {
-        let routes: Vec<Arc<Route<U>>> = routes.into_iter().map(Arc::new).collect();
+impl<T> Router<T> {
+    pub fn new(routes: Vec<Route<T>>) -> Self {
+        let routes: Vec<Arc<Route<T>>> = routes.into_iter().map(Arc::new).collect();
         let mut exact: HashMap<String, Group> = HashMap::new();
         let mut wildcard: HashMap<String, Group> = HashMap::new();
         let mut any = Group::new();
@@ -86,7 +123,7 @@ impl<U> Router<U> {
     }
 
     /// Find the route for a normalised (lower-case, port-free) host and a path.
-    pub fn find(&self, host: &str, path: &str) -> Option<&Arc<Route<U>>> {
+    pub fn find(&self, host: &str, path: &str) -> Option<&Arc<Route<T>>> {
         let group = self.group(host)?;
         group
             .iter()
@@ -146,7 +183,7 @@ mod tests {
                     name: c.name.as_str().into(),
                     gate: Gate::new(c.max_concurrent_requests),
                     config: c,
-                    upstream: (),
+                    target: (),
                 })
                 .collect(),
         )

@@ -1,0 +1,296 @@
+//! The process-wide connection registry: one cap shared by every listener,
+//! an optional per-IP cap, and reclaiming under load.
+//!
+//! Being at the cap must not mean real clients wait behind attackers. Each
+//! connection publishes its [`Phase`] through a [`ConnState`]. When a new
+//! connection arrives at the cap, the registry evicts the connection that
+//! has been doing no useful work the longest — in the TLS handshake, still
+//! sending a request head, or idle between requests — and admits the
+//! newcomer in its place. A connection with a request in flight (or an
+//! upgraded tunnel) is never evicted; if every connection is busy, the
+//! newcomer is refused.
+//!
+//! An evicted connection leaves the count at once (its task closes within
+//! microseconds), so the number of live descriptors can briefly exceed the
+//! cap by the evictions in progress; the FD budget's reserve covers that.
+//!
+//! The cap itself sizes memory and descriptors and is fixed at start; the
+//! per-IP cap can change while running ([`Registry::set_max_per_ip`]).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::time::Instant;
+
+use super::state::{CloseReason, ConnState, Phase};
+
+/// Why a new connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// At the cap and every connection is busy.
+    Full,
+    /// This client already holds `max_per_ip` connections.
+    PerIp,
+}
+
+/// A /64 for IPv6 (one customer's allocation), the address for IPv4.
+fn ip_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+struct Inner {
+    next_id: u64,
+    conns: HashMap<u64, Arc<ConnState>>,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+pub struct Registry {
+    max: usize,
+    max_per_ip: AtomicUsize,
+    epoch: Instant,
+    open: AtomicUsize,
+    inner: Mutex<Inner>,
+}
+
+/// A connection's place in the registry; leaving it frees the place.
+pub struct Slot {
+    id: u64,
+    pub state: Arc<ConnState>,
+    registry: Arc<Registry>,
+    /// The listener's open-connections gauge: counts live sockets, so an
+    /// evicted connection counts until its task has closed it.
+    open_gauge: Gauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+        self.open_gauge.dec();
+    }
+}
+
+impl Registry {
+    pub fn new(max: usize, max_per_ip: usize) -> Arc<Self> {
+        Arc::new(Registry {
+            max,
+            max_per_ip: AtomicUsize::new(max_per_ip),
+            epoch: Instant::now(),
+            open: AtomicUsize::new(0),
+            inner: Mutex::new(Inner {
+                next_id: 0,
+                conns: HashMap::new(),
+                per_ip: HashMap::new(),
+            }),
+        })
+    }
+
+    /// Change the per-IP cap; connections over a lowered cap stay, new
+    /// ones are refused until the client is under it.
+    pub fn set_max_per_ip(&self, max_per_ip: usize) {
+        self.max_per_ip.store(max_per_ip, Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave the maps half-updated
+        // in a way that matters more than refusing to serve; keep going.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Open connections as a fraction of the cap (0 when there is no cap).
+    pub fn load(&self) -> f64 {
+        if self.max == 0 {
+            0.0
+        } else {
+            self.open() as f64 / self.max as f64
+        }
+    }
+
+    /// Admit a new connection, evicting an unproductive one at the cap.
+    /// Returns the slot, and the evicted connection's state if one was.
+    pub fn admit(
+        self: &Arc<Self>,
+        peer: IpAddr,
+        listener: Arc<str>,
+        phase: Phase,
+        open_gauge: Gauge,
+    ) -> Result<(Slot, Option<Arc<ConnState>>), Refused> {
+        let key = ip_key(peer);
+        let mut inner = self.lock();
+        let max_per_ip = self.max_per_ip.load(Ordering::Relaxed);
+        if max_per_ip > 0 && inner.per_ip.get(&key).copied().unwrap_or(0) >= max_per_ip {
+            return Err(Refused::PerIp);
+        }
+        let mut evicted = None;
+        if self.max > 0 && inner.conns.len() >= self.max {
+            // Half-sent heads and stalled handshakes first (the slowloris
+            // signature), then idle keep-alives (often a real client's
+            // pool); oldest first within each.
+            let victim = inner
+                .conns
+                .iter()
+                .filter(|(_, c)| c.phase().reclaimable())
+                .max_by_key(|(_, c)| (c.phase() != Phase::Idle, c.phase_age_us()))
+                .map(|(id, _)| *id);
+            let Some(victim) = victim else {
+                return Err(Refused::Full);
+            };
+            if let Some(state) = Self::forget(&mut inner, victim) {
+                state.close(CloseReason::Reclaimed);
+                evicted = Some(state);
+            }
+        }
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let state = Arc::new(ConnState::new(peer, listener, self.epoch, phase));
+        inner.conns.insert(id, state.clone());
+        *inner.per_ip.entry(key).or_insert(0) += 1;
+        self.open.store(inner.conns.len(), Ordering::Relaxed);
+        drop(inner);
+        open_gauge.inc();
+        Ok((
+            Slot {
+                id,
+                state,
+                registry: self.clone(),
+                open_gauge,
+            },
+            evicted,
+        ))
+    }
+
+    fn forget(inner: &mut Inner, id: u64) -> Option<Arc<ConnState>> {
+        let state = inner.conns.remove(&id)?;
+        let key = ip_key(state.peer);
+        if let Some(n) = inner.per_ip.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                inner.per_ip.remove(&key);
+            }
+        }
+        Some(state)
+    }
+
+    fn remove(&self, id: u64) {
+        let mut inner = self.lock();
+        Self::forget(&mut inner, id);
+        self.open.store(inner.conns.len(), Ordering::Relaxed);
+    }
+
+    /// Visit every registered connection (for the deadline sweeper).
+    pub fn for_each(&self, mut f: impl FnMut(&Arc<ConnState>)) {
+        let inner = self.lock();
+        for c in inner.conns.values() {
+            f(c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admit(
+        r: &Arc<Registry>,
+        ip: &str,
+        phase: Phase,
+    ) -> Result<(Slot, Option<Arc<ConnState>>), Refused> {
+        r.admit(ip.parse().expect("ip"), "l".into(), phase, Gauge::default())
+    }
+
+    #[test]
+    fn cap_is_shared_and_slots_free_on_drop() {
+        let r = Registry::new(2, 0);
+        let a = admit(&r, "192.0.2.1", Phase::Active).expect("a");
+        let b = admit(&r, "192.0.2.2", Phase::Active).expect("b");
+        assert_eq!(r.open(), 2);
+        assert_eq!(
+            admit(&r, "192.0.2.3", Phase::ReadingHead).err(),
+            Some(Refused::Full),
+            "all busy"
+        );
+        drop(a);
+        assert_eq!(r.open(), 1);
+        let _c = admit(&r, "192.0.2.3", Phase::ReadingHead).expect("room again");
+        drop(b);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_cap_the_oldest_unproductive_connection_is_evicted() {
+        let r = Registry::new(3, 0);
+        let (old_head, _) = admit(&r, "192.0.2.1", Phase::ReadingHead).expect("1");
+        tokio::time::advance(std::time::Duration::from_millis(5)).await;
+        let (idle, _) = admit(&r, "192.0.2.2", Phase::ReadingHead).expect("2");
+        idle.state.request_started();
+        idle.state.request_finished();
+        assert_eq!(idle.state.phase(), Phase::Idle);
+        let (active, _) = admit(&r, "192.0.2.3", Phase::ReadingHead).expect("3");
+        active.state.request_started();
+
+        let (_new, evicted) =
+            admit(&r, "192.0.2.4", Phase::ReadingHead).expect("admitted by eviction");
+        let evicted = evicted.expect("someone was evicted");
+        assert!(
+            Arc::ptr_eq(&evicted, &old_head.state),
+            "the oldest head-sender goes first"
+        );
+        assert_eq!(old_head.state.close_reason(), CloseReason::Reclaimed);
+        assert_eq!(r.open(), 3, "the cap holds");
+        assert_eq!(
+            active.state.close_reason(),
+            CloseReason::None,
+            "active connections are never evicted"
+        );
+        drop(old_head); // its late drop must not free someone else's place
+        assert_eq!(r.open(), 3);
+    }
+
+    #[test]
+    fn per_ip_cap_counts_ipv6_by_64_and_can_change() {
+        let r = Registry::new(0, 2);
+        let _a = admit(&r, "2001:db8::1", Phase::Active).expect("a");
+        let _b = admit(&r, "2001:db8::ffff", Phase::Active).expect("b");
+        assert_eq!(
+            admit(&r, "2001:db8:0:0:1::1", Phase::Active).err(),
+            Some(Refused::PerIp)
+        );
+        let _c = admit(&r, "2001:db8:0:1::1", Phase::Active).expect("another /64");
+        r.set_max_per_ip(3);
+        let _d = admit(&r, "2001:db8:0:0:1::1", Phase::Active).expect("raised cap");
+    }
+
+    #[test]
+    fn h2_pings_do_not_make_an_idle_connection_busy() {
+        let r = Registry::new(0, 0);
+        let (s, _) = admit(&r, "192.0.2.1", Phase::ReadingHead).expect("a");
+        s.state.set_h2();
+        s.state.request_started();
+        s.state.request_finished();
+        s.state.bytes_received();
+        assert_eq!(s.state.phase(), Phase::Idle);
+        let (s1, _) = admit(&r, "192.0.2.2", Phase::ReadingHead).expect("b");
+        s1.state.request_started();
+        s1.state.request_finished();
+        s1.state.bytes_received();
+        assert_eq!(
+            s1.state.phase(),
+            Phase::ReadingHead,
+            "HTTP/1.1 bytes after idle start a head"
+        );
+    }
+}

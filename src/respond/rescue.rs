@@ -1,0 +1,178 @@
+//! How a failure is answered, as one value.
+//!
+//! Whoever understands a failure (the gate that shed, the proxy whose
+//! upstream timed out, the body that crossed its limit) says once, in a
+//! [`Rescue`], what the client gets: the status, whether the connection can
+//! still be trusted, whether the client may simply try again, and what the
+//! failure counts as in metrics. [`Rescue::answer`] carries that out in one
+//! place, so the status, the close decision and the metric cannot drift
+//! apart. (linkerd2-proxy answers failures the same way, with one synthetic
+//! response value.)
+
+use std::sync::Arc;
+
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+
+use super::Payload;
+use super::error::{ErrorShape, error_response};
+use crate::telemetry::{Metrics, UpstreamErrorKind};
+
+/// What a failure counts as, besides the request's own status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// Nothing beyond the request metrics.
+    Request,
+    /// A request shed by the named gate.
+    Shed(&'static str),
+    /// A failed upstream request, by kind (logged at warn).
+    Upstream(UpstreamErrorKind),
+    /// A defensive connection close, by reason.
+    ConnectionClosed(&'static str),
+}
+
+/// How a failure is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rescue {
+    pub status: StatusCode,
+    /// The connection can no longer be trusted (an unread body is still on
+    /// the wire, or the request could not be framed): answer, then close.
+    pub close: bool,
+    /// Nothing was done with the request, so the client may send it again
+    /// as it is; the answer says when (`Retry-After`).
+    pub retryable: bool,
+    pub counted: Counted,
+}
+
+/// The `Retry-After` weir sends: short, since a shed or a limit is
+/// measured in requests in flight, which turn over in seconds.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+impl Rescue {
+    /// A plain answer: this status, nothing else to do.
+    pub const fn status(status: StatusCode) -> Self {
+        Rescue {
+            status,
+            close: false,
+            retryable: false,
+            counted: Counted::Request,
+        }
+    }
+
+    /// The same answer, and close the connection after it.
+    pub const fn closing(self) -> Self {
+        Rescue {
+            close: true,
+            ..self
+        }
+    }
+
+    /// The same answer, counted as `counted`.
+    pub const fn counting(self, counted: Counted) -> Self {
+        Rescue { counted, ..self }
+    }
+
+    /// 503 from a full gate: retry shortly.
+    pub const fn shed(gate: &'static str) -> Self {
+        Rescue {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            close: false,
+            retryable: true,
+            counted: Counted::Shed(gate),
+        }
+    }
+
+    /// 502 or 504 for an upstream that failed before answering.
+    pub const fn upstream(kind: UpstreamErrorKind) -> Self {
+        let status = match kind {
+            UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::ResponseTimeout => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        Rescue {
+            status,
+            close: false,
+            retryable: false,
+            counted: Counted::Upstream(kind),
+        }
+    }
+
+    /// Count, log and render the answer in `shape`. `route` names the
+    /// matched route, if routing got that far.
+    pub fn answer(
+        self,
+        shape: ErrorShape,
+        metrics: &Metrics,
+        route: Option<&Arc<str>>,
+    ) -> Response<Payload> {
+        let route_label = route.map_or("-", |r| &**r);
+        match self.counted {
+            Counted::Request => {}
+            // The counter is the operator's signal; the log line is debug
+            // only, so a shed storm cannot flood the log.
+            Counted::Shed(gate) => {
+                metrics.request_shed(gate, route);
+                tracing::debug!(gate, route = route_label, "request shed");
+            }
+            Counted::Upstream(kind) => {
+                if let Some(route) = route {
+                    metrics.record_upstream_error(route, kind);
+                }
+                tracing::warn!(route = route_label, ?kind, "upstream request failed");
+            }
+            Counted::ConnectionClosed(reason) => metrics.connection_closed(reason),
+        }
+        let mut resp = error_response(shape, self.status);
+        let h = resp.headers_mut();
+        if self.retryable {
+            h.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        if self.close {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_value_decides_status_close_retry_and_metric() {
+        let metrics = Metrics::new();
+        let route: Arc<str> = "r".into();
+
+        let shed = Rescue::shed("route").answer(ErrorShape::Text, &metrics, Some(&route));
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
+        assert!(shed.headers().get(header::CONNECTION).is_none());
+
+        let timeout = Rescue::upstream(UpstreamErrorKind::ResponseTimeout).answer(
+            ErrorShape::Json,
+            &metrics,
+            Some(&route),
+        );
+        assert_eq!(timeout.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert!(timeout.headers().get(header::RETRY_AFTER).is_none());
+
+        let too_large = Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
+            .closing()
+            .answer(ErrorShape::Text, &metrics, None);
+        assert_eq!(too_large.headers()[header::CONNECTION], "close");
+
+        let text = metrics.encode();
+        assert!(
+            text.contains("weir_requests_shed_total{reason=\"route\",route=\"r\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kind=\"ResponseTimeout\"") && text.contains("route=\"r\""),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! The two halves of what a request runs against.
+//!
+//! A [`Snapshot`] is everything that comes from the reloadable part of the
+//! configuration — the route table and each route's settings, trusted
+//! proxies, log switches, per-request limits — built as a whole and never
+//! changed afterwards. A request takes one snapshot when it starts and keeps
+//! it to the end, so a reload can never show it half an old config and half
+//! a new one.
+//!
+//! [`Standing`] is the state that must outlive snapshots: the process-wide
+//! admission gate, the metrics, and per route (by name) its gate and its
+//! upstream connection pool. Building a new snapshot takes a route's gate
+//! and pool from here when the route still exists with the same settings,
+//! so a reload neither resets a gate's count nor drops warm connections.
+//!
+//! [`Snapshot::build`] can be called at any time; it fails without touching
+//! anything that is serving.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::admit::{Admitter, Gate};
+use crate::config::{Config, RouteConfig, UpstreamSettings};
+use crate::pki::{self, PkiError};
+use crate::proxy::{BodyRate, Upstream};
+use crate::route::{Route, Router, Target};
+use crate::telemetry::Metrics;
+
+/// Why a snapshot could not be built from a validated config.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("upstream TLS: {0}")]
+    UpstreamTls(#[from] PkiError),
+}
+
+/// The reloadable configuration, ready to serve.
+pub struct Snapshot {
+    /// Counts up from 1 with every snapshot built.
+    pub generation: u64,
+    pub router: Router<Target>,
+    pub trusted_proxies: Vec<IpNet>,
+    pub access_log: bool,
+    /// Requests per connection before it is closed gracefully; 0 = none.
+    pub max_requests_per_connection: u64,
+    pub body_rate: Option<BodyRate>,
+}
+
+/// What makes an upstream pool: when any of it changes, the pool is new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PoolKey {
+    upstream: http::Uri,
+    connect_timeout: Duration,
+    pool_idle_timeout: Duration,
+    pool_max_idle_per_host: usize,
+    ca_file: Option<(PathBuf, Vec<u8>)>,
+}
+
+impl PoolKey {
+    fn new(route: &RouteConfig, settings: &UpstreamSettings) -> Self {
+        PoolKey {
+            upstream: route.upstream.clone(),
+            connect_timeout: route.connect_timeout,
+            pool_idle_timeout: settings.pool_idle_timeout,
+            pool_max_idle_per_host: settings.pool_max_idle_per_host,
+            // The contents count too: a renewed CA file means new pools.
+            ca_file: settings
+                .ca_file
+                .as_ref()
+                .map(|p| (p.clone(), std::fs::read(p).unwrap_or_default())),
+        }
+    }
+}
+
+/// A route's long-lived parts.
+struct RouteState {
+    limit: usize,
+    gate: Gate,
+    pool: Option<(PoolKey, Arc<Upstream>)>,
+}
+
+/// State that lives as long as the process, across snapshots.
+pub struct Standing {
+    pub admitter: Admitter,
+    pub metrics: Arc<Metrics>,
+    routes: Mutex<HashMap<String, RouteState>>,
+    generation: Mutex<u64>,
+}
+
+impl Standing {
+    /// The global gate is sized once, at start: it bounds memory.
+    pub fn new(max_concurrent_requests: usize, metrics: Arc<Metrics>) -> Self {
+        Standing {
+            admitter: Admitter::new(
+                max_concurrent_requests,
+                metrics.in_flight_gauge(),
+                metrics.admission_hold_histogram(),
+            ),
+            metrics,
+            routes: Mutex::new(HashMap::new()),
+            generation: Mutex::new(0),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Build a snapshot from a validated config, reusing the gates and
+    /// pools of routes that still exist unchanged. On error nothing in
+    /// `standing` has changed.
+    pub fn build(config: &Config, standing: &Standing) -> Result<Snapshot, BuildError> {
+        let tls = pki::client_config(config.upstream.ca_file.as_deref())?;
+        // A panic elsewhere while holding these locks leaves maps that are
+        // still consistent; keep going.
+        let mut states = standing.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = HashMap::with_capacity(config.routes.len());
+        let mut routes = Vec::with_capacity(config.routes.len());
+        for r in &config.routes {
+            let mut state = states.remove(&r.name).unwrap_or_else(|| RouteState {
+                limit: r.max_concurrent_requests,
+                gate: Gate::new(r.max_concurrent_requests),
+                pool: None,
+            });
+            if state.limit != r.max_concurrent_requests {
+                // Requests holding the old gate release into it and it goes.
+                state.limit = r.max_concurrent_requests;
+                state.gate = Gate::new(r.max_concurrent_requests);
+            }
+            let key = PoolKey::new(r, &config.upstream);
+            let upstream = match &state.pool {
+                Some((k, up)) if *k == key => up.clone(),
+                _ => {
+                    let up = Arc::new(Upstream::new(r, &config.upstream, &tls));
+                    state.pool = Some((key, up.clone()));
+                    up
+                }
+            };
+            routes.push(Route {
+                name: r.name.as_str().into(),
+                target: Target::Proxy(upstream),
+                gate: state.gate.clone(),
+                config: r.clone(),
+            });
+            kept.insert(r.name.clone(), state);
+        }
+        // Routes that are gone: their gates and pools live on in the
+        // snapshots still serving them, then drop.
+        *states = kept;
+        drop(states);
+        let mut generation = standing
+            .generation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *generation += 1;
+        let c = &config.connections;
+        Ok(Snapshot {
+            generation: *generation,
+            router: Router::new(routes),
+            trusted_proxies: config.server.trusted_proxies.clone(),
+            access_log: config.log.access_log,
+            max_requests_per_connection: c.max_requests,
+            body_rate: (c.min_body_rate > 0).then_some(BodyRate {
+                min_bytes_per_second: c.min_body_rate,
+                period: c.body_rate_period,
+            }),
+        })
+    }
+}
