@@ -25,25 +25,6 @@ async fn gated(limit: usize, extra_route: &str) -> Weir {
     .await
 }
 
-async fn metric(weir: &Weir, name: &str) -> Option<u64> {
-    let (_, _, text) = get(&h1_client(), &weir.admin_url("/metrics")).await;
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
-async fn eventually_metric(weir: &Weir, name: &str, want: u64) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if metric(weir, name).await == Some(want) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 /// An SSE stream held open; returns once its first event arrived.
 async fn open_stream(weir: &Weir) -> http_body_util::BodyDataStream<hyper::body::Incoming> {
     let resp = h1_client()

@@ -22,18 +22,6 @@ async fn weir_with(connections: &str, upstream: std::net::SocketAddr) -> Weir {
     .await
 }
 
-/// Poll `cond` until it holds or `within` passes.
-async fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    cond()
-}
-
 /// Whether the server closed `s` within `within` (EOF or reset).
 async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
     read_until_close(s, within).await.1
@@ -46,10 +34,6 @@ async fn busy_connection(addr: std::net::SocketAddr) -> TcpStream {
         .await
         .expect("write");
     s
-}
-
-async fn metrics(weir: &Weir) -> String {
-    get(&h1_client(), &weir.admin_url("/metrics")).await.2
 }
 
 #[tokio::test]

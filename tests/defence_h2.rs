@@ -98,7 +98,7 @@ async fn ping_flood_is_closed_with_enhance_your_calm() {
     let (frames, closed) = server_frames(&mut s, Duration::from_secs(5)).await;
     assert!(closed);
     assert_eq!(goaway_code(&frames), Some(ENHANCE_YOUR_CALM));
-    let (_, _, m) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    let m = metrics(&weir).await;
     assert!(
         m.contains("weir_connections_closed_total{reason=\"h2_flood\"} 1"),
         "{m}"
@@ -200,7 +200,7 @@ async fn a_preface_split_at_any_offset_still_meets_the_flood_meter() {
             frames.iter().map(|f| f.0).collect::<Vec<_>>()
         );
     }
-    let (_, _, m) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    let m = metrics(&weir).await;
     assert!(
         m.contains(&format!(
             "weir_connections_closed_total{{reason=\"h2_flood\"}} {}",

@@ -20,7 +20,7 @@ async fn unreachable_upstream_is_502_without_leaking_details() {
     assert_eq!(b, "upstream unavailable\n");
     assert!(!b.contains(&dead.port().to_string()));
 
-    let (_, _, metrics) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    let metrics = metrics(&weir).await;
     assert!(
         metrics.contains("weir_upstream_errors_total{route=\"main\",kind=\"Connect\"} 1"),
         "{metrics}"
@@ -59,7 +59,7 @@ async fn slow_upstream_is_504_at_the_response_timeout() {
         "{:?}",
         started.elapsed()
     );
-    let (_, _, metrics) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    let metrics = metrics(&weir).await;
     assert!(metrics.contains("kind=\"ResponseTimeout\"} 1"), "{metrics}");
 }
 
@@ -261,7 +261,7 @@ async fn upstream_connect_timeout_is_504() {
         "{:?}",
         started.elapsed()
     );
-    let (_, _, metrics) = get(&h1_client(), &weir.admin_url("/metrics")).await;
+    let metrics = metrics(&weir).await;
     assert!(metrics.contains("kind=\"ConnectTimeout\"} 1"), "{metrics}");
     drop(stuck);
 }

@@ -82,6 +82,18 @@ impl Weir {
         )
     }
 
+    /// Validate `toml` (with `{dir}` replaced) and apply it to the running
+    /// server, as a reload does.
+    pub fn apply(&self, toml: &str) -> Result<u64, weir::server::StartError> {
+        let text = toml.replace("{dir}", &self.dir.path().display().to_string());
+        let path = self.dir.path().join("weir.toml");
+        let config = match Config::parse(&path, &text) {
+            Ok(c) => c,
+            Err(p) => panic!("test config is invalid:\n{p}\n{text}"),
+        };
+        self.running().apply(&config)
+    }
+
     /// Begin a graceful shutdown; resolves when the drain ends.
     pub fn shutdown(&mut self) -> impl Future<Output = bool> + use<> {
         let running = self.running.take().expect("running");
@@ -267,4 +279,57 @@ pub fn simple_config(upstream: SocketAddr, extra_route: &str) -> String {
          [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
          [[route]]\nname = \"main\"\nupstream = \"http://{upstream}\"\n{extra_route}\n"
     )
+}
+
+/// The admin listener's /metrics text.
+pub async fn metrics(weir: &Weir) -> String {
+    get(&h1_client(), &weir.admin_url("/metrics")).await.2
+}
+
+/// The value of the first metric line starting with `name` (name plus
+/// labels, as written in the exposition).
+pub async fn metric(weir: &Weir, name: &str) -> Option<u64> {
+    metrics(weir)
+        .await
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Poll `cond` until it holds or `within` passes: waiting on an observable
+/// condition instead of sleeping a fixed time.
+pub async fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond()
+}
+
+/// Poll an async condition until it holds or `within` passes.
+pub async fn eventually_async<F, Fut>(within: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond().await
+}
+
+/// Wait until the metric `name` reads `want` (within 5 s).
+pub async fn eventually_metric(weir: &Weir, name: &str, want: u64) -> bool {
+    eventually_async(Duration::from_secs(5), || async {
+        metric(weir, name).await == Some(want)
+    })
+    .await
 }
