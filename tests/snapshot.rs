@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use futures_util::StreamExt;
+use http_body_util::BodyExt;
 
 fn config(upstream: std::net::SocketAddr, extra: &str) -> String {
     simple_config(upstream, &format!("max_concurrent_requests = 1\n{extra}"))
