@@ -151,6 +151,15 @@ fn serve_on(
         tracing::warn!("{w}");
     }
     let code = runtime.block_on(async {
+        // Before anything serves: a signal that arrives once the listeners
+        // are up must drain, not kill the process by its default action.
+        let mut signals = match Signals::new() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("weir: cannot install signal handlers: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         let running = match server::start(&config).await {
             Ok(r) => r,
             Err(e) => {
@@ -162,13 +171,6 @@ fn serve_on(
         if demo_banner {
             println!("{}", demo::try_these(&running));
         }
-        let mut signals = match Signals::new() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("weir: cannot install signal handlers: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
         signals.next().await;
         tracing::info!("shutdown requested; a second signal exits at once");
         tokio::select! {

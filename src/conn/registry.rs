@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::state::{CloseReason, ConnState, Phase};
@@ -61,6 +62,8 @@ pub struct Registry {
     max_per_ip: AtomicUsize,
     epoch: Instant,
     open: AtomicUsize,
+    /// Woken whenever a connection leaves: a descriptor was freed.
+    freed: Arc<Notify>,
     inner: Mutex<Inner>,
 }
 
@@ -88,6 +91,7 @@ impl Registry {
             max_per_ip: AtomicUsize::new(max_per_ip),
             epoch: Instant::now(),
             open: AtomicUsize::new(0),
+            freed: Arc::new(Notify::new()),
             inner: Mutex::new(Inner {
                 next_id: 0,
                 conns: HashMap::new(),
@@ -190,6 +194,14 @@ impl Registry {
         let mut inner = self.lock();
         Self::forget(&mut inner, id);
         self.open.store(inner.conns.len(), Ordering::Relaxed);
+        drop(inner);
+        self.freed.notify_waiters();
+    }
+
+    /// Notified each time a connection's slot is released (its socket is
+    /// closed with it): an accept loop backing off on EMFILE can try again.
+    pub fn freed(&self) -> Arc<Notify> {
+        self.freed.clone()
     }
 
     /// Visit every registered connection (for the deadline sweeper).

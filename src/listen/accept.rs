@@ -7,30 +7,42 @@
 //! - WouldBlock / Interrupted / ECONNABORTED / ECONNRESET on one socket:
 //!   retry at once, no log.
 //! - EMFILE, ENFILE, ENOBUFS, ENOMEM: back off (1 s, growing ×1.5 while the
-//!   error persists, at most 4 s). On EMFILE/ENFILE the spare descriptor is
+//!   error persists, at most 2 s). On EMFILE/ENFILE the spare descriptor is
 //!   released so the pending connections can be accepted and closed at once
 //!   — their clients get a prompt close instead of hanging in the backlog —
-//!   and then the spare is taken back.
+//!   and then the spare is taken back. A back-off also ends early when one
+//!   of weir's own connections closes (a descriptor was freed), so serving
+//!   resumes as soon as it can, at the latest after 2 s.
 //! - Anything else: back off 100 ms.
+//!
+//! Under a real flood, accepts succeed between failures (a descriptor is
+//! freed for a moment, then taken again). A success alone is therefore not
+//! recovery: the back-off and the log windows reset only after accepts have
+//! gone [`RECOVERY_AFTER`] without a failure.
 //!
 //! Logs are de-duplicated by error kind: the first occurrence is logged at
 //! error level, repeats within a 10 s window are counted, and one summary
 //! line per window (at the next occurrence or at recovery) says how many
-//! were suppressed and the current backoff.
+//! were suppressed and the current backoff — at most one line per 10 s per
+//! kind, however the failures and successes interleave.
 
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 const BACKOFF_START: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(4);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
 const BACKOFF_OTHER: Duration = Duration::from_millis(100);
 const LOG_WINDOW: Duration = Duration::from_secs(10);
+/// How long accepts must go without a failure to count as recovered.
+pub const RECOVERY_AFTER: Duration = Duration::from_secs(5);
 
 /// What to do about an accept error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +197,10 @@ pub struct AcceptLoop<L, R> {
     reserve: R,
     listener_name: String,
     backoff: Option<Duration>,
+    /// When the last resource failure happened (for sustained recovery).
+    last_failure: Option<Instant>,
+    /// Notified when a descriptor is freed: ends a back-off early.
+    freed: Option<Arc<Notify>>,
     dedup: LogDedup,
     /// Lines written to the log by this loop (for tests and sanity).
     pub log_lines: u64,
@@ -201,11 +217,18 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
             reserve,
             listener_name: listener_name.to_string(),
             backoff: None,
+            last_failure: None,
+            freed: None,
             dedup: LogDedup::default(),
             log_lines: 0,
             on_error: Box::new(|_| {}),
             shed: 0,
         }
+    }
+
+    /// End back-offs early when `freed` is notified (a connection closed).
+    pub fn wake_on(&mut self, freed: Arc<Notify>) {
+        self.freed = Some(freed);
     }
 
     /// The next accepted connection.
@@ -225,6 +248,7 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
             }
             let label = error_label(&err);
             (self.on_error)(label);
+            self.last_failure = Some(Instant::now());
             let delay = match class {
                 ErrorClass::Resource { descriptors } => {
                     if descriptors {
@@ -240,7 +264,16 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
                 _ => BACKOFF_OTHER,
             };
             self.log(label, &err, delay);
-            tokio::time::sleep(delay).await;
+            match &self.freed {
+                Some(freed) => {
+                    let freed = freed.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = freed.notified() => {}
+                    }
+                }
+                None => tokio::time::sleep(delay).await,
+            }
         }
     }
 
@@ -258,13 +291,19 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
         }
     }
 
+    /// An accept succeeded: recovery, if none has failed for a while.
     fn recovered(&mut self) {
-        if self.backoff.take().is_some() || !self.dedup.windows.is_empty() {
-            for (kind, suppressed) in self.dedup.drain() {
-                self.log_lines += 1;
-                tracing::warn!(listener = %self.listener_name, kind, suppressed, "accept recovered; repeats were suppressed");
-            }
-            self.dedup = LogDedup::default();
+        let Some(last) = self.last_failure else {
+            return;
+        };
+        if last.elapsed() < RECOVERY_AFTER {
+            return;
+        }
+        self.last_failure = None;
+        self.backoff = None;
+        for (kind, suppressed) in self.dedup.drain() {
+            self.log_lines += 1;
+            tracing::warn!(listener = %self.listener_name, kind, suppressed, "accept recovered; repeats were suppressed");
         }
     }
 
@@ -292,7 +331,6 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
 mod tests {
     use super::*;
     use std::collections::VecDeque;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     /// A listener that fails with EMFILE until `until`, and has clients
@@ -361,8 +399,8 @@ mod tests {
         assert!(conn.is_none(), "served again once descriptors are back");
         let attempts = l.listener.attempts;
         assert!(
-            (900..=1000).contains(&attempts),
-            "backoff caps at 4 s: {attempts} attempts in an hour"
+            (1750..=1850).contains(&attempts),
+            "backoff caps at 2 s: {attempts} attempts in an hour"
         );
         assert!(
             l.log_lines >= 250 && l.log_lines <= 400,
@@ -392,9 +430,102 @@ mod tests {
         };
         let mut l = AcceptLoop::new(listener, TestReserve(spare, 0), "test");
         l.next().await;
-        // Attempts at 0 s, 1 s, 2.5 s; the next sleep (2.25 s) ends at 4.75 s.
+        // Attempts at 0 s, 1 s, 2.5 s; the next sleep (capped at 2 s) ends at 4.5 s.
         assert_eq!(l.listener.attempts, 3);
-        assert_eq!(start.elapsed(), Duration::from_millis(4750));
+        assert_eq!(start.elapsed(), Duration::from_millis(4500));
+    }
+
+    /// Out of descriptors, but each back-off ends with one accept that
+    /// succeeds (a descriptor freed for a moment) before the next failure:
+    /// what a churning flood looks like.
+    struct Churning {
+        failures: usize,
+        succeed_next: bool,
+        until: Instant,
+    }
+
+    impl Accept for Churning {
+        type Conn = ();
+        fn poll_accept(
+            &mut self,
+            _cx: &mut Context<'_>,
+        ) -> Poll<io::Result<(Self::Conn, SocketAddr)>> {
+            let addr: SocketAddr = ([127, 0, 0, 1], 1).into();
+            if self.succeed_next || Instant::now() >= self.until {
+                self.succeed_next = false;
+                return Poll::Ready(Ok(((), addr)));
+            }
+            self.failures += 1;
+            self.succeed_next = true;
+            // ENOBUFS: out of a resource, without the spare-descriptor
+            // dance (which would take the one success for itself).
+            Poll::Ready(Err(io::Error::from_raw_os_error(105)))
+        }
+    }
+
+    struct NoReserve;
+    impl Reserve for NoReserve {
+        fn release(&mut self) {}
+        fn restore(&mut self) {}
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn successes_between_failures_are_not_recovery() {
+        let start = Instant::now();
+        let hour = Duration::from_secs(3600);
+        let listener = Churning {
+            failures: 0,
+            succeed_next: false,
+            until: start + hour,
+        };
+        let mut l = AcceptLoop::new(listener, NoReserve, "test");
+        while start.elapsed() < hour {
+            l.next().await;
+        }
+        let failures = l.listener.failures;
+        assert!(
+            (1750..=1850).contains(&failures),
+            "the back-off kept growing to its cap: {failures} failures in an hour"
+        );
+        assert!(
+            l.log_lines <= 361,
+            "one line per 10 s window at most: {} lines",
+            l.log_lines
+        );
+        assert_eq!(l.backoff, Some(BACKOFF_MAX), "not reset by a lone success");
+
+        // Accepts that keep succeeding for RECOVERY_AFTER are recovery.
+        let recovered_at = Instant::now() + RECOVERY_AFTER;
+        while Instant::now() < recovered_at {
+            l.next().await;
+            tokio::time::advance(Duration::from_millis(500)).await;
+        }
+        l.next().await;
+        assert_eq!(l.backoff, None, "sustained success resets the back-off");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_freed_descriptor_ends_the_back_off_early() {
+        let start = Instant::now();
+        let listener = Churning {
+            failures: 0,
+            succeed_next: false,
+            until: start + Duration::from_secs(3600),
+        };
+        let mut l = AcceptLoop::new(listener, NoReserve, "test");
+        let freed = Arc::new(Notify::new());
+        l.wake_on(freed.clone());
+        l.next().await; // fails, backs off; the next accept succeeds
+        assert_eq!(start.elapsed(), BACKOFF_START);
+        let waiting = tokio::spawn(async move {
+            let t = Instant::now();
+            l.next().await; // fails again, backs off; woken by the notify below
+            t.elapsed()
+        });
+        tokio::time::advance(Duration::from_millis(100)).await;
+        freed.notify_waiters();
+        let took = waiting.await.expect("join");
+        assert!(took < Duration::from_millis(500), "{took:?}");
     }
 
     #[test]

@@ -111,6 +111,7 @@ impl Listener {
         let mut accepts = AcceptLoop::new(socket, SpareFd::new(), &name);
         let metrics = shared.metrics.clone();
         accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
+        accepts.wake_on(shared.registry.freed());
         let mut stop = shared.shutdown.clone();
         let open_gauge = shared.metrics.open_connections(&name);
         loop {

@@ -289,8 +289,14 @@ pub async fn metrics(weir: &Weir) -> String {
 /// The value of the first metric line starting with `name` (name plus
 /// labels, as written in the exposition).
 pub async fn metric(weir: &Weir, name: &str) -> Option<u64> {
-    metrics(weir)
+    metric_at(weir.running().admin_addr().expect("admin"), name).await
+}
+
+/// [`metric`] from the admin listener at `admin` (a weir in another process).
+pub async fn metric_at(admin: SocketAddr, name: &str) -> Option<u64> {
+    get(&h1_client(), &format!("http://{admin}/metrics"))
         .await
+        .2
         .lines()
         .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next())
