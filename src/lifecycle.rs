@@ -80,14 +80,7 @@ impl Gateway {
         let last_on_connection = snapshot.max_requests_per_connection > 0
             && nth_request >= snapshot.max_requests_per_connection;
         let http1 = req.version() <= http::Version::HTTP_11;
-        // The Host as the client wrote it (HTTP/2 carries it as :authority).
-        // Cloning a parsed header value shares its bytes; no allocation.
-        let host_sent: Option<HeaderValue> =
-            req.headers().get(header::HOST).cloned().or_else(|| {
-                req.uri()
-                    .authority()
-                    .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            });
+        let host_sent = target_host(&req);
         let mut record = RequestRecord {
             start,
             client: conn.peer.ip(),
@@ -142,6 +135,10 @@ impl Gateway {
         shape: &mut ErrorShape,
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, Rescue> {
+        // Phase: framing — what hyper accepts but RFC 9112 does not.
+        if ambiguous_framing(&req) {
+            return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
+        }
         let host_sent = host_sent.and_then(|h| h.to_str().ok());
         let Some(host) = host_sent.and_then(normalise_host) else {
             return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
@@ -234,6 +231,37 @@ fn redirect_to_https(
     *resp.status_mut() = StatusCode::PERMANENT_REDIRECT;
     resp.headers_mut().insert(header::LOCATION, location);
     Ok(resp)
+}
+
+/// The host a request is for. The target's authority wins over `Host`:
+/// HTTP/2 carries the host as `:authority`, and an HTTP/1.1 request in
+/// absolute form (`GET http://a.example/x`) names it in the target, which
+/// RFC 9112 §3.2.2 says must be used instead of the Host header. Cloning a
+/// parsed header value shares its bytes.
+fn target_host<B>(req: &Request<B>) -> Option<HeaderValue> {
+    req.uri()
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        .or_else(|| req.headers().get(header::HOST).cloned())
+}
+
+/// Framing hyper lets through that RFC 9112 forbids, and that two parsers
+/// could read differently: more than one Host line (§3.2: answer 400), or
+/// chunked applied more than once (§6.1). (Content-Length together with
+/// Transfer-Encoding is handled by hyper: the body is read as chunked, the
+/// length is dropped, and the connection is closed after the response.)
+fn ambiguous_framing<B>(req: &Request<B>) -> bool {
+    let h = req.headers();
+    if h.get_all(header::HOST).iter().nth(1).is_some() {
+        return true;
+    }
+    let chunked = h
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .filter(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+        .count();
+    chunked > 1
 }
 
 /// The body length a request declares, if any.

@@ -30,6 +30,12 @@ pub struct BodyTooSlow {
     pub min_bytes_per_second: u64,
 }
 
+/// The client's body could not be read: bad chunked framing, or the
+/// client went away mid-body. The proxy answers 400 and closes.
+#[derive(Debug, thiserror::Error)]
+#[error("request body could not be read: {0}")]
+pub struct BodyUnreadable(#[source] pub hyper::Error);
+
 /// The minimum body data rate: at least `min_bytes_per_second × period`
 /// bytes in every `period` that weir spends waiting for the client.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +136,7 @@ impl Body for RequestBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(BodyUnreadable(e))))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => {
                 if let Some(w) = &mut this.window {

@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use ipnet::IpNet;
 
-pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BoxError, RequestBody};
+pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, BoxError, RequestBody};
 pub use upstream::Upstream;
 
 use crate::admit::Admission;
@@ -37,7 +37,8 @@ pub enum ProxyError {
     BodyTooLarge,
     /// The client sent its body slower than the minimum data rate.
     BodyTooSlow,
-    /// The request could not be turned into an upstream request.
+    /// The request could not be turned into an upstream request, or its
+    /// body could not be read.
     BadRequest,
 }
 
@@ -195,6 +196,9 @@ fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
         }
         if e.is::<BodyTooSlow>() {
             return ProxyError::BodyTooSlow;
+        }
+        if e.is::<BodyUnreadable>() {
+            return ProxyError::BadRequest;
         }
         tls |= e.is::<rustls::Error>();
         // io::Error's `source()` skips the error it wraps; descend by hand.
