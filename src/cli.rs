@@ -1,5 +1,8 @@
 //! The command line: `weir run`, `weir check`, `weir demo`.
 
+// The command line is the one place that prints.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -5,14 +5,21 @@
 //! [`lifecycle`] for the phases):
 //!
 //! - [`listen`] — sockets and accept loops
-//! - [`conn`] — TLS, HTTP/1.1 and HTTP/2 per connection
+//! - [`conn`] — per-connection state and the cap, TLS, HTTP/1.1 and HTTP/2,
+//!   deadlines
+//! - [`lifecycle`] — the request's phases, run against one [`snapshot`]
 //! - [`admit`] — the request gates: shed, never queue
-//! - [`route`] — host and path → route
+//! - [`route`] — host and path → route, and the route kinds
 //! - [`proxy`] — forward upstream and stream back
-//! - [`respond`] — generated errors, access log and metrics at body end
+//! - [`respond`] — generated errors, how failures are answered, access log
+//!   and metrics at body end
 //!
-//! with [`config`], [`admin`], [`telemetry`], [`server`] (assembly) and
-//! [`demo`] alongside.
+//! with [`config`] (data and validation), [`pki`] (certificates and keys),
+//! [`admin`], [`telemetry`], [`server`] (assembly and applying a config),
+//! [`cli`] and [`demo`] alongside.
+
+#![forbid(unsafe_code)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod admin;
 pub mod admit;

@@ -72,13 +72,18 @@ async fn at_the_cap_a_real_client_displaces_a_slowloris_connection() {
     let up = demo_upstream().await;
     let weir = weir_with("max = 4", up).await;
     let mut slow = Vec::new();
-    for _ in 0..4 {
+    for i in 1..=4 {
         let mut s = TcpStream::connect(weir.addr("a")).await.expect("connect");
         s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ")
             .await
             .expect("partial head");
         slow.push(s);
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Registered before the next one: their ages are ordered.
+        assert!(
+            eventually(Duration::from_secs(2), || weir.running().open_connections()
+                == i)
+            .await
+        );
     }
     assert!(
         eventually(Duration::from_secs(2), || weir.running().open_connections()
@@ -143,7 +148,12 @@ async fn real_clients_keep_being_served_through_a_connection_flood() {
             let _ = t.await;
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The attack has filled the cap before the real clients come back.
+    assert!(
+        eventually(Duration::from_secs(5), || weir.running().open_connections()
+            >= cap)
+        .await
+    );
     let under_attack = run(200).await;
     attack.abort();
     eprintln!("200 requests: {baseline:?} before, {under_attack:?} during the flood");

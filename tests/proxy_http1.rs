@@ -477,7 +477,10 @@ async fn idle_upstream_connections_expire() {
     .await;
     let client = h1_client();
     get(&client, &weir.url("web", "/")).await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        eventually(Duration::from_secs(3), || up.closed() == 1).await,
+        "weir closed its idle upstream connection"
+    );
     get(&client, &weir.url("web", "/")).await;
     assert_eq!(
         up.connections(),

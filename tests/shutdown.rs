@@ -17,8 +17,8 @@ async fn in_flight_request_finishes_during_drain() {
     let url = weir.url("web", "/slow?ms=600");
     let addr = weir.addr("web");
     let in_flight = tokio::spawn(async move { get(&h1_client(), &url).await });
-    // Let the request reach the upstream before shutdown begins.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The request reached weir before shutdown begins.
+    assert!(eventually_metric(&weir, "weir_requests_in_flight", 1).await);
     let drained = tokio::spawn(weir.shutdown());
     let (status, _, b) = in_flight.await.expect("task");
     assert_eq!(status, 200);
@@ -68,7 +68,7 @@ async fn shutdown_timeout_bounds_the_drain() {
     .await;
     let url = weir.url("web", "/slow?ms=5000");
     tokio::spawn(async move { h1_client().get(url.parse().expect("url")).await });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(eventually_metric(&weir, "weir_requests_in_flight", 1).await);
     let started = Instant::now();
     assert!(!weir.shutdown().await, "the drain reports it was cut short");
     assert!(

@@ -15,6 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+use crate::listen::accept::{AcceptLoop, SpareFd};
 use crate::respond::{ErrorShape, Payload, error_response};
 use crate::telemetry::Metrics;
 
@@ -58,20 +59,19 @@ fn handle(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
     resp
 }
 
-/// Accept admin connections until the task is dropped.
+/// Accept admin connections until the task is dropped. Accept errors get
+/// the same policy as the proxy listeners (back-off, spare descriptor,
+/// de-duplicated logs): the admin listener is what an operator reaches for
+/// when descriptors run out.
 pub async fn run(socket: TcpListener, state: Arc<AdminState>) {
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1().timer(TokioTimer::new());
     let http = Arc::new(http);
+    let mut accepts = AcceptLoop::new(socket, SpareFd::new(), "admin");
+    let metrics = state.metrics.clone();
+    accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
     loop {
-        let (stream, _) = match socket.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "admin accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (stream, _) = accepts.next().await;
         let state = state.clone();
         let http = http.clone();
         tokio::spawn(async move {

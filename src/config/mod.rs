@@ -222,17 +222,6 @@ pub enum HostPattern {
     Wildcard(String),
 }
 
-impl HostPattern {
-    pub fn matches(&self, host: &str) -> bool {
-        match self {
-            HostPattern::Exact(h) => h == host,
-            HostPattern::Wildcard(suffix) => {
-                host.len() > suffix.len() && host.ends_with(suffix.as_str())
-            }
-        }
-    }
-}
-
 impl std::fmt::Display for HostPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

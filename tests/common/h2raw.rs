@@ -18,6 +18,7 @@ pub const GOAWAY: u8 = 7;
 pub const CONTINUATION: u8 = 9;
 pub const END_STREAM: u8 = 0x1;
 pub const END_HEADERS: u8 = 0x4;
+pub const NO_ERROR: u32 = 0;
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
@@ -42,8 +43,13 @@ pub async fn h2_connect(addr: SocketAddr) -> TcpStream {
 /// Frames the server sent, as (type, flags, payload), read until it closes.
 pub async fn server_frames(s: &mut TcpStream, within: Duration) -> (Vec<(u8, u8, Vec<u8>)>, bool) {
     let (bytes, closed) = read_bytes_until_close(s, within).await;
+    (parse_frames(&bytes), closed)
+}
+
+/// Split bytes from the server into (type, flags, payload) frames.
+pub fn parse_frames(bytes: &[u8]) -> Vec<(u8, u8, Vec<u8>)> {
     let mut frames = Vec::new();
-    let mut rest = &bytes[..];
+    let mut rest = bytes;
     while rest.len() >= 9 {
         let len = (usize::from(rest[0]) << 16) | (usize::from(rest[1]) << 8) | usize::from(rest[2]);
         if rest.len() < 9 + len {
@@ -52,7 +58,7 @@ pub async fn server_frames(s: &mut TcpStream, within: Duration) -> (Vec<(u8, u8,
         frames.push((rest[3], rest[4], rest[9..9 + len].to_vec()));
         rest = &rest[9 + len..];
     }
-    (frames, closed)
+    frames
 }
 
 pub async fn read_bytes_until_close(s: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {

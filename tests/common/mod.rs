@@ -120,15 +120,21 @@ pub async fn demo_upstream() -> SocketAddr {
         .expect("demo upstream")
 }
 
-/// A real HTTP server on port 0 answering with `handler`; counts connections.
+/// A real HTTP server on port 0 answering with `handler`; counts
+/// connections opened and closed.
 pub struct Upstream {
     pub addr: SocketAddr,
     pub connections: Arc<AtomicUsize>,
+    pub closed: Arc<AtomicUsize>,
 }
 
 impl Upstream {
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn closed(&self) -> usize {
+        self.closed.load(Ordering::SeqCst)
     }
 }
 
@@ -142,11 +148,14 @@ where
         .expect("bind upstream");
     let addr = listener.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
     let counter = connections.clone();
+    let closed_counter = closed.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             counter.fetch_add(1, Ordering::SeqCst);
             let handler = handler.clone();
+            let closed = closed_counter.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req| {
                     let fut = handler(req);
@@ -155,10 +164,15 @@ where
                 let _ = auto::Builder::new(TokioExecutor::new())
                     .serve_connection_with_upgrades(TokioIo::new(stream), service)
                     .await;
+                closed.fetch_add(1, Ordering::SeqCst);
             });
         }
     });
-    Upstream { addr, connections }
+    Upstream {
+        addr,
+        connections,
+        closed,
+    }
 }
 
 pub fn body(b: impl Into<Bytes>) -> TestBody {
