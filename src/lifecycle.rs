@@ -23,14 +23,14 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::config::{Config, RedirectSettings};
+use crate::config::{Config, RedirectSettings, normalise_host};
 use crate::conn::info::ConnInfo;
 use crate::conn::state::CloseReason;
 use crate::proxy::{self, ClientSide};
 use crate::respond::{
     ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
 };
-use crate::route::{Target, normalise_host};
+use crate::route::Target;
 use crate::snapshot::{BuildError, Snapshot, Standing};
 use crate::telemetry::Metrics;
 
@@ -194,7 +194,7 @@ impl Gateway {
                 };
                 proxy::forward(
                     req,
-                    route,
+                    &route.config,
                     upstream,
                     &client,
                     host_sent,

@@ -4,7 +4,7 @@
 //! connection and buffers resident, which defeats the bound.
 //!
 //! A request's [`Admission`] is held by its response body (see
-//! [`crate::respond::RequestRecord`]) and released when the body ends, fails
+//! `RequestRecord` in respond) and released when the body ends, fails
 //! or is dropped — not when the handler returns — so streams, downloads and
 //! tunnels count for as long as they run.
 

@@ -10,6 +10,7 @@
 mod load;
 pub mod reader;
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -222,6 +223,29 @@ pub enum HostPattern {
     Wildcard(String),
 }
 
+/// Normalise a requested host (a Host header or an authority) into the
+/// form host patterns are stored in: lower-case, without port, without
+/// a trailing dot. Returns `None` for an empty or malformed host. Borrows
+/// when the host is already in normal form (the common case).
+pub fn normalise_host(raw: &str) -> Option<Cow<'_, str>> {
+    let host = if let Some(rest) = raw.strip_prefix('[') {
+        // IPv6 literal: keep the brackets, drop the port.
+        let end = rest.find(']')?;
+        &raw[..end + 2]
+    } else {
+        raw.rsplit_once(':').map_or(raw, |(h, _)| h)
+    };
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() {
+        return None;
+    }
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Some(Cow::Owned(host.to_ascii_lowercase()))
+    } else {
+        Some(Cow::Borrowed(host))
+    }
+}
+
 impl std::fmt::Display for HostPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -307,5 +331,24 @@ impl Config {
     /// Validate config text; `path` is used for messages and relative paths.
     pub fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
         load::parse(path, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_normalised() {
+        assert_eq!(
+            normalise_host("Example.COM:8443").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(
+            normalise_host("example.com.").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(normalise_host("[::1]:80").as_deref(), Some("[::1]"));
+        assert_eq!(normalise_host(""), None);
     }
 }

@@ -16,9 +16,9 @@ pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, BoxError, Re
 pub use upstream::Upstream;
 
 use crate::admit::Admission;
+use crate::config::RouteConfig;
 use crate::conn::info::ConnInfo;
 use crate::respond::{Counted, Payload, Rescue};
-use crate::route::Route;
 use crate::telemetry::UpstreamErrorKind;
 
 /// Facts about the client connection the proxy needs.
@@ -59,11 +59,11 @@ impl ProxyError {
 
 /// The path the upstream sees: its own base path, then the request path
 /// (without the route prefix when `strip_prefix` is set).
-fn upstream_uri(route: &Route, up: &Upstream, uri: &Uri) -> Result<Uri, ProxyError> {
+fn upstream_uri(route: &RouteConfig, up: &Upstream, uri: &Uri) -> Result<Uri, ProxyError> {
     let mut path = uri.path();
-    if route.config.strip_prefix && route.config.path != "/" {
+    if route.strip_prefix && route.path != "/" {
         path = path
-            .strip_prefix(route.config.path.trim_end_matches('/'))
+            .strip_prefix(route.path.trim_end_matches('/'))
             .unwrap_or(path);
     }
     let mut pq = String::with_capacity(
@@ -101,11 +101,11 @@ fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
     connection_upgrade.then(|| req.headers().get(header::UPGRADE).cloned())?
 }
 
-/// Forward `req` to `upstream` (the route's) and return its response,
-/// streaming.
+/// Forward `req` to `upstream` under the settings of its `route`, and
+/// return the response, streaming.
 pub async fn forward(
     mut req: Request<Incoming>,
-    route: &Route,
+    route: &RouteConfig,
     upstream: &Upstream,
     client: &ClientSide<'_>,
     host: Option<&str>,
@@ -140,7 +140,7 @@ pub async fn forward(
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         h.insert(header::UPGRADE, proto.clone());
     }
-    match (route.config.preserve_host, host.map(HeaderValue::from_str)) {
+    match (route.preserve_host, host.map(HeaderValue::from_str)) {
         (true, Some(Ok(v))) => {
             h.insert(header::HOST, v);
         }
@@ -152,10 +152,10 @@ pub async fn forward(
 
     let upstream_req = Request::from_parts(
         parts,
-        RequestBody::new(body, route.config.max_request_body, client.body_rate),
+        RequestBody::new(body, route.max_request_body, client.body_rate),
     );
     let sent = upstream.client.request(upstream_req);
-    let mut resp = match tokio::time::timeout(route.config.response_timeout, sent).await {
+    let mut resp = match tokio::time::timeout(route.response_timeout, sent).await {
         Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout)),
         Ok(Err(e)) => return Err(classify(&e)),
         Ok(Ok(resp)) => resp,

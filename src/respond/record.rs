@@ -74,7 +74,7 @@ impl RequestRecord {
                     .host
                     .as_ref()
                     .and_then(|h| h.to_str().ok())
-                    .and_then(crate::route::normalise_host)
+                    .and_then(crate::config::normalise_host)
                     .as_deref()
                     .unwrap_or("-"),
                 method = %self.method,

@@ -8,7 +8,6 @@
 //! an existing site serves. Prefixes match on segment boundaries: `/api`
 //! matches `/api` and `/api/x`, never `/apix`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -145,28 +144,6 @@ pub fn prefix_matches(prefix: &str, path: &str) -> bool {
     }
 }
 
-/// Normalise a Host header or authority: lower-case, without port, without
-/// a trailing dot. Returns `None` for an empty or malformed host. Borrows
-/// when the host is already in normal form (the common case).
-pub fn normalise_host(raw: &str) -> Option<Cow<'_, str>> {
-    let host = if let Some(rest) = raw.strip_prefix('[') {
-        // IPv6 literal: keep the brackets, drop the port.
-        let end = rest.find(']')?;
-        &raw[..end + 2]
-    } else {
-        raw.rsplit_once(':').map_or(raw, |(h, _)| h)
-    };
-    let host = host.strip_suffix('.').unwrap_or(host);
-    if host.is_empty() {
-        return None;
-    }
-    if host.bytes().any(|b| b.is_ascii_uppercase()) {
-        Some(Cow::Owned(host.to_ascii_lowercase()))
-    } else {
-        Some(Cow::Borrowed(host))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,19 +210,5 @@ mod tests {
         assert!(r.find("evil.test", "/").is_none());
         assert!(!r.knows_host("evil.test"));
         assert!(r.knows_host("example.com"));
-    }
-
-    #[test]
-    fn hosts_are_normalised() {
-        assert_eq!(
-            normalise_host("Example.COM:8443").as_deref(),
-            Some("example.com")
-        );
-        assert_eq!(
-            normalise_host("example.com.").as_deref(),
-            Some("example.com")
-        );
-        assert_eq!(normalise_host("[::1]:80").as_deref(), Some("[::1]"));
-        assert_eq!(normalise_host(""), None);
     }
 }
