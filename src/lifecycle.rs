@@ -2,15 +2,17 @@
 //!
 //! 1. **accept** — the connection's listener, peer and TLS state
 //!    ([`ConnInfo`]); the request takes the current [`Snapshot`].
-//! 2. **redirect** — a redirecting listener answers 308 to HTTPS and stops.
-//! 3. **admit** — the process-wide gate: shed with 503, never queue.
-//! 4. **route** — host + path select a route, or 404. From here on errors
+//! 2. **framing** — what hyper accepts but RFC 9112 forbids (two Host
+//!    lines, chunked twice) is 400 and close.
+//! 3. **redirect** — a redirecting listener answers 308 to HTTPS and stops.
+//! 4. **admit** — the process-wide gate: shed with 503, never queue.
+//! 5. **route** — host + path select a route, or 404. From here on errors
 //!    are written in the route's shape.
-//! 5. **route policy** — the route's own gate; a declared body over the
+//! 6. **route policy** — the route's own gate; a declared body over the
 //!    route limit gets 413 before a byte of it is read.
-//! 6. **serve** — one `match` on the route's [`Target`]: a proxy route
+//! 7. **serve** — one `match` on the route's [`Target`]: a proxy route
 //!    forwards upstream and streams the answer back.
-//! 7. **respond** — the body is wrapped so the access log and metrics are
+//! 8. **respond** — the body is wrapped so the access log and metrics are
 //!    written when it ends.
 //!
 //! Every failure on the way is a [`Rescue`], answered in one place.
@@ -125,7 +127,7 @@ impl Gateway {
         resp.map(|body| Recorded::new(body, Some(record)))
     }
 
-    /// Phases 2 to 6; any failure is a [`Rescue`] for the caller to answer.
+    /// Phases 2 to 7; any failure is a [`Rescue`] for the caller to answer.
     async fn phases(
         &self,
         snapshot: &Snapshot,

@@ -142,8 +142,9 @@ pub struct Http2Settings {
     pub max_header_list_size: u32,
     /// Streams a client may reset before they are accepted (rapid reset).
     pub max_pending_resets: usize,
-    /// PING, SETTINGS, RST_STREAM, WINDOW_UPDATE and empty DATA frames a
-    /// client may send per second before the connection is closed.
+    /// PING, SETTINGS, PRIORITY and RST_STREAM frames a client may send per
+    /// second before the connection is closed (runs of empty DATA, HEADERS
+    /// and CONTINUATION frames are limited separately).
     pub max_control_frames_per_second: u32,
 }
 

@@ -107,7 +107,10 @@ pub async fn serve(
             }
         }
     }
-    // Every defensive close is counted here, once, whoever asked for it.
+    // Every close asked for through the connection's close reason (the
+    // sweeper, the registry, the frame meter, the request cap) is counted
+    // here, once. A body-rate close is counted where its 408 is answered
+    // (`Rescue`), since that close goes through hyper's Connection: close.
     let reason = state.close_reason();
     if reason != CloseReason::None {
         metrics.connection_closed(reason.label());
