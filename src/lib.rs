@@ -11,6 +11,7 @@
 //! - [`admit`] — the request gates: shed, never queue
 //! - [`route`] — host and path → route, and the route kinds
 //! - [`proxy`] — forward upstream and stream back
+//! - [`llm`] — LLM API routes: model routing, failover, streaming relay
 //! - [`respond`] — generated errors, how failures are answered, access log
 //!   and metrics at body end
 //!
@@ -29,6 +30,7 @@ pub mod conn;
 pub mod demo;
 pub mod lifecycle;
 pub mod listen;
+pub mod llm;
 pub mod pki;
 pub mod proxy;
 pub mod respond;

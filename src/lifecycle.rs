@@ -11,7 +11,8 @@
 //! 6. **route policy** — the route's own gate; a declared body over the
 //!    route limit gets 413 before a byte of it is read.
 //! 7. **serve** — one `match` on the route's [`Target`]: a proxy route
-//!    forwards upstream and streams the answer back.
+//!    forwards upstream and streams the answer back; an LLM route routes by
+//!    model with failover ([`crate::llm`]).
 //! 8. **respond** — the body is wrapped so the access log and metrics are
 //!    written when it ends.
 //!
@@ -28,9 +29,10 @@ use hyper::body::Incoming;
 use crate::config::{Config, RedirectSettings, normalise_host};
 use crate::conn::info::ConnInfo;
 use crate::conn::state::CloseReason;
+use crate::llm;
 use crate::proxy::{self, ClientSide};
 use crate::respond::{
-    ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
+    ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody, SharedLlmFacts,
 };
 use crate::route::Target;
 use crate::snapshot::{BuildError, Snapshot, Standing};
@@ -45,7 +47,11 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, BuildError> {
-        let standing = Standing::new(config.server.max_concurrent_requests, metrics);
+        let standing = Standing::new(
+            config.server.max_concurrent_requests,
+            config.server.max_buffered_body_bytes,
+            metrics,
+        );
         let snapshot = Snapshot::build(config, &standing)?;
         Ok(Gateway {
             current: ArcSwap::from_pointee(snapshot),
@@ -96,6 +102,7 @@ impl Gateway {
             access_log: snapshot.access_log,
             in_flight: Some(in_flight),
             admission: None,
+            llm: None,
         };
 
         // Until a route is known, errors take the plain shape.
@@ -168,7 +175,7 @@ impl Gateway {
             return Err(Rescue::status(StatusCode::NOT_FOUND));
         };
         record.route = Some(route.name.clone());
-        record.upstream = Some(route.target.label().clone());
+        record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
 
         // Phase: route policy — the route's own gate.
@@ -204,6 +211,20 @@ impl Gateway {
                 )
                 .await
                 .map_err(|e| e.rescue())
+            }
+            Target::Llm(llm) => {
+                let facts = SharedLlmFacts::default();
+                record.llm = Some(facts.clone());
+                let cx = llm::Context {
+                    route_name: &route.name,
+                    route: &route.config,
+                    body_rate: snapshot.body_rate,
+                    metrics: &self.standing.metrics,
+                    facts: &facts,
+                    admission: &mut record.admission,
+                    started: record.start,
+                };
+                llm::serve(llm, req, cx).await
             }
         }
     }

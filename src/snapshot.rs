@@ -24,7 +24,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::admit::{Admitter, Gate};
-use crate::config::{Config, RouteConfig, UpstreamSettings};
+use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamSettings};
+use crate::llm::{ByteBudget, LlmRoute};
 use crate::pki::{self, PkiError};
 use crate::proxy::{BodyRate, Upstream};
 use crate::route::{Route, Router, Target};
@@ -60,9 +61,9 @@ struct PoolKey {
 }
 
 impl PoolKey {
-    fn new(route: &RouteConfig, settings: &UpstreamSettings) -> Self {
+    fn new(route: &RouteConfig, upstream: &http::Uri, settings: &UpstreamSettings) -> Self {
         PoolKey {
-            upstream: route.upstream.clone(),
+            upstream: upstream.clone(),
             connect_timeout: route.connect_timeout,
             pool_idle_timeout: settings.pool_idle_timeout,
             pool_max_idle_per_host: settings.pool_max_idle_per_host,
@@ -80,20 +81,52 @@ struct RouteState {
     limit: usize,
     gate: Gate,
     pool: Option<(PoolKey, Arc<Upstream>)>,
+    /// An LLM route's clients, cooldowns and token gates, kept while its
+    /// settings (and the shared upstream settings) are unchanged.
+    llm: Option<(LlmKey, Arc<LlmRoute>)>,
+}
+
+#[derive(PartialEq)]
+struct LlmKey {
+    settings: Arc<LlmSettings>,
+    pool_idle_timeout: Duration,
+    pool_max_idle_per_host: usize,
+    ca_file: Option<(PathBuf, Vec<u8>)>,
+}
+
+impl LlmKey {
+    fn new(settings: &Arc<LlmSettings>, upstream: &UpstreamSettings) -> Self {
+        LlmKey {
+            settings: settings.clone(),
+            pool_idle_timeout: upstream.pool_idle_timeout,
+            pool_max_idle_per_host: upstream.pool_max_idle_per_host,
+            ca_file: upstream
+                .ca_file
+                .as_ref()
+                .map(|p| (p.clone(), std::fs::read(p).unwrap_or_default())),
+        }
+    }
 }
 
 /// State that lives as long as the process, across snapshots.
 pub struct Standing {
     pub admitter: Admitter,
     pub metrics: Arc<Metrics>,
+    /// Bytes of request bodies LLM routes may hold at once, process-wide.
+    pub body_budget: ByteBudget,
     routes: Mutex<HashMap<String, RouteState>>,
     generation: Mutex<u64>,
 }
 
 impl Standing {
     /// The global gate is sized once, at start: it bounds memory.
-    pub fn new(max_concurrent_requests: usize, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        max_concurrent_requests: usize,
+        max_buffered_body_bytes: u64,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Standing {
+            body_budget: ByteBudget::new(max_buffered_body_bytes),
             admitter: Admitter::new(
                 max_concurrent_requests,
                 metrics.in_flight_gauge(),
@@ -122,24 +155,47 @@ impl Snapshot {
                 limit: r.max_concurrent_requests,
                 gate: Gate::new(r.max_concurrent_requests),
                 pool: None,
+                llm: None,
             });
             if state.limit != r.max_concurrent_requests {
                 // Requests holding the old gate release into it and it goes.
                 state.limit = r.max_concurrent_requests;
                 state.gate = Gate::new(r.max_concurrent_requests);
             }
-            let key = PoolKey::new(r, &config.upstream);
-            let upstream = match &state.pool {
-                Some((k, up)) if *k == key => up.clone(),
-                _ => {
-                    let up = Arc::new(Upstream::new(r, &config.upstream, &tls));
-                    state.pool = Some((key, up.clone()));
-                    up
+            let target = match &r.kind {
+                RouteKind::Proxy { upstream: uri } => {
+                    let key = PoolKey::new(r, uri, &config.upstream);
+                    let upstream = match &state.pool {
+                        Some((k, up)) if *k == key => up.clone(),
+                        _ => {
+                            let up = Arc::new(Upstream::new(r, uri, &config.upstream, &tls));
+                            state.pool = Some((key, up.clone()));
+                            up
+                        }
+                    };
+                    Target::Proxy(upstream)
+                }
+                RouteKind::Llm(settings) => {
+                    let key = LlmKey::new(settings, &config.upstream);
+                    let llm = match &state.llm {
+                        Some((k, llm)) if *k == key => llm.clone(),
+                        _ => {
+                            let llm = Arc::new(LlmRoute::new(
+                                settings.clone(),
+                                &config.upstream,
+                                &tls,
+                                standing.body_budget.clone(),
+                            ));
+                            state.llm = Some((key, llm.clone()));
+                            llm
+                        }
+                    };
+                    Target::Llm(llm)
                 }
             };
             routes.push(Route {
                 name: r.name.as_str().into(),
-                target: Target::Proxy(upstream),
+                target,
                 gate: state.gate.clone(),
                 config: r.clone(),
             });

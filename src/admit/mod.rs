@@ -48,6 +48,7 @@ struct Full;
 pub enum Shed {
     Global,
     Route,
+    Token,
 }
 
 impl Shed {
@@ -55,6 +56,7 @@ impl Shed {
         match self {
             Shed::Global => "global",
             Shed::Route => "route",
+            Shed::Token => "token",
         }
     }
 }
@@ -63,6 +65,7 @@ impl Shed {
 pub struct Admission {
     _global: Option<OwnedSemaphorePermit>,
     _route: Option<OwnedSemaphorePermit>,
+    _token: Option<OwnedSemaphorePermit>,
     since: Instant,
     in_flight: Gauge,
     hold_time: Histogram,
@@ -80,6 +83,13 @@ impl Admission {
     /// admission, which returns the global slot too.
     pub fn enter_route(&mut self, gate: &Gate) -> Result<(), Shed> {
         self._route = gate.try_enter().map_err(|_| Shed::Route)?;
+        Ok(())
+    }
+
+    /// Also enter a client token's gate (LLM routes), held as long as the
+    /// rest of the admission.
+    pub fn enter_token(&mut self, gate: &Gate) -> Result<(), Shed> {
+        self._token = gate.try_enter().map_err(|_| Shed::Token)?;
         Ok(())
     }
 }
@@ -107,6 +117,7 @@ impl Admitter {
         Ok(Admission {
             _global: global,
             _route: None,
+            _token: None,
             since: Instant::now(),
             in_flight: self.in_flight.clone(),
             hold_time: self.hold_time.clone(),

@@ -25,6 +25,7 @@ const SERVER: &[&str] = &[
     "trusted_proxies",
     "workers",
     "max_concurrent_requests",
+    "max_buffered_body_bytes",
 ];
 const CONNECTIONS: &[&str] = &[
     "max",
@@ -64,7 +65,45 @@ const ROUTE: &[&str] = &[
     "preserve_host",
     "strip_prefix",
     "max_concurrent_requests",
+    "kind",
+    "upstreams",
+    "models",
+    "default_upstreams",
+    "client_tokens_file",
+    "client_tokens_env",
+    "max_concurrent_per_token",
+    "first_byte_timeout",
+    "first_token_timeout",
+    "stream_idle_timeout",
+    "sse_keepalive",
+    "failover_on",
+    "served_by_header",
 ];
+/// Keys only LLM routes read.
+const LLM_ONLY: &[&str] = &[
+    "upstreams",
+    "models",
+    "default_upstreams",
+    "client_tokens_file",
+    "client_tokens_env",
+    "max_concurrent_per_token",
+    "first_byte_timeout",
+    "first_token_timeout",
+    "stream_idle_timeout",
+    "sse_keepalive",
+    "failover_on",
+    "served_by_header",
+];
+/// Keys only proxy routes read.
+const PROXY_ONLY: &[&str] = &["upstream", "preserve_host", "response_timeout"];
+const LLM_UPSTREAM: &[&str] = &[
+    "name",
+    "url",
+    "api_key_env",
+    "api_key_file",
+    "connect_timeout",
+];
+const MODEL: &[&str] = &["name", "upstreams"];
 const UPSTREAM: &[&str] = &["pool_idle_timeout", "pool_max_idle_per_host", "ca_file"];
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
@@ -124,6 +163,17 @@ fn server(top: &Section<'_, '_>) -> ServerSettings {
     }
     if let Some(n) = t.uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS) {
         s.max_concurrent_requests = n as usize;
+    }
+    if let Some(n) = t.size("max_buffered_body_bytes") {
+        if n > MAX_SEMAPHORE_PERMITS {
+            t.problem(
+                "max_buffered_body_bytes",
+                "too large",
+                Some("use at most 2^61 bytes, or 0 for no bound".into()),
+            );
+        } else {
+            s.max_buffered_body_bytes = n;
+        }
     }
     for entry in t.string_list("trusted_proxies").unwrap_or_default() {
         let parsed = entry
@@ -459,28 +509,21 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             Some(p) => Some(p.value),
             None => Some("/".to_string()),
         };
-        let upstream = match t.string("upstream") {
-            Some(u) => upstream_uri(&t, &u),
-            None => {
-                t.problem(
-                    "upstream",
-                    "missing",
-                    Some("add `upstream = \"http://127.0.0.1:3000\"`".into()),
-                );
-                None
-            }
-        };
+        let kind = route_kind(&t);
         let connect_timeout =
             positive_duration(&t, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
         let response_timeout =
             positive_duration(&t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
-        let max_request_body = t.size("max_request_body");
+        let max_request_body = t.size("max_request_body").or(match kind {
+            Some(RouteKind::Llm(_)) => Some(defaults::LLM_MAX_REQUEST_BODY),
+            _ => None,
+        });
         let preserve_host = t.bool("preserve_host").unwrap_or(true);
         let strip_prefix = t.bool("strip_prefix").unwrap_or(false);
         let max_concurrent_requests = t
             .uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0) as usize;
-        let (Some(path), Some(upstream)) = (path, upstream) else {
+        let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
         let default_name = match hosts.first() {
@@ -516,7 +559,7 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             name,
             hosts,
             path,
-            upstream,
+            kind,
             connect_timeout,
             response_timeout,
             max_request_body,
@@ -526,6 +569,322 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
         });
     }
     out
+}
+
+/// The route's kind and its kind-specific settings.
+fn route_kind(t: &Section<'_, '_>) -> Option<RouteKind> {
+    let kind = t.string("kind");
+    let protocol = match kind.as_ref().map(|k| k.value.as_str()) {
+        None | Some("proxy") => None,
+        Some("anthropic") => Some(Protocol::Anthropic),
+        Some("openai") => Some(Protocol::OpenAi),
+        Some(other) => {
+            t.problem(
+                "kind",
+                format!("unknown route kind `{other}`"),
+                Some("use \"proxy\" (the default), \"anthropic\" or \"openai\"".into()),
+            );
+            return None;
+        }
+    };
+    let (own, other_kind) = match protocol {
+        None => (PROXY_ONLY, LLM_ONLY),
+        Some(_) => (LLM_ONLY, PROXY_ONLY),
+    };
+    let _ = own;
+    for key in other_kind {
+        if t.raw_present(key) {
+            t.problem(
+                key,
+                format!(
+                    "`{key}` does not apply to a {} route",
+                    kind.as_ref().map_or("proxy", |k| k.value.as_str())
+                ),
+                Some(match protocol {
+                    None => "set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key".into(),
+                    Some(_) => "remove the key; LLM routes take `[[route.upstreams]]`".into(),
+                }),
+            );
+        }
+    }
+    match protocol {
+        None => match t.string("upstream") {
+            Some(u) => upstream_uri(t, &u).map(|upstream| RouteKind::Proxy { upstream }),
+            None => {
+                t.problem(
+                    "upstream",
+                    "missing",
+                    Some("add `upstream = \"http://127.0.0.1:3000\"`".into()),
+                );
+                None
+            }
+        },
+        Some(protocol) => llm_settings(t, protocol).map(|s| RouteKind::Llm(Arc::new(s))),
+    }
+}
+
+fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> {
+    let mut upstreams: Vec<LlmUpstreamConfig> = Vec::new();
+    let sections = t.tables("upstreams", LLM_UPSTREAM);
+    if sections.is_empty() {
+        t.problem(
+            "upstreams",
+            "an LLM route needs at least one upstream",
+            Some(format!(
+                "add `[[route.upstreams]]` with `name` and `url = \"{}\"`",
+                match protocol {
+                    Protocol::Anthropic => "https://api.anthropic.com",
+                    Protocol::OpenAi => "https://api.openai.com",
+                }
+            )),
+        );
+    }
+    let mut ok = true;
+    for u in sections {
+        let Some(name) = u.string("name") else {
+            u.problem("name", "missing", Some("add `name = \"primary\"`".into()));
+            ok = false;
+            continue;
+        };
+        if name.value.is_empty() || name.value.contains(':') {
+            name.problem(
+                t.doc(),
+                "an upstream name must be non-empty and cannot contain `:`",
+                Some("`:` separates an upstream from a model id in `upstreams` lists".into()),
+            );
+            ok = false;
+        }
+        if upstreams.iter().any(|x| x.name == name.value) {
+            name.problem(
+                t.doc(),
+                format!("upstream `{}` is defined twice in this route", name.value),
+                Some("give each upstream a distinct `name`".into()),
+            );
+            ok = false;
+        }
+        let url = match u.string("url") {
+            Some(url) => upstream_uri(&u, &url),
+            None => {
+                u.problem("url", "missing", Some("add `url = \"https://...\"`".into()));
+                None
+            }
+        };
+        let credential = credential(&u);
+        let connect_timeout =
+            positive_duration(&u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
+        match (url, credential) {
+            (Some(url), Some(credential)) => upstreams.push(LlmUpstreamConfig {
+                name: name.value,
+                url,
+                credential,
+                connect_timeout,
+            }),
+            _ => ok = false,
+        }
+    }
+    let choices = |list: Vec<At<String>>| -> Option<Vec<Choice>> {
+        let mut out = Vec::new();
+        let mut good = true;
+        for entry in list {
+            let (name, model) = match entry.value.split_once(':') {
+                Some((n, m)) => (n, Some(m.to_string())),
+                None => (entry.value.as_str(), None),
+            };
+            match upstreams.iter().position(|u| u.name == name) {
+                Some(upstream) => out.push(Choice { upstream, model }),
+                None => {
+                    entry.problem(
+                        t.doc(),
+                        format!("no upstream named `{name}` in this route"),
+                        Some(format!(
+                            "use one of: {}",
+                            upstreams
+                                .iter()
+                                .map(|u| u.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    );
+                    good = false;
+                }
+            }
+        }
+        good.then_some(out)
+    };
+    let mut models = Vec::new();
+    for m in t.tables("models", MODEL) {
+        let Some(name) = m.string("name") else {
+            m.problem(
+                "name",
+                "missing",
+                Some("add `name = \"claude-sonnet-4-5\"`".into()),
+            );
+            ok = false;
+            continue;
+        };
+        if models.iter().any(|(n, _)| *n == name.value) {
+            name.problem(
+                t.doc(),
+                format!("model `{}` is listed twice", name.value),
+                Some("keep one `[[route.models]]` entry per model".into()),
+            );
+            ok = false;
+        }
+        let Some(list) = m.string_list("upstreams").filter(|l| !l.is_empty()) else {
+            m.problem(
+                "upstreams",
+                "a model needs at least one upstream",
+                Some("add `upstreams = [\"primary\", \"backup:other-model-id\"]`".into()),
+            );
+            ok = false;
+            continue;
+        };
+        match choices(list) {
+            Some(c) => models.push((name.value, c)),
+            None => ok = false,
+        }
+    }
+    let default_upstreams = match t.string_list("default_upstreams") {
+        Some(list) => choices(list).unwrap_or_else(|| {
+            ok = false;
+            Vec::new()
+        }),
+        None if models.is_empty() => (0..upstreams.len())
+            .map(|upstream| Choice {
+                upstream,
+                model: None,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let client_tokens = client_tokens(t);
+    let failover_on = match t.uint_list("failover_on", 599) {
+        Some(list) => list.into_iter().map(|s| s.value as u16).collect(),
+        None => defaults::LLM_FAILOVER_ON.to_vec(),
+    };
+    let settings = LlmSettings {
+        protocol,
+        models,
+        default_upstreams,
+        client_tokens: client_tokens?,
+        max_concurrent_per_token: t
+            .uint("max_concurrent_per_token", MAX_SEMAPHORE_PERMITS)
+            .unwrap_or(0) as usize,
+        first_byte_timeout: positive_duration(t, "first_byte_timeout")
+            .unwrap_or(defaults::LLM_FIRST_BYTE_TIMEOUT),
+        first_token_timeout: positive_duration(t, "first_token_timeout")
+            .unwrap_or(defaults::LLM_FIRST_TOKEN_TIMEOUT),
+        stream_idle_timeout: positive_duration(t, "stream_idle_timeout")
+            .unwrap_or(defaults::LLM_STREAM_IDLE_TIMEOUT),
+        sse_keepalive: positive_duration(t, "sse_keepalive").unwrap_or(defaults::LLM_SSE_KEEPALIVE),
+        failover_on,
+        served_by_header: t.bool("served_by_header").unwrap_or(false),
+        upstreams,
+    };
+    ok.then_some(settings)
+}
+
+/// An upstream's key from `api_key_env` or `api_key_file`; neither means
+/// the client's own credential is passed through.
+fn credential(u: &Section<'_, '_>) -> Option<Credential> {
+    let env = u.string("api_key_env");
+    let file = u.string("api_key_file");
+    match (env, file) {
+        (Some(_), Some(_)) => {
+            u.problem(
+                "api_key_file",
+                "set `api_key_env` or `api_key_file`, not both",
+                None,
+            );
+            None
+        }
+        (Some(var), None) => match std::env::var(&var.value) {
+            Ok(key) if !key.trim().is_empty() => Some(Credential::Key(Secret(key.trim().into()))),
+            _ => {
+                var.problem(
+                    u.doc(),
+                    format!("environment variable `{}` is not set or empty", var.value),
+                    Some("export it before starting weir, or use `api_key_file`".into()),
+                );
+                None
+            }
+        },
+        (None, Some(f)) => {
+            let path = u.doc().base_dir().join(&f.value);
+            match std::fs::read_to_string(&path) {
+                Ok(key) if !key.trim().is_empty() => {
+                    Some(Credential::Key(Secret(key.trim().into())))
+                }
+                Ok(_) => {
+                    f.problem(u.doc(), format!("{} is empty", path.display()), None);
+                    None
+                }
+                Err(e) => {
+                    f.problem(
+                        u.doc(),
+                        format!("cannot read {}: {e}", path.display()),
+                        Some("point `api_key_file` at a readable file holding the key".into()),
+                    );
+                    None
+                }
+            }
+        }
+        (None, None) => Some(Credential::Passthrough),
+    }
+}
+
+/// Client tokens from a file (one per line, `#` comments) and/or an
+/// environment variable (separated by commas or whitespace).
+fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<Secret>> {
+    let mut tokens = Vec::new();
+    let mut ok = true;
+    if let Some(f) = t.string("client_tokens_file") {
+        let path = t.doc().base_dir().join(&f.value);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => tokens.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(|l| Secret(l.to_string())),
+            ),
+            Err(e) => {
+                f.problem(
+                    t.doc(),
+                    format!("cannot read {}: {e}", path.display()),
+                    Some("point `client_tokens_file` at a file with one token per line".into()),
+                );
+                ok = false;
+            }
+        }
+    }
+    if let Some(var) = t.string("client_tokens_env") {
+        match std::env::var(&var.value) {
+            Ok(v) => tokens.extend(
+                v.split(|c: char| c == ',' || c.is_whitespace())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Secret(s.to_string())),
+            ),
+            Err(_) => {
+                var.problem(
+                    t.doc(),
+                    format!("environment variable `{}` is not set", var.value),
+                    Some("export it before starting weir".into()),
+                );
+                ok = false;
+            }
+        }
+    }
+    let configured =
+        t.string("client_tokens_file").is_some() || t.string("client_tokens_env").is_some();
+    if ok && configured && tokens.is_empty() {
+        t.problem(
+            "client_tokens_file",
+            "client tokens are configured but none were found: every request would get 401",
+            Some("add at least one token".into()),
+        );
+        ok = false;
+    }
+    ok.then_some(tokens)
 }
 
 fn host_pattern(t: &Section<'_, '_>, h: &At<String>) -> Option<HostPattern> {

@@ -49,6 +49,15 @@ pub mod defaults {
     pub const H2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
     pub const H2_MAX_PENDING_RESETS: usize = 20;
     pub const H2_MAX_CONTROL_FRAMES_PER_SECOND: u32 = 1000;
+
+    /// Anthropic's own request limit for Messages.
+    pub const LLM_MAX_REQUEST_BODY: u64 = 32 * 1024 * 1024;
+    pub const LLM_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub const LLM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(60);
+    pub const LLM_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+    pub const LLM_SSE_KEEPALIVE: Duration = Duration::from_secs(15);
+    pub const LLM_FAILOVER_ON: &[u16] = &[429, 500, 502, 503, 504, 529];
+    pub const MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +84,9 @@ pub struct ServerSettings {
     pub workers: usize,
     /// Process-wide bound on requests in flight; 0 disables the gate.
     pub max_concurrent_requests: usize,
+    /// Process-wide bound on request bytes held in memory by LLM routes
+    /// (they read a body whole to route by model); 0 = no bound.
+    pub max_buffered_body_bytes: u64,
 }
 
 /// The connection layer: the shared cap, reclaiming under load, deadlines.
@@ -263,7 +275,8 @@ pub struct RouteConfig {
     pub hosts: Vec<HostPattern>,
     /// Path prefix, matched on segment boundaries.
     pub path: String,
-    pub upstream: http::Uri,
+    /// What the route does with what it matches.
+    pub kind: RouteKind,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
     pub max_request_body: Option<u64>,
@@ -273,6 +286,109 @@ pub struct RouteConfig {
     pub strip_prefix: bool,
     /// Requests in flight on this route; 0 = only the global bound.
     pub max_concurrent_requests: usize,
+}
+
+/// A route's kind and what only that kind needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteKind {
+    /// Forward everything to one upstream URL.
+    Proxy { upstream: http::Uri },
+    /// An LLM API gateway route.
+    Llm(Arc<LlmSettings>),
+}
+
+/// Which LLM API a route speaks to its clients and upstreams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Anthropic Messages (`/v1/messages`, `count_tokens`, `/v1/models`).
+    Anthropic,
+    /// OpenAI Responses and Chat Completions (`/v1/responses`,
+    /// `/v1/chat/completions`, `/v1/models`).
+    OpenAi,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Anthropic => "anthropic",
+            Protocol::OpenAi => "openai",
+        }
+    }
+}
+
+/// A secret read from a file or the environment; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// How an LLM upstream is authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Forward the client's own credential headers.
+    Passthrough,
+    /// Send this key in the protocol's header; the client's is never sent.
+    Key(Secret),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmUpstreamConfig {
+    pub name: String,
+    /// Base URL; the API path (`/v1/messages`) is appended to its path.
+    pub url: http::Uri,
+    pub credential: Credential,
+    pub connect_timeout: Duration,
+}
+
+/// One step of a model's failover order: an upstream (index into
+/// [`LlmSettings::upstreams`]) and the model id to send it, when that
+/// upstream names the model differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub upstream: usize,
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmSettings {
+    pub protocol: Protocol,
+    pub upstreams: Vec<LlmUpstreamConfig>,
+    /// Model name → ordered upstreams.
+    pub models: Vec<(String, Vec<Choice>)>,
+    /// For models not listed; empty = 404 for unknown models.
+    pub default_upstreams: Vec<Choice>,
+    /// Tokens clients must present; empty = no client authentication.
+    pub client_tokens: Vec<Secret>,
+    /// Requests in flight per client token; 0 = no per-token bound.
+    pub max_concurrent_per_token: usize,
+    /// How long to wait for an upstream's response head.
+    pub first_byte_timeout: Duration,
+    /// How long a stream's preamble is held waiting for the first content
+    /// event (the failover window); past it the stream is released as is.
+    pub first_token_timeout: Duration,
+    /// Upstream silence that ends a stream with an in-band error.
+    pub stream_idle_timeout: Duration,
+    /// Upstream silence after which a keep-alive event is sent.
+    pub sse_keepalive: Duration,
+    /// Upstream statuses that move on to the next upstream.
+    pub failover_on: Vec<u16>,
+    /// Name the serving upstream in `x-weir-upstream`.
+    pub served_by_header: bool,
+}
+
+impl LlmSettings {
+    /// The failover order for `model`, if the route serves it.
+    pub fn choices(&self, model: &str) -> Option<&[Choice]> {
+        self.models
+            .iter()
+            .find(|(m, _)| m == model)
+            .map(|(_, c)| c.as_slice())
+            .or_else(|| (!self.default_upstreams.is_empty()).then_some(&self.default_upstreams[..]))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -300,6 +416,7 @@ impl Default for ServerSettings {
             trusted_proxies: Vec::new(),
             workers: 0,
             max_concurrent_requests: defaults::MAX_CONCURRENT_REQUESTS,
+            max_buffered_body_bytes: defaults::MAX_BUFFERED_BODY_BYTES,
         }
     }
 }

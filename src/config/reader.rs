@@ -196,6 +196,11 @@ impl<'a, 'i> Section<'a, 'i> {
         self.table.get(key)
     }
 
+    /// Whether `key` is present, whatever its value.
+    pub fn raw_present(&self, key: &str) -> bool {
+        self.raw(key).is_some()
+    }
+
     pub fn key_path(&self, key: &str) -> String {
         join(&self.path, key)
     }
@@ -331,6 +336,38 @@ impl<'a, 'i> Section<'a, 'i> {
                     &format!("{}[{i}]", self.key_path(key)),
                     format!("expected a string, found {}", item.get_ref().type_str()),
                     None,
+                ),
+            }
+        }
+        Some(out)
+    }
+
+    /// A list of integers, each no larger than `max`.
+    pub fn uint_list(&self, key: &str, max: u64) -> Option<Vec<At<u64>>> {
+        let v = self.raw(key)?;
+        let Some(items) = v.get_ref().as_array() else {
+            self.wrong_type(key, v, "a list of integers", "[429, 503]");
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("{}[{i}]", self.key_path(key));
+            let parsed = item
+                .get_ref()
+                .as_integer()
+                .and_then(|int| u64::from_str_radix(int.as_str(), int.radix()).ok())
+                .filter(|n| *n <= max);
+            match parsed {
+                Some(n) => out.push(At {
+                    value: n,
+                    span: item.span(),
+                    key: path,
+                }),
+                None => self.doc.report(
+                    Some(item.span()),
+                    &path,
+                    "expected a whole number in range".into(),
+                    Some(format!("use a number from 0 to {max}")),
                 ),
             }
         }

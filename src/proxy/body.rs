@@ -12,7 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::respond::BoxError;
 
 /// Raised inside the upstream request when the client's body crosses the
 /// route's `max_request_body`; the proxy turns it into 413.

@@ -33,6 +33,7 @@ pub struct Upstream {
 impl Upstream {
     pub fn new(
         route: &RouteConfig,
+        uri: &http::Uri,
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
     ) -> Self {
@@ -51,7 +52,6 @@ impl Upstream {
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .build(connector);
-        let uri = &route.upstream;
         Upstream {
             client,
             scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),

@@ -8,13 +8,23 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use hyper::body::Incoming;
 
-/// A response payload. An enum rather than a boxed body: no allocation per
-/// response, and every frame (data and trailers) is delegated unchanged.
+/// Any error a response body can end with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A body produced by a route kind's own streaming (an LLM relay).
+pub type StreamBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send + Sync>>;
+
+/// A response payload. An enum rather than a boxed body for the common
+/// cases: no allocation per proxied response, and every frame (data and
+/// trailers) is delegated unchanged.
 pub enum Payload {
     /// Streamed from the upstream as it arrives, never buffered.
     Upstream(Incoming),
     /// A small body weir produced itself (errors, redirects, admin pages).
     Generated(Full<Bytes>),
+    /// A stream a route kind shapes on the way (LLM routes: failover hold,
+    /// keep-alives, in-band errors).
+    Stream(StreamBody),
 }
 
 impl Payload {
@@ -29,14 +39,20 @@ impl Payload {
 
 impl Body for Payload {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
-            Payload::Upstream(b) => Pin::new(b).poll_frame(cx),
+            Payload::Upstream(b) => match Pin::new(b).poll_frame(cx) {
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+                Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            Payload::Stream(b) => b.as_mut().poll_frame(cx),
             Payload::Generated(b) => match Pin::new(b).poll_frame(cx) {
                 Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
                 Poll::Ready(Some(Err(never))) => match never {},
@@ -50,6 +66,7 @@ impl Body for Payload {
         match self {
             Payload::Upstream(b) => b.is_end_stream(),
             Payload::Generated(b) => b.is_end_stream(),
+            Payload::Stream(b) => b.is_end_stream(),
         }
     }
 
@@ -57,6 +74,7 @@ impl Body for Payload {
         match self {
             Payload::Upstream(b) => b.size_hint(),
             Payload::Generated(b) => b.size_hint(),
+            Payload::Stream(b) => b.size_hint(),
         }
     }
 }

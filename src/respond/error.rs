@@ -3,8 +3,10 @@
 //! Every 4xx/5xx that does not come from an upstream (no route, body too
 //! large, upstream unreachable or slow, shed) is built here, so its shape is
 //! decided once: plain routes answer `text/plain`, or JSON when the client
-//! prefers it. 429 and 503 always carry `Retry-After`. Messages are fixed
-//! per status so that nothing about the upstream leaks to the client.
+//! prefers it, with messages fixed per status so that nothing about the
+//! upstream leaks to the client; LLM routes answer in their protocol's own
+//! error envelope, with the error type its SDKs map to an exception and a
+//! request id header. 429 and 503 always carry `Retry-After`.
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -17,6 +19,12 @@ use super::Payload;
 pub enum ErrorShape {
     Text,
     Json,
+    /// `{"type":"error","error":{"type","message"},"request_id"}` and a
+    /// `request-id` header.
+    Anthropic,
+    /// `{"error":{"message","type","param","code"}}` and an `x-request-id`
+    /// header.
+    OpenAi,
 }
 
 impl ErrorShape {
@@ -51,6 +59,13 @@ macro_rules! bodies {
                 _ => return None,
             })
         }
+
+        fn static_message(status: StatusCode) -> Option<&'static str> {
+            Some(match status {
+                $(StatusCode::$status => $msg,)*
+                _ => return None,
+            })
+        }
     };
 }
 
@@ -67,25 +82,127 @@ bodies! {
     GATEWAY_TIMEOUT => 504, "upstream timed out";
 }
 
-/// Render a generated error response.
+/// Render a generated error response with the status's fixed message.
 pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
+    render(shape, status, None)
+}
+
+/// Render a generated error. `message` is used by the LLM shapes (it is
+/// weir's own words, never an upstream's); plain shapes keep the fixed
+/// message per status.
+pub fn render(shape: ErrorShape, status: StatusCode, message: Option<&str>) -> Response<Payload> {
+    match shape {
+        ErrorShape::Text | ErrorShape::Json => plain(shape, status),
+        ErrorShape::Anthropic | ErrorShape::OpenAi => llm(shape, status, message),
+    }
+}
+
+/// The Anthropic `error.type` for a status.
+pub fn anthropic_error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        501 => "not_supported",
+        503 | 529 => "overloaded_error",
+        s if s >= 500 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// The OpenAI `error.type` and `error.code` for a status.
+pub fn openai_error_type(status: StatusCode) -> (&'static str, Option<&'static str>) {
+    match status.as_u16() {
+        401 => ("invalid_request_error", Some("invalid_api_key")),
+        403 => ("invalid_request_error", Some("permission_denied")),
+        404 => ("invalid_request_error", Some("not_found")),
+        413 => ("invalid_request_error", Some("request_too_large")),
+        429 => ("rate_limit_error", Some("rate_limit_exceeded")),
+        501 => ("invalid_request_error", Some("not_supported")),
+        503 | 529 => ("server_error", Some("overloaded")),
+        s if s >= 500 => ("server_error", None),
+        _ => ("invalid_request_error", None),
+    }
+}
+
+/// A request id for a response weir generates: unique per process, in the
+/// `req_…` form clients log.
+pub fn request_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    // splitmix64: distinct counters give distinct, unordered-looking ids.
+    let mut z = seed.wrapping_add(
+        NEXT.fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    );
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    format!("req_weir_{:016x}", z ^ (z >> 31))
+}
+
+fn llm(shape: ErrorShape, status: StatusCode, message: Option<&str>) -> Response<Payload> {
+    let message = message
+        .or_else(|| static_message(status))
+        .or(status.canonical_reason())
+        .unwrap_or("error");
+    let id = request_id();
+    let (body, id_header) = if shape == ErrorShape::Anthropic {
+        let body = serde_json::json!({
+            "type": "error",
+            "error": {"type": anthropic_error_type(status), "message": message},
+            "request_id": id,
+        });
+        (body, "request-id")
+    } else {
+        let (kind, code) = openai_error_type(status);
+        let body = serde_json::json!({
+            "error": {"message": message, "type": kind, "param": null, "code": code},
+        });
+        (body, "x-request-id")
+    };
+    let mut resp = Response::new(Payload::text(format!("{body}\n")));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        h.insert(id_header, v);
+    }
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
+}
+
+fn plain(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
     let body = match static_body(status, shape) {
         Some(b) => Bytes::from_static(b.as_bytes()),
         // Any other status: its reason phrase, built once here.
         None => {
             let msg = status.canonical_reason().unwrap_or("error");
             Bytes::from(match shape {
-                ErrorShape::Text => format!("{msg}\n"),
                 ErrorShape::Json => format!(
                     "{{\"error\":{{\"status\":{},\"message\":\"{msg}\"}}}}\n",
                     status.as_u16()
                 ),
+                _ => format!("{msg}\n"),
             })
         }
     };
     let content_type = match shape {
-        ErrorShape::Text => "text/plain; charset=utf-8",
         ErrorShape::Json => "application/json",
+        _ => "text/plain; charset=utf-8",
     };
     let mut resp = Response::new(Payload::text(body));
     *resp.status_mut() = status;
@@ -125,6 +242,35 @@ mod tests {
             body(r).await,
             "{\"error\":{\"status\":418,\"message\":\"I'm a teapot\"}}\n"
         );
+    }
+
+    #[tokio::test]
+    async fn llm_shapes_use_the_protocol_envelope_and_a_request_id() {
+        let r = render(
+            ErrorShape::Anthropic,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("model \"x\" is busy"),
+        );
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        assert!(
+            r.headers()["request-id"]
+                .to_str()
+                .expect("id")
+                .starts_with("req_")
+        );
+        let v: serde_json::Value = serde_json::from_str(&body(r).await).expect("json");
+        assert_eq!(v["type"], "error");
+        assert_eq!(v["error"]["type"], "overloaded_error");
+        assert_eq!(v["error"]["message"], "model \"x\" is busy");
+        assert!(v["request_id"].as_str().expect("id").starts_with("req_"));
+
+        let r = render(ErrorShape::OpenAi, StatusCode::UNAUTHORIZED, None);
+        assert!(r.headers().contains_key("x-request-id"));
+        let v: serde_json::Value = serde_json::from_str(&body(r).await).expect("json");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "invalid_api_key");
+        assert!(v["error"]["param"].is_null());
+        assert_ne!(request_id(), request_id());
     }
 
     #[test]

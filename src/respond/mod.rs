@@ -8,10 +8,12 @@ mod error;
 mod record;
 mod rescue;
 
-pub use body::Payload;
-pub use error::{ErrorShape, error_response};
-pub use record::{InFlight, Recorded, RequestRecord};
-pub use rescue::{Counted, Rescue};
+pub use body::{BoxError, Payload, StreamBody};
+pub use error::{
+    ErrorShape, anthropic_error_type, error_response, openai_error_type, render, request_id,
+};
+pub use record::{InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts};
+pub use rescue::{Counted, MAX_RETRY_AFTER, Rescue};
 
 /// What every response handed to hyper carries.
 pub type ResponseBody = Recorded<Payload>;

@@ -49,7 +49,27 @@ pub struct RequestRecord {
     pub access_log: bool,
     pub in_flight: Option<InFlight>,
     pub admission: Option<Admission>,
+    /// Set on LLM routes; filled in as the response streams.
+    pub llm: Option<SharedLlmFacts>,
 }
+
+/// What an LLM route learned about a request, for its access-log line.
+#[derive(Debug, Default, Clone)]
+pub struct LlmFacts {
+    /// The model as the client named it.
+    pub model: Option<String>,
+    /// The upstream that served (or the last one tried).
+    pub upstream: Option<Arc<str>>,
+    /// Upstreams moved past before one served.
+    pub failovers: u32,
+    pub first_token_ms: Option<u64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+pub type SharedLlmFacts = Arc<std::sync::Mutex<LlmFacts>>;
 
 /// How the response body ended.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +86,30 @@ impl RequestRecord {
         self.metrics
             .record_request(self.route.as_ref(), self.status, elapsed.as_secs_f64());
         let route = self.route.as_deref().unwrap_or("-");
-        if self.access_log {
+        if self.access_log
+            && let Some(llm) = &self.llm
+        {
+            let f = llm.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            tracing::info!(
+                target: "weir::access",
+                client = %self.client,
+                method = %self.method,
+                path = self.path.as_ref().map_or("/", |p| p.as_str()),
+                status = self.status,
+                bytes,
+                duration_ms = elapsed.as_millis() as u64,
+                route,
+                outcome = ?outcome,
+                model = f.model.as_deref().unwrap_or("-"),
+                upstream = f.upstream.as_deref().unwrap_or("-"),
+                failovers = f.failovers,
+                first_token_ms = f.first_token_ms.unwrap_or(0),
+                input_tokens = f.input_tokens,
+                output_tokens = f.output_tokens,
+                cache_read_tokens = f.cache_read_tokens,
+                cache_write_tokens = f.cache_write_tokens,
+            );
+        } else if self.access_log {
             tracing::info!(
                 target: "weir::access",
                 client = %self.client,
@@ -275,6 +318,7 @@ mod tests {
                 access_log: false,
                 in_flight: None,
                 admission: Some(self.admitter.admit().expect("slot")),
+                llm: None,
             };
             Recorded::new(
                 Script {

@@ -15,7 +15,7 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::Payload;
-use super::error::{ErrorShape, error_response};
+use super::error::{ErrorShape, render};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 
 /// What a failure counts as, besides the request's own status.
@@ -32,21 +32,26 @@ pub enum Counted {
 }
 
 /// How a failure is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rescue {
     pub status: StatusCode,
     /// The connection can no longer be trusted (an unread body is still on
     /// the wire, or the request could not be framed): answer, then close.
     pub close: bool,
     /// Nothing was done with the request, so the client may send it again
-    /// as it is; the answer says when (`Retry-After`).
-    pub retryable: bool,
+    /// as it is, after this many seconds (`Retry-After`; on LLM routes also
+    /// `retry-after-ms` and `x-should-retry: true`, which the official SDKs
+    /// honour). Never above [`MAX_RETRY_AFTER`].
+    pub retry_after: Option<u64>,
     pub counted: Counted,
+    /// Weir's own words for LLM routes (plain routes keep the fixed
+    /// message per status).
+    pub message: Option<Arc<str>>,
 }
 
-/// The `Retry-After` weir sends: short, since a shed or a limit is
-/// measured in requests in flight, which turn over in seconds.
-const RETRY_AFTER_SECONDS: &str = "1";
+/// The longest `Retry-After` weir sends: the Anthropic SDK ignores larger
+/// values, and the OpenAI SDK gives up above 120 s.
+pub const MAX_RETRY_AFTER: u64 = 60;
 
 impl Rescue {
     /// A plain answer: this status, nothing else to do.
@@ -54,13 +59,14 @@ impl Rescue {
         Rescue {
             status,
             close: false,
-            retryable: false,
+            retry_after: None,
             counted: Counted::Request,
+            message: None,
         }
     }
 
     /// The same answer, and close the connection after it.
-    pub const fn closing(self) -> Self {
+    pub fn closing(self) -> Self {
         Rescue {
             close: true,
             ..self
@@ -68,34 +74,42 @@ impl Rescue {
     }
 
     /// The same answer, counted as `counted`.
-    pub const fn counting(self, counted: Counted) -> Self {
+    pub fn counting(self, counted: Counted) -> Self {
         Rescue { counted, ..self }
     }
 
-    /// 503 from a full gate: retry shortly.
-    pub const fn shed(gate: &'static str) -> Self {
+    /// The same answer, explained in weir's words (LLM routes).
+    pub fn saying(self, message: impl Into<Arc<str>>) -> Self {
         Rescue {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            close: false,
-            retryable: true,
-            counted: Counted::Shed(gate),
+            message: Some(message.into()),
+            ..self
         }
     }
 
+    /// The same answer, retryable after `seconds` (capped, at least 1).
+    pub fn retry_after(self, seconds: u64) -> Self {
+        Rescue {
+            retry_after: Some(seconds.clamp(1, MAX_RETRY_AFTER)),
+            ..self
+        }
+    }
+
+    /// 503 from a full gate: retry shortly.
+    pub fn shed(gate: &'static str) -> Self {
+        Rescue::status(StatusCode::SERVICE_UNAVAILABLE)
+            .retry_after(1)
+            .counting(Counted::Shed(gate))
+    }
+
     /// 502 or 504 for an upstream that failed before answering.
-    pub const fn upstream(kind: UpstreamErrorKind) -> Self {
+    pub fn upstream(kind: UpstreamErrorKind) -> Self {
         let status = match kind {
             UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::ResponseTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
             }
             _ => StatusCode::BAD_GATEWAY,
         };
-        Rescue {
-            status,
-            close: false,
-            retryable: false,
-            counted: Counted::Upstream(kind),
-        }
+        Rescue::status(status).counting(Counted::Upstream(kind))
     }
 
     /// Count, log and render the answer in `shape`. `route` names the
@@ -123,13 +137,14 @@ impl Rescue {
             }
             Counted::ConnectionClosed(reason) => metrics.connection_closed(reason),
         }
-        let mut resp = error_response(shape, self.status);
+        let mut resp = render(shape, self.status, self.message.as_deref());
         let h = resp.headers_mut();
-        if self.retryable {
-            h.insert(
-                header::RETRY_AFTER,
-                HeaderValue::from_static(RETRY_AFTER_SECONDS),
-            );
+        if let Some(seconds) = self.retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            if matches!(shape, ErrorShape::Anthropic | ErrorShape::OpenAi) {
+                h.insert("retry-after-ms", HeaderValue::from(seconds * 1000));
+                h.insert("x-should-retry", HeaderValue::from_static("true"));
+            }
         }
         if self.close {
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -164,6 +179,12 @@ mod tests {
             .closing()
             .answer(ErrorShape::Text, &metrics, None);
         assert_eq!(too_large.headers()[header::CONNECTION], "close");
+
+        let anthropic = Rescue::shed("global").answer(ErrorShape::Anthropic, &metrics, None);
+        assert_eq!(anthropic.headers()["x-should-retry"], "true");
+        assert_eq!(anthropic.headers()["retry-after-ms"], "1000");
+        let capped = Rescue::status(StatusCode::TOO_MANY_REQUESTS).retry_after(3600);
+        assert_eq!(capped.retry_after, Some(MAX_RETRY_AFTER));
 
         let text = metrics.encode();
         assert!(

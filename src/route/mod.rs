@@ -14,7 +14,8 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use crate::admit::Gate;
-use crate::config::{HostPattern, RouteConfig};
+use crate::config::{HostPattern, Protocol, RouteConfig};
+use crate::llm::LlmRoute;
 use crate::proxy::Upstream;
 use crate::respond::ErrorShape;
 
@@ -35,6 +36,8 @@ pub struct Route<T = Target> {
 pub enum Target {
     /// Forward to an upstream and stream the answer back.
     Proxy(Arc<Upstream>),
+    /// An LLM API route: model routing, failover, streaming relay.
+    Llm(Arc<LlmRoute>),
 }
 
 impl Target {
@@ -42,13 +45,16 @@ impl Target {
     pub fn kind(&self) -> &'static str {
         match self {
             Target::Proxy(_) => "proxy",
+            Target::Llm(llm) => llm.settings.protocol.name(),
         }
     }
 
     /// Where requests go, for the access log.
-    pub fn label(&self) -> &Arc<str> {
+    pub fn label(&self) -> Option<&Arc<str>> {
         match self {
-            Target::Proxy(upstream) => &upstream.label,
+            Target::Proxy(upstream) => Some(&upstream.label),
+            // Which upstream serves is decided per request.
+            Target::Llm(_) => None,
         }
     }
 
@@ -57,6 +63,10 @@ impl Target {
     pub fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
         match self {
             Target::Proxy(_) => ErrorShape::for_plain_route(request_headers),
+            Target::Llm(llm) => match llm.settings.protocol {
+                Protocol::Anthropic => ErrorShape::Anthropic,
+                Protocol::OpenAi => ErrorShape::OpenAi,
+            },
         }
     }
 }

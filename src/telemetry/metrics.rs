@@ -83,7 +83,90 @@ pub struct Metrics {
     requests_in_flight: Gauge,
     requests_shed: Family<ShedLabels, Counter>,
     admission_hold: Histogram,
+    llm: LlmMetrics,
     no_route: Arc<str>,
+}
+
+/// LLM routes' own figures. `model` is the configured model entry (or
+/// `default`), never a name a client made up, so label sets stay bounded.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LlmLabels {
+    route: RouteName,
+    model: RouteName,
+    upstream: RouteName,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LlmFailoverLabels {
+    route: RouteName,
+    model: RouteName,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LlmModelLabels {
+    route: RouteName,
+    model: RouteName,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LlmTokenLabels {
+    route: RouteName,
+    model: RouteName,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LlmUpstreamLabels {
+    route: RouteName,
+    upstream: RouteName,
+}
+
+struct LlmMetrics {
+    requests: Family<LlmLabels, Counter>,
+    failovers: Family<LlmFailoverLabels, Counter>,
+    first_token: HistogramFamily<LlmModelLabels>,
+    tokens: Family<LlmTokenLabels, Counter>,
+    cooldown_until: Family<LlmUpstreamLabels, Gauge>,
+}
+
+impl LlmMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = LlmMetrics {
+            requests: Family::default(),
+            failovers: Family::default(),
+            first_token: Family::new_with_constructor(latency_histogram),
+            tokens: Family::default(),
+            cooldown_until: Family::default(),
+        };
+        registry.register(
+            "llm_requests",
+            "LLM requests by route, model, serving upstream and outcome (completed, upstream_error, client_cancel, relayed_error, rejected)",
+            m.requests.clone(),
+        );
+        registry.register(
+            "llm_failovers",
+            "Moves to the next upstream before any content, by reason (connect, timeout, status_429, status_5xx, preamble_error, cooling)",
+            m.failovers.clone(),
+        );
+        registry.register(
+            "llm_first_token_seconds",
+            "Time from request head to the first content event (streams) or the response head",
+            m.first_token.clone(),
+        );
+        registry.register(
+            "llm_tokens",
+            "Tokens reported by upstreams, by kind (input, output, cache_read, cache_write)",
+            m.tokens.clone(),
+        );
+        registry.register(
+            "llm_upstream_cooldown_until_seconds",
+            "Unix time until which failover skips an upstream (0 or past: in rotation)",
+            m.cooldown_until.clone(),
+        );
+        m
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -173,8 +256,10 @@ impl Metrics {
             "How long requests held their admission slot (until the response body ended)",
             admission_hold.clone(),
         );
+        let llm = LlmMetrics::register(&mut registry);
         Metrics {
             registry,
+            llm,
             requests_in_flight,
             requests_shed,
             admission_hold,
@@ -257,6 +342,68 @@ impl Metrics {
         self.connections_closed
             .get_or_create(&ReasonLabels { reason })
             .inc();
+    }
+
+    pub fn llm_request(
+        &self,
+        route: &Arc<str>,
+        model: &Arc<str>,
+        upstream: &Arc<str>,
+        outcome: &'static str,
+    ) {
+        self.llm
+            .requests
+            .get_or_create(&LlmLabels {
+                route: RouteName(route.clone()),
+                model: RouteName(model.clone()),
+                upstream: RouteName(upstream.clone()),
+                outcome,
+            })
+            .inc();
+    }
+
+    pub fn llm_failover(&self, route: &Arc<str>, model: &Arc<str>, reason: &'static str) {
+        self.llm
+            .failovers
+            .get_or_create(&LlmFailoverLabels {
+                route: RouteName(route.clone()),
+                model: RouteName(model.clone()),
+                reason,
+            })
+            .inc();
+    }
+
+    pub fn llm_first_token(&self, route: &Arc<str>, model: &Arc<str>, seconds: f64) {
+        self.llm
+            .first_token
+            .get_or_create(&LlmModelLabels {
+                route: RouteName(route.clone()),
+                model: RouteName(model.clone()),
+            })
+            .observe(seconds);
+    }
+
+    pub fn llm_tokens(&self, route: &Arc<str>, model: &Arc<str>, kind: &'static str, n: u64) {
+        if n > 0 {
+            self.llm
+                .tokens
+                .get_or_create(&LlmTokenLabels {
+                    route: RouteName(route.clone()),
+                    model: RouteName(model.clone()),
+                    kind,
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub fn llm_cooldown(&self, route: &Arc<str>, upstream: &Arc<str>, until_unix: i64) {
+        self.llm
+            .cooldown_until
+            .get_or_create(&LlmUpstreamLabels {
+                route: RouteName(route.clone()),
+                upstream: RouteName(upstream.clone()),
+            })
+            .set(until_unix);
     }
 
     pub fn accept_error(&self, kind: &'static str) {

@@ -1,0 +1,282 @@
+//! LLM API gateway routes (`kind = "anthropic"` and `kind = "openai"`):
+//! the clients are coding agents (Claude Code speaks Anthropic Messages,
+//! Codex speaks OpenAI Responses), the upstreams are model providers.
+//!
+//! A request goes through these steps, each a few lines in [`serve`]:
+//!
+//! 1. **endpoint** — the API path under the route's mount point names an
+//!    endpoint of the route's protocol, or 404 in that protocol's shape.
+//! 2. **client token** — checked before a byte of the body is read (401);
+//!    then the token's own concurrency bound (429, never queued).
+//! 3. **body** — read whole under the route limit, the minimum data rate
+//!    and the process-wide byte budget (503 when spent); the top-level
+//!    `model` is found without re-serialising the document.
+//! 4. **model** — the model's ordered upstreams, or the route's default
+//!    list, or 404.
+//! 5. **failover** ([`failover`]) — upstreams in order, skipping those
+//!    cooling down, moving on before the first content byte; then the
+//!    answer is relayed, streams through [`relay::Relay`].
+
+mod body;
+mod failover;
+pub mod protocol;
+mod relay;
+pub mod sse;
+pub mod upstream;
+
+use std::sync::Arc;
+
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use subtle::ConstantTimeEq;
+
+pub use body::ByteBudget;
+use body::{ModelError, ReadError};
+use protocol::Endpoint;
+use upstream::LlmUpstream;
+
+use crate::admit::{Admission, Gate};
+use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
+use crate::proxy::{BodyRate, RequestBody};
+use crate::respond::{Payload, Rescue, SharedLlmFacts};
+use crate::telemetry::Metrics;
+
+/// An LLM route's long-lived parts: its settings, a pooled client and a
+/// cooldown per upstream, a gate per client token, and the byte budget.
+pub struct LlmRoute {
+    pub settings: Arc<LlmSettings>,
+    pub upstreams: Vec<Arc<LlmUpstream>>,
+    token_gates: Vec<Gate>,
+    budget: ByteBudget,
+}
+
+impl LlmRoute {
+    pub fn new(
+        settings: Arc<LlmSettings>,
+        upstream_settings: &UpstreamSettings,
+        tls: &rustls::ClientConfig,
+        budget: ByteBudget,
+    ) -> Self {
+        LlmRoute {
+            upstreams: settings
+                .upstreams
+                .iter()
+                .map(|u| Arc::new(LlmUpstream::new(u, upstream_settings, tls)))
+                .collect(),
+            token_gates: settings
+                .client_tokens
+                .iter()
+                .map(|_| Gate::new(settings.max_concurrent_per_token))
+                .collect(),
+            budget,
+            settings,
+        }
+    }
+}
+
+/// What [`serve`] needs from the request lifecycle.
+pub struct Context<'a> {
+    pub route_name: &'a Arc<str>,
+    pub route: &'a RouteConfig,
+    pub body_rate: Option<BodyRate>,
+    pub metrics: &'a Arc<Metrics>,
+    pub facts: &'a SharedLlmFacts,
+    pub admission: &'a mut Option<Admission>,
+    pub started: std::time::Instant,
+}
+
+/// Serve one request on an LLM route.
+pub async fn serve(
+    llm: &LlmRoute,
+    req: Request<Incoming>,
+    cx: Context<'_>,
+) -> Result<Response<Payload>, Rescue> {
+    let settings = &llm.settings;
+
+    // Step: endpoint.
+    let api_path = api_path(&cx.route.path, req.uri().path()).to_string();
+    let Some(endpoint) = Endpoint::find(settings.protocol, req.method(), &api_path) else {
+        return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
+            "{} {} is not an endpoint of this {} route",
+            req.method(),
+            req.uri().path(),
+            settings.protocol.name()
+        )));
+    };
+
+    // Step: client token, before the body.
+    let mut gateway_credential = None;
+    if !settings.client_tokens.is_empty() {
+        let Some((index, header)) = client_token(settings, req.headers()) else {
+            return Err(Rescue::status(StatusCode::UNAUTHORIZED)
+                .saying("a valid client token is required (x-api-key or Authorization: Bearer)")
+                .closing_if_body(&req));
+        };
+        gateway_credential = Some(header);
+        if let Some(admission) = cx.admission.as_mut()
+            && admission.enter_token(&llm.token_gates[index]).is_err()
+        {
+            return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+                .retry_after(1)
+                .saying("too many requests in flight for this client token")
+                .closing_if_body(&req));
+        }
+    }
+
+    let (parts, incoming) = req.into_parts();
+    let path_and_query = match parts.uri.query() {
+        Some(q) => format!("{api_path}?{q}"),
+        None => api_path,
+    };
+    let mut request = failover::Outgoing {
+        parts,
+        path_and_query,
+        strip: gateway_credential,
+        body: bytes::Bytes::new(),
+        model_span: None,
+    };
+
+    if !endpoint.routes_by_model() {
+        return failover::models(llm, &request, &cx).await;
+    }
+
+    // Step: body, whole, under the limit and the budget.
+    let declared = request
+        .parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let body = RequestBody::new(incoming, cx.route.max_request_body, cx.body_rate);
+    let read = body::read(body, declared, &llm.budget)
+        .await
+        .map_err(|e| match e {
+            ReadError::TooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
+                .saying("request body exceeds this route's limit")
+                .closing(),
+            ReadError::TooSlow => Rescue::status(StatusCode::REQUEST_TIMEOUT)
+                .saying("request body arrived too slowly")
+                .closing()
+                .counting(crate::respond::Counted::ConnectionClosed("body_rate")),
+            ReadError::Unreadable => Rescue::status(StatusCode::BAD_REQUEST)
+                .saying("request body could not be read")
+                .closing(),
+            ReadError::OverBudget => Rescue::shed("llm_body_budget")
+                .saying("the gateway is holding too many request bodies; retry shortly")
+                .closing(),
+        })?;
+    request.body = read.bytes.clone();
+
+    // Step: model.
+    let model = body::model(&request.body).map_err(|e| {
+        Rescue::status(StatusCode::BAD_REQUEST).saying(match e {
+            ModelError::NotJson => "the request body is not valid JSON",
+            ModelError::Missing => "the request body names no `model`",
+        })
+    })?;
+    {
+        let mut f = cx.facts.lock().unwrap_or_else(|e| e.into_inner());
+        f.model = Some(model.name.clone());
+    }
+    let label: Arc<str> = match settings.models.iter().find(|(m, _)| *m == model.name) {
+        Some((m, _)) => m.as_str().into(),
+        None => "default".into(),
+    };
+    let Some(choices) = settings.choices(&model.name) else {
+        return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
+            "model `{}` is not served by this route",
+            model.name
+        )));
+    };
+    request.model_span = Some(model.span);
+
+    // Step: failover, then relay.
+    let result = if endpoint == Endpoint::CountTokens {
+        failover::count_tokens(llm, &request, choices, &cx).await
+    } else {
+        failover::run(llm, &request, endpoint, choices, &label, &cx).await
+    };
+    // The body's budget reservation ends with the attempts.
+    drop(read);
+    result
+}
+
+/// The API path under the route's mount point (an LLM route is mounted at
+/// its `path`, so `/anthropic/v1/messages` under `/anthropic` is
+/// `/v1/messages`).
+fn api_path<'a>(mount: &str, path: &'a str) -> &'a str {
+    let mount = mount.trim_end_matches('/');
+    match path.strip_prefix(mount) {
+        Some(rest) if rest.starts_with('/') => rest,
+        _ => path,
+    }
+}
+
+/// The configured client token the request presents, by index, and the
+/// header that carried it (removed before forwarding, so the gateway's
+/// token never reaches an upstream). Both `x-api-key` and
+/// `Authorization: Bearer` are accepted: Claude Code sends the latter
+/// when `ANTHROPIC_AUTH_TOKEN` is set, and some clients send both (an
+/// OAuth token in one, the gateway key in the other).
+fn client_token(settings: &LlmSettings, headers: &http::HeaderMap) -> Option<(usize, HeaderName)> {
+    let candidates = [
+        (
+            HeaderName::from_static("x-api-key"),
+            headers.get("x-api-key").and_then(|v| v.to_str().ok()),
+        ),
+        (
+            header::AUTHORIZATION,
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer "))),
+        ),
+    ];
+    for (name, value) in candidates {
+        let Some(value) = value.map(str::trim) else {
+            continue;
+        };
+        // Compare against every token, in constant time per token.
+        let mut found = None;
+        for (i, t) in settings.client_tokens.iter().enumerate() {
+            if bool::from(t.0.as_bytes().ct_eq(value.as_bytes())) && found.is_none() {
+                found = Some(i);
+            }
+        }
+        if let Some(i) = found {
+            return Some((i, name));
+        }
+    }
+    None
+}
+
+impl Rescue {
+    /// Close after answering when the request has a body weir did not read.
+    fn closing_if_body<B>(self, req: &Request<B>) -> Self {
+        let has_body = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v != HeaderValue::from_static("0"))
+            || req.headers().contains_key(header::TRANSFER_ENCODING);
+        if has_body { self.closing() } else { self }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_point_is_stripped() {
+        assert_eq!(api_path("/", "/v1/messages"), "/v1/messages");
+        assert_eq!(
+            api_path("/anthropic", "/anthropic/v1/messages"),
+            "/v1/messages"
+        );
+        assert_eq!(
+            api_path("/anthropic/", "/anthropic/v1/models"),
+            "/v1/models"
+        );
+    }
+}

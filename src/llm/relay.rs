@@ -1,0 +1,420 @@
+//! The body of a streamed LLM answer, on its way from the upstream to the
+//! client.
+//!
+//! Two phases. While failover is still possible, [`Relay::hold_preamble`]
+//! reads events until the first one with content (a `message_start` or
+//! `response.created` alone is held), so an upstream that opens a stream
+//! and then reports an error can still be passed over. Once content
+//! arrives the relay is the response body: each complete event is handed
+//! on as it arrives, a keep-alive is added after `sse_keepalive` of
+//! upstream silence, and an upstream that breaks off — cut, silent past
+//! `stream_idle_timeout`, or ended without its terminator — is reported to
+//! the client as an error event in the protocol's own format, never as a
+//! clean end. Dropping the relay (the client went away) drops the upstream
+//! body, which closes that connection instead of returning it to the pool,
+//! so the upstream stops generating.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+
+use super::protocol::{self, Endpoint, EventClass};
+use super::sse::{self, Framer};
+use crate::respond::{BoxError, SharedLlmFacts};
+use crate::telemetry::Metrics;
+
+/// Where the relay reports: the request's facts and the route's metrics.
+pub struct Tally {
+    pub metrics: Arc<Metrics>,
+    pub route: Arc<str>,
+    /// The configured model entry (a bounded label).
+    pub model_label: Arc<str>,
+    pub upstream: Arc<str>,
+    pub facts: SharedLlmFacts,
+    pub started: std::time::Instant,
+}
+
+impl Tally {
+    pub fn first_content(&self) {
+        let elapsed = self.started.elapsed();
+        self.metrics
+            .llm_first_token(&self.route, &self.model_label, elapsed.as_secs_f64());
+        let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+        f.first_token_ms.get_or_insert(elapsed.as_millis() as u64);
+    }
+
+    fn usage(&self, input: u64, output: u64, cache_read: u64, cache_write: u64) {
+        let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+        // Streams report running totals: keep the largest seen.
+        f.input_tokens = f.input_tokens.max(input);
+        f.output_tokens = f.output_tokens.max(output);
+        f.cache_read_tokens = f.cache_read_tokens.max(cache_read);
+        f.cache_write_tokens = f.cache_write_tokens.max(cache_write);
+    }
+
+    fn finish(&self, outcome: &'static str) {
+        self.metrics
+            .llm_request(&self.route, &self.model_label, &self.upstream, outcome);
+        let f = self.facts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for (kind, n) in [
+            ("input", f.input_tokens),
+            ("output", f.output_tokens),
+            ("cache_read", f.cache_read_tokens),
+            ("cache_write", f.cache_write_tokens),
+        ] {
+            self.metrics
+                .llm_tokens(&self.route, &self.model_label, kind, n);
+        }
+    }
+}
+
+/// How the failover window ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Held {
+    /// Content arrived: commit to this upstream.
+    Content,
+    /// The stream reported an error before any content: fail over.
+    Error,
+    /// The upstream ended or broke before any content.
+    Broken,
+    /// No content within `first_token_timeout`: release the stream as is.
+    TimedOut,
+}
+
+enum Next {
+    Event(Bytes, EventClass),
+    End,
+    Failed,
+}
+
+pub struct Relay {
+    upstream: Option<Incoming>,
+    framer: Framer,
+    ready: VecDeque<Bytes>,
+    endpoint: Endpoint,
+    keepalive_every: Duration,
+    keepalive: Pin<Box<Sleep>>,
+    idle_after: Duration,
+    idle: Pin<Box<Sleep>>,
+    content_seen: bool,
+    done_seen: bool,
+    error_seen: bool,
+    next_sequence: u64,
+    ended: bool,
+    tally: Option<Tally>,
+}
+
+impl Relay {
+    pub fn new(
+        upstream: Incoming,
+        endpoint: Endpoint,
+        keepalive_every: Duration,
+        idle_after: Duration,
+        tally: Tally,
+    ) -> Self {
+        let now = Instant::now();
+        Relay {
+            upstream: Some(upstream),
+            framer: Framer::default(),
+            ready: VecDeque::new(),
+            endpoint,
+            keepalive_every,
+            keepalive: Box::pin(tokio::time::sleep_until(now + keepalive_every)),
+            idle_after,
+            idle: Box::pin(tokio::time::sleep_until(now + idle_after)),
+            content_seen: false,
+            done_seen: false,
+            error_seen: false,
+            next_sequence: 0,
+            ended: false,
+            tally: Some(tally),
+        }
+    }
+
+    /// Read until the first content event (held events stay queued for the
+    /// client), an error, the end, or `limit`.
+    pub async fn hold_preamble(&mut self, limit: Duration) -> Held {
+        let hold = async {
+            loop {
+                match poll_fn(|cx| self.poll_next(cx)).await {
+                    Next::Event(bytes, class) => {
+                        self.ready.push_back(bytes);
+                        match class {
+                            EventClass::Content | EventClass::Done => return Held::Content,
+                            EventClass::Error => return Held::Error,
+                            EventClass::Preamble | EventClass::KeepAlive => {}
+                        }
+                    }
+                    Next::End | Next::Failed => return Held::Broken,
+                }
+            }
+        };
+        match tokio::time::timeout(limit, hold).await {
+            Ok(held) => held,
+            Err(_) => Held::TimedOut,
+        }
+    }
+
+    /// Give up on this upstream before its stream reached the client: not
+    /// counted as a served request.
+    pub fn abandon(mut self) {
+        self.tally = None;
+    }
+
+    /// The events held so far, for relaying a failed attempt verbatim.
+    pub fn held_bytes(&self) -> Vec<u8> {
+        self.ready.iter().flat_map(|b| b.iter().copied()).collect()
+    }
+
+    /// Pull the next complete event from the upstream.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        loop {
+            if let Some(event) = self.framer.next_event() {
+                let (name, data) = sse::fields(&event);
+                let class = protocol::classify(self.endpoint, name, &data);
+                self.observe(name, &data, class);
+                return Poll::Ready(Next::Event(event, class));
+            }
+            let Some(upstream) = &mut self.upstream else {
+                return Poll::Ready(Next::End);
+            };
+            match Pin::new(upstream).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.heard_from_upstream();
+                        self.framer.push(&data);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    tracing::debug!(error = %e, "LLM upstream stream broke");
+                    self.upstream = None;
+                    return Poll::Ready(Next::Failed);
+                }
+                Poll::Ready(None) => {
+                    self.upstream = None;
+                    return Poll::Ready(Next::End);
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn heard_from_upstream(&mut self) {
+        let now = Instant::now();
+        self.keepalive.as_mut().reset(now + self.keepalive_every);
+        self.idle.as_mut().reset(now + self.idle_after);
+    }
+
+    /// Note what an event says: content, the end, usage, sequence numbers.
+    fn observe(&mut self, name: Option<&str>, data: &str, class: EventClass) {
+        match class {
+            EventClass::Content if !self.content_seen => {
+                self.content_seen = true;
+                if let Some(t) = &self.tally {
+                    t.first_content();
+                }
+            }
+            EventClass::Done => self.done_seen = true,
+            EventClass::Error => self.error_seen = true,
+            _ => {}
+        }
+        if self.endpoint == Endpoint::Responses
+            && let Some(n) = sequence_number(data)
+        {
+            self.next_sequence = self.next_sequence.max(n + 1);
+        }
+        if let (Some(t), Some((i, o, r, w))) = (&self.tally, usage(self.endpoint, name, data)) {
+            t.usage(i, o, r, w);
+        }
+    }
+
+    /// End the stream with an in-band error (unless the upstream already
+    /// ended it, successfully or with its own error).
+    fn fail(&mut self, message: &str) {
+        self.upstream = None;
+        if !self.done_seen && !self.error_seen {
+            self.ready.push_back(protocol::in_band_error(
+                self.endpoint,
+                message,
+                self.next_sequence,
+            ));
+            self.error_seen = true;
+        }
+        self.end();
+    }
+
+    fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let outcome = if self.done_seen && !self.error_seen {
+            "completed"
+        } else {
+            "upstream_error"
+        };
+        if let Some(t) = self.tally.take() {
+            t.finish(outcome);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(t) = self.tally.take() {
+            t.finish("client_cancel");
+        }
+    }
+}
+
+impl Body for Relay {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(bytes) = this.ready.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match this.poll_next(cx) {
+                Poll::Ready(Next::Event(bytes, _)) => this.ready.push_back(bytes),
+                Poll::Ready(Next::End) => {
+                    if this.done_seen || this.error_seen {
+                        this.end();
+                    } else {
+                        this.fail("the upstream ended the stream before it was complete");
+                    }
+                }
+                Poll::Ready(Next::Failed) => {
+                    this.fail("the upstream connection broke before the stream was complete")
+                }
+                Poll::Pending => {
+                    if this.idle.as_mut().poll(cx).is_ready() {
+                        let secs = this.idle_after.as_secs();
+                        this.fail(&format!(
+                            "no data from the upstream for {secs} s; the stream was ended"
+                        ));
+                        continue;
+                    }
+                    if this.keepalive.as_mut().poll(cx).is_ready() {
+                        // Whole events only are ever sent, so the client is
+                        // always at an event boundary here.
+                        this.ready.push_back(protocol::keepalive(this.endpoint));
+                        let next = Instant::now() + this.keepalive_every;
+                        this.keepalive.as_mut().reset(next);
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.ready.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+/// `sequence_number` of a Responses event, read without a full parse.
+fn sequence_number(data: &str) -> Option<u64> {
+    let at = data.find("\"sequence_number\":")? + "\"sequence_number\":".len();
+    let digits: String = data[at..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Token usage an event reports: (input, output, cache read, cache write).
+fn usage(endpoint: Endpoint, name: Option<&str>, data: &str) -> Option<(u64, u64, u64, u64)> {
+    if !data.contains("usage") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(data).ok()?;
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    match endpoint {
+        Endpoint::Messages => {
+            let u = match name {
+                Some("message_start") => &v["message"]["usage"],
+                _ => &v["usage"],
+            };
+            u.is_object().then(|| {
+                (
+                    n(&u["input_tokens"]),
+                    n(&u["output_tokens"]),
+                    n(&u["cache_read_input_tokens"]),
+                    n(&u["cache_creation_input_tokens"]),
+                )
+            })
+        }
+        Endpoint::Responses => {
+            let u = &v["response"]["usage"];
+            u.is_object().then(|| {
+                (
+                    n(&u["input_tokens"]),
+                    n(&u["output_tokens"]),
+                    n(&u["input_tokens_details"]["cached_tokens"]),
+                    0,
+                )
+            })
+        }
+        Endpoint::ChatCompletions => {
+            let u = &v["usage"];
+            u.is_object().then(|| {
+                (
+                    n(&u["prompt_tokens"]),
+                    n(&u["completion_tokens"]),
+                    n(&u["prompt_tokens_details"]["cached_tokens"]),
+                    0,
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_is_read_from_each_protocol() {
+        let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":3,"cache_creation_input_tokens":4,"output_tokens":1}}}"#;
+        assert_eq!(
+            usage(Endpoint::Messages, Some("message_start"), start),
+            Some((12, 1, 3, 4))
+        );
+        let delta = r#"{"type":"message_delta","usage":{"output_tokens":40}}"#;
+        assert_eq!(
+            usage(Endpoint::Messages, Some("message_delta"), delta),
+            Some((0, 40, 0, 0))
+        );
+        let done = r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":6,"input_tokens_details":{"cached_tokens":2}}},"sequence_number":9}"#;
+        assert_eq!(
+            usage(Endpoint::Responses, Some("response.completed"), done),
+            Some((5, 6, 2, 0))
+        );
+        assert_eq!(sequence_number(done), Some(9));
+        assert_eq!(usage(Endpoint::Messages, Some("ping"), "{}"), None);
+    }
+}
