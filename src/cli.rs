@@ -85,10 +85,10 @@ pub fn main() -> ExitCode {
             let Some(runtime) = runtime(0) else {
                 return ExitCode::FAILURE;
             };
-            let upstream = runtime.block_on(demo::upstream::spawn(([127, 0, 0, 1], 0).into()));
-            let config = upstream
+            let upstreams = runtime.block_on(demo::upstreams());
+            let config = upstreams
                 .map_err(|e| format!("demo upstream: {e}"))
-                .and_then(|addr| demo::config(ports, addr).map_err(|e| e.to_string()));
+                .and_then(|up| demo::config(ports, &up).map_err(|e| e.to_string()));
             let checked = config.and_then(|c| {
                 let warnings = fd_budget(&c).map_err(|p| p.to_string())?;
                 Ok((c, warnings))

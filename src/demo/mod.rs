@@ -3,6 +3,7 @@
 //! admin listener, and a built-in upstream. Every limit is weir's default,
 //! so what the demo shows is what a real config gets.
 
+pub mod llm;
 pub mod upstream;
 
 use std::net::SocketAddr;
@@ -28,16 +29,63 @@ pub struct DemoPorts {
     pub admin: u16,
 }
 
-/// The demo's config, routing everything to the upstream at `upstream`.
-pub fn config(ports: DemoPorts, upstream: SocketAddr) -> Result<Config, DemoError> {
+/// The demo's built-in upstreams: the web one, and two mock LLM
+/// providers — one that serves, one that is always overloaded.
+pub struct DemoUpstreams {
+    pub web: SocketAddr,
+    pub llm: llm::MockLlm,
+    pub overloaded: llm::MockLlm,
+}
+
+/// Start the demo's upstreams on loopback ports of their own.
+pub async fn upstreams() -> std::io::Result<DemoUpstreams> {
+    let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let words = ["Hello", " from", " weir's", " demo", " model", "."];
+    Ok(DemoUpstreams {
+        web: upstream::spawn(local).await?,
+        llm: llm::spawn(local, move |seen| {
+            llm::success(seen, &words, std::time::Duration::from_millis(40))
+        })
+        .await?,
+        overloaded: llm::spawn(local, |seen| {
+            if llm::Api::of(seen) == Some(llm::Api::Messages) {
+                llm::error(seen, 529, "overloaded_error", "Overloaded")
+            } else {
+                llm::error(seen, 503, "server_error", "The server is overloaded")
+            }
+        })
+        .await?,
+    })
+}
+
+/// The demo's config: everything to the web upstream, plus an Anthropic
+/// route at `/v1/messages` and an OpenAI route at `/v1` backed by the mock
+/// providers. Model `demo` is served directly; `demo-failover` goes to the
+/// overloaded provider first, so failover can be watched.
+pub fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError> {
+    let llm_route = |name: &str, kind: &str, path: &str| {
+        format!(
+            "[[route]]\nname = \"{name}\"\nkind = \"{kind}\"\npath = \"{path}\"\n\
+             [[route.upstreams]]\nname = \"mock\"\nurl = \"{ok}\"\n\
+             [[route.upstreams]]\nname = \"overloaded\"\nurl = \"{bad}\"\n\
+             [[route.models]]\nname = \"demo\"\nupstreams = [\"mock\"]\n\
+             [[route.models]]\nname = \"demo-failover\"\nupstreams = [\"overloaded\", \"mock:demo\"]\n",
+            ok = up.llm.url(),
+            bad = up.overloaded.url(),
+        )
+    };
     let text = format!(
         "[admin]\naddress = \"127.0.0.1:{admin}\"\n\
          [[listener]]\nname = \"http\"\naddress = \"127.0.0.1:{http}\"\n\
          [[listener]]\nname = \"https\"\naddress = \"127.0.0.1:{https}\"\n\
-         [[route]]\nname = \"demo\"\nupstream = \"http://{upstream}\"\n",
+         [[route]]\nname = \"demo\"\nupstream = \"http://{web}\"\n\
+         {anthropic}{openai}",
         admin = ports.admin,
         http = ports.http,
         https = ports.https,
+        web = up.web,
+        anthropic = llm_route("anthropic", "anthropic", "/v1/messages"),
+        openai = llm_route("openai", "openai", "/v1"),
     );
     let mut config = Config::parse(Path::new("<demo>"), &text)?;
     let (key, names, _) = pki::self_signed(&["localhost", "127.0.0.1"])?;
@@ -70,6 +118,19 @@ pub fn try_these(running: &crate::server::Running) -> String {
          \x20 curl -s -i -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' http://127.0.0.1:{http}/ws --max-time 1\n\
          \x20 curl -s http://127.0.0.1:{admin}/health\n\
          \x20 curl -s http://127.0.0.1:{admin}/metrics\n\
+         \n\
+         The LLM gateway (mock providers; model `demo`, or `demo-failover` to watch failover):\n\
+         \x20 curl -sN http://127.0.0.1:{http}/v1/messages -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \\\n\
+         \x20   -d '{{\"model\":\"demo-failover\",\"max_tokens\":64,\"stream\":true,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n\
+         \x20 curl -s http://127.0.0.1:{http}/v1/responses -H 'content-type: application/json' -d '{{\"model\":\"demo\",\"input\":\"hi\"}}'\n\
+         \x20 curl -s http://127.0.0.1:{admin}/metrics | grep llm_failovers\n\
+         Claude Code:  ANTHROPIC_BASE_URL=http://127.0.0.1:{http} ANTHROPIC_AUTH_TOKEN=demo ANTHROPIC_MODEL=demo claude\n\
+         Codex (~/.codex/config.toml):\n\
+         \x20 [model_providers.weir]\n\
+         \x20 name = \"weir\"\n\
+         \x20 base_url = \"http://127.0.0.1:{http}/v1\"\n\
+         \x20 wire_api = \"responses\"\n\
+         \x20 then: codex -c model_provider=weir -m demo\n\
          Press Ctrl-C to stop.\n"
     )
 }

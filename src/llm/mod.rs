@@ -94,9 +94,17 @@ pub async fn serve(
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
 
-    // Step: endpoint.
-    let api_path = api_path(&cx.route.path, req.uri().path()).to_string();
-    let Some(endpoint) = Endpoint::find(settings.protocol, req.method(), &api_path) else {
+    // Step: endpoint: the path as it is, or under the route's mount point.
+    let full = req.uri().path();
+    let found = [full, api_path(&cx.route.path, full)]
+        .into_iter()
+        .find_map(|p| {
+            Some((
+                Endpoint::find(settings.protocol, req.method(), p)?,
+                p.to_string(),
+            ))
+        });
+    let Some((endpoint, api_path)) = found else {
         return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
             "{} {} is not an endpoint of this {} route",
             req.method(),
