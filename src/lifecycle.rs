@@ -187,7 +187,9 @@ impl Gateway {
         }
 
         // Phase: route policy — refuse a declared body over the limit unread.
+        // (An LLM route checks its client token first, then the limit.)
         if let Some(limit) = route.config.max_request_body
+            && matches!(route.target, Target::Proxy(_))
             && declared_length(&req).is_some_and(|len| len > limit)
         {
             return Err(Rescue::status(StatusCode::PAYLOAD_TOO_LARGE).closing());

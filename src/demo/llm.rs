@@ -159,7 +159,26 @@ pub async fn spawn(
     Ok(mock)
 }
 
+/// Counts a reply as abandoned when dropped before it finished — whether
+/// the client left while the reply was waiting to start or mid-body.
+struct Abandoned {
+    done: bool,
+    count: Arc<AtomicUsize>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if !self.done {
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 async fn answer(req: Request<Incoming>, script: &Script, mock: &MockLlm) -> Response<MockBody> {
+    let guard = Abandoned {
+        done: false,
+        count: mock.abandoned.clone(),
+    };
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -197,6 +216,13 @@ async fn answer(req: Request<Incoming>, script: &Script, mock: &MockLlm) -> Resp
                 }
                 Step::Wait(d) => tokio::time::sleep(d).await,
                 Step::Cut => {
+                    // Let what was sent reach the wire first: a cut that
+                    // also swallowed the bytes before it would be a
+                    // different failure.
+                    while tx.capacity() < tx.max_capacity() {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                     let _ = tx.send(Err(())).await;
                     return;
                 }
@@ -208,11 +234,7 @@ async fn answer(req: Request<Incoming>, script: &Script, mock: &MockLlm) -> Resp
         }
         finished.fetch_add(1, Ordering::SeqCst);
     });
-    let mut resp = Response::new(MockBody {
-        rx,
-        done: false,
-        abandoned: mock.abandoned.clone(),
-    });
+    let mut resp = Response::new(MockBody { rx, guard });
     *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
     for (name, value) in reply.headers {
         if let (Ok(n), Ok(v)) = (
@@ -228,8 +250,7 @@ async fn answer(req: Request<Incoming>, script: &Script, mock: &MockLlm) -> Resp
 /// The reply body: what the script's steps send; notes a client that left.
 pub struct MockBody {
     rx: mpsc::Receiver<Result<Bytes, ()>>,
-    done: bool,
-    abandoned: Arc<AtomicUsize>,
+    guard: Abandoned,
 }
 
 #[derive(Debug)]
@@ -254,22 +275,14 @@ impl Body for MockBody {
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(Ok(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
             Poll::Ready(Some(Err(()))) => {
-                self.done = true;
+                self.guard.done = true;
                 Poll::Ready(Some(Err(Box::new(CutError))))
             }
             Poll::Ready(None) => {
-                self.done = true;
+                self.guard.done = true;
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for MockBody {
-    fn drop(&mut self) {
-        if !self.done {
-            self.abandoned.fetch_add(1, Ordering::SeqCst);
         }
     }
 }

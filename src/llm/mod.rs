@@ -132,6 +132,22 @@ pub async fn serve(
         }
     }
 
+    // A declared body over the limit is refused unread.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let (Some(limit), Some(len)) = (cx.route.max_request_body, declared)
+        && len > limit
+    {
+        return Err(Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
+            .saying(format!(
+                "request body of {len} bytes exceeds this route's limit of {limit}"
+            ))
+            .closing());
+    }
+
     let (parts, incoming) = req.into_parts();
     let path_and_query = match parts.uri.query() {
         Some(q) => format!("{api_path}?{q}"),
@@ -150,12 +166,6 @@ pub async fn serve(
     }
 
     // Step: body, whole, under the limit and the budget.
-    let declared = request
-        .parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
     let body = RequestBody::new(incoming, cx.route.max_request_body, cx.body_rate);
     let read = body::read(body, declared, &llm.budget)
         .await

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod h2raw;
+pub mod llm;
 
 use std::convert::Infallible;
 use std::future::Future;
