@@ -1,0 +1,277 @@
+//! The official Anthropic and OpenAI Python SDKs against weir's LLM
+//! routes, the way Claude Code and Codex use them: what the SDK returns or
+//! raises is what is asserted. The SDKs live in a virtual environment
+//! under the target directory, made on first use (`.ci/run` makes it up
+//! front); tests/sdk/clients.py holds the client side.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::llm::*;
+use common::*;
+use http::Request;
+use http_body_util::Full;
+use serde_json::Value;
+
+const WORDS: &[&str] = &["Hello", " there", "."];
+const SDKS: &[&str] = &["anthropic==2.14.0", "openai==3.57.0"];
+
+/// The venv's python, made once per machine (and checked once per run).
+fn python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    static MAKING: Mutex<()> = Mutex::new(());
+    PYTHON
+        .get_or_init(|| {
+            let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+            let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-venv");
+            let python = venv.join("bin/python");
+            let ready = || {
+                std::process::Command::new(&python)
+                    .args(["-c", "import anthropic, openai"])
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if !ready() {
+                let made = std::process::Command::new("python3")
+                    .args(["-m", "venv"])
+                    .arg(&venv)
+                    .status()
+                    .expect("python3 is needed for the SDK tests");
+                assert!(made.success(), "python3 -m venv failed");
+                let pip = std::process::Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet"])
+                    .args(SDKS)
+                    .status()
+                    .expect("pip");
+                assert!(pip.success(), "installing {SDKS:?} from PyPI failed");
+                assert!(ready(), "the SDKs do not import after installing");
+            }
+            python
+        })
+        .clone()
+}
+
+/// Run a scenario of tests/sdk/clients.py against `weir`.
+async fn sdk(weir: &Weir, scenario: &str, model: &str, key: &str, retries: u32) -> Value {
+    let python = python();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/clients.py");
+    let url = format!("http://{}", weir.addr("web"));
+    let (scenario, model, key) = (scenario.to_string(), model.to_string(), key.to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(&scenario)
+            .env("WEIR_URL", url)
+            .env("MODEL", model)
+            .env("API_KEY", key)
+            .env("MAX_RETRIES", retries.to_string())
+            .output()
+            .expect("run python")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from the SDK ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn cut_after_content(api: Api) -> Reply {
+    let events = stream_events(api, "m", WORDS);
+    Reply {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        delay: Duration::ZERO,
+        body: events[..4]
+            .iter()
+            .cloned()
+            .map(Step::Send)
+            .chain([Step::Cut])
+            .collect(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_style_requests_fail_over_without_sdk_retries() {
+    let bad = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
+    let good = serving(WORDS).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "team-token\n").expect("write");
+    let weir = Weir::start(&llm_config(
+        "anthropic",
+        &[("bad", bad.url()), ("good", good.url())],
+        &format!("client_tokens_file = \"{}\"", tokens.display()),
+    ))
+    .await;
+    // max_retries = 0: any success is weir's failover, not the SDK's retry.
+    let r = sdk(
+        &weir,
+        "anthropic_create",
+        "claude-sonnet-4-5",
+        "team-token",
+        0,
+    )
+    .await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
+    assert_eq!(r["stop_reason"], "end_turn");
+
+    let r = sdk(
+        &weir,
+        "anthropic_stream",
+        "claude-sonnet-4-5",
+        "team-token",
+        0,
+    )
+    .await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
+    assert_eq!(r["stop_reason"], "end_turn");
+    assert_eq!(r["output_tokens"], 3);
+
+    let r = sdk(&weir, "anthropic_auth_token", "m", "team-token", 0).await;
+    assert_eq!(r["text"], "Hello there.", "ANTHROPIC_AUTH_TOKEN style: {r}");
+
+    let r = sdk(&weir, "anthropic_create", "m", "wrong-token", 0).await;
+    assert_eq!(r["raised"], "AuthenticationError", "{r}");
+    assert_eq!(r["body"]["error"]["type"], "authentication_error");
+    assert_eq!(
+        bad.seen().len(),
+        3,
+        "each request tried the bad upstream once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_anthropic_sdk_sees_a_cut_stream_as_an_error() {
+    let up = mock(|_| cut_after_content(Api::Messages)).await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let r = sdk(&weir, "anthropic_stream_partial", "m", "k", 0).await;
+    assert_eq!(
+        r["text"], "Hello",
+        "the content before the cut arrived: {r}"
+    );
+    assert_eq!(r["raised"], "APIStatusError", "not a clean end: {r}");
+    assert_eq!(r["body"]["error"]["type"], "api_error");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn count_tokens_answers_or_says_not_supported() {
+    let up = serving(WORDS).await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let r = sdk(&weir, "anthropic_count_tokens", "m", "k", 0).await;
+    assert_eq!(r["input_tokens"], 12, "{r}");
+
+    let without = mock(|seen| error(seen, 404, "not_found_error", "Not Found")).await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", without.url())], "")).await;
+    let r = sdk(&weir, "anthropic_count_tokens", "m", "k", 0).await;
+    assert_eq!(r["status"], 501, "{r}");
+    assert_eq!(r["body"]["error"]["type"], "not_supported");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
+    let slow =
+        mock(|seen| success(seen, &["a", "b", "c", "d", "e"], Duration::from_millis(300))).await;
+    let weir = Weir::start(&llm_config(
+        "anthropic",
+        &[("up", slow.url())],
+        "max_concurrent_requests = 1",
+    ))
+    .await;
+    let held = h1_client()
+        .request(
+            Request::post(weir.url("web", "/v1/messages"))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(messages_body("m", true))))
+                .expect("request"),
+        )
+        .await
+        .expect("held stream");
+    let r = sdk(&weir, "anthropic_create", "m", "k", 0).await;
+    assert_eq!(r["raised"], "ServiceUnavailableError", "{r}");
+    assert_eq!(r["status"], 503);
+    assert_eq!(r["body"]["error"]["type"], "overloaded_error");
+    assert_eq!(r["headers"]["x-should-retry"], "true");
+    assert_eq!(r["headers"]["retry-after"], "1");
+    drop(held);
+
+    let limited = mock(|seen| {
+        error(
+            seen,
+            429,
+            "rate_limit_error",
+            "Number of requests has exceeded your rate limit",
+        )
+        .with_header("retry-after", "7")
+        .with_header("anthropic-ratelimit-requests-remaining", "0")
+    })
+    .await;
+    let weir = Weir::start(&llm_config("openai", &[("up", limited.url())], "")).await;
+    let r = sdk(&weir, "openai_responses", "m", "k", 0).await;
+    assert_eq!(r["raised"], "RateLimitError", "{r}");
+    assert_eq!(
+        r["headers"]["retry-after"], "7",
+        "the upstream's hint, unchanged"
+    );
+    assert_eq!(r["headers"]["anthropic-ratelimit-requests-remaining"], "0");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
+    // response.created, then an error: the case no other gateway fails over on.
+    let bad = mock(|_| {
+        let events = stream_events(Api::Responses, "m", &[]);
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            delay: Duration::ZERO,
+            body: vec![
+                Step::Send(events[0].clone()),
+                Step::Send(Bytes::from_static(
+                    b"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"overloaded\",\"param\":null,\"sequence_number\":1}\n\n",
+                )),
+            ],
+        }
+    })
+    .await;
+    let good = serving(WORDS).await;
+    let weir = Weir::start(&llm_config(
+        "openai",
+        &[("bad", bad.url()), ("good", good.url())],
+        "",
+    ))
+    .await;
+    let r = sdk(&weir, "openai_responses_stream", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
+    let events: Vec<&str> = r["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(events.first(), Some(&"response.created"));
+    assert!(events.contains(&"response.output_item.added"), "{events:?}");
+    assert_eq!(events.last(), Some(&"response.completed"));
+    assert!(!events.contains(&"error"));
+
+    let r = sdk(&weir, "openai_responses", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
+    let r = sdk(&weir, "openai_chat", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdk_sees_a_cut_chat_stream_as_an_error() {
+    let up = mock(|_| cut_after_content(Api::Chat)).await;
+    let weir = Weir::start(&llm_config("openai", &[("up", up.url())], "")).await;
+    let r = sdk(&weir, "openai_chat_stream_partial", "m", "k", 0).await;
+    assert_eq!(r["raised"], "APIError", "not a clean end: {r}");
+    assert_eq!(r["text"], "Hello there.", "{r}");
+}

@@ -1,0 +1,138 @@
+"""The official Anthropic and OpenAI Python SDKs as weir's clients.
+
+Run by tests/llm_sdk.rs: `python clients.py SCENARIO` with WEIR_URL (the
+listener's base URL), MODEL, API_KEY and MAX_RETRIES in the environment.
+Each scenario calls the SDK the way Claude Code or Codex would and prints
+one JSON object of what the SDK returned or raised; the Rust test asserts
+on it. Nothing here decides pass or fail.
+"""
+
+import json
+import os
+import sys
+
+import anthropic
+import openai
+
+URL = os.environ["WEIR_URL"]
+MODEL = os.environ.get("MODEL", "m")
+KEY = os.environ.get("API_KEY", "sk-test")
+RETRIES = int(os.environ.get("MAX_RETRIES", "0"))
+
+
+def claude(**kw):
+    return anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=RETRIES, timeout=20, **kw)
+
+
+def codex():
+    return openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=RETRIES, timeout=20)
+
+
+def error_facts(e):
+    facts = {"raised": type(e).__name__}
+    status = getattr(e, "status_code", None)
+    if status is not None:
+        facts["status"] = status
+    body = getattr(e, "body", None)
+    if body is not None:
+        facts["body"] = body
+    response = getattr(e, "response", None)
+    if response is not None:
+        facts["headers"] = {k.lower(): v for k, v in response.headers.items()}
+    return facts
+
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def anthropic_create():
+    m = claude().messages.create(model=MODEL, max_tokens=64, messages=MESSAGES)
+    return {"text": "".join(b.text for b in m.content if b.type == "text"),
+            "stop_reason": m.stop_reason, "input_tokens": m.usage.input_tokens}
+
+
+def anthropic_stream():
+    events = []
+    text = []
+    with claude().messages.stream(model=MODEL, max_tokens=64, messages=MESSAGES) as s:
+        for event in s:
+            events.append(event.type)
+            if event.type == "text":
+                text.append(event.text)
+        final = s.get_final_message()
+    return {"text": "".join(text), "events": events, "stop_reason": final.stop_reason,
+            "output_tokens": final.usage.output_tokens}
+
+
+def anthropic_stream_partial():
+    """Stream and keep what arrived before an error."""
+    text = []
+    try:
+        with claude().messages.stream(model=MODEL, max_tokens=64, messages=MESSAGES) as s:
+            for chunk in s.text_stream:
+                text.append(chunk)
+        return {"text": "".join(text), "raised": None}
+    except Exception as e:  # noqa: BLE001 - the test asserts on the type
+        facts = error_facts(e)
+        facts["text"] = "".join(text)
+        return facts
+
+
+def anthropic_count_tokens():
+    r = claude().messages.count_tokens(model=MODEL, messages=MESSAGES)
+    return {"input_tokens": r.input_tokens}
+
+
+def anthropic_auth_token():
+    """Claude Code with ANTHROPIC_AUTH_TOKEN: the key travels as a Bearer token."""
+    c = anthropic.Anthropic(base_url=URL, auth_token=KEY, api_key=None,
+                            max_retries=RETRIES, timeout=20)
+    m = c.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES)
+    return {"text": "".join(b.text for b in m.content if b.type == "text")}
+
+
+def openai_responses():
+    r = codex().responses.create(model=MODEL, input="hi")
+    return {"text": r.output_text, "status": r.status}
+
+
+def openai_responses_stream():
+    events = []
+    text = []
+    for event in codex().responses.create(model=MODEL, input="hi", stream=True):
+        events.append(event.type)
+        if event.type == "response.output_text.delta":
+            text.append(event.delta)
+    return {"text": "".join(text), "events": events}
+
+
+def openai_chat():
+    r = codex().chat.completions.create(model=MODEL, messages=MESSAGES)
+    return {"text": r.choices[0].message.content}
+
+
+def openai_chat_stream_partial():
+    text = []
+    try:
+        for chunk in codex().chat.completions.create(model=MODEL, messages=MESSAGES, stream=True):
+            if chunk.choices and chunk.choices[0].delta.content:
+                text.append(chunk.choices[0].delta.content)
+        return {"text": "".join(text), "raised": None}
+    except Exception as e:  # noqa: BLE001
+        facts = error_facts(e)
+        facts["text"] = "".join(text)
+        return facts
+
+
+SCENARIOS = {f.__name__: f for f in [
+    anthropic_create, anthropic_stream, anthropic_stream_partial, anthropic_count_tokens,
+    anthropic_auth_token, openai_responses, openai_responses_stream, openai_chat,
+    openai_chat_stream_partial,
+]}
+
+if __name__ == "__main__":
+    try:
+        result = SCENARIOS[sys.argv[1]]()
+    except Exception as e:  # noqa: BLE001
+        result = error_facts(e)
+    print(json.dumps(result))
