@@ -727,3 +727,65 @@ async fn the_byte_budget_sheds_bodies_it_cannot_hold() {
     let (s, _, _) = messages(&weir, "m", false).await;
     assert_eq!(s, 200, "a body within the budget passes");
 }
+
+#[tokio::test]
+async fn what_weir_holds_of_a_stream_is_bounded() {
+    // An event that never ends: treated as a broken upstream, not buffered.
+    let endless = mock(|_| {
+        let events = stream_events(Api::Messages, "m", WORDS);
+        let mut body: Vec<Step> = events[..4].iter().cloned().map(Step::Send).collect();
+        body.push(Step::Send(Bytes::from_static(
+            b"event: content_block_delta\ndata: ",
+        )));
+        body.extend((0..24).map(|_| Step::Send(Bytes::from(vec![b'x'; 64 * 1024]))));
+        body.push(Step::Stall);
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            delay: Duration::ZERO,
+            body,
+        }
+    })
+    .await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", endless.url())], "")).await;
+    let (s, _, body) = messages(&weir, "m", true).await;
+    assert_eq!(s, 200);
+    assert_eq!(event_names(&body).last().map(String::as_str), Some("error"));
+    assert!(
+        body.len() < 64 * 1024,
+        "the endless event was not passed on"
+    );
+
+    // A preamble that goes on and on: released to the client, not held.
+    let chatty = mock(|_| {
+        let events = stream_events(Api::Messages, "m", WORDS);
+        let ping = Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n");
+        let mut body = vec![Step::Send(events[0].clone())];
+        body.extend((0..3000).map(|_| Step::Send(ping.clone())));
+        body.push(Step::Send(Bytes::from_static(
+            b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"late\"}}\n\n",
+        )));
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            delay: Duration::ZERO,
+            body,
+        }
+    })
+    .await;
+    let good = serving(WORDS).await;
+    let weir = Weir::start(&llm_config(
+        "anthropic",
+        &[("chatty", chatty.url()), ("good", good.url())],
+        "",
+    ))
+    .await;
+    let (s, _, body) = messages(&weir, "m", true).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        good.seen().len(),
+        0,
+        "past the hold bound the stream was released"
+    );
+    assert_eq!(event_names(&body).last().map(String::as_str), Some("error"));
+}

@@ -45,8 +45,9 @@ pub struct Outgoing {
     pub model_span: Option<std::ops::Range<usize>>,
 }
 
-/// An error body is read whole to be relayed later; bounded.
-const MAX_ERROR_BODY: usize = 1 << 20;
+/// An error body is read whole to be relayed later; bounded (provider
+/// error bodies are a few hundred bytes).
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// A failed attempt weir may relay if nothing better comes.
 struct Answered {

@@ -76,6 +76,13 @@ impl Tally {
     }
 }
 
+/// The most a stream's held preamble may take: past it the stream is
+/// released as it is (a real preamble is a few hundred bytes).
+pub const MAX_HELD: usize = 64 * 1024;
+/// The longest single event weir will hold while its end arrives; an
+/// upstream that never ends an event is treated as broken.
+pub const MAX_EVENT: usize = 1024 * 1024;
+
 /// How the failover window ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Held {
@@ -152,6 +159,9 @@ impl Relay {
                             EventClass::Error => return Held::Error,
                             EventClass::Preamble | EventClass::KeepAlive => {}
                         }
+                        if self.ready.iter().map(Bytes::len).sum::<usize>() > MAX_HELD {
+                            return Held::TimedOut;
+                        }
                     }
                     Next::End | Next::Failed => return Held::Broken,
                 }
@@ -182,6 +192,11 @@ impl Relay {
                 let class = protocol::classify(self.endpoint, name, &data);
                 self.observe(name, &data, class);
                 return Poll::Ready(Next::Event(event, class));
+            }
+            if self.framer.pending() > MAX_EVENT {
+                tracing::debug!("LLM upstream event over the size bound");
+                self.upstream = None;
+                return Poll::Ready(Next::Failed);
             }
             let Some(upstream) = &mut self.upstream else {
                 return Poll::Ready(Next::End);
