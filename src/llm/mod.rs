@@ -127,6 +127,7 @@ pub async fn serve(
         {
             return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
                 .retry_after(1)
+                .counting(crate::respond::Counted::Shed("token"))
                 .saying("too many requests in flight for this client token")
                 .closing_if_body(&req));
         }
