@@ -587,17 +587,16 @@ fn route_kind(t: &Section<'_, '_>) -> Option<RouteKind> {
             return None;
         }
     };
-    let (own, other_kind) = match protocol {
-        None => (PROXY_ONLY, LLM_ONLY),
-        Some(_) => (LLM_ONLY, PROXY_ONLY),
+    let other_kind = match protocol {
+        None => LLM_ONLY,
+        Some(_) => PROXY_ONLY,
     };
-    let _ = own;
     for key in other_kind {
         if t.raw_present(key) {
             t.problem(
                 key,
                 format!(
-                    "`{key}` does not apply to a {} route",
+                    "`{key}` does not apply to {} routes",
                     kind.as_ref().map_or("proxy", |k| k.value.as_str())
                 ),
                 Some(match protocol {
@@ -999,6 +998,62 @@ mod tests {
 
     const MINIMAL: &str =
         "[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nupstream = \"http://127.0.0.1:1\"\n";
+
+    #[test]
+    fn llm_routes_are_validated_with_every_problem_named() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nname = \"a\"\nkind = \"anthropic\"\nupstream = \"http://x\"\n\
+             [[route.upstreams]]\nname = \"one\"\nurl = \"http://127.0.0.1:1\"\n\
+             api_key_env = \"WEIR_TEST_SURELY_UNSET_VARIABLE\"\n\
+             [[route.upstreams]]\nname = \"two\"\nurl = \"ftp://x\"\n\
+             [[route.models]]\nname = \"m\"\nupstreams = [\"one\", \"three:id\"]\n\
+             [[route]]\nname = \"b\"\nkind = \"gemini\"\n\
+             [[route]]\nname = \"c\"\nupstream = \"http://x\"\nsse_keepalive = \"1s\"\n",
+        );
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].upstream: `upstream` does not apply to anthropic routes",
+            "WEIR_TEST_SURELY_UNSET_VARIABLE` is not set",
+            "must start with http:// or https://",
+            "no upstream named `three`",
+            "unknown route kind `gemini`",
+            "route[2].sse_keepalive: `sse_keepalive` does not apply to proxy routes",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn an_llm_route_defaults_to_all_upstreams_and_32_mib() {
+        let c = parse(
+            Path::new("w.toml"),
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"openai\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route.upstreams]]\nname = \"b\"\nurl = \"http://127.0.0.1:2/base\"\n",
+        )
+        .expect("valid");
+        let r = &c.routes[0];
+        assert_eq!(r.max_request_body, Some(defaults::LLM_MAX_REQUEST_BODY));
+        let RouteKind::Llm(llm) = &r.kind else {
+            panic!("an LLM route");
+        };
+        assert_eq!(llm.protocol, Protocol::OpenAi);
+        let order: Vec<usize> = llm
+            .choices("anything")
+            .expect("default")
+            .iter()
+            .map(|c| c.upstream)
+            .collect();
+        assert_eq!(order, vec![0, 1]);
+        assert_eq!(llm.failover_on, defaults::LLM_FAILOVER_ON);
+        assert!(
+            llm.upstreams
+                .iter()
+                .all(|u| u.credential == Credential::Passthrough)
+        );
+    }
 
     #[test]
     fn minimal_config_is_valid_with_defaults() {
