@@ -1294,6 +1294,15 @@ class Bench:
             with open(targets_md) as f:
                 lines.extend(f.read().rstrip().splitlines())
             w("")
+        # The LLM routes' figures come from bench/llm.sh (a run of their
+        # own); the last ones are kept in bench/llm-results.md.
+        llm_md = os.path.join(BENCH, "llm-results.md")
+        if os.path.exists(llm_md):
+            w("<!-- llm-bench:start -->")
+            with open(llm_md) as f:
+                lines.extend(f.read().rstrip().splitlines())
+            w("<!-- llm-bench:end -->")
+            w("")
         if self.problems:
             w("### Problems seen during the run")
             w("")

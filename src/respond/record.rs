@@ -93,6 +93,13 @@ impl RequestRecord {
             tracing::info!(
                 target: "weir::access",
                 client = %self.client,
+                host = self
+                    .host
+                    .as_ref()
+                    .and_then(|h| h.to_str().ok())
+                    .and_then(crate::config::normalise_host)
+                    .as_deref()
+                    .unwrap_or("-"),
                 method = %self.method,
                 path = self.path.as_ref().map_or("/", |p| p.as_str()),
                 status = self.status,

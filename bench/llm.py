@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""LLM route benchmark: weir and LiteLLM's proxy in front of the same mock
+provider, against that provider direct, in one run (driven by bench/llm.sh).
+
+Scenarios (each target alternated, REPS repetitions, medians reported):
+  rate   open-loop load at RATE req/s, half of the requests streaming, for
+         OpenAI chat completions and Anthropic messages: time to the first
+         body bytes and total time, p50/p99; "added" = through - direct.
+  light  the same at LIGHT req/s, a rate LiteLLM can sustain on this machine,
+         so its added latency is measured unsaturated too.
+  over   overload: a provider whose streams take ~0.4 s, CLIENTS closed-loop
+         clients against a weir route gated at GATE (4x the gate) and
+         against LiteLLM (no gate configured): what each answers.
+
+Writes the report (markdown) to the path given with --out.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, seconds=90):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return True
+        except urllib.error.HTTPError:
+            return True
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.5)
+    return False
+
+
+class Procs:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.procs = []
+
+    def start(self, name, cmd, core):
+        log = open(os.path.join(self.tmp, f"{name}.log"), "w")
+        p = subprocess.Popen(["taskset", "-c", str(core)] + cmd, stdout=log, stderr=log,
+                             preexec_fn=os.setsid)
+        self.procs.append(p)
+        return p
+
+    def stop_all(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def load(url, path, rate, seconds, stream_share, concurrency=None, model="bench"):
+    cmd = ["taskset", "-c", "1", os.path.join(BIN, "examples", "llm_bench"), "load", url, path,
+           str(rate), str(seconds), str(stream_share)]
+    if concurrency:
+        cmd.append(str(concurrency))
+    env = dict(os.environ, BENCH_MODEL=model)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process and its children so far."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in [pid] + children(pid):
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def children(pid):
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def wait_idle(pid, limit=120):
+    """A saturated proxy keeps working on requests its clients gave up on;
+    measure nothing else on its core until it has stopped (under 5 % of a
+    core for a second)."""
+    deadline = time.time() + limit
+    last = cpu_seconds(pid)
+    while time.time() < deadline:
+        time.sleep(1)
+        now = cpu_seconds(pid)
+        if now - last < 0.05:
+            return
+        last = now
+
+
+def med(values):
+    values = [v for v in values if v is not None and v == v]  # drop missing and NaN
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt(v):
+    return "—" if v is None or v != v else f"{v:.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--litellm", required=True, help="the litellm executable")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    reps, seconds = (1, 3) if a.quick else (3, 10)
+    rate, light = 1000, 50
+    gate, clients = 32, 128
+
+    procs = Procs(a.tmp)
+    ports = {k: free_port() for k in ["mock", "slow", "weir", "litellm"]}
+    try:
+        procs.start("mock", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["mock"]), "0"], 1)
+        procs.start("slow", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["slow"]), "20"], 1)
+        weir_toml = os.path.join(a.tmp, "weir.toml")
+        with open(weir_toml, "w") as f:
+            f.write(f"""[log]
+access_log = false
+level = "warn"
+[[listener]]
+name = "web"
+address = "127.0.0.1:{ports['weir']}"
+[[route]]
+name = "openai"
+kind = "openai"
+path = "/v1"
+[[route.upstreams]]
+name = "mock"
+url = "http://127.0.0.1:{ports['mock']}"
+[[route]]
+name = "anthropic"
+kind = "anthropic"
+path = "/v1/messages"
+[[route.upstreams]]
+name = "mock"
+url = "http://127.0.0.1:{ports['mock']}"
+[[route]]
+name = "gated"
+kind = "openai"
+path = "/gated"
+max_concurrent_requests = {gate}
+[[route.upstreams]]
+name = "slow"
+url = "http://127.0.0.1:{ports['slow']}"
+""")
+        procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config", weir_toml], 0)
+        litellm_yaml = os.path.join(a.tmp, "litellm.yaml")
+        with open(litellm_yaml, "w") as f:
+            f.write(f"""model_list:
+  - model_name: bench
+    litellm_params:
+      model: openai/bench
+      api_base: http://127.0.0.1:{ports['mock']}/v1
+      api_key: sk-bench
+  - model_name: claude-bench
+    litellm_params:
+      model: anthropic/bench
+      api_base: http://127.0.0.1:{ports['mock']}
+      api_key: sk-bench
+  - model_name: slow
+    litellm_params:
+      model: openai/bench
+      api_base: http://127.0.0.1:{ports['slow']}/v1
+      api_key: sk-bench
+litellm_settings:
+  drop_params: true
+""")
+        litellm = procs.start("litellm", [a.litellm, "--config", litellm_yaml, "--port", str(ports["litellm"]),
+                                "--num_workers", "1"], 0)
+        for name, url in [("weir", f"http://127.0.0.1:{ports['weir']}/v1/models"),
+                          ("litellm", f"http://127.0.0.1:{ports['litellm']}/health/liveliness")]:
+            if not wait_http(url):
+                sys.exit(f"{name} did not come up; see {a.tmp}/{name}.log")
+
+        targets = {
+            "direct": f"http://127.0.0.1:{ports['mock']}",
+            "weir": f"http://127.0.0.1:{ports['weir']}",
+            "LiteLLM": f"http://127.0.0.1:{ports['litellm']}",
+        }
+        apis = [("OpenAI chat completions", "/v1/chat/completions"), ("Anthropic messages", "/v1/messages")]
+        results = {}
+        for scenario, r in [("rate", rate), ("light", light)]:
+            for api, path in apis:
+                for rep in range(reps):
+                    for target, url in targets.items():
+                        # LiteLLM names the Anthropic-provider deployment apart.
+                        model = "claude-bench" if (target == "LiteLLM" and "messages" in path) else "bench"
+                        print(f"[{time.strftime('%H:%M:%S')}] {scenario} {api} rep {rep + 1}/{reps} {target}", flush=True)
+                        res = load(url, path, r, seconds, 0.5, model=model)
+                        results.setdefault((scenario, api, target), []).append(res)
+                        if target == "LiteLLM":
+                            wait_idle(litellm.pid)
+                        time.sleep(1)
+        over = {}
+        for target, url, path in [("weir", targets["weir"], "/gated/v1/chat/completions"),
+                                  ("LiteLLM", targets["LiteLLM"], "/v1/chat/completions")]:
+            print(f"[{time.strftime('%H:%M:%S')}] overload {target}", flush=True)
+            over[target] = load(url, path, 0, seconds, 1.0, clients, model="slow" if target == "LiteLLM" else "bench")
+    finally:
+        procs.stop_all()
+
+    lines = []
+    w = lines.append
+    w(f"### LLM routes: weir and LiteLLM {litellm_version(a.litellm)} over the same mock provider")
+    w("")
+    w(f"Measured by `bash bench/llm.sh` on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, loopback. "
+      f"The mock provider is weir's own (`examples/llm_bench.rs mock`: canned 20-word answers, "
+      f"streams as 27 events sent back to back) on core 1 with the load generator; the proxy on core 0; "
+      f"LiteLLM's proxy with one worker and no database; after each LiteLLM run the next waits until "
+      f"LiteLLM is idle again (a saturated LiteLLM keeps working on requests its clients gave up on, "
+      f"on the core weir uses). Open-loop load (a request starts on schedule "
+      f"whether or not earlier ones finished), half of the requests streaming; {reps} alternated "
+      f"repetitions of {seconds} s each, medians. *first* = time to the first body bytes (for a stream, "
+      f"the first event), *total* = to the end of the body. *added* = through the proxy minus direct.")
+    w("")
+    for scenario, r in [("rate", rate), ("light", light)]:
+        w(f"**{r} requests/s**" + (" (the rate the issue asks for)" if scenario == "rate" else
+                                   " (a rate LiteLLM sustains on this machine)"))
+        w("")
+        w("| API | target | answered/s | errors | json first p50 / p99 ms | stream first p50 / p99 ms | stream total p99 ms | added stream first p99 ms |")
+        w("|---|---|---|---|---|---|---|---|")
+        for api, _ in apis:
+            base = results[(scenario, api, "direct")]
+            base_p99 = med([x["stream"]["first_p99_ms"] for x in base])
+            for target in targets:
+                rs = results[(scenario, api, target)]
+                g = lambda kind, key: med([x[kind][key] for x in rs])  # noqa: E731
+                mine = g("stream", "first_p99_ms")
+                added = "" if target == "direct" else fmt(mine - base_p99 if mine == mine and base_p99 == base_p99 else None)
+                w(f"| {api} | {target} | {med([x['answered_per_s'] for x in rs]):.0f} | "
+                  f"{med([x['errors'] for x in rs]):.0f} | {fmt(g('json', 'first_p50_ms'))} / {fmt(g('json', 'first_p99_ms'))} | "
+                  f"{fmt(g('stream', 'first_p50_ms'))} / {fmt(g('stream', 'first_p99_ms'))} | {fmt(g('stream', 'total_p99_ms'))} | {added} |")
+        w("")
+    w(f"**Overload**: {clients} closed-loop clients (4× a gate of {gate}) streaming from a provider whose "
+      f"answers take ~0.4 s, for {seconds} s. weir's route is gated (`max_concurrent_requests = {gate}`); "
+      f"LiteLLM has no equivalent configured, so its behaviour is reported as it is.")
+    w("")
+    w("| target | answered/s | statuses | errors (timeouts, resets) | 200: stream total p50 / p99 ms |")
+    w("|---|---|---|---|---|")
+    for target, res in over.items():
+        statuses = ", ".join(f"{k}: {v}" for k, v in sorted(res["statuses"].items()))
+        w(f"| {target} | {res['answered_per_s']:.0f} | {statuses} | {res['errors']} | "
+          f"{fmt(res['stream']['total_p50_ms'])} / {fmt(res['stream']['total_p99_ms'])} |")
+    w("")
+    w("`503+ra` is a 503 carrying `Retry-After`; an error is a request that got no complete answer "
+      "within 30 s or whose connection broke.")
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def litellm_version(exe):
+    py = os.path.join(os.path.dirname(exe), "python")
+    try:
+        return subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# LLM route benchmark: weir vs LiteLLM's proxy over the same mock provider,
+# against that provider direct (bench/llm.py says what is measured).
+#
+#   bash bench/llm.sh            full run (about 10 minutes on 2 cores)
+#   bash bench/llm.sh --quick    one short repetition (about 3 minutes)
+#
+# Builds target/release/weir and the llm_bench example, installs
+# litellm[proxy]==1.100.5 into a virtual environment (LITELLM_VENV, default
+# target/tmp/litellm-venv) if missing, runs the scenarios, writes
+# bench/llm-results.md and puts it into docs/benchmarks.md between the
+# `llm-bench` markers (the main harness includes the same file).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HERE")
+cd "$ROOT"
+quick=()
+[[ "${1:-}" == "--quick" ]] && quick=(--quick)
+
+venv=${LITELLM_VENV:-$ROOT/target/tmp/litellm-venv}
+if ! "$venv/bin/python" -c "import litellm" >/dev/null 2>&1; then
+    echo "installing litellm[proxy]==1.100.5 into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet 'litellm[proxy]==1.100.5'
+fi
+cargo build --release --bin weir --example llm_bench
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 "$HERE/llm.py" --out "$HERE/llm-results.md" --tmp "$tmp" --litellm "$venv/bin/litellm" "${quick[@]}"
+
+python3 - "$ROOT/docs/benchmarks.md" "$HERE/llm-results.md" <<'PY'
+import sys
+doc, part = sys.argv[1], open(sys.argv[2]).read().rstrip()
+text = open(doc).read()
+start, end = "<!-- llm-bench:start -->", "<!-- llm-bench:end -->"
+block = f"{start}\n{part}\n{end}"
+if start in text and end in text:
+    text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+else:
+    text = text.rstrip() + "\n\n" + block + "\n"
+open(doc, "w").write(text)
+PY
+echo "wrote bench/llm-results.md and updated docs/benchmarks.md"
