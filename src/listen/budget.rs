@@ -72,11 +72,19 @@ impl Need {
         let gate = config.server.max_concurrent_requests as u64;
         let upstream_active = if gate > 0 { gate } else { clients };
         let listeners = config.listeners.len() as u64;
+        // One pool per proxy route, one per upstream of an LLM route.
+        let pools: u64 = config
+            .routes
+            .iter()
+            .map(|r| match &r.kind {
+                crate::config::RouteKind::Proxy { .. } => 1,
+                crate::config::RouteKind::Llm(llm) => llm.upstreams.len() as u64,
+            })
+            .sum();
         Need {
             clients,
             upstream_active,
-            upstream_idle: config.routes.len() as u64
-                * config.upstream.pool_max_idle_per_host as u64,
+            upstream_idle: pools * config.upstream.pool_max_idle_per_host as u64,
             listeners: listeners + u64::from(config.admin.is_some()),
             spares: listeners,
             reserve: FIXED_RESERVE,

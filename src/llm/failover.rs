@@ -392,7 +392,6 @@ pub async fn count_tokens(
     llm: &LlmRoute,
     request: &Outgoing,
     choices: &[Choice],
-    cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
     for choice in choices {
@@ -422,17 +421,12 @@ pub async fn count_tokens(
             Sent::Refused | Sent::Failed(_) => continue,
         }
     }
-    let _ = cx;
     Err(Rescue::status(StatusCode::NOT_IMPLEMENTED)
         .saying("count_tokens is not supported by the upstreams of this route"))
 }
 
 /// `GET /v1/models`: the first of the route's upstreams that answers.
-pub async fn models(
-    llm: &LlmRoute,
-    request: &Outgoing,
-    cx: &Context<'_>,
-) -> Result<Response<Payload>, Rescue> {
+pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
     let mut tried = 0;
     for upstream in &llm.upstreams {
@@ -450,7 +444,6 @@ pub async fn models(
             return Ok(relay_verbatim(resp, served_by));
         }
     }
-    let _ = cx;
     Err(Rescue::status(StatusCode::BAD_GATEWAY)
         .saying(format!("no upstream answered ({tried} attempted)")))
 }

@@ -163,7 +163,7 @@ pub async fn serve(
     };
 
     if !endpoint.routes_by_model() {
-        return failover::models(llm, &request, &cx).await;
+        return failover::models(llm, &request).await;
     }
 
     // Step: body, whole, under the limit and the budget.
@@ -212,7 +212,7 @@ pub async fn serve(
 
     // Step: failover, then relay.
     let result = if endpoint == Endpoint::CountTokens {
-        failover::count_tokens(llm, &request, choices, &cx).await
+        failover::count_tokens(llm, &request, choices).await
     } else {
         failover::run(llm, &request, endpoint, choices, &label, &cx).await
     };
