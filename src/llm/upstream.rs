@@ -11,7 +11,6 @@ use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::time::Instant;
 
 use crate::config::{LlmUpstreamConfig, UpstreamSettings};
@@ -52,24 +51,9 @@ impl LlmUpstream {
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
     ) -> Self {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(config.connect_timeout));
-        http.set_nodelay(true);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls.clone())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(settings.pool_idle_timeout)
-            .pool_max_idle_per_host(settings.pool_max_idle_per_host)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .build(connector);
         LlmUpstream {
             config: config.clone(),
-            client,
+            client: crate::proxy::upstream::pooled_client(config.connect_timeout, settings, tls),
             cooldown: Mutex::new(CooldownState::default()),
         }
     }

@@ -19,6 +19,34 @@ use crate::config::{RouteConfig, UpstreamSettings};
 
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
+/// A pooled HTTP/1.1 client over TLS-or-plain, shared by every kind of
+/// upstream (proxy routes' and LLM routes'), generic over the request body.
+pub fn pooled_client<B>(
+    connect_timeout: std::time::Duration,
+    settings: &UpstreamSettings,
+    tls: &rustls::ClientConfig,
+) -> Client<HttpsConnector<HttpConnector>, B>
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+{
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_nodelay(true);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls.clone())
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(settings.pool_idle_timeout)
+        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .build(connector)
+}
+
 /// Where a route sends its requests, and the client that gets them there.
 pub struct Upstream {
     pub client: UpstreamClient,
@@ -37,23 +65,8 @@ impl Upstream {
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
     ) -> Self {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(route.connect_timeout));
-        http.set_nodelay(true);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls.clone())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(settings.pool_idle_timeout)
-            .pool_max_idle_per_host(settings.pool_max_idle_per_host)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .build(connector);
         Upstream {
-            client,
+            client: pooled_client(route.connect_timeout, settings, tls),
             scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
             // Validated by config loading: upstream URLs always have a host.
             authority: uri

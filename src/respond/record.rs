@@ -86,6 +86,13 @@ impl RequestRecord {
         self.metrics
             .record_request(self.route.as_ref(), self.status, elapsed.as_secs_f64());
         let route = self.route.as_deref().unwrap_or("-");
+        // Normalised only when a line is written.
+        let host = self
+            .host
+            .as_ref()
+            .filter(|_| self.access_log)
+            .and_then(|h| h.to_str().ok())
+            .and_then(crate::config::normalise_host);
         if self.access_log
             && let Some(llm) = &self.llm
         {
@@ -93,13 +100,7 @@ impl RequestRecord {
             tracing::info!(
                 target: "weir::access",
                 client = %self.client,
-                host = self
-                    .host
-                    .as_ref()
-                    .and_then(|h| h.to_str().ok())
-                    .and_then(crate::config::normalise_host)
-                    .as_deref()
-                    .unwrap_or("-"),
+                host = host.as_deref().unwrap_or("-"),
                 method = %self.method,
                 path = self.path.as_ref().map_or("/", |p| p.as_str()),
                 status = self.status,
@@ -120,13 +121,7 @@ impl RequestRecord {
             tracing::info!(
                 target: "weir::access",
                 client = %self.client,
-                host = self
-                    .host
-                    .as_ref()
-                    .and_then(|h| h.to_str().ok())
-                    .and_then(crate::config::normalise_host)
-                    .as_deref()
-                    .unwrap_or("-"),
+                host = host.as_deref().unwrap_or("-"),
                 method = %self.method,
                 path = self.path.as_ref().map_or("/", |p| p.as_str()),
                 status = self.status,
