@@ -222,8 +222,9 @@ async fn answer(req: Request<Incoming>, script: &Script, mock: &MockLlm) -> Resp
                     // Let what was sent reach the wire first: a cut that
                     // also swallowed the bytes before it would be a
                     // different failure.
-                    while tx.capacity() < tx.max_capacity() {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    let all = tx.max_capacity();
+                    if let Ok(emptied) = tx.reserve_many(all).await {
+                        drop(emptied);
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     let _ = tx.send(Err(())).await;
