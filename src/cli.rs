@@ -174,11 +174,14 @@ fn serve_on(
         if demo_banner {
             println!("{}", demo::try_these(&running));
         }
-        signals.next().await;
+        // SIGHUP reloads the config file; SIGTERM/SIGINT start the drain.
+        while signals.next().await == Signal::Reload {
+            let _ = running.reload();
+        }
         tracing::info!("shutdown requested; a second signal exits at once");
         tokio::select! {
             _ = running.shutdown() => ExitCode::SUCCESS,
-            _ = signals.next() => {
+            _ = signals.next_stop() => {
                 tracing::warn!("second signal: exiting without draining");
                 ExitCode::from(130)
             }
@@ -189,10 +192,19 @@ fn serve_on(
     code
 }
 
-/// SIGTERM or SIGINT, whichever comes.
+/// What a signal asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Signal {
+    /// SIGTERM or SIGINT.
+    Stop,
+    /// SIGHUP.
+    Reload,
+}
+
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -201,13 +213,20 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
         })
     }
 
-    async fn next(&mut self) {
+    async fn next(&mut self) -> Signal {
         tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
+            _ = self.term.recv() => Signal::Stop,
+            _ = self.int.recv() => Signal::Stop,
+            _ = self.hup.recv() => Signal::Reload,
         }
+    }
+
+    /// The next SIGTERM or SIGINT (a SIGHUP while draining does nothing).
+    async fn next_stop(&mut self) {
+        while self.next().await != Signal::Stop {}
     }
 }

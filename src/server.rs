@@ -28,7 +28,7 @@ use crate::conn::deadline::{self, Deadlines};
 use crate::conn::registry::Registry;
 use crate::conn::tls::Certificates;
 use crate::lifecycle::Gateway;
-use crate::listen::{BindError, Listener, Shared};
+use crate::listen::{BindError, Listener, Shared, budget};
 use crate::snapshot::BuildError;
 use crate::telemetry::Metrics;
 
@@ -46,17 +46,154 @@ pub enum StartError {
     Build(#[from] BuildError),
 }
 
-/// The parts of a running server a new config is applied to.
+/// The parts of a running server a new config is applied to, and the
+/// config now running. Shared by the signal handler (via [`Running`]) and
+/// the admin API.
 struct Reloadable {
     gateway: Arc<Gateway>,
     settings: Arc<ArcSwap<ConnSettings>>,
     deadlines: Arc<ArcSwap<Deadlines>>,
     certificates: HashMap<String, Arc<Certificates>>,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    current: std::sync::Mutex<Config>,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    pub generation: u64,
+    /// Settings that changed in the file but only take effect at restart.
+    pub restart_needed: Vec<&'static str>,
+}
+
+impl Reloadable {
+    /// Apply a validated config: on error nothing has changed.
+    fn apply(&self, config: &Config) -> Result<Reloaded, StartError> {
+        // Everything that can fail comes first.
+        let mut certificates = Vec::new();
+        for l in &config.listeners {
+            if let (Some(tls), Some(certs)) = (&l.tls, self.certificates.get(&l.name)) {
+                certificates.push((certs, tls));
+            }
+        }
+        let generation = self.gateway.replace(config)?;
+        for (certs, tls) in certificates {
+            // Cannot fail: validation guarantees a certificate per TLS listener.
+            if let Err(source) = certs.replace(tls) {
+                tracing::error!(error = %source, "certificates not replaced");
+            }
+        }
+        self.settings.store(Arc::new(ConnSettings::new(config)));
+        self.deadlines
+            .store(Arc::new(Deadlines::new(&config.connections)));
+        self.registry.set_max_per_ip(config.connections.max_per_ip);
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let restart_needed = restart_only_changes(&current, config);
+        *current = config.clone();
+        Ok(Reloaded {
+            generation,
+            restart_needed,
+        })
+    }
+
+    /// Re-read the running config's file, validate it exactly as `weir
+    /// check` does (descriptor budget included), and apply it. On any
+    /// problem the running config stays; every problem is returned.
+    fn reload_file(&self) -> Result<Reloaded, Vec<String>> {
+        let source = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .source
+            .clone();
+        let result = Config::load(&source)
+            .map_err(|p| p.0.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .and_then(|config| {
+                budget::check(&config, budget::raise_nofile_limit())
+                    .map_err(|p| vec![p.to_string()])?;
+                self.apply(&config).map_err(|e| vec![e.to_string()])
+            });
+        let generation = self.gateway.snapshot().generation;
+        self.metrics.config_reload(result.is_ok(), generation);
+        // The log lines of a reload, whatever triggered it.
+        match &result {
+            Ok(r) => {
+                tracing::info!(generation = r.generation, "config reloaded");
+                for field in &r.restart_needed {
+                    tracing::warn!(
+                        field,
+                        "config reloaded, but `{field}` changed and only takes effect after a restart"
+                    );
+                }
+            }
+            Err(problems) => {
+                for p in problems {
+                    tracing::error!(problem = %p, "config reload failed; the running config stays");
+                }
+            }
+        }
+        result
+    }
+}
+
+impl admin::Reload for Reloadable {
+    fn reload(&self) -> Result<admin::ReloadReport, Vec<String>> {
+        let done = self.reload_file()?;
+        Ok(admin::ReloadReport {
+            generation: done.generation,
+            restart_needed: done.restart_needed,
+        })
+    }
+}
+
+/// Settings fixed at start that differ between `old` and `new`.
+fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let listeners = |c: &Config| -> Vec<(String, SocketAddr, bool, bool)> {
+        c.listeners
+            .iter()
+            .map(|l| {
+                (
+                    l.name.clone(),
+                    l.address,
+                    l.tls.is_some(),
+                    l.redirect_https.is_some(),
+                )
+            })
+            .collect()
+    };
+    let mut changed = Vec::new();
+    if listeners(old) != listeners(new) {
+        changed.push("listener");
+    }
+    if old.connections.max != new.connections.max {
+        changed.push("connections.max");
+    }
+    if old.server.max_concurrent_requests != new.server.max_concurrent_requests {
+        changed.push("server.max_concurrent_requests");
+    }
+    if old.server.workers != new.server.workers {
+        changed.push("server.workers");
+    }
+    if old.server.max_buffered_body_bytes != new.server.max_buffered_body_bytes {
+        changed.push("server.max_buffered_body_bytes");
+    }
+    if old.server.shutdown_timeout != new.server.shutdown_timeout {
+        changed.push("server.shutdown_timeout");
+    }
+    let admin = |c: &Config| c.admin.as_ref().map(|a| (a.address, a.token.clone()));
+    if admin(old) != admin(new) {
+        changed.push("admin");
+    }
+    if old.log.format != new.log.format || old.log.level != new.log.level {
+        changed.push("log.format/log.level");
+    }
+    changed
 }
 
 /// A started server: its bound addresses and the handle to stop it.
 pub struct Running {
-    reloadable: Reloadable,
+    reloadable: Arc<Reloadable>,
     listeners: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,
@@ -119,9 +256,22 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         accept_loops.spawn(l.run(shared.clone()));
     }
+    metrics.config_loaded(1);
+    let reloadable = Arc::new(Reloadable {
+        gateway,
+        settings,
+        deadlines,
+        certificates,
+        registry: registry.clone(),
+        metrics: metrics.clone(),
+        current: std::sync::Mutex::new(config.clone()),
+    });
     let admin_state = Arc::new(AdminState {
         metrics,
         draining: false.into(),
+        token: config.admin.as_ref().and_then(|a| a.token.clone()),
+        reload: reloadable.clone(),
+        auth_failures: Default::default(),
     });
     let admin = admin_socket.as_ref().and_then(|s| s.local_addr().ok());
     if let Some(addr) = admin {
@@ -129,12 +279,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     }
     let admin_task = admin_socket.map(|s| tokio::spawn(admin::run(s, admin_state.clone())));
     Ok(Running {
-        reloadable: Reloadable {
-            gateway,
-            settings,
-            deadlines,
-            certificates,
-        },
+        reloadable,
         listeners,
         admin,
         admin_state,
@@ -153,26 +298,13 @@ impl Running {
     /// certificates of listeners that keep their name. On error nothing has
     /// changed. Returns the new snapshot's generation.
     pub fn apply(&self, config: &Config) -> Result<u64, StartError> {
-        let r = &self.reloadable;
-        // Everything that can fail comes first.
-        let mut certificates = Vec::new();
-        for l in &config.listeners {
-            if let (Some(tls), Some(certs)) = (&l.tls, r.certificates.get(&l.name)) {
-                certificates.push((certs, tls));
-            }
-        }
-        let generation = r.gateway.replace(config)?;
-        for (certs, tls) in certificates {
-            // Cannot fail: validation guarantees a certificate per TLS listener.
-            if let Err(source) = certs.replace(tls) {
-                tracing::error!(error = %source, "certificates not replaced");
-            }
-        }
-        r.settings.store(Arc::new(ConnSettings::new(config)));
-        r.deadlines
-            .store(Arc::new(Deadlines::new(&config.connections)));
-        self.registry.set_max_per_ip(config.connections.max_per_ip);
-        Ok(generation)
+        self.reloadable.apply(config).map(|r| r.generation)
+    }
+
+    /// Reload from the config file (what SIGHUP and `POST /admin/reload`
+    /// do): every problem, or what changed.
+    pub fn reload(&self) -> Result<Reloaded, Vec<String>> {
+        self.reloadable.reload_file()
     }
 
     /// The bound address of a listener, by name.

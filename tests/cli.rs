@@ -72,6 +72,21 @@ impl Proc {
         panic!("no matching line; saw:\n{}", self.seen.join("\n"));
     }
 
+    /// Wait until `n` lines matching `pred` have been seen.
+    fn wait_for_count(&mut self, n: usize, pred: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.seen.iter().filter(|l| pred(l)).count() < n {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or_else(|| {
+                    panic!("fewer than {n} matching lines:\n{}", self.seen.join("\n"))
+                });
+            if let Ok(line) = self.lines.recv_timeout(left) {
+                self.seen.push(line);
+            }
+        }
+    }
+
     /// The address of a listener from its JSON "listening" log line.
     fn listening(&mut self, name: &str) -> SocketAddr {
         let line = self.wait_for(|l| {
@@ -427,4 +442,263 @@ async fn descriptor_exhaustion_under_a_churning_flood_logs_once_per_window_and_r
         !failing.is_empty() && failing.len() <= 2,
         "one line per 10 s window, however failures and successes interleave: {failing:#?}"
     );
+}
+
+/// A config for the reload tests: JSON logs, an admin API with a token,
+/// the demo upstream behind `main`, and a route whose path changes with
+/// `variant` (so every reload changes something). `extra` goes in [connections].
+fn reload_config(
+    upstream: SocketAddr,
+    token: &std::path::Path,
+    variant: u32,
+    extra: &str,
+) -> String {
+    format!(
+        "[log]\nformat = \"json\"\naccess_log = false\n\
+         [admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n\
+         [connections]\n{extra}\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{upstream}\"\n\
+         [[route]]\nname = \"v{variant}\"\npath = \"/v{variant}\"\nupstream = \"http://{upstream}/echo\"\n",
+        token.display()
+    )
+}
+
+/// Replace the config file the way editors and ConfigMaps do: a new file
+/// renamed over the old one.
+fn replace_file(path: &str, text: &str) {
+    let tmp = format!("{path}.new");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+async fn admin_post(admin: SocketAddr, path: &str, token: &str) -> (http::StatusCode, String) {
+    let req = http::Request::post(format!("http://{admin}{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let (status, _, body) = split(h1_client().request(req).await.expect("admin")).await;
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_reloads_under_load_fail_no_request_and_cut_no_stream() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "s3cret\n").expect("token");
+    let path = write_config(&dir, &reload_config(up, &token, 0, ""));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    let admin = weir.admin();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let streams = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut load = Vec::new();
+    let h2 = {
+        let mut b =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
+        b.http2_only(true);
+        b.build::<_, http_body_util::Full<bytes::Bytes>>(
+            hyper_util::client::legacy::connect::HttpConnector::new(),
+        )
+    };
+    for i in 0..4 {
+        let (stop, ok, failures) = (stop.clone(), ok.clone(), failures.clone());
+        let (h1, h2) = (h1_client(), h2.clone());
+        load.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let url: http::Uri = format!("http://{addr}/echo?i={i}").parse().expect("url");
+                // Keep-alive clients on both protocols.
+                let resp = if i % 2 == 0 {
+                    h1.get(url).await
+                } else {
+                    h2.get(url).await
+                };
+                match resp {
+                    Ok(r) if r.status() == 200 => {
+                        let (_, _, body) = split(r).await;
+                        if body.contains("\"path\":\"/echo\"") {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            failures
+                                .lock()
+                                .expect("lock")
+                                .push(format!("odd body: {body}"));
+                        }
+                    }
+                    Ok(r) => failures
+                        .lock()
+                        .expect("lock")
+                        .push(format!("status {}", r.status())),
+                    Err(e) => failures
+                        .lock()
+                        .expect("lock")
+                        .push(format!("request failed: {e}")),
+                }
+            }
+        }));
+    }
+    for i in 0..2 {
+        let (stop, streams, failures) = (stop.clone(), streams.clone(), failures.clone());
+        let (h1, h2) = (h1_client(), h2.clone());
+        load.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let url: http::Uri = format!("http://{addr}/sse?n=10&interval_ms=30")
+                    .parse()
+                    .expect("url");
+                let resp = if i == 0 {
+                    h1.get(url).await
+                } else {
+                    h2.get(url).await
+                };
+                match resp {
+                    Ok(r) if r.status() == 200 => {
+                        let (_, _, body) = split(r).await;
+                        let events = body.matches("event: tick").count();
+                        if events == 10 {
+                            streams.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            failures
+                                .lock()
+                                .expect("lock")
+                                .push(format!("stream cut after {events} events"));
+                        }
+                    }
+                    Ok(r) => failures
+                        .lock()
+                        .expect("lock")
+                        .push(format!("stream status {}", r.status())),
+                    Err(e) => failures
+                        .lock()
+                        .expect("lock")
+                        .push(format!("stream failed: {e}")),
+                }
+            }
+        }));
+    }
+
+    for i in 1..=100u64 {
+        replace_file(&path, &reload_config(up, &token, i as u32, ""));
+        if i % 2 == 1 {
+            weir.signal("-HUP");
+        } else {
+            let (status, body) = admin_post(admin, "/admin/reload", "s3cret").await;
+            assert_eq!(status, 200, "{body}");
+            assert!(
+                body.contains(&format!("\"generation\":{}", i + 1)),
+                "{body}"
+            );
+        }
+        assert!(
+            eventually_async(Duration::from_secs(10), || async {
+                metric_at(admin, "weir_config_reloads_total{result=\"ok\"}").await == Some(i)
+            })
+            .await,
+            "reload {i} was applied"
+        );
+        // Let traffic run between reloads, so streams span several of them.
+        let before = ok.load(Ordering::Relaxed);
+        assert!(
+            eventually(Duration::from_secs(10), || ok.load(Ordering::Relaxed)
+                >= before + 20)
+            .await,
+            "requests keep being answered after reload {i}"
+        );
+    }
+    // The last reload's route is live.
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/v100")).await;
+    assert_eq!(status, 200);
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.await.expect("load task");
+    }
+    let failures = failures.lock().expect("lock").clone();
+    assert!(
+        failures.is_empty(),
+        "{} failures: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(10)]
+    );
+    assert!(ok.load(Ordering::Relaxed) > 100, "requests ran throughout");
+    assert!(
+        streams.load(Ordering::Relaxed) > 4,
+        "streams ran throughout"
+    );
+    assert_eq!(metric_at(admin, "weir_config_generation").await, Some(101));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_reload_keeps_the_running_config_and_says_why() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "s3cret").expect("token");
+    let path = write_config(&dir, &reload_config(up, &token, 0, ""));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    let admin = weir.admin();
+
+    // Wrong token: 401; the endpoint is guarded.
+    let (status, _) = admin_post(admin, "/admin/reload", "guess").await;
+    assert_eq!(status, 401);
+
+    // Two problems at once: both reported, nothing applied.
+    replace_file(
+        &path,
+        &format!(
+            "{}[[route]]\nname = \"bad\"\npath = \"nope\"\nupstrem = \"x\"\n",
+            reload_config(up, &token, 1, "")
+        ),
+    );
+    let (status, body) = admin_post(admin, "/admin/reload", "s3cret").await;
+    assert_eq!(status, 422, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let problems = v["problems"].as_array().expect("problems");
+    assert!(problems.len() >= 2, "{body}");
+    assert!(
+        body.contains("weir.toml:") && body.contains("upstrem"),
+        "file, line and key: {body}"
+    );
+    weir.signal("-HUP");
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            metric_at(admin, "weir_config_reloads_total{result=\"failed\"}").await == Some(2)
+        })
+        .await,
+        "the SIGHUP reload failed too"
+    );
+    // Each failed reload logged the problem (admin call and SIGHUP alike).
+    weir.wait_for_count(2, |l| {
+        l.contains("config reload failed") && l.contains("upstrem")
+    });
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/v0")).await;
+    assert_eq!(status, 200, "the running config still serves");
+
+    // A restart-only change is named, and the rest applies.
+    replace_file(&path, &reload_config(up, &token, 2, "max = 500"));
+    weir.signal("-HUP");
+    weir.wait_for(|l| {
+        l.contains("only takes effect after a restart") && l.contains("connections.max")
+    });
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/v2")).await;
+    assert_eq!(status, 200, "the reloadable part applied");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_token_the_admin_api_is_off() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, &run_config(up));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let admin = weir.admin();
+    let (status, _) = admin_post(admin, "/admin/reload", "anything").await;
+    assert_eq!(status, 404);
+    let (status, _, _) = get(&h1_client(), &format!("http://{admin}/health")).await;
+    assert_eq!(status, 200, "/health stays open");
 }

@@ -1,11 +1,14 @@
 //! The admin listener: `/health` for load balancers and `/metrics` for
-//! Prometheus. It has its own socket and accept loop, outside the request
-//! path, so it keeps answering while the proxy listeners are busy or
-//! draining — and reports the drain, so a load balancer can stop sending.
+//! Prometheus, open to whoever can reach the listener (loopback by
+//! default); and `POST /admin/reload` behind a bearer token — without a
+//! configured token, `/admin/*` answers 404. It has its own socket and
+//! accept loop, outside the request path, so it keeps answering while the
+//! proxy listeners are busy or draining — and reports the drain, so a load
+//! balancer can stop sending.
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -15,14 +18,95 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+use subtle::ConstantTimeEq;
+
+use crate::config::Secret;
 use crate::listen::accept::{AcceptLoop, SpareFd};
 use crate::respond::{ErrorShape, Payload, error_response};
 use crate::telemetry::Metrics;
 
-/// State the admin endpoints report on.
+/// What a successful reload reports.
+#[derive(Debug, Clone)]
+pub struct ReloadReport {
+    pub generation: u64,
+    pub restart_needed: Vec<&'static str>,
+}
+
+/// Reload the config from its file (implemented by the running server).
+pub trait Reload: Send + Sync {
+    /// Every problem found, or what the reload did.
+    fn reload(&self) -> Result<ReloadReport, Vec<String>>;
+}
+
+/// State the admin endpoints report on and act through.
 pub struct AdminState {
     pub metrics: Arc<Metrics>,
     pub draining: AtomicBool,
+    /// Bearer token for `/admin/*`; `None` = those endpoints are off (404).
+    pub token: Option<Secret>,
+    pub reload: Arc<dyn Reload>,
+    /// Failed authentications, for the once-per-10-s log line.
+    pub auth_failures: AtomicU64,
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response<Payload> {
+    let mut resp = Response::new(Payload::text(format!("{body}\n")));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// Whether the request carries the admin token (constant-time compare).
+fn authorized(req: &Request<Incoming>, token: &Secret) -> bool {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(token.0.as_bytes())))
+}
+
+/// `/admin/*`: off without a token; 401 (logged at most once per 10 s,
+/// so failed attempts cannot flood the log) without the right one.
+async fn admin_api(req: Request<Incoming>, state: Arc<AdminState>) -> Response<Payload> {
+    let shape = ErrorShape::Json;
+    let Some(token) = &state.token else {
+        return error_response(shape, StatusCode::NOT_FOUND);
+    };
+    if !authorized(&req, token) {
+        static LAST_LOG: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+        let n = state.auth_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut last = LAST_LOG.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10)) {
+            *last = Some(std::time::Instant::now());
+            tracing::warn!(failures_so_far = n, "admin API: authentication failed");
+        }
+        let mut resp = error_response(shape, StatusCode::UNAUTHORIZED);
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return resp;
+    }
+    match (req.method(), req.uri().path()) {
+        (&Method::POST, "/admin/reload") => {
+            let reloader = state.reload.clone();
+            let done = tokio::task::spawn_blocking(move || reloader.reload()).await;
+            match done {
+                Ok(Ok(r)) => json(
+                    StatusCode::OK,
+                    serde_json::json!({"status": "reloaded", "generation": r.generation, "restart_needed": r.restart_needed}),
+                ),
+                Ok(Err(problems)) => json(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    serde_json::json!({"status": "failed", "problems": problems}),
+                ),
+                Err(_) => error_response(shape, StatusCode::INTERNAL_SERVER_ERROR),
+            }
+        }
+        (_, "/admin/reload") => error_response(shape, StatusCode::METHOD_NOT_ALLOWED),
+        _ => error_response(shape, StatusCode::NOT_FOUND),
+    }
 }
 
 fn handle(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
@@ -75,9 +159,16 @@ pub async fn run(socket: TcpListener, state: Arc<AdminState>) {
         let state = state.clone();
         let http = http.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let resp = handle(&req, &state);
-                async move { Ok::<_, Infallible>(resp) }
+            let service = service_fn(move |req: Request<Incoming>| {
+                let state = state.clone();
+                async move {
+                    let resp = if req.uri().path().starts_with("/admin/") {
+                        admin_api(req, state).await
+                    } else {
+                        handle(&req, &state)
+                    };
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let _ = http.serve_connection(TokioIo::new(stream), service).await;
         });

@@ -50,7 +50,7 @@ const HTTP2: &[&str] = &[
 /// The request gate is a semaphore; tokio's holds at most this many permits.
 const MAX_SEMAPHORE_PERMITS: u64 = (usize::MAX >> 3) as u64;
 const LOG: &[&str] = &["format", "level", "access_log"];
-const ADMIN: &[&str] = &["address"];
+const ADMIN: &[&str] = &["address", "token_file", "token_env"];
 const LISTENER: &[&str] = &["name", "address", "tls", "redirect_https", "https_port"];
 const TLS: &[&str] = &["certificates"];
 const CERTIFICATE: &[&str] = &["cert", "key"];
@@ -127,7 +127,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
                 Some("add `address = \"127.0.0.1:9900\"`".into()),
             );
         }
-        address.map(|address| AdminSettings { address })
+        let token = admin_token(&a);
+        address.map(|address| AdminSettings { address, token })
     });
     let listeners = listeners(&top, admin.as_ref());
     let routes = routes(&top);
@@ -829,6 +830,40 @@ fn credential(u: &Section<'_, '_>) -> Option<Credential> {
             }
         }
         (None, None) => Some(Credential::Passthrough),
+    }
+}
+
+/// The admin API's bearer token, from a file or the environment.
+fn admin_token(a: &Section<'_, '_>) -> Option<Secret> {
+    if let Some(f) = a.string("token_file") {
+        let path = a.doc().base_dir().join(&f.value);
+        return match std::fs::read_to_string(&path) {
+            Ok(t) if !t.trim().is_empty() => Some(Secret(t.trim().to_string())),
+            Ok(_) => {
+                f.problem(a.doc(), format!("{} is empty", path.display()), None);
+                None
+            }
+            Err(e) => {
+                f.problem(
+                    a.doc(),
+                    format!("cannot read {}: {e}", path.display()),
+                    Some("point `token_file` at a file holding the admin token".into()),
+                );
+                None
+            }
+        };
+    }
+    let var = a.string("token_env")?;
+    match std::env::var(&var.value) {
+        Ok(t) if !t.trim().is_empty() => Some(Secret(t.trim().to_string())),
+        _ => {
+            var.problem(
+                a.doc(),
+                format!("environment variable `{}` is not set or empty", var.value),
+                Some("export it before starting weir, or use `token_file`".into()),
+            );
+            None
+        }
     }
 }
 

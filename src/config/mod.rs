@@ -188,6 +188,8 @@ pub struct LogSettings {
 #[derive(Debug, Clone)]
 pub struct AdminSettings {
     pub address: SocketAddr,
+    /// Bearer token for `/admin/*`; without one those endpoints answer 404.
+    pub token: Option<Secret>,
 }
 
 #[derive(Debug, Clone)]

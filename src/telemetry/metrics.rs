@@ -84,7 +84,14 @@ pub struct Metrics {
     requests_shed: Family<ShedLabels, Counter>,
     admission_hold: Histogram,
     llm: LlmMetrics,
+    config_reloads: Family<ResultLabels, Counter>,
+    config_generation: Gauge,
     no_route: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
 }
 
 /// LLM routes' own figures. `model` is the configured model entry (or
@@ -257,9 +264,23 @@ impl Metrics {
             admission_hold.clone(),
         );
         let llm = LlmMetrics::register(&mut registry);
+        let config_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Config reloads (SIGHUP, admin API), by result: ok, failed (the running config stayed)",
+            config_reloads.clone(),
+        );
+        let config_generation = Gauge::default();
+        registry.register(
+            "config_generation",
+            "The running config's generation: 1 at start, +1 per successful reload",
+            config_generation.clone(),
+        );
         Metrics {
             registry,
             llm,
+            config_reloads,
+            config_generation,
             requests_in_flight,
             requests_shed,
             admission_hold,
@@ -404,6 +425,20 @@ impl Metrics {
                 upstream: RouteName(upstream.clone()),
             })
             .set(until_unix);
+    }
+
+    /// A reload finished; `generation` is the running one afterwards.
+    pub fn config_reload(&self, ok: bool, generation: u64) {
+        self.config_reloads
+            .get_or_create(&ResultLabels {
+                result: if ok { "ok" } else { "failed" },
+            })
+            .inc();
+        self.config_generation.set(generation as i64);
+    }
+
+    pub fn config_loaded(&self, generation: u64) {
+        self.config_generation.set(generation as i64);
     }
 
     pub fn accept_error(&self, kind: &'static str) {
