@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,6 +58,9 @@ struct Reloadable {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     current: std::sync::Mutex<Config>,
+    /// The file text the running config came from; held while a reload
+    /// runs, so reloads happen one at a time.
+    text: std::sync::Mutex<Option<Vec<u8>>>,
 }
 
 /// What a reload did.
@@ -100,19 +104,39 @@ impl Reloadable {
     /// Re-read the running config's file, validate it exactly as `weir
     /// check` does (descriptor budget included), and apply it. On any
     /// problem the running config stays; every problem is returned.
-    fn reload_file(&self) -> Result<Reloaded, Vec<String>> {
+    ///
+    /// With `only_if_changed` (the file watcher) an unchanged file is left
+    /// alone; SIGHUP and the admin API always reload, since certificates
+    /// and key files may have changed on disk while the config did not.
+    fn reload_file(&self, only_if_changed: bool) -> Option<Result<Reloaded, Vec<String>>> {
+        let mut text = self.text.lock().unwrap_or_else(|e| e.into_inner());
         let source = self
             .current
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .source
             .clone();
-        let result = Config::load(&source)
-            .map_err(|p| p.0.iter().map(ToString::to_string).collect::<Vec<_>>())
-            .and_then(|config| {
+        let read = std::fs::read(&source);
+        if only_if_changed
+            && let Ok(new) = &read
+            && text.as_ref() == Some(new)
+        {
+            return None;
+        }
+        let result = read
+            .map_err(|e| vec![format!("{}: cannot read the file: {e}", source.display())])
+            .and_then(|bytes| {
+                let config = std::str::from_utf8(&bytes)
+                    .map_err(|e| vec![format!("{}: not UTF-8: {e}", source.display())])
+                    .and_then(|t| {
+                        Config::parse(&source, t)
+                            .map_err(|p| p.0.iter().map(ToString::to_string).collect())
+                    })?;
                 budget::check(&config, budget::raise_nofile_limit())
                     .map_err(|p| vec![p.to_string()])?;
-                self.apply(&config).map_err(|e| vec![e.to_string()])
+                let done = self.apply(&config).map_err(|e| vec![e.to_string()])?;
+                *text = Some(bytes);
+                Ok(done)
             });
         let generation = self.gateway.snapshot().generation;
         self.metrics.config_reload(result.is_ok(), generation);
@@ -133,13 +157,68 @@ impl Reloadable {
                 }
             }
         }
-        result
+        Some(result)
+    }
+
+    /// Every reload the operator asks for (SIGHUP, admin API).
+    fn reload_now(&self) -> Result<Reloaded, Vec<String>> {
+        self.reload_file(false)
+            .unwrap_or_else(|| Err(vec!["reload skipped".into()]))
     }
 }
 
+/// Reload when the config file changes: the parent directory is watched,
+/// so an editor's write-and-rename and a Kubernetes ConfigMap's symlink
+/// swap are seen; events are debounced (editors write in steps) and a
+/// file whose text did not change is left alone. The returned watcher
+/// must be kept alive.
+fn watch_config(reloadable: Arc<Reloadable>, path: PathBuf) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let signal = changed.clone();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            signal.notify_one();
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the config file; reload with SIGHUP");
+            return None;
+        }
+    };
+    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
+        tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the config directory; reload with SIGHUP");
+        return None;
+    }
+    tokio::spawn(async move {
+        loop {
+            changed.notified().await;
+            // Quiet for a moment before reading.
+            loop {
+                tokio::select! {
+                    _ = changed.notified() => {}
+                    _ = tokio::time::sleep(CONFIG_SETTLE) => break,
+                }
+            }
+            let r = reloadable.clone();
+            let _ = tokio::task::spawn_blocking(move || r.reload_file(true)).await;
+        }
+    });
+    Some(watcher)
+}
+
+/// How long the config directory must be quiet before a change is read.
+const CONFIG_SETTLE: Duration = Duration::from_millis(250);
+
 impl admin::Reload for Reloadable {
     fn reload(&self) -> Result<admin::ReloadReport, Vec<String>> {
-        let done = self.reload_file()?;
+        let done = self.reload_now()?;
         Ok(admin::ReloadReport {
             generation: done.generation,
             restart_needed: done.restart_needed,
@@ -194,6 +273,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
 /// A started server: its bound addresses and the handle to stop it.
 pub struct Running {
     reloadable: Arc<Reloadable>,
+    _watcher: Option<notify::RecommendedWatcher>,
     listeners: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,
@@ -265,7 +345,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         registry: registry.clone(),
         metrics: metrics.clone(),
         current: std::sync::Mutex::new(config.clone()),
+        text: std::sync::Mutex::new(std::fs::read(&config.source).ok()),
     });
+    let watcher = if config.server.watch_config && config.source.is_file() {
+        watch_config(reloadable.clone(), config.source.clone())
+    } else {
+        None
+    };
     let admin_state = Arc::new(AdminState {
         metrics,
         draining: false.into(),
@@ -280,6 +366,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let admin_task = admin_socket.map(|s| tokio::spawn(admin::run(s, admin_state.clone())));
     Ok(Running {
         reloadable,
+        _watcher: watcher,
         listeners,
         admin,
         admin_state,
@@ -304,7 +391,7 @@ impl Running {
     /// Reload from the config file (what SIGHUP and `POST /admin/reload`
     /// do): every problem, or what changed.
     pub fn reload(&self) -> Result<Reloaded, Vec<String>> {
-        self.reloadable.reload_file()
+        self.reloadable.reload_now()
     }
 
     /// The bound address of a listener, by name.

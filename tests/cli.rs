@@ -702,3 +702,58 @@ async fn without_a_token_the_admin_api_is_off() {
     let (status, _, _) = get(&h1_client(), &format!("http://{admin}/health")).await;
     assert_eq!(status, 200, "/health stays open");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_config_file_is_reloaded_however_it_was_replaced() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "s3cret").expect("token");
+    let watched = |variant| {
+        reload_config(up, &token, variant, "")
+            .replace("watch_config = false", "watch_config = true")
+    };
+    // Kubernetes mounts a ConfigMap as weir.toml -> ..data/weir.toml, with
+    // ..data a symlink to a versioned directory that is swapped whole.
+    let versions = dir.path().join("..v1");
+    std::fs::create_dir(&versions).expect("mkdir");
+    std::fs::write(versions.join("weir.toml"), watched(0)).expect("write");
+    std::os::unix::fs::symlink("..v1", dir.path().join("..data")).expect("symlink");
+    std::os::unix::fs::symlink("..data/weir.toml", dir.path().join("weir.toml")).expect("symlink");
+    let path = dir.path().join("weir.toml").display().to_string();
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    let admin = weir.admin();
+    let generation = |want: u64| async move {
+        eventually_async(Duration::from_secs(10), || async {
+            metric_at(admin, "weir_config_generation").await == Some(want)
+        })
+        .await
+    };
+
+    // The ConfigMap way: a new version directory, and ..data swapped to it.
+    let v2 = dir.path().join("..v2");
+    std::fs::create_dir(&v2).expect("mkdir");
+    std::fs::write(v2.join("weir.toml"), watched(1)).expect("write");
+    std::os::unix::fs::symlink("..v2", dir.path().join("..data.new")).expect("symlink");
+    std::fs::rename(dir.path().join("..data.new"), dir.path().join("..data")).expect("swap");
+    assert!(generation(2).await, "a symlink swap is seen");
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/v1")).await;
+    assert_eq!(status, 200);
+
+    // An editor's way: write a new file and rename it over the old one.
+    std::fs::remove_file(&path).expect("unlink");
+    replace_file(&path, &watched(2));
+    assert!(generation(3).await, "a rename over the file is seen");
+    // And in place; an unchanged rewrite before it reloads nothing.
+    std::fs::write(&path, watched(2)).expect("same text");
+    std::fs::write(&path, watched(3)).expect("write");
+    assert!(generation(4).await, "an in-place write is seen");
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/v3")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        metric_at(admin, "weir_config_reloads_total{result=\"ok\"}").await,
+        Some(3),
+        "one reload per change"
+    );
+}

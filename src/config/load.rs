@@ -26,6 +26,7 @@ const SERVER: &[&str] = &[
     "workers",
     "max_concurrent_requests",
     "max_buffered_body_bytes",
+    "watch_config",
 ];
 const CONNECTIONS: &[&str] = &[
     "max",
@@ -175,6 +176,9 @@ fn server(top: &Section<'_, '_>) -> ServerSettings {
         } else {
             s.max_buffered_body_bytes = n;
         }
+    }
+    if let Some(b) = t.bool("watch_config") {
+        s.watch_config = b;
     }
     for entry in t.string_list("trusted_proxies").unwrap_or_default() {
         let parsed = entry

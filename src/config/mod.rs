@@ -87,6 +87,8 @@ pub struct ServerSettings {
     /// Process-wide bound on request bytes held in memory by LLM routes
     /// (they read a body whole to route by model); 0 = no bound.
     pub max_buffered_body_bytes: u64,
+    /// Reload when the config file changes (besides SIGHUP and the admin API).
+    pub watch_config: bool,
 }
 
 /// The connection layer: the shared cap, reclaiming under load, deadlines.
@@ -419,6 +421,7 @@ impl Default for ServerSettings {
             workers: 0,
             max_concurrent_requests: defaults::MAX_CONCURRENT_REQUESTS,
             max_buffered_body_bytes: defaults::MAX_BUFFERED_BODY_BYTES,
+            watch_config: true,
         }
     }
 }
