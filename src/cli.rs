@@ -12,6 +12,7 @@ use crate::config::{Config, Problems};
 use crate::demo::{self, DemoPorts};
 use crate::listen::budget;
 use crate::server;
+use crate::systemd;
 use crate::telemetry;
 
 #[derive(Parser, Debug)]
@@ -174,10 +175,21 @@ fn serve_on(
         if demo_banner {
             println!("{}", demo::try_these(&running));
         }
+        systemd::ready();
+        if let Some(every) = systemd::watchdog_interval() {
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    systemd::watchdog();
+                }
+            });
+        }
         // SIGHUP reloads the config file; SIGTERM/SIGINT start the drain.
         while signals.next().await == Signal::Reload {
             let _ = running.reload();
         }
+        systemd::stopping();
         tracing::info!("shutdown requested; a second signal exits at once");
         tokio::select! {
             _ = running.shutdown() => ExitCode::SUCCESS,

@@ -16,7 +16,7 @@
 //!   and metrics at body end
 //!
 //! with [`config`] (data and validation), [`pki`] (certificates and keys),
-//! [`admin`], [`telemetry`], [`server`] (assembly and applying a config),
+//! [`admin`], [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
 //! [`cli`] and [`demo`] alongside.
 
 #![forbid(unsafe_code)]
@@ -37,4 +37,5 @@ pub mod respond;
 pub mod route;
 pub mod server;
 pub mod snapshot;
+pub mod systemd;
 pub mod telemetry;

@@ -123,6 +123,7 @@ impl Reloadable {
         {
             return None;
         }
+        crate::systemd::reloading();
         let result = read
             .map_err(|e| vec![format!("{}: cannot read the file: {e}", source.display())])
             .and_then(|bytes| {
@@ -138,6 +139,7 @@ impl Reloadable {
                 *text = Some(bytes);
                 Ok(done)
             });
+        crate::systemd::ready();
         let generation = self.gateway.snapshot().generation;
         self.metrics.config_reload(result.is_ok(), generation);
         // The log lines of a reload, whatever triggered it.

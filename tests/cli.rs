@@ -757,3 +757,63 @@ async fn a_changed_config_file_is_reloaded_however_it_was_replaced() {
         "one reload per change"
     );
 }
+
+#[test]
+fn systemd_hears_ready_reloading_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).expect("bind notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let up = runtime.block_on(demo_upstream());
+    let path = write_config(&dir, &run_config(up));
+    // WATCHDOG_PID must be weir's own pid: exec keeps the shell's.
+    let mut cmd = Command::new("bash");
+    cmd.args([
+        "-c",
+        "WATCHDOG_PID=$$ WATCHDOG_USEC=200000 exec \"$0\" run --config \"$1\"",
+        WEIR,
+        &path,
+    ])
+    .env("NOTIFY_SOCKET", &socket_path);
+    let mut weir = Proc::spawn_command(cmd);
+    let mut heard = Vec::new();
+    let next = |until: &str| -> Vec<String> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        loop {
+            let n = socket
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("waiting for {until}: {e}; heard {got:?}"));
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let done = msg.contains(until);
+            got.push(msg);
+            if done {
+                return got;
+            }
+        }
+    };
+    heard.extend(next("READY=1"));
+    weir.listening("web");
+    heard.extend(next("WATCHDOG=1"));
+    weir.signal("-HUP");
+    let reload = next("RELOADING=1");
+    assert!(
+        reload.last().expect("msg").contains("MONOTONIC_USEC="),
+        "systemd 253+ needs the timestamp: {reload:?}"
+    );
+    let after = next("READY=1");
+    heard.extend(reload);
+    heard.extend(after);
+    weir.signal("-TERM");
+    heard.extend(next("STOPPING=1"));
+    assert_eq!(weir.wait_exit(Duration::from_secs(10)), 0);
+    let first_ready = heard
+        .iter()
+        .position(|m| m.contains("READY=1"))
+        .expect("ready");
+    assert_eq!(first_ready, 0, "READY=1 comes first: {heard:?}");
+}
