@@ -61,6 +61,16 @@ struct Reloadable {
     /// The file text the running config came from; held while a reload
     /// runs, so reloads happen one at a time.
     text: std::sync::Mutex<Option<Vec<u8>>>,
+    started: std::time::Instant,
+    /// When the running config was loaded (Unix seconds).
+    loaded_at: std::sync::atomic::AtomicU64,
+    listeners: Vec<(String, SocketAddr)>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// What a reload did.
@@ -95,6 +105,8 @@ impl Reloadable {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         let restart_needed = restart_only_changes(&current, config);
         *current = config.clone();
+        self.loaded_at
+            .store(unix_now(), std::sync::atomic::Ordering::Relaxed);
         Ok(Reloaded {
             generation,
             restart_needed,
@@ -226,6 +238,49 @@ impl admin::Reload for Reloadable {
             restart_needed: done.restart_needed,
         })
     }
+
+    fn status(&self) -> serde_json::Value {
+        let config = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let routes: Vec<serde_json::Value> = config
+            .routes
+            .iter()
+            .map(|r| {
+                let kind = match &r.kind {
+                    crate::config::RouteKind::Proxy { .. } => "proxy",
+                    crate::config::RouteKind::Llm(l) => l.protocol.name(),
+                };
+                serde_json::json!({
+                    "name": r.name,
+                    "kind": kind,
+                    "hosts": r.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "path": r.path,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": self.started.elapsed().as_secs(),
+            "config": {
+                "source": config.source.display().to_string(),
+                "generation": self.gateway.snapshot().generation,
+                "loaded_at_unix": self.loaded_at.load(std::sync::atomic::Ordering::Relaxed),
+            },
+            "listeners": self.listeners.iter().map(|(n, a)| serde_json::json!({"name": n, "address": a.to_string()})).collect::<Vec<_>>(),
+            "routes": routes,
+            "open_connections": self.registry.open(),
+            "requests_in_flight": self.metrics.in_flight(),
+            "requests_shed": self.metrics.shed_total(),
+        })
+    }
+
+    fn config(&self) -> String {
+        // Secrets (keys, tokens) print as `Secret(..)`; certificate keys
+        // are never printed.
+        format!(
+            "{:#?}\n",
+            self.current.lock().unwrap_or_else(|e| e.into_inner())
+        )
+    }
 }
 
 /// Settings fixed at start that differ between `old` and `new`.
@@ -348,6 +403,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         metrics: metrics.clone(),
         current: std::sync::Mutex::new(config.clone()),
         text: std::sync::Mutex::new(std::fs::read(&config.source).ok()),
+        started: std::time::Instant::now(),
+        loaded_at: unix_now().into(),
+        listeners: listeners.clone(),
     });
     let watcher = if config.server.watch_config && config.source.is_file() {
         watch_config(reloadable.clone(), config.source.clone())

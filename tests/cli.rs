@@ -817,3 +817,62 @@ fn systemd_hears_ready_reloading_watchdog_and_stopping() {
         .expect("ready");
     assert_eq!(first_ready, 0, "READY=1 comes first: {heard:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_status_and_config_report_without_leaking_secrets() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "s3cret-value").expect("token");
+    let path = write_config(&dir, &reload_config(up, &token, 7, ""));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    let admin = weir.admin();
+    let authed = |path: &str| {
+        http::Request::get(format!("http://{admin}{path}"))
+            .header("authorization", "Bearer s3cret-value")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .expect("request")
+    };
+    let (status, _, body) = split(
+        h1_client()
+            .request(authed("/admin/status"))
+            .await
+            .expect("status"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["config"]["generation"], 1);
+    assert_eq!(v["listeners"][0]["name"], "web");
+    assert_eq!(v["listeners"][0]["address"], addr.to_string());
+    let routes: Vec<&str> = v["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(routes, ["main", "v7"]);
+    assert!(
+        v["open_connections"].as_u64().is_some() && v["requests_shed"] == 0,
+        "{v}"
+    );
+
+    let (status, _, body) = split(
+        h1_client()
+            .request(authed("/admin/config"))
+            .await
+            .expect("config"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.contains("name: \"main\""), "{body}");
+    assert!(
+        body.contains("Secret(..)"),
+        "the token is shown redacted: {body}"
+    );
+    assert!(!body.contains("s3cret-value"), "and never in the clear");
+    let (status, _, _) = get(&h1_client(), &format!("http://{admin}/admin/status")).await;
+    assert_eq!(status, 401, "without the token");
+}

@@ -32,10 +32,17 @@ pub struct ReloadReport {
     pub restart_needed: Vec<&'static str>,
 }
 
-/// Reload the config from its file (implemented by the running server).
+/// What the admin API acts on and reports (implemented by the running
+/// server, so this module does not import its caller).
 pub trait Reload: Send + Sync {
-    /// Every problem found, or what the reload did.
+    /// Reload the config from its file: every problem found, or what the
+    /// reload did.
     fn reload(&self) -> Result<ReloadReport, Vec<String>>;
+    /// Version, uptime, config generation, listeners, routes, connections,
+    /// requests in flight, sheds.
+    fn status(&self) -> serde_json::Value;
+    /// The effective config, secrets redacted.
+    fn config(&self) -> String;
 }
 
 /// State the admin endpoints report on and act through.
@@ -105,6 +112,15 @@ async fn admin_api(req: Request<Incoming>, state: Arc<AdminState>) -> Response<P
             }
         }
         (_, "/admin/reload") => error_response(shape, StatusCode::METHOD_NOT_ALLOWED),
+        (&Method::GET, "/admin/status") => json(StatusCode::OK, state.reload.status()),
+        (&Method::GET, "/admin/config") => {
+            let mut resp = Response::new(Payload::text(state.reload.config()));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            resp
+        }
         _ => error_response(shape, StatusCode::NOT_FOUND),
     }
 }

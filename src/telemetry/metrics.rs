@@ -86,6 +86,8 @@ pub struct Metrics {
     llm: LlmMetrics,
     config_reloads: Family<ResultLabels, Counter>,
     config_generation: Gauge,
+    /// Sheds by any gate, for the admin status.
+    shed_total: std::sync::atomic::AtomicU64,
     no_route: Arc<str>,
 }
 
@@ -281,6 +283,7 @@ impl Metrics {
             llm,
             config_reloads,
             config_generation,
+            shed_total: Default::default(),
             requests_in_flight,
             requests_shed,
             admission_hold,
@@ -328,12 +331,24 @@ impl Metrics {
 
     /// `route` is `None` when shed before routing (label `-`).
     pub fn request_shed(&self, reason: &'static str, route: Option<&Arc<str>>) {
+        self.shed_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.requests_shed
             .get_or_create(&ShedLabels {
                 reason,
                 route: RouteName(route.unwrap_or(&self.no_route).clone()),
             })
             .inc();
+    }
+
+    /// Requests shed by any gate since start.
+    pub fn shed_total(&self) -> u64 {
+        self.shed_total.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests admitted and not yet finished.
+    pub fn in_flight(&self) -> i64 {
+        self.requests_in_flight.get()
     }
 
     /// The open-connections gauge of a listener (held by each connection).
