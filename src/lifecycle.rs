@@ -32,7 +32,8 @@ use crate::conn::state::CloseReason;
 use crate::llm;
 use crate::proxy::{self, ClientSide};
 use crate::respond::{
-    ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody, SharedLlmFacts,
+    Counted, ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
+    SharedLlmFacts,
 };
 use crate::route::Target;
 use crate::snapshot::{BuildError, Snapshot, Standing};
@@ -177,6 +178,27 @@ impl Gateway {
         record.route = Some(route.name.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
+
+        // Phase: route policy — the client's rate, then the route's gate.
+        if let Some(rate) = &route.rate
+            && let Err(limited) = rate.check(conn.peer.ip())
+        {
+            if limited.log {
+                // The fail2ban line (deploy/fail2ban): stable text, at most
+                // one per client per 10 s.
+                tracing::warn!(
+                    target: "weir::rate_limit",
+                    "weir: rate_limited client={} route={} host={}",
+                    conn.peer.ip(),
+                    route.name,
+                    host
+                );
+            }
+            record.admission = None;
+            return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+                .retry_after(limited.retry_after)
+                .counting(Counted::Shed("rate_limit")));
+        }
 
         // Phase: route policy — the route's own gate.
         if let Some(admission) = &mut record.admission

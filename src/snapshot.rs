@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::admit::rate::{self, RateLimit};
 use crate::admit::{Admitter, Gate};
 use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamSettings};
 use crate::llm::{ByteBudget, LlmRoute};
@@ -84,6 +85,7 @@ struct RouteState {
     /// An LLM route's clients, cooldowns and token gates, kept while its
     /// settings (and the shared upstream settings) are unchanged.
     llm: Option<(LlmKey, Arc<LlmRoute>)>,
+    rate: Option<((u32, u32), Arc<RateLimit>)>,
 }
 
 #[derive(PartialEq)]
@@ -156,6 +158,7 @@ impl Snapshot {
                 gate: Gate::new(r.max_concurrent_requests),
                 pool: None,
                 llm: None,
+                rate: None,
             });
             if state.limit != r.max_concurrent_requests {
                 // Requests holding the old gate release into it and it goes.
@@ -193,9 +196,19 @@ impl Snapshot {
                     Target::Llm(llm)
                 }
             };
+            let rate = match (r.rate_limit, &state.rate) {
+                (None, _) => None,
+                (Some(q), Some((k, limit))) if *k == q => Some(limit.clone()),
+                (Some(q), _) => {
+                    let limit = Arc::new(RateLimit::new(q.0, q.1, rate::MAX_KEYS));
+                    state.rate = Some((q, limit.clone()));
+                    Some(limit)
+                }
+            };
             routes.push(Route {
                 name: r.name.as_str().into(),
                 target,
+                rate,
                 gate: state.gate.clone(),
                 config: r.clone(),
             });

@@ -876,3 +876,117 @@ async fn admin_status_and_config_report_without_leaking_secrets() {
     let (status, _, _) = get(&h1_client(), &format!("http://{admin}/admin/status")).await;
     assert_eq!(status, 401, "without the token");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rate_limited_clients_get_429_and_one_fail2ban_line_each() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Text logs: what a journal or a log file holds.
+    let text = format!(
+        "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"site\"\nupstream = \"http://{up}\"\n\
+         rate_limit_per_second = 1\nrate_limit_burst = 2\n"
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let line = weir.wait_for(|l| l.contains("listening") && l.contains("listener=web"));
+    let addr: SocketAddr = line
+        .split("addr=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .expect("addr")
+        .parse()
+        .expect("socket addr");
+
+    // From two client addresses: 127.0.0.1 and 127.0.0.2.
+    let mut statuses = Vec::new();
+    for source in ["127.0.0.1", "127.0.0.2"] {
+        for _ in 0..5 {
+            let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+            sock.bind(format!("{source}:0").parse().expect("source"))
+                .expect("bind");
+            let mut s = sock.connect(addr).await.expect("connect");
+            tokio::io::AsyncWriteExt::write_all(
+                &mut s,
+                b"GET /echo HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .expect("write");
+            let (out, _) = read_until_close(&mut s, Duration::from_secs(5)).await;
+            statuses.push((source, out.lines().next().unwrap_or("").to_string(), out));
+        }
+    }
+    for source in ["127.0.0.1", "127.0.0.2"] {
+        let mine: Vec<_> = statuses.iter().filter(|(s, _, _)| *s == source).collect();
+        assert!(
+            mine[..2].iter().all(|(_, l, _)| l.contains("200")),
+            "the burst passes: {mine:?}"
+        );
+        let limited: Vec<_> = mine[2..]
+            .iter()
+            .filter(|(_, l, _)| l.contains("429"))
+            .collect();
+        assert!(limited.len() >= 2, "then 429s: {mine:?}");
+        assert!(
+            limited
+                .iter()
+                .all(|(_, _, out)| out.to_ascii_lowercase().contains("retry-after: 1"))
+        );
+    }
+    weir.wait_for_count(2, |l| l.contains("weir: rate_limited client="));
+    weir.signal("-TERM");
+    weir.wait_exit(Duration::from_secs(10));
+    while let Ok(line) = weir.lines.recv_timeout(Duration::from_millis(200)) {
+        weir.seen.push(line);
+    }
+    let lines: Vec<&String> = weir
+        .seen
+        .iter()
+        .filter(|l| l.contains("rate_limited"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line per limited client per 10 s: {lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("client=127.0.0.1 route=site host=example.test"))
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("client=127.0.0.2 route=site host=example.test"))
+    );
+
+    // The shipped fail2ban filter finds both clients in these real lines.
+    let log = dir.path().join("weir.log");
+    std::fs::write(
+        &log,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .expect("log");
+    let filter = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/fail2ban/filter.d/weir.conf"
+    );
+    match Command::new("fail2ban-regex")
+        .arg(&log)
+        .arg(filter)
+        .output()
+    {
+        Ok(out) => {
+            let report = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{report}");
+            assert!(report.contains("Failregex: 2 total"), "{report}");
+            assert!(report.contains("2 matched, 0 missed"), "{report}");
+        }
+        // .ci/run installs fail2ban and sets this, so CI always runs it.
+        Err(e) => assert!(
+            std::env::var_os("WEIR_REQUIRE_FAIL2BAN").is_none(),
+            "fail2ban-regex is required here: {e}"
+        ),
+    }
+}

@@ -8,6 +8,8 @@
 //! or is dropped — not when the handler returns — so streams, downloads and
 //! tunnels count for as long as they run.
 
+pub mod rate;
+
 use std::sync::Arc;
 use std::time::Instant;
 

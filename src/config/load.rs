@@ -67,6 +67,8 @@ const ROUTE: &[&str] = &[
     "strip_prefix",
     "max_concurrent_requests",
     "kind",
+    "rate_limit_per_second",
+    "rate_limit_burst",
     "upstreams",
     "models",
     "default_upstreams",
@@ -528,6 +530,29 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
         let max_concurrent_requests = t
             .uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0) as usize;
+        let rate_limit = match (
+            t.uint("rate_limit_per_second", u64::from(u32::MAX)),
+            t.uint("rate_limit_burst", u64::from(u32::MAX)),
+        ) {
+            (Some(0), _) => {
+                t.problem(
+                    "rate_limit_per_second",
+                    "must be at least 1",
+                    Some("remove the key for no limit".into()),
+                );
+                None
+            }
+            (Some(rps), burst) => Some((rps as u32, burst.unwrap_or(rps).max(1) as u32)),
+            (None, Some(_)) => {
+                t.problem(
+                    "rate_limit_burst",
+                    "a burst needs `rate_limit_per_second`",
+                    Some("add `rate_limit_per_second = 10`".into()),
+                );
+                None
+            }
+            (None, None) => None,
+        };
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
@@ -571,6 +596,7 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             preserve_host,
             strip_prefix,
             max_concurrent_requests,
+            rate_limit,
         });
     }
     out

@@ -290,6 +290,8 @@ pub struct RouteConfig {
     pub strip_prefix: bool,
     /// Requests in flight on this route; 0 = only the global bound.
     pub max_concurrent_requests: usize,
+    /// Per-client rate limit: (requests per second, burst).
+    pub rate_limit: Option<(u32, u32)>,
 }
 
 /// A route's kind and what only that kind needs.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use crate::admit::Gate;
+use crate::admit::rate::RateLimit;
 use crate::config::{HostPattern, Protocol, RouteConfig};
 use crate::llm::LlmRoute;
 use crate::proxy::Upstream;
@@ -28,6 +29,8 @@ pub struct Route<T = Target> {
     /// The route's own bound on requests in flight (long-lived: the same
     /// gate across snapshots while the route exists).
     pub gate: Gate,
+    /// The per-client rate limit, if any (long-lived like the gate).
+    pub rate: Option<Arc<RateLimit>>,
 }
 
 /// What a route does with the requests it matches: one variant per route
@@ -171,6 +174,7 @@ mod tests {
                     gate: Gate::new(c.max_concurrent_requests),
                     config: c,
                     target: (),
+                    rate: None,
                 })
                 .collect(),
         )

@@ -1,0 +1,169 @@
+//! Per-client rate limits: requests per second plus a burst, per client IP
+//! (an IPv6 client per /64), by GCRA (the `governor` crate; no hand-written
+//! bucket).
+//!
+//! Memory stays bounded whatever the number of distinct clients: past
+//! `max_keys` tracked clients, those whose budget has fully refilled are
+//! dropped (they are indistinguishable from new ones); if that is not
+//! enough the table starts over. Starting over hands every client a fresh
+//! burst once, which is the price of a hard memory bound under a flood of
+//! distinct addresses.
+//!
+//! A limited client is logged for fail2ban — one line per client per
+//! `LOG_EVERY`, itself rate limited the same way, so an attack cannot
+//! flood the log: `weir: rate_limited client=… route=… host=…`.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+/// Clients tracked per route before idle ones are dropped.
+pub const MAX_KEYS: usize = 100_000;
+/// At most one fail2ban line per limited client per this.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// A route's per-client limit.
+pub struct RateLimit {
+    quota: Quota,
+    limiter: ArcSwap<DefaultKeyedRateLimiter<IpAddr>>,
+    log_lines: DefaultKeyedRateLimiter<IpAddr>,
+    clock: DefaultClock,
+    max_keys: usize,
+    /// Checks since the table size was last looked at.
+    checks: std::sync::atomic::AtomicU32,
+}
+
+/// How often (in checks) the table's size is looked at.
+const SIZE_CHECK_EVERY: u32 = 256;
+
+/// The key a client is counted under: its address, or its /64.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// Over the limit: retry after this many whole seconds (at least 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limited {
+    pub retry_after: u64,
+    /// Whether this one should be logged (the per-client log limit).
+    pub log: bool,
+}
+
+impl RateLimit {
+    /// `per_second` sustained, `burst` at once (at least 1 each).
+    pub fn new(per_second: u32, burst: u32, max_keys: usize) -> Self {
+        let rate = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(rate).allow_burst(burst);
+        let log_quota = Quota::with_period(LOG_EVERY).unwrap_or(Quota::per_second(NonZeroU32::MIN));
+        RateLimit {
+            quota,
+            limiter: ArcSwap::from_pointee(RateLimiter::keyed(quota)),
+            log_lines: RateLimiter::keyed(log_quota),
+            clock: DefaultClock::default(),
+            max_keys,
+            checks: Default::default(),
+        }
+    }
+
+    /// Whether `client` may send a request now.
+    pub fn check(&self, client: IpAddr) -> Result<(), Limited> {
+        let key = client_key(client);
+        let n = self
+            .checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n.is_multiple_of(SIZE_CHECK_EVERY) {
+            let limiter = self.limiter.load();
+            if limiter.len() > self.max_keys {
+                self.shrink(&limiter);
+            }
+        }
+        match self.limiter.load().check_key(&key) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                let log = self.log_lines.check_key(&key).is_ok();
+                if n.is_multiple_of(SIZE_CHECK_EVERY) && self.log_lines.len() > self.max_keys {
+                    self.log_lines.retain_recent();
+                }
+                Err(Limited {
+                    retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
+                    log,
+                })
+            }
+        }
+    }
+
+    /// Keep the table under `max_keys`: drop refilled clients, else start over.
+    fn shrink(&self, limiter: &Arc<DefaultKeyedRateLimiter<IpAddr>>) {
+        limiter.retain_recent();
+        limiter.shrink_to_fit();
+        if limiter.len() > self.max_keys {
+            self.limiter.store(Arc::new(RateLimiter::keyed(self.quota)));
+        }
+    }
+
+    /// Clients tracked now.
+    pub fn tracked(&self) -> usize {
+        self.limiter.load().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_then_the_rate_and_each_client_apart() {
+        let r = RateLimit::new(1, 3, 1000);
+        let a: IpAddr = "192.0.2.1".parse().expect("ip");
+        for _ in 0..3 {
+            assert!(r.check(a).is_ok());
+        }
+        let limited = r.check(a).expect_err("over the burst");
+        assert_eq!(limited.retry_after, 1);
+        assert!(limited.log, "the first limit is logged");
+        assert!(!r.check(a).expect_err("still").log, "the next is not");
+        assert!(
+            r.check("192.0.2.2".parse().expect("ip")).is_ok(),
+            "another client"
+        );
+        // One IPv6 customer is one /64.
+        let v6a: IpAddr = "2001:db8::1".parse().expect("ip");
+        let v6b: IpAddr = "2001:db8::2".parse().expect("ip");
+        for _ in 0..3 {
+            assert!(r.check(v6a).is_ok());
+        }
+        assert!(r.check(v6b).is_err(), "same /64, same budget");
+    }
+
+    #[test]
+    fn memory_stays_bounded_under_many_distinct_clients() {
+        let r = RateLimit::new(1, 1, 1000);
+        for i in 0..10_000u32 {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            let _ = r.check(ip);
+            let _ = r.check(ip);
+        }
+        // Looked at every SIZE_CHECK_EVERY checks: bounded by the cap plus that.
+        assert!(
+            r.tracked() <= 1000 + SIZE_CHECK_EVERY as usize,
+            "{} tracked",
+            r.tracked()
+        );
+    }
+}
