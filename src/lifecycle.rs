@@ -218,7 +218,7 @@ impl Gateway {
         }
 
         // Phase: serve, by route kind.
-        match &route.target {
+        let served = match &route.target {
             Target::Proxy(upstream) => {
                 let client = ClientSide {
                     conn,
@@ -250,6 +250,27 @@ impl Gateway {
                 };
                 llm::serve(llm, req, cx).await
             }
+        };
+        served.map(|mut resp| {
+            route_headers(&route.config, conn.tls, resp.headers_mut());
+            resp
+        })
+    }
+}
+
+/// The response headers a route sets on what it serves: HSTS on HTTPS,
+/// and the upstream's `Server` header removed or replaced.
+fn route_headers(route: &crate::config::RouteConfig, tls: bool, h: &mut http::HeaderMap) {
+    if tls && let Some(hsts) = &route.headers.hsts {
+        h.insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
+    }
+    match &route.headers.server {
+        crate::config::ServerHeader::Pass => {}
+        crate::config::ServerHeader::Remove => {
+            h.remove(header::SERVER);
+        }
+        crate::config::ServerHeader::Set(v) => {
+            h.insert(header::SERVER, v.clone());
         }
     }
 }

@@ -309,3 +309,61 @@ async fn redirect_listener_sends_308_for_known_hosts_only() {
     let resp = client.request(req("evil.test")).await.expect("response");
     assert_eq!(resp.status(), 404, "no open redirect to unknown hosts");
 }
+
+#[tokio::test]
+async fn hsts_goes_out_on_https_only_and_the_server_header_is_replaced() {
+    let up = upstream(|_req| async {
+        let mut r = text(200, "hello");
+        r.headers_mut()
+            .insert("server", HeaderValue::from_static("upstream/1.0 (leaky)"));
+        r
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (c, k, pem) = write_cert(dir.path(), "a", &["a.test"]);
+    let text = format!(
+        "[log]\naccess_log = false\n\
+         [[listener]]\nname = \"tls\"\naddress = \"127.0.0.1:0\"\n\
+         tls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n\
+         [[listener]]\nname = \"plain\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"site\"\nupstream = \"http://{}\"\n\
+         hsts_max_age = \"365d\"\nhsts_include_subdomains = true\nserver_header = \"weir\"\n",
+        c.display(),
+        k.display(),
+        up.addr
+    );
+    let weir = Weir::start_in(dir, &text).await;
+    let req = Request::get("/")
+        .header("host", "a.test")
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let addr = weir.addr("tls");
+    let tls =
+        tokio_rustls::TlsConnector::from(Arc::new(tls_config(&pem, &[&rustls::version::TLS13])));
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let stream = tls
+        .connect(ServerName::try_from("a.test").expect("name"), tcp)
+        .await
+        .expect("handshake");
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("h1");
+    tokio::spawn(conn);
+    let resp = send.send_request(req).await.expect("response");
+    assert_eq!(
+        resp.headers()["strict-transport-security"],
+        "max-age=31536000; includeSubDomains"
+    );
+    assert_eq!(
+        resp.headers()["server"],
+        "weir",
+        "the upstream's is replaced"
+    );
+
+    let (_, headers, _) = get(&h1_client(), &weir.url("plain", "/")).await;
+    assert!(
+        headers.get("strict-transport-security").is_none(),
+        "never over plain HTTP"
+    );
+    assert_eq!(headers["server"], "weir");
+}

@@ -69,6 +69,10 @@ const ROUTE: &[&str] = &[
     "kind",
     "rate_limit_per_second",
     "rate_limit_burst",
+    "hsts_max_age",
+    "hsts_include_subdomains",
+    "hsts_preload",
+    "server_header",
     "upstreams",
     "models",
     "default_upstreams",
@@ -553,6 +557,7 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             }
             (None, None) => None,
         };
+        let headers = response_headers(&t);
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
@@ -597,9 +602,53 @@ fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             strip_prefix,
             max_concurrent_requests,
             rate_limit,
+            headers,
         });
     }
     out
+}
+
+/// HSTS and the `Server` header a route sets.
+fn response_headers(t: &Section<'_, '_>) -> ResponseHeaders {
+    let mut h = ResponseHeaders::default();
+    if let Some(age) = t.duration("hsts_max_age") {
+        let mut v = format!("max-age={}", age.as_secs());
+        if t.bool("hsts_include_subdomains").unwrap_or(false) {
+            v.push_str("; includeSubDomains");
+        }
+        if t.bool("hsts_preload").unwrap_or(false) {
+            v.push_str("; preload");
+        }
+        h.hsts = http::HeaderValue::from_str(&v).ok();
+    } else {
+        for key in ["hsts_include_subdomains", "hsts_preload"] {
+            if t.bool(key).is_some() {
+                t.problem(
+                    key,
+                    "needs `hsts_max_age`",
+                    Some("add `hsts_max_age = \"365d\"`".into()),
+                );
+            }
+        }
+    }
+    if let Some(s) = t.string("server_header") {
+        h.server = match s.value.as_str() {
+            "pass" => ServerHeader::Pass,
+            "remove" => ServerHeader::Remove,
+            other => match http::HeaderValue::from_str(other) {
+                Ok(v) => ServerHeader::Set(v),
+                Err(_) => {
+                    s.problem(
+                        t.doc(),
+                        format!("`{other}` is not a valid header value"),
+                        Some("use \"pass\", \"remove\" or a printable value".into()),
+                    );
+                    ServerHeader::Pass
+                }
+            },
+        };
+    }
+    h
 }
 
 /// The route's kind and its kind-specific settings.

@@ -292,6 +292,24 @@ pub struct RouteConfig {
     pub max_concurrent_requests: usize,
     /// Per-client rate limit: (requests per second, burst).
     pub rate_limit: Option<(u32, u32)>,
+    pub headers: ResponseHeaders,
+}
+
+/// Headers a route sets on its responses.
+#[derive(Debug, Clone, Default)]
+pub struct ResponseHeaders {
+    /// `Strict-Transport-Security`, sent on HTTPS responses only.
+    pub hsts: Option<http::HeaderValue>,
+    pub server: ServerHeader,
+}
+
+/// What happens to the upstream's `Server` header.
+#[derive(Debug, Clone, Default)]
+pub enum ServerHeader {
+    #[default]
+    Pass,
+    Remove,
+    Set(http::HeaderValue),
 }
 
 /// A route's kind and what only that kind needs.
