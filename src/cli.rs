@@ -150,7 +150,10 @@ fn serve_on(
     warnings: Vec<String>,
     demo_banner: bool,
 ) -> ExitCode {
-    telemetry::init_logging(&config.log);
+    if let Err(e) = telemetry::init_logging(&config.log) {
+        eprintln!("weir: {e}");
+        return ExitCode::FAILURE;
+    }
     for w in warnings {
         tracing::warn!("{w}");
     }
@@ -185,9 +188,16 @@ fn serve_on(
                 }
             });
         }
-        // SIGHUP reloads the config file; SIGTERM/SIGINT start the drain.
-        while signals.next().await == Signal::Reload {
-            let _ = running.reload();
+        // SIGHUP reloads the config file, SIGUSR1 reopens log files;
+        // SIGTERM/SIGINT start the drain.
+        loop {
+            match signals.next().await {
+                Signal::Reload => {
+                    let _ = running.reload();
+                }
+                Signal::ReopenLogs => reopen_logs(),
+                Signal::Stop => break,
+            }
         }
         systemd::stopping();
         tracing::info!("shutdown requested; a second signal exits at once");
@@ -204,6 +214,17 @@ fn serve_on(
     code
 }
 
+/// Reopen log files after logrotate moved them.
+fn reopen_logs() {
+    let problems = telemetry::logfile::reopen_all();
+    if problems.is_empty() {
+        tracing::info!("log files reopened");
+    }
+    for p in problems {
+        tracing::error!(problem = %p, "cannot reopen a log file");
+    }
+}
+
 /// What a signal asks for.
 #[derive(Debug, PartialEq, Eq)]
 enum Signal {
@@ -211,12 +232,15 @@ enum Signal {
     Stop,
     /// SIGHUP.
     Reload,
+    /// SIGUSR1.
+    ReopenLogs,
 }
 
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -226,6 +250,7 @@ impl Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
+            usr1: signal(SignalKind::user_defined1())?,
         })
     }
 
@@ -234,10 +259,12 @@ impl Signals {
             _ = self.term.recv() => Signal::Stop,
             _ = self.int.recv() => Signal::Stop,
             _ = self.hup.recv() => Signal::Reload,
+            _ = self.usr1.recv() => Signal::ReopenLogs,
         }
     }
 
-    /// The next SIGTERM or SIGINT (a SIGHUP while draining does nothing).
+    /// The next SIGTERM or SIGINT (a SIGHUP or SIGUSR1 while draining does
+    /// nothing).
     async fn next_stop(&mut self) {
         while self.next().await != Signal::Stop {}
     }

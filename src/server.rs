@@ -321,8 +321,12 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     if admin(old) != admin(new) {
         changed.push("admin");
     }
-    if old.log.format != new.log.format || old.log.level != new.log.level {
-        changed.push("log.format/log.level");
+    if old.log.format != new.log.format
+        || old.log.level != new.log.level
+        || old.log.file != new.log.file
+        || old.log.access_file != new.log.access_file
+    {
+        changed.push("log");
     }
     changed
 }

@@ -990,3 +990,91 @@ async fn rate_limited_clients_get_429_and_one_fail2ban_line_each() {
         ),
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_files_are_reopened_after_rotation() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "s3cret").expect("token");
+    let (log, access) = (dir.path().join("weir.log"), dir.path().join("access.log"));
+    let text = format!(
+        "[log]\nformat = \"json\"\nfile = \"{}\"\naccess_file = \"{}\"\n\
+         [admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{up}\"\n",
+        log.display(),
+        access.display(),
+        token.display()
+    );
+    let path = write_config(&dir, &text);
+    let _weir = Proc::spawn(&["run", "--config", &path]);
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let field = |log: &str, key: &str| -> Option<String> {
+        log.lines().find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            v[key].as_str().map(str::to_string)
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || read(&log)
+            .contains("admin listening"))
+        .await,
+        "logs go to the file"
+    );
+    let web: SocketAddr = field(&read(&log), "addr")
+        .expect("listening line")
+        .parse()
+        .expect("addr");
+    let admin: SocketAddr = read(&log)
+        .lines()
+        .filter(|l| l.contains("admin listening"))
+        .find_map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).ok()?["addr"]
+                .as_str()?
+                .parse()
+                .ok()
+        })
+        .expect("admin addr");
+    let hit = |tag: &'static str| async move {
+        get(&h1_client(), &format!("http://{web}/echo?{tag}")).await;
+    };
+    hit("before").await;
+    assert!(eventually(Duration::from_secs(5), || read(&access).contains("before")).await);
+    assert!(
+        !read(&log).contains("weir::access"),
+        "the access log has its own file"
+    );
+
+    // logrotate: move the files away, then ask weir to reopen (SIGUSR1).
+    let rotated = dir.path().join("access.log.1");
+    std::fs::rename(&access, &rotated).expect("rotate");
+    _weir.signal("-USR1");
+    assert!(
+        eventually(Duration::from_secs(5), || read(&log)
+            .contains("log files reopened"))
+        .await
+    );
+    hit("after-usr1").await;
+    assert!(
+        eventually(Duration::from_secs(5), || read(&access)
+            .contains("after-usr1"))
+        .await,
+        "a new file"
+    );
+    assert!(
+        !read(&rotated).contains("after-usr1"),
+        "the rotated file is left alone"
+    );
+
+    // And through the admin API.
+    std::fs::rename(&access, dir.path().join("access.log.2")).expect("rotate");
+    let (status, body) = admin_post(admin, "/admin/reopen-logs", "s3cret").await;
+    assert_eq!(status, 200, "{body}");
+    hit("after-admin").await;
+    assert!(
+        eventually(Duration::from_secs(5), || read(&access)
+            .contains("after-admin"))
+        .await
+    );
+}

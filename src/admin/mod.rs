@@ -112,6 +112,17 @@ async fn admin_api(req: Request<Incoming>, state: Arc<AdminState>) -> Response<P
             }
         }
         (_, "/admin/reload") => error_response(shape, StatusCode::METHOD_NOT_ALLOWED),
+        (&Method::POST, "/admin/reopen-logs") => {
+            let problems = crate::telemetry::logfile::reopen_all();
+            if problems.is_empty() {
+                json(StatusCode::OK, serde_json::json!({"status": "reopened"}))
+            } else {
+                json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    serde_json::json!({"status": "failed", "problems": problems}),
+                )
+            }
+        }
         (&Method::GET, "/admin/status") => json(StatusCode::OK, state.reload.status()),
         (&Method::GET, "/admin/config") => {
             let mut resp = Response::new(Payload::text(state.reload.config()));

@@ -50,7 +50,7 @@ const HTTP2: &[&str] = &[
 ];
 /// The request gate is a semaphore; tokio's holds at most this many permits.
 const MAX_SEMAPHORE_PERMITS: u64 = (usize::MAX >> 3) as u64;
-const LOG: &[&str] = &["format", "level", "access_log"];
+const LOG: &[&str] = &["format", "level", "access_log", "file", "access_file"];
 const ADMIN: &[&str] = &["address", "token_file", "token_env"];
 const LISTENER: &[&str] = &["name", "address", "tls", "redirect_https", "https_port"];
 const TLS: &[&str] = &["certificates"];
@@ -343,6 +343,25 @@ fn log(top: &Section<'_, '_>) -> LogSettings {
     }
     if let Some(b) = t.bool("access_log") {
         l.access_log = b;
+    }
+    // Log files must be writable: found now, not at the first line.
+    for key in ["file", "access_file"] {
+        let Some(p) = required_path_opt(&t, key) else {
+            continue;
+        };
+        let writable = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p.value);
+        match writable {
+            Ok(_) if key == "file" => l.file = Some(p.value),
+            Ok(_) => l.access_file = Some(p.value),
+            Err(e) => p.problem(
+                t.doc(),
+                format!("cannot write {}: {e}", p.value.display()),
+                Some("point it at a file in a directory weir may write to".into()),
+            ),
+        }
     }
     l
 }

@@ -185,6 +185,10 @@ pub struct LogSettings {
     /// A tracing filter directive such as `info` or `weir=debug`.
     pub level: String,
     pub access_log: bool,
+    /// Write logs here instead of stderr.
+    pub file: Option<PathBuf>,
+    /// Write the access log here instead of with the other logs.
+    pub access_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -452,6 +456,8 @@ impl Default for LogSettings {
             format: LogFormat::Text,
             level: "info".into(),
             access_log: true,
+            file: None,
+            access_file: None,
         }
     }
 }

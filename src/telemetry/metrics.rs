@@ -86,6 +86,7 @@ pub struct Metrics {
     llm: LlmMetrics,
     config_reloads: Family<ResultLabels, Counter>,
     config_generation: Gauge,
+    log_lines_dropped: Gauge,
     /// Sheds by any gate, for the admin status.
     shed_total: std::sync::atomic::AtomicU64,
     no_route: Arc<str>,
@@ -278,11 +279,18 @@ impl Metrics {
             "The running config's generation: 1 at start, +1 per successful reload",
             config_generation.clone(),
         );
+        let log_lines_dropped = Gauge::default();
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because a log file's queue was full (the disk stalled)",
+            log_lines_dropped.clone(),
+        );
         Metrics {
             registry,
             llm,
             config_reloads,
             config_generation,
+            log_lines_dropped,
             shed_total: Default::default(),
             requests_in_flight,
             requests_shed,
@@ -462,6 +470,8 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
+        self.log_lines_dropped
+            .set(super::logfile::dropped_lines() as i64);
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

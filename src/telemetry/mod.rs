@@ -1,6 +1,7 @@
 //! Logs and metrics: the tracing subscriber, and the Prometheus registry
 //! every layer records into.
 
+pub mod logfile;
 mod metrics;
 
 pub use metrics::{Metrics, UpstreamErrorKind};
@@ -24,22 +25,63 @@ pub fn log_filter(level: &str) -> String {
     filter
 }
 
-/// Install the global tracing subscriber. Logs go to stderr; the access log
-/// is the `weir::access` target, so it can be filtered separately.
-pub fn init_logging(settings: &LogSettings) {
-    let level = std::env::var("WEIR_LOG").unwrap_or_else(|_| settings.level.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(&level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter("info")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+type BoxedLayer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+/// One output: text or JSON lines to `writer`.
+fn output<W>(format: LogFormat, writer: W, ansi: bool) -> BoxedLayer
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(ansi)
         .with_target(true);
-    // A second init (tests, reload) keeps the first subscriber.
-    let _ = match settings.format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    match format {
+        LogFormat::Text => Box::new(layer),
+        LogFormat::Json => Box::new(layer.json().flatten_event(true)),
+    }
+}
+
+/// Install the global tracing subscriber. Logs go to stderr, or to
+/// `log.file`; the access log (the `weir::access` target) goes with them,
+/// or to `log.access_file`. Files are written without blocking and can be
+/// reopened for logrotate ([`logfile::reopen_all`]). A file that cannot be
+/// opened is an error before anything serves.
+pub fn init_logging(settings: &LogSettings) -> Result<(), String> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{FilterExt, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let level = std::env::var("WEIR_LOG").unwrap_or_else(|_| settings.level.clone());
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_new(log_filter(&level))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter("info")))
     };
+    let open = |p: &std::path::Path| {
+        logfile::writer(p).map_err(|e| format!("log file {}: {e}", p.display()))
+    };
+    let stderr_ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let main = match &settings.file {
+        Some(p) => output(settings.format, open(p)?, false),
+        None => output(settings.format, std::io::stderr, stderr_ansi),
+    };
+    let mut layers: Vec<BoxedLayer> = Vec::new();
+    match &settings.access_file {
+        Some(p) => {
+            let access = output(settings.format, open(p)?, false);
+            layers.push(Box::new(main.with_filter(
+                filter().and(filter_fn(|m| m.target() != "weir::access")),
+            )));
+            layers.push(Box::new(access.with_filter(
+                filter().and(filter_fn(|m| m.target() == "weir::access")),
+            )));
+        }
+        None => layers.push(Box::new(main.with_filter(filter()))),
+    }
+    // A second init (tests) keeps the first subscriber.
+    let _ = tracing_subscriber::registry().with(layers).try_init();
+    Ok(())
 }
 
 #[cfg(test)]

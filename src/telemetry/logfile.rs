@@ -1,0 +1,108 @@
+//! Log files that logrotate can rotate: the file is written through a
+//! bounded, non-blocking queue (a request task never waits on the disk;
+//! when the disk stalls, lines are dropped and counted), and it can be
+//! reopened by path (SIGUSR1, `POST /admin/reopen-logs`) after logrotate
+//! has moved it away.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
+
+/// Lines queued for one file before new ones are dropped.
+const QUEUE_LINES: usize = 64 * 1024;
+
+/// An append-only log file that can be reopened at the same path.
+#[derive(Clone)]
+pub struct LogFile {
+    path: PathBuf,
+    file: Arc<Mutex<File>>,
+}
+
+fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+impl LogFile {
+    pub fn open(path: &Path) -> io::Result<Self> {
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            file: Arc::new(Mutex::new(open(path)?)),
+        })
+    }
+
+    /// Start writing to whatever is at the path now (a new file after a
+    /// rotation).
+    pub fn reopen(&self) -> io::Result<()> {
+        let fresh = open(&self.path)?;
+        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+}
+
+impl Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner()).flush()
+    }
+}
+
+struct Open {
+    files: Vec<LogFile>,
+    dropped: Vec<ErrorCounter>,
+    _guards: Vec<WorkerGuard>,
+}
+
+static OPEN: OnceLock<Mutex<Open>> = OnceLock::new();
+
+fn open_files() -> &'static Mutex<Open> {
+    OPEN.get_or_init(|| {
+        Mutex::new(Open {
+            files: Vec::new(),
+            dropped: Vec::new(),
+            _guards: Vec::new(),
+        })
+    })
+}
+
+/// A non-blocking writer to `path`, registered for reopening.
+pub fn writer(path: &Path) -> io::Result<NonBlocking> {
+    let file = LogFile::open(path)?;
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(QUEUE_LINES)
+        .finish(file.clone());
+    let mut open = open_files().lock().unwrap_or_else(|e| e.into_inner());
+    open.dropped.push(writer.error_counter());
+    open.files.push(file);
+    open._guards.push(guard);
+    Ok(writer)
+}
+
+/// Reopen every log file (after logrotate moved them); the problems, if
+/// any, one per file.
+pub fn reopen_all() -> Vec<String> {
+    let open = open_files().lock().unwrap_or_else(|e| e.into_inner());
+    open.files
+        .iter()
+        .filter_map(|f| {
+            f.reopen()
+                .err()
+                .map(|e| format!("{}: {e}", f.path.display()))
+        })
+        .collect()
+}
+
+/// Log lines dropped because a file's queue was full (the disk stalled).
+pub fn dropped_lines() -> u64 {
+    let open = open_files().lock().unwrap_or_else(|e| e.into_inner());
+    open.dropped.iter().map(|c| c.dropped_lines() as u64).sum()
+}
