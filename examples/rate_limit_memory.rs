@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use weir::admit::rate::{MAX_KEYS, RateLimit};
+use weir::admit::rate::{Client, MAX_KEYS, RateLimit};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -25,7 +25,7 @@ fn main() {
     let limit = RateLimit::new(10, 20, MAX_KEYS);
     let before = rss_bytes();
     for i in 0..n {
-        let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+        let ip = Client::ip(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)));
         let _ = limit.check(ip);
         let _ = limit.check(ip);
     }

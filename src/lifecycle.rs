@@ -26,6 +26,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+use crate::admit::rate::{self, Client};
 use crate::config::{Config, RedirectSettings, normalise_host};
 use crate::conn::info::ConnInfo;
 use crate::conn::state::CloseReason;
@@ -180,19 +181,14 @@ impl Gateway {
         *shape = route.target.error_shape(req.headers());
 
         // Phase: route policy — the client's rate, then the route's gate.
+        // (An LLM route with client tokens counts by token, once it knows
+        // the token.)
         if let Some(rate) = &route.rate
-            && let Err(limited) = rate.check(conn.peer.ip())
+            && !llm::counts_by_token(&route.target)
+            && let Err(limited) = rate.check(Client::ip(conn.peer.ip()))
         {
             if limited.log {
-                // The fail2ban line (deploy/fail2ban): stable text, at most
-                // one per client per 10 s.
-                tracing::warn!(
-                    target: "weir::rate_limit",
-                    "weir: rate_limited client={} route={} host={}",
-                    conn.peer.ip(),
-                    route.name,
-                    host
-                );
+                rate::log_limited(conn.peer.ip(), &route.name, &host);
             }
             record.admission = None;
             return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
@@ -247,6 +243,9 @@ impl Gateway {
                     facts: &facts,
                     admission: &mut record.admission,
                     started: record.start,
+                    rate: route.rate.as_ref(),
+                    peer: conn.peer.ip(),
+                    host: &host,
                 };
                 llm::serve(llm, req, cx).await
             }

@@ -789,3 +789,47 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
     );
     assert_eq!(event_names(&body).last().map(String::as_str), Some("error"));
 }
+
+#[tokio::test]
+async fn with_client_tokens_the_rate_limit_counts_each_token() {
+    let up = serving(WORDS).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "tok-a\ntok-b\n").expect("write");
+    let weir = Weir::start(&llm_config(
+        "anthropic",
+        &[("up", up.url())],
+        &format!(
+            "rate_limit_per_second = 1\nrate_limit_burst = 1\nclient_tokens_file = \"{}\"",
+            tokens.display()
+        ),
+    ))
+    .await;
+    let as_token = |t: &'static str| [("x-api-key", t)];
+    let (s, _, _) = post(
+        &weir,
+        "/v1/messages",
+        &messages_body("m", false),
+        &as_token("tok-a"),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, h, body) = post(
+        &weir,
+        "/v1/messages",
+        &messages_body("m", false),
+        &as_token("tok-a"),
+    )
+    .await;
+    assert_eq!(s, 429, "{body}");
+    assert_eq!(error_type(&body), "rate_limit_error");
+    assert_eq!(h["retry-after"], "1");
+    let (s, _, _) = post(
+        &weir,
+        "/v1/messages",
+        &messages_body("m", false),
+        &as_token("tok-b"),
+    )
+    .await;
+    assert_eq!(s, 200, "same address, another token: its own budget");
+}

@@ -1,6 +1,6 @@
-//! Per-client rate limits: requests per second plus a burst, per client IP
-//! (an IPv6 client per /64), by GCRA (the `governor` crate; no hand-written
-//! bucket).
+//! Per-client rate limits: requests per second plus a burst, per client —
+//! its IP (an IPv6 client per /64), or on an LLM route with client tokens
+//! its token — by GCRA (the `governor` crate; no hand-written bucket).
 //!
 //! Memory stays bounded whatever the number of distinct clients: past
 //! `max_keys` tracked clients, those whose budget has fully refilled are
@@ -30,8 +30,8 @@ pub const LOG_EVERY: Duration = Duration::from_secs(10);
 /// A route's per-client limit.
 pub struct RateLimit {
     quota: Quota,
-    limiter: ArcSwap<DefaultKeyedRateLimiter<IpAddr>>,
-    log_lines: DefaultKeyedRateLimiter<IpAddr>,
+    limiter: ArcSwap<DefaultKeyedRateLimiter<Client>>,
+    log_lines: DefaultKeyedRateLimiter<Client>,
     clock: DefaultClock,
     max_keys: usize,
     /// Checks since the table size was last looked at.
@@ -41,18 +41,38 @@ pub struct RateLimit {
 /// How often (in checks) the table's size is looked at.
 const SIZE_CHECK_EVERY: u32 = 256;
 
-/// The key a client is counted under: its address, or its /64.
-pub fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
+/// Who a request is counted against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Client {
+    /// An address, or an IPv6 /64 (one customer's allocation).
+    Ip(IpAddr),
+    /// A client token of the route, by its index.
+    Token(usize),
+}
+
+impl Client {
+    /// The key for a peer address.
+    pub fn ip(ip: IpAddr) -> Client {
+        Client::Ip(match ip {
+            IpAddr::V4(_) => ip,
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+        })
     }
+}
+
+/// The fail2ban line (deploy/fail2ban): stable text, written only when
+/// [`Limited::log`] says so (at most once per client per `LOG_EVERY`).
+pub fn log_limited(peer: IpAddr, route: &str, host: &str) {
+    tracing::warn!(
+        target: "weir::rate_limit",
+        "weir: rate_limited client={peer} route={route} host={host}"
+    );
 }
 
 /// Over the limit: retry after this many whole seconds (at least 1).
@@ -81,8 +101,7 @@ impl RateLimit {
     }
 
     /// Whether `client` may send a request now.
-    pub fn check(&self, client: IpAddr) -> Result<(), Limited> {
-        let key = client_key(client);
+    pub fn check(&self, key: Client) -> Result<(), Limited> {
         let n = self
             .checks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -109,7 +128,7 @@ impl RateLimit {
     }
 
     /// Keep the table under `max_keys`: drop refilled clients, else start over.
-    fn shrink(&self, limiter: &Arc<DefaultKeyedRateLimiter<IpAddr>>) {
+    fn shrink(&self, limiter: &Arc<DefaultKeyedRateLimiter<Client>>) {
         limiter.retain_recent();
         limiter.shrink_to_fit();
         if limiter.len() > self.max_keys {
@@ -130,7 +149,7 @@ mod tests {
     #[test]
     fn a_burst_then_the_rate_and_each_client_apart() {
         let r = RateLimit::new(1, 3, 1000);
-        let a: IpAddr = "192.0.2.1".parse().expect("ip");
+        let a = Client::ip("192.0.2.1".parse().expect("ip"));
         for _ in 0..3 {
             assert!(r.check(a).is_ok());
         }
@@ -139,12 +158,17 @@ mod tests {
         assert!(limited.log, "the first limit is logged");
         assert!(!r.check(a).expect_err("still").log, "the next is not");
         assert!(
-            r.check("192.0.2.2".parse().expect("ip")).is_ok(),
+            r.check(Client::ip("192.0.2.2".parse().expect("ip")))
+                .is_ok(),
             "another client"
         );
+        assert!(
+            r.check(Client::Token(0)).is_ok(),
+            "a token is its own client"
+        );
         // One IPv6 customer is one /64.
-        let v6a: IpAddr = "2001:db8::1".parse().expect("ip");
-        let v6b: IpAddr = "2001:db8::2".parse().expect("ip");
+        let v6a = Client::ip("2001:db8::1".parse().expect("ip"));
+        let v6b = Client::ip("2001:db8::2".parse().expect("ip"));
         for _ in 0..3 {
             assert!(r.check(v6a).is_ok());
         }
@@ -155,7 +179,7 @@ mod tests {
     fn memory_stays_bounded_under_many_distinct_clients() {
         let r = RateLimit::new(1, 1, 1000);
         for i in 0..10_000u32 {
-            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            let ip = Client::ip(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)));
             let _ = r.check(ip);
             let _ = r.check(ip);
         }

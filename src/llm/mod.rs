@@ -36,6 +36,7 @@ use body::{ModelError, ReadError};
 use protocol::Endpoint;
 use upstream::LlmUpstream;
 
+use crate::admit::rate::{self, Client, RateLimit};
 use crate::admit::{Admission, Gate};
 use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
 use crate::proxy::{BodyRate, RequestBody};
@@ -84,6 +85,17 @@ pub struct Context<'a> {
     pub facts: &'a SharedLlmFacts,
     pub admission: &'a mut Option<Admission>,
     pub started: std::time::Instant,
+    /// The route's per-client rate limit, counted here by client token
+    /// when the route has tokens.
+    pub rate: Option<&'a Arc<RateLimit>>,
+    pub peer: std::net::IpAddr,
+    pub host: &'a str,
+}
+
+/// Whether `target` is an LLM route that counts rate limits by client
+/// token (it has tokens) rather than by address.
+pub fn counts_by_token(target: &crate::route::Target) -> bool {
+    matches!(target, crate::route::Target::Llm(llm) if !llm.settings.client_tokens.is_empty())
 }
 
 /// Serve one request on an LLM route.
@@ -122,6 +134,18 @@ pub async fn serve(
                 .closing_if_body(&req));
         };
         gateway_credential = Some(header);
+        if let Some(rate) = cx.rate
+            && let Err(limited) = rate.check(Client::Token(index))
+        {
+            if limited.log {
+                rate::log_limited(cx.peer, cx.route_name, cx.host);
+            }
+            return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+                .retry_after(limited.retry_after)
+                .counting(crate::respond::Counted::Shed("rate_limit"))
+                .saying("this client token is over its rate limit")
+                .closing_if_body(&req));
+        }
         if let Some(admission) = cx.admission.as_mut()
             && admission.enter_token(&llm.token_gates[index]).is_err()
         {
