@@ -196,6 +196,19 @@ fn serve_on(
                     let _ = running.reload();
                 }
                 Signal::ReopenLogs => reopen_logs(),
+                Signal::Upgrade => {
+                    tracing::info!("upgrade: starting the new process with the listening sockets");
+                    match running.upgrade().await {
+                        Ok(pid) => {
+                            tracing::info!(
+                                pid,
+                                "upgrade: the new process is ready; this one drains and exits"
+                            );
+                            break;
+                        }
+                        Err(e) => tracing::error!(error = %e, "upgrade failed; still serving"),
+                    }
+                }
                 Signal::Stop => break,
             }
         }
@@ -234,6 +247,8 @@ enum Signal {
     Reload,
     /// SIGUSR1.
     ReopenLogs,
+    /// SIGUSR2: hand the sockets to a new process, then drain.
+    Upgrade,
 }
 
 struct Signals {
@@ -241,6 +256,7 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -251,6 +267,7 @@ impl Signals {
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
             usr1: signal(SignalKind::user_defined1())?,
+            usr2: signal(SignalKind::user_defined2())?,
         })
     }
 
@@ -260,6 +277,7 @@ impl Signals {
             _ = self.int.recv() => Signal::Stop,
             _ = self.hup.recv() => Signal::Reload,
             _ = self.usr1.recv() => Signal::ReopenLogs,
+            _ = self.usr2.recv() => Signal::Upgrade,
         }
     }
 

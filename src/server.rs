@@ -29,7 +29,7 @@ use crate::conn::deadline::{self, Deadlines};
 use crate::conn::registry::Registry;
 use crate::conn::tls::Certificates;
 use crate::lifecycle::Gateway;
-use crate::listen::{BindError, Listener, Shared, budget};
+use crate::listen::{BindError, Listener, Shared, budget, handover};
 use crate::snapshot::BuildError;
 use crate::telemetry::Metrics;
 
@@ -334,6 +334,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
 /// A started server: its bound addresses and the handle to stop it.
 pub struct Running {
     reloadable: Arc<Reloadable>,
+    handover: Vec<(String, std::net::TcpListener)>,
     _watcher: Option<notify::RecommendedWatcher>,
     listeners: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
@@ -355,20 +356,39 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let deadlines = Arc::new(ArcSwap::from_pointee(Deadlines::new(&config.connections)));
     let registry = Registry::new(config.connections.max, config.connections.max_per_ip);
 
+    // Sockets a previous weir handed over at an upgrade are adopted by name.
+    let mut inherited = handover::Inherited::from_env();
     let mut bound = Vec::new();
     for l in &config.listeners {
-        bound.push(Listener::bind(l).await?);
+        bound.push(Listener::bind(l, &mut inherited).await?);
     }
-    let admin_socket =
-        match &config.admin {
-            Some(a) => Some(TcpListener::bind(a.address).await.map_err(|source| {
-                StartError::AdminBind {
-                    address: a.address,
-                    source,
+    let admin_socket = match &config.admin {
+        Some(a) => {
+            let bind_error = |source| StartError::AdminBind {
+                address: a.address,
+                source,
+            };
+            Some(match inherited.take("admin") {
+                Some(s) => {
+                    s.set_nonblocking(true).map_err(bind_error)?;
+                    TcpListener::from_std(s).map_err(bind_error)?
                 }
-            })?),
-            None => None,
-        };
+                None => TcpListener::bind(a.address).await.map_err(bind_error)?,
+            })
+        }
+        None => None,
+    };
+    // Second descriptors of every listening socket, for an upgrade.
+    let mut handover_sockets: Vec<(String, std::net::TcpListener)> = bound
+        .iter_mut()
+        .filter_map(|l| Some((l.name.to_string(), l.handover.take()?)))
+        .collect();
+    if let Some(s) = admin_socket
+        .as_ref()
+        .and_then(crate::listen::socket_handover)
+    {
+        handover_sockets.push(("admin".into(), s));
+    }
     let certificates = bound
         .iter()
         .filter_map(|l| Some((l.name.to_string(), l.certificates.clone()?)))
@@ -430,6 +450,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let admin_task = admin_socket.map(|s| tokio::spawn(admin::run(s, admin_state.clone())));
     Ok(Running {
         reloadable,
+        handover: handover_sockets,
         _watcher: watcher,
         listeners,
         admin,
@@ -456,6 +477,26 @@ impl Running {
     /// do): every problem, or what changed.
     pub fn reload(&self) -> Result<Reloaded, Vec<String>> {
         self.reloadable.reload_now()
+    }
+
+    /// Start the same binary (or a new one at the same path) with this
+    /// process's listening sockets, and wait until it is ready: then this
+    /// process should drain and exit. Returns the new process's pid; on
+    /// failure the new process is gone and this one keeps serving.
+    pub async fn upgrade(&self) -> Result<u32, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find weir's binary: {e}"))?;
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut sockets = Vec::new();
+        for (name, socket) in &self.handover {
+            let dup = socket
+                .try_clone()
+                .map_err(|e| format!("cannot duplicate the `{name}` socket: {e}"))?;
+            sockets.push((name.clone(), dup));
+        }
+        // It waits for the new process: off the runtime's threads.
+        tokio::task::spawn_blocking(move || handover::start_successor(&sockets, exe, args))
+            .await
+            .map_err(|e| format!("the upgrade task failed: {e}"))?
     }
 
     /// The bound address of a listener, by name.

@@ -1078,3 +1078,103 @@ async fn log_files_are_reopened_after_rotation() {
         .await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_under_load_refuses_no_connection_and_fails_no_request() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, &run_config(up));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    let admin = weir.admin();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut load = Vec::new();
+    for _ in 0..3 {
+        let (stop, ok, failures) = (stop.clone(), ok.clone(), failures.clone());
+        load.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                // A new connection per request: a refused one would show.
+                let mut s = match tokio::net::TcpStream::connect(addr).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failures.lock().expect("lock").push(format!("connect: {e}"));
+                        continue;
+                    }
+                };
+                let sent = tokio::io::AsyncWriteExt::write_all(
+                    &mut s,
+                    b"GET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+                let (out, _) = read_until_close(&mut s, Duration::from_secs(10)).await;
+                if sent.is_ok() && out.starts_with("HTTP/1.1 200") {
+                    ok.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failures
+                        .lock()
+                        .expect("lock")
+                        .push(format!("answer: {out:?}"));
+                }
+            }
+        }));
+    }
+    assert!(eventually(Duration::from_secs(10), || ok.load(Ordering::Relaxed) > 50).await);
+
+    weir.signal("-USR2");
+    let ready = weir.wait_for(|l| l.contains("the new process is ready"));
+    let v: serde_json::Value = serde_json::from_str(&ready).expect("json");
+    let new_pid = v["pid"].as_u64().expect("pid");
+    assert_eq!(
+        weir.wait_exit(Duration::from_secs(20)),
+        0,
+        "the old process drained and left"
+    );
+    // The new process serves alone now, on the same sockets (and admin).
+    let served = ok.load(Ordering::Relaxed);
+    assert!(
+        eventually(Duration::from_secs(10), || ok.load(Ordering::Relaxed)
+            > served + 100)
+        .await,
+        "the new process serves"
+    );
+    assert_eq!(
+        metric_at(admin, "weir_config_generation").await,
+        Some(1),
+        "a fresh process answers the admin port"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.await.expect("load");
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &new_pid.to_string()])
+        .status();
+    let failures = failures.lock().expect("lock").clone();
+    assert!(
+        failures.is_empty(),
+        "{} failures: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_upgrade_keeps_the_old_process_serving() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, &run_config(up));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let addr = weir.listening("web");
+    // The new process will read a config that does not validate.
+    std::fs::write(&path, "[[listener]]\naddress = \"nonsense\"\n").expect("spoil");
+    weir.signal("-USR2");
+    weir.wait_for(|l| l.contains("upgrade failed; still serving"));
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/echo")).await;
+    assert_eq!(status, 200, "the old process still serves");
+}

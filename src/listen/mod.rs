@@ -11,6 +11,7 @@
 
 pub mod accept;
 pub mod budget;
+pub mod handover;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,6 +53,9 @@ pub struct Listener {
     tls: Option<TlsAcceptor>,
     /// The TLS listener's certificates, swappable while it serves.
     pub certificates: Option<Arc<Certificates>>,
+    /// A second descriptor of the listening socket, to hand to a new
+    /// process at an upgrade.
+    pub handover: Option<std::net::TcpListener>,
 }
 
 /// What every accept loop shares.
@@ -65,8 +69,12 @@ pub struct Shared {
 }
 
 impl Listener {
-    /// Bind the socket and prepare TLS; errors name the listener.
-    pub async fn bind(config: &ListenerConfig) -> Result<Self, BindError> {
+    /// Bind the socket (or adopt the one inherited under this listener's
+    /// name) and prepare TLS; errors name the listener.
+    pub async fn bind(
+        config: &ListenerConfig,
+        inherited: &mut handover::Inherited,
+    ) -> Result<Self, BindError> {
         let (tls, certificates) = match &config.tls {
             Some(t) => {
                 let (acceptor, certs) =
@@ -78,20 +86,28 @@ impl Listener {
             }
             None => (None, None),
         };
-        let socket =
-            TcpListener::bind(config.address)
+        let socket_error = |source| BindError::Socket {
+            listener: config.name.clone(),
+            address: config.address,
+            source,
+        };
+        let socket = match inherited.take(&config.name) {
+            Some(std_socket) => {
+                std_socket.set_nonblocking(true).map_err(socket_error)?;
+                TcpListener::from_std(std_socket).map_err(socket_error)?
+            }
+            None => TcpListener::bind(config.address)
                 .await
-                .map_err(|source| BindError::Socket {
-                    listener: config.name.clone(),
-                    address: config.address,
-                    source,
-                })?;
+                .map_err(socket_error)?,
+        };
+        let handover = socket_handover(&socket);
         Ok(Listener {
             name: config.name.as_str().into(),
             config: config.clone(),
             socket,
             tls,
             certificates,
+            handover,
         })
     }
 
@@ -169,4 +185,10 @@ impl Listener {
         }
         tracing::info!(listener = %name, "stopped accepting");
     }
+}
+
+/// A second descriptor of a listening socket (for a later handover).
+pub fn socket_handover(socket: &TcpListener) -> Option<std::net::TcpListener> {
+    let fd = std::os::fd::AsFd::as_fd(socket).try_clone_to_owned().ok()?;
+    Some(std::net::TcpListener::from(fd))
 }
