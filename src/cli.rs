@@ -188,8 +188,9 @@ fn serve_on(
                 }
             });
         }
-        // SIGHUP reloads the config file, SIGUSR1 reopens log files;
-        // SIGTERM/SIGINT start the drain.
+        // SIGHUP reloads the config file, SIGUSR1 reopens log files,
+        // SIGUSR2 hands over to a new binary; SIGTERM/SIGINT start the drain.
+        let mut handed_over = false;
         loop {
             match signals.next().await {
                 Signal::Reload => {
@@ -204,6 +205,7 @@ fn serve_on(
                                 pid,
                                 "upgrade: the new process is ready; this one drains and exits"
                             );
+                            handed_over = true;
                             break;
                         }
                         Err(e) => tracing::error!(error = %e, "upgrade failed; still serving"),
@@ -212,7 +214,11 @@ fn serve_on(
                 Signal::Stop => break,
             }
         }
-        systemd::stopping();
+        // After a handover the service is not stopping: its new main
+        // process is serving.
+        if !handed_over {
+            systemd::stopping();
+        }
         tracing::info!("shutdown requested; a second signal exits at once");
         tokio::select! {
             _ = running.shutdown() => ExitCode::SUCCESS,

@@ -16,9 +16,38 @@ fn send(states: &[NotifyState<'_>]) {
     }
 }
 
-/// Every listener is bound and serving.
+/// The variable a process starting its successor (a binary upgrade) puts
+/// systemd's own notify socket in, since the successor's `NOTIFY_SOCKET`
+/// is the old process's private one.
+pub const SUCCESSOR_OF: &str = "WEIR_SYSTEMD_NOTIFY_SOCKET";
+
+/// Every listener is bound and serving. A successor also tells systemd it
+/// is the unit's main process now (needs `NotifyAccess=all`).
 pub fn ready() {
     send(&[NotifyState::Ready]);
+    if let Ok(path) = std::env::var(SUCCESSOR_OF) {
+        let msg = format!("MAINPID={}\nREADY=1\n", std::process::id());
+        if let Err(e) = send_to(&path, msg.as_bytes()) {
+            tracing::warn!(error = %e, "cannot tell systemd the new main PID");
+        }
+    }
+}
+
+/// One datagram to a notify socket at `path` (`@name` = abstract).
+fn send_to(path: &str, msg: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::net::UnixDatagram;
+    let socket = UnixDatagram::unbound()?;
+    match path.strip_prefix('@') {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            socket.send_to_addr(msg, &addr)?;
+        }
+        None => {
+            socket.send_to(msg, path)?;
+        }
+    }
+    Ok(())
 }
 
 /// A reload begins.

@@ -1178,3 +1178,55 @@ async fn a_failed_upgrade_keeps_the_old_process_serving() {
     let (status, _, _) = get(&h1_client(), &format!("http://{addr}/echo")).await;
     assert_eq!(status, 200, "the old process still serves");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_an_upgrade_systemd_hears_the_new_main_pid_and_no_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).expect("bind notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    let path = write_config(&dir, &run_config(up));
+    let mut cmd = Command::new(WEIR);
+    cmd.args(["run", "--config", &path])
+        .env("NOTIFY_SOCKET", &socket_path);
+    let mut weir = Proc::spawn_command(cmd);
+    weir.listening("web");
+    let messages = tokio::task::spawn_blocking(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while let Ok(n) = socket.recv(&mut buf) {
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let done = msg.contains("MAINPID=");
+            got.push(msg);
+            if done {
+                // Anything the old process says while it drains.
+                let _ = socket.set_read_timeout(Some(Duration::from_millis(1500)));
+            }
+        }
+        got
+    });
+    weir.signal("-USR2");
+    let ready = weir.wait_for(|l| l.contains("the new process is ready"));
+    let new_pid = serde_json::from_str::<serde_json::Value>(&ready).expect("json")["pid"]
+        .as_u64()
+        .expect("pid");
+    assert_eq!(weir.wait_exit(Duration::from_secs(20)), 0);
+    let messages = messages.await.expect("join");
+    let _ = Command::new("kill")
+        .args(["-TERM", &new_pid.to_string()])
+        .status();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains(&format!("MAINPID={new_pid}")) && m.contains("READY=1")),
+        "{messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|m| m.contains("STOPPING=1")),
+        "the unit is not stopping: {messages:?}"
+    );
+}

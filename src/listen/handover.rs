@@ -85,6 +85,10 @@ pub fn start_successor(
         .env("LISTEN_FDNAMES", names.join(":"))
         .env_remove("LISTEN_PID")
         .env("NOTIFY_SOCKET", &notify_path);
+    // systemd's own socket, for the new process to claim MAINPID with.
+    if let Ok(systemd) = std::env::var("NOTIFY_SOCKET") {
+        cmd.env(crate::systemd::SUCCESSOR_OF, systemd);
+    }
     cmd.fd_mappings(mappings)
         .map_err(|e| format!("cannot hand over the sockets: {e}"))?;
     let mut child = cmd.spawn().map_err(|e| {
