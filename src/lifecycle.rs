@@ -184,7 +184,7 @@ impl Gateway {
         // (An LLM route with client tokens counts by token, once it knows
         // the token.)
         if let Some(rate) = &route.rate
-            && !llm::counts_by_token(&route.target)
+            && !route.target.rate_by_token()
             && let Err(limited) = rate.check(Client::ip(conn.peer.ip()))
         {
             if limited.log {

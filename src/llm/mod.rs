@@ -92,11 +92,6 @@ pub struct Context<'a> {
     pub host: &'a str,
 }
 
-/// Whether `target` is an LLM route that counts rate limits by client
-/// token (it has tokens) rather than by address.
-pub fn counts_by_token(target: &crate::route::Target) -> bool {
-    matches!(target, crate::route::Target::Llm(llm) if !llm.settings.client_tokens.is_empty())
-}
 
 /// Serve one request on an LLM route.
 pub async fn serve(

@@ -52,6 +52,13 @@ impl Target {
         }
     }
 
+    /// Whether the route's rate limit counts client tokens rather than
+    /// addresses (an LLM route with tokens: many agents may share one
+    /// egress address).
+    pub fn rate_by_token(&self) -> bool {
+        matches!(self, Target::Llm(llm) if !llm.settings.client_tokens.is_empty())
+    }
+
     /// Where requests go, for the access log.
     pub fn label(&self) -> Option<&Arc<str>> {
         match self {
