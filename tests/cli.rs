@@ -1230,3 +1230,28 @@ async fn after_an_upgrade_systemd_hears_the_new_main_pid_and_no_stopping() {
         "the unit is not stopping: {messages:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn guessing_the_admin_token_is_rate_limited() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "s3cret").expect("token");
+    let path = write_config(&dir, &reload_config(up, &token, 0, ""));
+    let mut weir = Proc::spawn(&["run", "--config", &path]);
+    let admin = weir.admin();
+    let (status, _) = admin_post(admin, "/admin/reload", "s3cret").await;
+    assert_eq!(status, 200, "successes are not counted");
+    let mut statuses = Vec::new();
+    for _ in 0..7 {
+        statuses.push(admin_post(admin, "/admin/reload", "guess").await.0.as_u16());
+    }
+    assert_eq!(&statuses[..5], &[401; 5], "{statuses:?}");
+    assert_eq!(
+        statuses[6], 429,
+        "then refused before the token is looked at: {statuses:?}"
+    );
+    let (status, _) = admin_post(admin, "/admin/reload", "s3cret").await;
+    assert_eq!(status, 429, "even the right token, for a while");
+    weir.wait_for(|l| l.contains("admin API: authentication failed"));
+}

@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 use subtle::ConstantTimeEq;
 
+use crate::admit::rate::{Client, RateLimit};
 use crate::config::Secret;
 use crate::listen::accept::{AcceptLoop, SpareFd};
 use crate::respond::{ErrorShape, Payload, error_response};
@@ -54,6 +55,19 @@ pub struct AdminState {
     pub reload: Arc<dyn Reload>,
     /// Failed authentications, for the once-per-10-s log line.
     pub auth_failures: AtomicU64,
+    /// Failed authentications per client, limited.
+    pub auth_failures_by_client: RateLimit,
+    /// Clients over their failures, until when.
+    pub auth_blocked: std::sync::Mutex<std::collections::HashMap<Client, std::time::Instant>>,
+}
+
+/// Failed admin authentications a client may make at once; then one a
+/// minute.
+pub const AUTH_FAILURE_BURST: u32 = 5;
+
+/// The limiter for failed admin authentications.
+pub fn auth_failure_limit() -> RateLimit {
+    RateLimit::per_minute(1, AUTH_FAILURE_BURST, 10_000)
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response<Payload> {
@@ -77,12 +91,45 @@ fn authorized(req: &Request<Incoming>, token: &Secret) -> bool {
 
 /// `/admin/*`: off without a token; 401 (logged at most once per 10 s,
 /// so failed attempts cannot flood the log) without the right one.
-async fn admin_api(req: Request<Incoming>, state: Arc<AdminState>) -> Response<Payload> {
+async fn admin_api(
+    req: Request<Incoming>,
+    state: Arc<AdminState>,
+    peer: std::net::IpAddr,
+) -> Response<Payload> {
     let shape = ErrorShape::Json;
     let Some(token) = &state.token else {
         return error_response(shape, StatusCode::NOT_FOUND);
     };
+    // A client that keeps failing is refused before its token is looked
+    // at: guessing is limited to AUTH_FAILURE_BURST tries, then one a
+    // minute.
+    let key = Client::ip(peer);
+    let now = std::time::Instant::now();
+    let blocked_until = state
+        .auth_blocked
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .copied();
+    if let Some(until) = blocked_until.filter(|u| *u > now) {
+        let mut resp = error_response(shape, StatusCode::TOO_MANY_REQUESTS);
+        let secs = until.duration_since(now).as_secs().max(1);
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return resp;
+    }
     if !authorized(&req, token) {
+        // Failures alone spend the client's budget.
+        if let Err(limited) = state.auth_failures_by_client.check(key) {
+            let mut blocked = state.auth_blocked.lock().unwrap_or_else(|e| e.into_inner());
+            if blocked.len() > 10_000 {
+                blocked.retain(|_, until| *until > now);
+            }
+            blocked.insert(
+                key,
+                now + std::time::Duration::from_secs(limited.retry_after),
+            );
+        }
         static LAST_LOG: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
         let n = state.auth_failures.fetch_add(1, Ordering::Relaxed) + 1;
         let mut last = LAST_LOG.lock().unwrap_or_else(|e| e.into_inner());
@@ -182,7 +229,7 @@ pub async fn run(socket: TcpListener, state: Arc<AdminState>) {
     let metrics = state.metrics.clone();
     accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
     loop {
-        let (stream, _) = accepts.next().await;
+        let (stream, peer) = accepts.next().await;
         let state = state.clone();
         let http = http.clone();
         tokio::spawn(async move {
@@ -190,7 +237,7 @@ pub async fn run(socket: TcpListener, state: Arc<AdminState>) {
                 let state = state.clone();
                 async move {
                     let resp = if req.uri().path().starts_with("/admin/") {
-                        admin_api(req, state).await
+                        admin_api(req, state, peer.ip()).await
                     } else {
                         handle(&req, &state)
                     };

@@ -87,8 +87,18 @@ impl RateLimit {
     /// `per_second` sustained, `burst` at once (at least 1 each).
     pub fn new(per_second: u32, burst: u32, max_keys: usize) -> Self {
         let rate = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
+        Self::with_quota(Quota::per_second(rate), burst, max_keys)
+    }
+
+    /// `per_minute` sustained, `burst` at once.
+    pub fn per_minute(per_minute: u32, burst: u32, max_keys: usize) -> Self {
+        let rate = NonZeroU32::new(per_minute.max(1)).unwrap_or(NonZeroU32::MIN);
+        Self::with_quota(Quota::per_minute(rate), burst, max_keys)
+    }
+
+    fn with_quota(quota: Quota, burst: u32, max_keys: usize) -> Self {
         let burst = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::per_second(rate).allow_burst(burst);
+        let quota = quota.allow_burst(burst);
         let log_quota = Quota::with_period(LOG_EVERY).unwrap_or(Quota::per_second(NonZeroU32::MIN));
         RateLimit {
             quota,

@@ -92,7 +92,6 @@ pub struct Context<'a> {
     pub host: &'a str,
 }
 
-
 /// Serve one request on an LLM route.
 pub async fn serve(
     llm: &LlmRoute,
