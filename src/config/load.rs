@@ -55,15 +55,13 @@ const ADMIN: &[&str] = &["address", "token_file", "token_env"];
 const LISTENER: &[&str] = &["name", "address", "tls", "redirect_https", "https_port"];
 const TLS: &[&str] = &["certificates"];
 const CERTIFICATE: &[&str] = &["cert", "key"];
-const ROUTE: &[&str] = &[
+/// Keys every route kind reads; each kind adds its own (below).
+const ROUTE_COMMON: &[&str] = &[
     "name",
     "host",
     "path",
-    "upstream",
     "connect_timeout",
-    "response_timeout",
     "max_request_body",
-    "preserve_host",
     "strip_prefix",
     "max_concurrent_requests",
     "kind",
@@ -73,18 +71,6 @@ const ROUTE: &[&str] = &[
     "hsts_include_subdomains",
     "hsts_preload",
     "server_header",
-    "upstreams",
-    "models",
-    "default_upstreams",
-    "client_tokens_file",
-    "client_tokens_env",
-    "max_concurrent_per_token",
-    "first_byte_timeout",
-    "first_token_timeout",
-    "stream_idle_timeout",
-    "sse_keepalive",
-    "failover_on",
-    "served_by_header",
 ];
 /// Keys only LLM routes read.
 const LLM_ONLY: &[&str] = &[
@@ -509,7 +495,8 @@ fn required_path(t: &Section<'_, '_>, key: &str, base: &Path) -> Option<At<PathB
 }
 
 fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
-    let sections = top.tables("route", ROUTE);
+    let known: Vec<&str> = [ROUTE_COMMON, PROXY_ONLY, LLM_ONLY].concat();
+    let sections = top.tables("route", &known);
     if sections.is_empty() && top.string_list("route").is_none() {
         top.problem(
             "route",
