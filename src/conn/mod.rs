@@ -141,6 +141,8 @@ async fn serve_http<T>(
     );
     let mut seen = CloseReason::None;
     let mut draining = false;
+    // Shutdown began while a head was awaited: close once the grace is over.
+    let mut close_pending = false;
     let mut grace = pin!(tokio::time::sleep(Duration::MAX));
     loop {
         tokio::select! {
@@ -168,11 +170,23 @@ async fn serve_http<T>(
             }
             _ = shutdown_begun(&mut shutdown), if !draining => {
                 draining = true;
-                conn.as_mut().graceful_shutdown();
+                if state.phase() == Phase::ReadingHead {
+                    // A request may already be on the wire, unread: closing
+                    // now would drop it unanswered (a new connection at a
+                    // drain or an upgrade). Give it the grace to arrive;
+                    // the close follows.
+                    close_pending = true;
+                } else {
+                    conn.as_mut().graceful_shutdown();
+                }
                 grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
             }
             _ = grace.as_mut() => {
-                if matches!(state.phase(), Phase::Active | Phase::Tunnel) {
+                if close_pending {
+                    close_pending = false;
+                    conn.as_mut().graceful_shutdown();
+                    grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                } else if matches!(state.phase(), Phase::Active | Phase::Tunnel) {
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else {
                     tracing::debug!(%peer, "graceful close not completed by the client; dropping");
