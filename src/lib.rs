@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod acme;
 pub mod admin;
 pub mod admit;
 pub mod cli;

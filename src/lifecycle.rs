@@ -4,16 +4,18 @@
 //!    ([`ConnInfo`]); the request takes the current [`Snapshot`].
 //! 2. **framing** — what hyper accepts but RFC 9112 forbids (two Host
 //!    lines, chunked twice) is 400 and close.
-//! 3. **redirect** — a redirecting listener answers 308 to HTTPS and stops.
-//! 4. **admit** — the process-wide gate: shed with 503, never queue.
-//! 5. **route** — host + path select a route, or 404. From here on errors
+//! 3. **acme** — an ACME http-01 challenge in progress is answered, on any
+//!    listener, before redirects, gates and rate limits.
+//! 4. **redirect** — a redirecting listener answers 308 to HTTPS and stops.
+//! 5. **admit** — the process-wide gate: shed with 503, never queue.
+//! 6. **route** — host + path select a route, or 404. From here on errors
 //!    are written in the route's shape.
-//! 6. **route policy** — the route's own gate; a declared body over the
+//! 7. **route policy** — the route's own gate; a declared body over the
 //!    route limit gets 413 before a byte of it is read.
-//! 7. **serve** — one `match` on the route's [`Target`]: a proxy route
+//! 8. **serve** — one `match` on the route's [`Target`]: a proxy route
 //!    forwards upstream and streams the answer back; an LLM route routes by
 //!    model with failover ([`crate::llm`]).
-//! 8. **respond** — the body is wrapped so the access log and metrics are
+//! 9. **respond** — the body is wrapped so the access log and metrics are
 //!    written when it ends.
 //!
 //! Every failure on the way is a [`Rescue`], answered in one place.
@@ -26,6 +28,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
+use crate::acme::Challenges;
 use crate::admit::rate::{self, Client};
 use crate::config::{Config, RedirectSettings, normalise_host};
 use crate::conn::info::ConnInfo;
@@ -45,10 +48,16 @@ use crate::telemetry::Metrics;
 pub struct Gateway {
     current: ArcSwap<Snapshot>,
     standing: Standing,
+    /// ACME challenge answers (http-01 tokens).
+    challenges: Arc<Challenges>,
 }
 
 impl Gateway {
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, BuildError> {
+    pub fn new(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        challenges: Arc<Challenges>,
+    ) -> Result<Self, BuildError> {
         let standing = Standing::new(
             config.server.max_concurrent_requests,
             config.server.max_buffered_body_bytes,
@@ -58,6 +67,7 @@ impl Gateway {
         Ok(Gateway {
             current: ArcSwap::from_pointee(snapshot),
             standing,
+            challenges,
         })
     }
 
@@ -136,7 +146,7 @@ impl Gateway {
         resp.map(|body| Recorded::new(body, Some(record)))
     }
 
-    /// Phases 2 to 7; any failure is a [`Rescue`] for the caller to answer.
+    /// Phases 2 to 8; any failure is a [`Rescue`] for the caller to answer.
     async fn phases(
         &self,
         snapshot: &Snapshot,
@@ -150,6 +160,13 @@ impl Gateway {
         if ambiguous_framing(&req) {
             return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
         }
+        // Phase: acme — the CA's validator, whatever the listener does.
+        if let Some(token) = req.uri().path().strip_prefix(ACME_CHALLENGE_PATH)
+            && let Some(answer) = self.challenges.http01(token)
+        {
+            return Ok(acme_answer(&answer));
+        }
+
         let host_sent = host_sent.and_then(|h| h.to_str().ok());
         let Some(host) = host_sent.and_then(normalise_host) else {
             return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
@@ -276,6 +293,18 @@ fn route_headers(route: &crate::config::RouteConfig, tls: bool, h: &mut http::He
 
 /// 308 to the same host and path over HTTPS — only for hosts some route
 /// serves, so the listener cannot be used as an open redirector.
+/// Where RFC 8555 §8.3 puts an http-01 answer.
+const ACME_CHALLENGE_PATH: &str = "/.well-known/acme-challenge/";
+
+fn acme_answer(key_authorization: &str) -> Response<Payload> {
+    let mut resp = Response::new(Payload::text(key_authorization.to_string()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    resp
+}
+
 fn redirect_to_https(
     snapshot: &Snapshot,
     req: &Request<Incoming>,

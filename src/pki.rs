@@ -111,6 +111,20 @@ pub fn certified_key(
     Ok((Arc::new(certified), names))
 }
 
+/// Pair a certificate with its key without parsing the certificate: for
+/// ACME's tls-alpn-01 answer, whose critical acmeIdentifier extension the
+/// web PKI parser rightly refuses. Only a CA's validator ever sees it.
+pub fn challenge_key(
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<CertifiedKey>, PkiError> {
+    let signer = provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(PkiError::KeyMismatch)?;
+    Ok(Arc::new(CertifiedKey::new(vec![cert], signer)))
+}
+
 /// A self-signed certificate for `names` (the demo's, and tests'); also
 /// returns the certificate as PEM so a client can trust it.
 pub fn self_signed(names: &[&str]) -> Result<(Arc<CertifiedKey>, Vec<String>, String), PkiError> {

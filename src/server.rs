@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::acme::{self, Challenges};
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::conn::ConnSettings;
@@ -55,6 +56,9 @@ struct Reloadable {
     settings: Arc<ArcSwap<ConnSettings>>,
     deadlines: Arc<ArcSwap<Deadlines>>,
     certificates: HashMap<String, Arc<Certificates>>,
+    /// ACME certificate keepers, by listener name.
+    acme: std::sync::Mutex<HashMap<String, acme::Manager>>,
+    challenges: Arc<Challenges>,
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     current: std::sync::Mutex<Config>,
@@ -98,6 +102,7 @@ impl Reloadable {
                 tracing::error!(error = %source, "certificates not replaced");
             }
         }
+        self.restart_changed_acme(config);
         self.settings.store(Arc::new(ConnSettings::new(config)));
         self.deadlines
             .store(Arc::new(Deadlines::new(&config.connections)));
@@ -111,6 +116,30 @@ impl Reloadable {
             generation,
             restart_needed,
         })
+    }
+
+    /// A listener whose `acme` settings changed gets a new keeper (it
+    /// finds the certificates already on disk, so nothing is ordered again
+    /// unless names were added); one that lost its `acme` table, none.
+    fn restart_changed_acme(&self, config: &Config) {
+        let mut managers = self.acme.lock().unwrap_or_else(|e| e.into_inner());
+        for l in &config.listeners {
+            let Some(certs) = self.certificates.get(&l.name) else {
+                continue;
+            };
+            let wanted = l.tls.as_ref().and_then(|t| t.acme.as_ref());
+            let running = managers.get(&l.name).map(|m| &m.settings);
+            if wanted == running {
+                continue;
+            }
+            managers.remove(&l.name);
+            if let Some(settings) = wanted {
+                managers.insert(
+                    l.name.clone(),
+                    start_acme(&l.name, settings, certs, &self.challenges, &self.metrics),
+                );
+            }
+        }
     }
 
     /// Re-read the running config's file, validate it exactly as `weir
@@ -349,9 +378,28 @@ pub struct Running {
     shutdown_timeout: Duration,
 }
 
+/// Serve what is on disk at once, then keep the listener's names certified.
+fn start_acme(
+    listener: &str,
+    settings: &crate::config::AcmeSettings,
+    certificates: &Certificates,
+    challenges: &Arc<Challenges>,
+    metrics: &Arc<Metrics>,
+) -> acme::Manager {
+    acme::load_stored(settings, certificates.issued(), metrics);
+    acme::start(
+        listener,
+        settings,
+        certificates.issued().clone(),
+        challenges.clone(),
+        metrics.clone(),
+    )
+}
+
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
-    let gateway = Arc::new(Gateway::new(config, metrics.clone())?);
+    let challenges = Arc::new(Challenges::default());
+    let gateway = Arc::new(Gateway::new(config, metrics.clone(), challenges.clone())?);
     let settings = Arc::new(ArcSwap::from_pointee(ConnSettings::new(config)));
     let deadlines = Arc::new(ArcSwap::from_pointee(Deadlines::new(&config.connections)));
     let registry = Registry::new(config.connections.max, config.connections.max_per_ip);
@@ -360,7 +408,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let mut inherited = handover::Inherited::from_env();
     let mut bound = Vec::new();
     for l in &config.listeners {
-        bound.push(Listener::bind(l, &mut inherited).await?);
+        bound.push(Listener::bind(l, &mut inherited, &challenges).await?);
     }
     let admin_socket = match &config.admin {
         Some(a) => {
@@ -389,10 +437,24 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     {
         handover_sockets.push(("admin".into(), s));
     }
-    let certificates = bound
+    let certificates: HashMap<String, Arc<Certificates>> = bound
         .iter()
         .filter_map(|l| Some((l.name.to_string(), l.certificates.clone()?)))
         .collect();
+    // Before the first accept, so stored certificates serve the first
+    // handshake; issuance runs in the background and never delays start.
+    let mut acme_managers = HashMap::new();
+    for l in &config.listeners {
+        if let (Some(settings), Some(certs)) = (
+            l.tls.as_ref().and_then(|t| t.acme.as_ref()),
+            certificates.get(&l.name),
+        ) {
+            acme_managers.insert(
+                l.name.clone(),
+                start_acme(&l.name, settings, certs, &challenges, &metrics),
+            );
+        }
+    }
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (sweeper_stop, sweeper_rx) = watch::channel(false);
@@ -423,6 +485,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         settings,
         deadlines,
         certificates,
+        acme: std::sync::Mutex::new(acme_managers),
+        challenges,
         registry: registry.clone(),
         metrics: metrics.clone(),
         current: std::sync::Mutex::new(config.clone()),

@@ -222,8 +222,9 @@ async fn https_upstream(dir: &std::path::Path) -> (std::net::SocketAddr, std::pa
             names: vec!["localhost".into()],
             key: certified,
         }],
+        acme: None,
     };
-    let (acceptor, _) = weir::conn::tls::acceptor(&settings).expect("config");
+    let (acceptor, _) = weir::conn::tls::acceptor(&settings, Default::default()).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

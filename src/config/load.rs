@@ -53,7 +53,18 @@ const MAX_SEMAPHORE_PERMITS: u64 = (usize::MAX >> 3) as u64;
 const LOG: &[&str] = &["format", "level", "access_log", "file", "access_file"];
 const ADMIN: &[&str] = &["address", "token_file", "token_env"];
 const LISTENER: &[&str] = &["name", "address", "tls", "redirect_https", "https_port"];
-const TLS: &[&str] = &["certificates"];
+const TLS: &[&str] = &["certificates", "acme"];
+const ACME: &[&str] = &[
+    "directory",
+    "ca_file",
+    "email",
+    "names",
+    "challenge",
+    "state_dir",
+    "external_account",
+    "retry_base",
+];
+const EXTERNAL_ACCOUNT: &[&str] = &["key_id", "hmac_key_env", "hmac_key_file"];
 const CERTIFICATE: &[&str] = &["cert", "key"];
 /// Keys every route kind reads; each kind adds its own (below).
 const ROUTE_COMMON: &[&str] = &[
@@ -123,8 +134,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
         let token = admin_token(&a);
         address.map(|address| AdminSettings { address, token })
     });
-    let listeners = listeners(&top, admin.as_ref());
     let routes = routes(&top);
+    let listeners = listeners(&top, admin.as_ref(), &routes);
     let upstream = upstream(&top);
 
     if doc.has_problems() {
@@ -367,8 +378,14 @@ fn socket_addr(t: &Section<'_, '_>, key: &str) -> Option<SocketAddr> {
     }
 }
 
-fn listeners(top: &Section<'_, '_>, admin: Option<&AdminSettings>) -> Vec<ListenerConfig> {
+fn listeners(
+    top: &Section<'_, '_>,
+    admin: Option<&AdminSettings>,
+    routes: &[RouteConfig],
+) -> Vec<ListenerConfig> {
     let sections = top.tables("listener", LISTENER);
+    // http-01 is answered on a plain listener, so one must exist.
+    let has_plain = sections.iter().any(|t| !t.raw_present("tls"));
     if sections.is_empty() && top.string_list("listener").is_none() {
         top.problem(
             "listener",
@@ -402,7 +419,9 @@ fn listeners(top: &Section<'_, '_>, admin: Option<&AdminSettings>) -> Vec<Listen
                 seen.insert(a, t.key_path("address"));
             }
         }
-        let tls = t.table("tls", TLS).map(|tls| tls_settings(&tls));
+        let tls = t
+            .table("tls", TLS)
+            .map(|tls| tls_settings(&tls, routes, has_plain));
         let redirect = t.bool("redirect_https").unwrap_or(false);
         let https_port = t.uint("https_port", 65535).map(|p| p as u16);
         if redirect && tls.is_some() {
@@ -438,18 +457,30 @@ fn listeners(top: &Section<'_, '_>, admin: Option<&AdminSettings>) -> Vec<Listen
     out
 }
 
-fn tls_settings(t: &Section<'_, '_>) -> Option<TlsSettings> {
+fn tls_settings(
+    t: &Section<'_, '_>,
+    routes: &[RouteConfig],
+    has_plain: bool,
+) -> Option<TlsSettings> {
     let sections = t.tables("certificates", CERTIFICATE);
-    if sections.is_empty() {
+    let acme_present = t.raw_present("acme");
+    let acme = t
+        .table("acme", ACME)
+        .and_then(|a| acme_settings(&a, routes, has_plain));
+    if sections.is_empty() && !acme_present {
         t.problem(
             "certificates",
             "a TLS listener needs at least one certificate",
-            Some("add `certificates = [{ cert = \"cert.pem\", key = \"key.pem\" }]`".into()),
+            Some(
+                "add `certificates = [{ cert = \"cert.pem\", key = \"key.pem\" }]`, or an `acme` table to obtain them"
+                    .into(),
+            ),
         );
         return None;
     }
     let base = t.doc().base_dir();
     let mut certificates = Vec::new();
+    let wanted = sections.len();
     for c in sections {
         let cert = required_path(&c, "cert", &base);
         let key = required_path(&c, "key", &base);
@@ -473,7 +504,277 @@ fn tls_settings(t: &Section<'_, '_>) -> Option<TlsSettings> {
             ),
         }
     }
-    (!certificates.is_empty()).then_some(TlsSettings { certificates })
+    let complete = certificates.len() == wanted && (!acme_present || acme.is_some());
+    complete.then_some(TlsSettings { certificates, acme })
+}
+
+/// The `acme` table of a TLS listener. Names default to every exact host
+/// the routes serve; a wildcard needs DNS-01, which weir does not do.
+fn acme_settings(
+    a: &Section<'_, '_>,
+    routes: &[RouteConfig],
+    has_plain: bool,
+) -> Option<AcmeSettings> {
+    let mut ok = true;
+    let directory = match a.string("directory") {
+        None => defaults::ACME_DIRECTORY.to_string(),
+        Some(d) => match d.value.as_str() {
+            "letsencrypt" => defaults::ACME_DIRECTORY.to_string(),
+            "letsencrypt-staging" => defaults::ACME_STAGING_DIRECTORY.to_string(),
+            url => match url.parse::<http::Uri>() {
+                Ok(u) if u.scheme_str() == Some("https") && u.host().is_some() => url.to_string(),
+                _ => {
+                    d.problem(
+                        a.doc(),
+                        format!("`{url}` is not an https:// URL"),
+                        Some(
+                            "use the CA's ACME directory URL, or \"letsencrypt\" / \"letsencrypt-staging\""
+                                .into(),
+                        ),
+                    );
+                    ok = false;
+                    String::new()
+                }
+            },
+        },
+    };
+    let ca_file = required_path_opt(a, "ca_file");
+    if let Some(f) = &ca_file
+        && let Err(e) = crate::pki::load_ca_file(&f.value)
+    {
+        f.problem(
+            a.doc(),
+            e.to_string(),
+            Some("point `ca_file` at a PEM file of CA certificates".into()),
+        );
+        ok = false;
+    }
+    let email = a.string("email").and_then(|e| {
+        let valid = e.value.split_once('@').is_some_and(|(user, domain)| {
+            !user.is_empty() && domain.contains('.') && !e.value.contains(char::is_whitespace)
+        });
+        if !valid {
+            e.problem(
+                a.doc(),
+                format!("`{}` is not an email address", e.value),
+                Some("use an address like \"ops@example.com\", or leave `email` out".into()),
+            );
+            ok = false;
+        }
+        valid.then_some(e.value)
+    });
+    let challenge = match a.string("challenge") {
+        None => AcmeChallenge::TlsAlpn01,
+        Some(c) => match c.value.as_str() {
+            "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+            "http-01" => AcmeChallenge::Http01,
+            other => {
+                let why = if other == "dns-01" {
+                    "weir does not answer dns-01 challenges".to_string()
+                } else {
+                    format!("unknown challenge `{other}`")
+                };
+                c.problem(
+                    a.doc(),
+                    why,
+                    Some("use \"tls-alpn-01\" (the default) or \"http-01\"".into()),
+                );
+                ok = false;
+                AcmeChallenge::TlsAlpn01
+            }
+        },
+    };
+    if challenge == AcmeChallenge::Http01 && !has_plain {
+        a.problem(
+            "challenge",
+            "http-01 is answered on a plain HTTP listener, and there is none",
+            Some(
+                "add a `[[listener]]` without `tls` (port 80 for a public CA), or use \"tls-alpn-01\""
+                    .into(),
+            ),
+        );
+        ok = false;
+    }
+    let names = match a.string_list("names") {
+        Some(list) => {
+            let mut names = Vec::new();
+            for n in list {
+                match acme_name(&n.value) {
+                    Ok(name) => names.push(name),
+                    Err(why) => {
+                        n.problem(a.doc(), why, Some("list exact DNS names, like \"www.example.com\"; serve a wildcard from a certificate file".into()));
+                        ok = false;
+                    }
+                }
+            }
+            names
+        }
+        None => {
+            // Every exact host of every route; wildcards and IPs are skipped.
+            let mut names: Vec<String> = routes
+                .iter()
+                .flat_map(|r| &r.hosts)
+                .filter_map(|h| match h {
+                    HostPattern::Exact(n) => acme_name(n).ok(),
+                    HostPattern::Wildcard(_) => None,
+                })
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        }
+    };
+    if ok && names.is_empty() {
+        a.problem(
+            "names",
+            "no host names to certify: no route has an exact `host`",
+            Some("add `names = [\"www.example.com\"]`, or give routes exact hosts".into()),
+        );
+        ok = false;
+    }
+    let state_dir = match a.string("state_dir") {
+        Some(d) => a.doc().base_dir().join(&d.value),
+        None => PathBuf::from(defaults::ACME_STATE_DIR),
+    };
+    if let Err(e) = writable_dir(&state_dir) {
+        a.problem(
+            "state_dir",
+            format!("{} is not a writable directory: {e}", state_dir.display()),
+            Some("create it for the user weir runs as, or point `state_dir` elsewhere".into()),
+        );
+        ok = false;
+    }
+    let external_account = a
+        .table("external_account", EXTERNAL_ACCOUNT)
+        .and_then(|e| external_account(&e));
+    if a.raw_present("external_account") && external_account.is_none() {
+        ok = false;
+    }
+    let retry_base = positive_duration(a, "retry_base").unwrap_or(defaults::ACME_RETRY_BASE);
+    ok.then_some(AcmeSettings {
+        directory,
+        ca_file: ca_file.map(|f| f.value),
+        email,
+        names,
+        challenge,
+        state_dir,
+        external_account,
+        retry_base,
+    })
+}
+
+/// A name a CA can certify over tls-alpn-01 or http-01, lower-case.
+fn acme_name(raw: &str) -> Result<String, String> {
+    let name = raw.trim_end_matches('.').to_ascii_lowercase();
+    if name.starts_with("*.") {
+        return Err(format!(
+            "`{raw}` is a wildcard: wildcard certificates need the dns-01 challenge, which weir does not answer"
+        ));
+    }
+    if name.parse::<IpAddr>().is_ok() {
+        return Err(format!("`{raw}` is an IP address, not a DNS name"));
+    }
+    let valid_label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if name.len() > 253 || !name.split('.').all(valid_label) {
+        return Err(format!("`{raw}` is not a valid DNS name"));
+    }
+    Ok(name)
+}
+
+/// Create the directory if needed (mode 0700) and prove a file can be
+/// written in it, as weir will when a certificate arrives.
+fn writable_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let probe = dir.join(format!(".weir-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
+fn external_account(e: &Section<'_, '_>) -> Option<ExternalAccount> {
+    let key_id = e.string("key_id");
+    if key_id.is_none() {
+        e.problem(
+            "key_id",
+            "missing",
+            Some("add the key id (kid) the CA gave you".into()),
+        );
+    }
+    let key = match (e.string("hmac_key_env"), e.string("hmac_key_file")) {
+        (Some(_), Some(f)) => {
+            f.problem(
+                e.doc(),
+                "set `hmac_key_env` or `hmac_key_file`, not both",
+                None,
+            );
+            None
+        }
+        (Some(var), None) => match std::env::var(&var.value) {
+            Ok(k) if !k.trim().is_empty() => Some((k.trim().to_string(), var)),
+            _ => {
+                var.problem(
+                    e.doc(),
+                    format!("environment variable `{}` is not set or empty", var.value),
+                    Some("export it before starting weir, or use `hmac_key_file`".into()),
+                );
+                None
+            }
+        },
+        (None, Some(f)) => {
+            let path = e.doc().base_dir().join(&f.value);
+            match std::fs::read_to_string(&path) {
+                Ok(k) if !k.trim().is_empty() => Some((k.trim().to_string(), f)),
+                Ok(_) => {
+                    f.problem(e.doc(), format!("{} is empty", path.display()), None);
+                    None
+                }
+                Err(err) => {
+                    f.problem(
+                        e.doc(),
+                        format!("cannot read {}: {err}", path.display()),
+                        Some("point `hmac_key_file` at a file holding the HMAC key".into()),
+                    );
+                    None
+                }
+            }
+        }
+        (None, None) => {
+            e.problem(
+                "hmac_key_env",
+                "missing",
+                Some(
+                    "set `hmac_key_env` or `hmac_key_file` to the HMAC key the CA gave you".into(),
+                ),
+            );
+            None
+        }
+    };
+    let (key, at) = key?;
+    use base64::Engine;
+    if base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(key.trim_end_matches('='))
+        .is_err()
+    {
+        at.problem(
+            e.doc(),
+            "the HMAC key is not base64url",
+            Some("use the key exactly as the CA printed it".into()),
+        );
+        return None;
+    }
+    Some(ExternalAccount {
+        key_id: key_id?.value,
+        hmac_key: Secret(key),
+    })
 }
 
 fn required_path(t: &Section<'_, '_>, key: &str, base: &Path) -> Option<At<PathBuf>> {

@@ -30,6 +30,11 @@ pub mod defaults {
     pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
     pub const POOL_MAX_IDLE_PER_HOST: usize = 64;
     pub const HTTPS_PORT: u16 = 443;
+    pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+    pub const ACME_STAGING_DIRECTORY: &str =
+        "https://acme-staging-v02.api.letsencrypt.org/directory";
+    pub const ACME_STATE_DIR: &str = "/var/lib/weir/acme";
+    pub const ACME_RETRY_BASE: Duration = Duration::from_secs(60);
     pub const MAX_CONCURRENT_REQUESTS: usize = 1024;
 
     pub const MAX_CONNECTIONS: usize = 1024;
@@ -209,8 +214,57 @@ pub struct ListenerConfig {
 
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
-    /// The first certificate is the default for clients without a matching SNI.
+    /// The first certificate is the default for clients without a matching
+    /// SNI. May be empty when `acme` is set.
     pub certificates: Vec<Certificate>,
+    /// Certificates obtained and renewed over ACME.
+    pub acme: Option<AcmeSettings>,
+}
+
+/// A TLS listener's ACME settings, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcmeSettings {
+    /// The CA's directory URL.
+    pub directory: String,
+    /// Extra root CA for reaching the directory (a private CA's).
+    pub ca_file: Option<PathBuf>,
+    /// Contact address for the account (without `mailto:`).
+    pub email: Option<String>,
+    /// Exact DNS names to certify, lower-case, one certificate each.
+    pub names: Vec<String>,
+    pub challenge: AcmeChallenge,
+    /// Account key and certificates live here (mode 0700, files 0600).
+    pub state_dir: PathBuf,
+    pub external_account: Option<ExternalAccount>,
+    /// The wait after a first failed attempt; it doubles per failure.
+    pub retry_base: Duration,
+}
+
+/// How the CA checks that weir answers for a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// A TLS handshake with ALPN `acme-tls/1` on the TLS listener (port 443).
+    TlsAlpn01,
+    /// `GET /.well-known/acme-challenge/<token>` on a plain listener (port 80).
+    Http01,
+}
+
+impl AcmeChallenge {
+    pub fn name(self) -> &'static str {
+        match self {
+            AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            AcmeChallenge::Http01 => "http-01",
+        }
+    }
+}
+
+/// External Account Binding (RFC 8555 §7.3.4): a key id and HMAC key the
+/// CA issued out of band.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalAccount {
+    pub key_id: String,
+    /// The HMAC key as the CA gave it (base64url), checked to decode.
+    pub hmac_key: Secret,
 }
 
 #[derive(Clone)]

@@ -94,8 +94,15 @@ pub async fn serve(
                 }),
                 _ = state.close_requested(CloseReason::None) => Err(()),
             };
-            if let Ok(tls_stream) = handshake {
-                let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            if let Ok(mut tls_stream) = handshake {
+                let alpn = tls_stream.get_ref().1.alpn_protocol();
+                if alpn == Some(crate::acme::ACME_TLS_ALPN) {
+                    // A CA validating tls-alpn-01: the handshake was the
+                    // whole answer (RFC 8737 §3); no HTTP on this connection.
+                    let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls_stream).await;
+                    return;
+                }
+                let h2 = alpn == Some(b"h2");
                 state.handshake_done();
                 let io = TrackedIo::new(
                     tls_stream,

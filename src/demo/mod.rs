@@ -96,6 +96,7 @@ pub fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError>
             names,
             key,
         }],
+        acme: None,
     };
     for l in config.listeners.iter_mut().filter(|l| l.name == "https") {
         l.tls = Some(tls.clone());

@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::acme::Challenges;
 use crate::config::ListenerConfig;
 use crate::conn::info::ConnInfo;
 use crate::conn::registry::{Refused, Registry};
@@ -74,13 +75,16 @@ impl Listener {
     pub async fn bind(
         config: &ListenerConfig,
         inherited: &mut handover::Inherited,
+        challenges: &Arc<Challenges>,
     ) -> Result<Self, BindError> {
         let (tls, certificates) = match &config.tls {
             Some(t) => {
                 let (acceptor, certs) =
-                    conn::tls::acceptor(t).map_err(|source| BindError::Tls {
-                        listener: config.name.clone(),
-                        source,
+                    conn::tls::acceptor(t, challenges.clone()).map_err(|source| {
+                        BindError::Tls {
+                            listener: config.name.clone(),
+                            source,
+                        }
                     })?;
                 (Some(acceptor), Some(certs))
             }

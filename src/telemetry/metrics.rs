@@ -87,9 +87,24 @@ pub struct Metrics {
     config_reloads: Family<ResultLabels, Counter>,
     config_generation: Gauge,
     log_lines_dropped: Gauge,
+    certificates: CertificateMetrics,
     /// Sheds by any gate, for the admin status.
     shed_total: std::sync::atomic::AtomicU64,
     no_route: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabels {
+    name: String,
+}
+
+/// ACME-managed certificates. The expiry gauge counts down, so it is
+/// computed from each certificate's notAfter when metrics are read.
+struct CertificateMetrics {
+    expiry: Family<NameLabels, Gauge>,
+    not_after: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    attempts: Family<NameLabels, Counter>,
+    failures: Family<NameLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -285,9 +300,31 @@ impl Metrics {
             "Log lines dropped because a log file's queue was full (the disk stalled)",
             log_lines_dropped.clone(),
         );
+        let certificates = CertificateMetrics {
+            expiry: Family::default(),
+            not_after: Default::default(),
+            attempts: Family::default(),
+            failures: Family::default(),
+        };
+        registry.register(
+            "certificate_expiry_seconds",
+            "Seconds until an ACME-managed certificate expires, by name (negative: expired)",
+            certificates.expiry.clone(),
+        );
+        registry.register(
+            "certificate_issuance_attempts",
+            "ACME orders started, by name (first issuance and renewals)",
+            certificates.attempts.clone(),
+        );
+        registry.register(
+            "certificate_issuance_failures",
+            "ACME orders that ended without a certificate, by name",
+            certificates.failures.clone(),
+        );
         Metrics {
             registry,
             llm,
+            certificates,
             config_reloads,
             config_generation,
             log_lines_dropped,
@@ -468,10 +505,58 @@ impl Metrics {
         self.accept_errors.get_or_create(&KindLabels { kind }).inc();
     }
 
+    /// An ACME order for `name` started.
+    pub fn certificate_attempt(&self, name: &str) {
+        self.certificates
+            .attempts
+            .get_or_create(&NameLabels { name: name.into() })
+            .inc();
+    }
+
+    /// An ACME order for `name` ended without a certificate.
+    pub fn certificate_failure(&self, name: &str) {
+        self.certificates
+            .failures
+            .get_or_create(&NameLabels { name: name.into() })
+            .inc();
+    }
+
+    /// The certificate now served for `name` expires at `not_after_unix`.
+    pub fn certificate_installed(&self, name: &str, not_after_unix: i64) {
+        self.certificates
+            .not_after
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), not_after_unix);
+    }
+
+    /// Attempts so far for `name` (tests and the admin status).
+    pub fn certificate_attempts(&self, name: &str) -> u64 {
+        self.certificates
+            .attempts
+            .get_or_create(&NameLabels { name: name.into() })
+            .get()
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         self.log_lines_dropped
             .set(super::logfile::dropped_lines() as i64);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        for (name, not_after) in self
+            .certificates
+            .not_after
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            self.certificates
+                .expiry
+                .get_or_create(&NameLabels { name: name.clone() })
+                .set(not_after - now);
+        }
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

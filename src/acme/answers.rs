@@ -1,0 +1,160 @@
+//! What ACME publishes for the data path to read: the certificates issued
+//! for a listener, and the answers to challenges in progress.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwap;
+use rustls::sign::CertifiedKey;
+
+/// The ALPN protocol of the tls-alpn-01 challenge (RFC 8737).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// Certificates issued over ACME for one TLS listener, by name. Read on
+/// every handshake (lock-free); written when a certificate arrives.
+#[derive(Debug, Default)]
+pub struct Issued(ArcSwap<HashMap<String, Arc<CertifiedKey>>>);
+
+impl Issued {
+    pub fn get(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        self.0.load().get(name).cloned()
+    }
+
+    /// A certificate for clients that sent no SNI or an unknown name: the
+    /// first name's, so the answer does not change between handshakes.
+    pub fn fallback(&self) -> Option<Arc<CertifiedKey>> {
+        let map = self.0.load();
+        map.keys().min().and_then(|k| map.get(k)).cloned()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.load().is_empty()
+    }
+
+    /// Serve `key` for `name` from the next handshake on; connections
+    /// already established keep the certificate they were given.
+    pub fn install(&self, name: &str, key: Arc<CertifiedKey>) {
+        self.0.rcu(|map| {
+            let mut map = HashMap::clone(map);
+            map.insert(name.to_string(), key.clone());
+            map
+        });
+    }
+}
+
+/// Challenge answers, shared by every listener: http-01 tokens are unique
+/// and a tls-alpn-01 answer is looked up by the name in the handshake.
+/// Entries live only while an order is being validated.
+#[derive(Debug, Default)]
+pub struct Challenges {
+    http01: RwLock<HashMap<String, Arc<str>>>,
+    tls_alpn01: RwLock<HashMap<String, Arc<CertifiedKey>>>,
+}
+
+impl Challenges {
+    /// The key authorization to answer `GET /.well-known/acme-challenge/<token>`.
+    pub fn http01(&self, token: &str) -> Option<Arc<str>> {
+        self.http01
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    /// The challenge certificate for a handshake offering only `acme-tls/1`.
+    pub fn tls_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        self.tls_alpn01
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&name.to_ascii_lowercase())
+            .cloned()
+    }
+
+    /// Publish an http-01 answer until the guard is dropped.
+    pub(super) fn publish_http01(&self, token: &str, key_authorization: &str) -> Published<'_> {
+        self.http01
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_string(), key_authorization.into());
+        Published {
+            challenges: self,
+            entry: Entry::Http01(token.to_string()),
+        }
+    }
+
+    /// Publish a tls-alpn-01 certificate until the guard is dropped.
+    pub(super) fn publish_tls_alpn01(&self, name: &str, key: Arc<CertifiedKey>) -> Published<'_> {
+        self.tls_alpn01
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), key);
+        Published {
+            challenges: self,
+            entry: Entry::TlsAlpn01(name.to_string()),
+        }
+    }
+}
+
+enum Entry {
+    Http01(String),
+    TlsAlpn01(String),
+}
+
+/// A published challenge answer; withdrawn when dropped, so an order that
+/// fails or is cancelled leaves nothing behind.
+pub(super) struct Published<'a> {
+    challenges: &'a Challenges,
+    entry: Entry,
+}
+
+impl Drop for Published<'_> {
+    fn drop(&mut self) {
+        match &self.entry {
+            Entry::Http01(token) => {
+                self.challenges
+                    .http01
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(token);
+            }
+            Entry::TlsAlpn01(name) => {
+                self.challenges
+                    .tls_alpn01
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_withdrawn_when_the_order_ends() {
+        let c = Challenges::default();
+        let (key, _, _) = crate::pki::self_signed(&["a.test"]).expect("cert");
+        {
+            let _h = c.publish_http01("tok", "tok.thumb");
+            let _t = c.publish_tls_alpn01("a.test", key);
+            assert_eq!(c.http01("tok").as_deref(), Some("tok.thumb"));
+            assert!(c.tls_alpn01("A.test").is_some());
+            assert!(c.http01("other").is_none());
+        }
+        assert!(c.http01("tok").is_none());
+        assert!(c.tls_alpn01("a.test").is_none());
+    }
+
+    #[test]
+    fn the_fallback_is_stable() {
+        let issued = Issued::default();
+        assert!(issued.fallback().is_none());
+        let (b, _, _) = crate::pki::self_signed(&["b.test"]).expect("cert");
+        let (a, _, _) = crate::pki::self_signed(&["a.test"]).expect("cert");
+        issued.install("b.test", b);
+        issued.install("a.test", a.clone());
+        assert!(Arc::ptr_eq(&issued.fallback().expect("some"), &a));
+    }
+}

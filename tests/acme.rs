@@ -1,0 +1,511 @@
+//! Automatic HTTPS against a real ACME server: Pebble (the Let's Encrypt
+//! team's test CA, from Debian's `pebble` package) with
+//! `pebble-challtestsrv` as its DNS, answering 127.0.0.1 for every name.
+//! Weir runs in-process with its real listeners; the CA validates over
+//! real sockets (tls-alpn-01 on weir's TLS listener, http-01 on its plain
+//! one), and a TLS client that trusts only Pebble's root checks the result.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::process::{Child, Command};
+
+use common::*;
+
+const NAME: &str = "a.weir.test";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Pebble and its DNS server, stopped on drop.
+struct Pebble {
+    _pebble: Child,
+    _dns: Child,
+    directory: String,
+    /// Pebble's own TLS certificate (weir's `ca_file` for the directory).
+    api_cert: PathBuf,
+    api_cert_pem: String,
+    management: SocketAddr,
+    dns_management: SocketAddr,
+}
+
+/// Whether Pebble is installed; without it the test is skipped, unless CI
+/// (which installs it) says it is required.
+fn have_pebble() -> bool {
+    // `WEIR_TEST_LOG=weir=debug` shows weir's side of an order.
+    if let Ok(filter) = std::env::var("WEIR_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
+    let found = std::process::Command::new("pebble")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(
+        found || std::env::var_os("WEIR_REQUIRE_PEBBLE").is_none(),
+        "pebble is required here (apt-get install pebble)"
+    );
+    found
+}
+
+impl Pebble {
+    /// Start Pebble validating on weir's `http_port` and `tls_port`;
+    /// `validity` shortens the certificates it issues.
+    async fn start(dir: &Path, http_port: u16, tls_port: u16, validity: Option<u64>) -> Pebble {
+        let (api_cert, api_key, api_cert_pem) =
+            write_cert(dir, "pebble-api", &["localhost", "127.0.0.1"]);
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let management = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let dns = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let dns_management = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut pebble = serde_json::json!({
+            "listenAddress": listen.to_string(),
+            "managementListenAddress": management.to_string(),
+            "certificate": api_cert,
+            "privateKey": api_key,
+            "httpPort": http_port,
+            "tlsPort": tls_port,
+            "ocspResponderURL": "",
+            "externalAccountBindingRequired": false,
+        });
+        if let Some(v) = validity {
+            pebble["certificateValidityPeriod"] = v.into();
+        }
+        let config = dir.join("pebble.json");
+        std::fs::write(
+            &config,
+            serde_json::to_vec(&serde_json::json!({ "pebble": pebble })).expect("json"),
+        )
+        .expect("write pebble config");
+        let dns_child = Command::new("pebble-challtestsrv")
+            .args(["-dns01", &dns.to_string()])
+            .args(["-management", &dns_management.to_string()])
+            .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
+            .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start pebble-challtestsrv");
+        let pebble_child = Command::new("pebble")
+            .arg("-config")
+            .arg(&config)
+            .args(["-dnsserver", &dns.to_string()])
+            // Validate at once, never reject a nonce at random, and make
+            // every order validate afresh (renewals included).
+            .env("PEBBLE_VA_NOSLEEP", "1")
+            .env("PEBBLE_WFE_NONCEREJECT", "0")
+            .env("PEBBLE_AUTHZREUSE", "0")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start pebble");
+        for addr in [listen, management, dns_management] {
+            assert!(
+                eventually_async(Duration::from_secs(10), || async move {
+                    tokio::net::TcpStream::connect(addr).await.is_ok()
+                })
+                .await,
+                "pebble is not listening on {addr}"
+            );
+        }
+        Pebble {
+            _pebble: pebble_child,
+            _dns: dns_child,
+            directory: format!("https://{listen}/dir"),
+            api_cert,
+            api_cert_pem,
+            management,
+            dns_management,
+        }
+    }
+
+    /// The root Pebble signs with (generated at each start).
+    async fn root(&self) -> String {
+        let client = tls_client(&self.api_cert_pem, false);
+        let resp = client
+            .get(
+                format!("https://{}/roots/0", self.management)
+                    .parse()
+                    .expect("url"),
+            )
+            .await
+            .expect("pebble root");
+        split(resp).await.2
+    }
+
+    /// Tell the DNS server to answer `ip` for `name` (or, with `None`, the
+    /// default 127.0.0.1 again).
+    async fn point(&self, name: &str, ip: Option<&str>) {
+        let (path, body) = match ip {
+            Some(ip) => (
+                "/add-a",
+                serde_json::json!({ "host": format!("{name}."), "addresses": [ip] }),
+            ),
+            None => (
+                "/clear-a",
+                serde_json::json!({ "host": format!("{name}.") }),
+            ),
+        };
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.dns_management,
+            body.len()
+        );
+        let answer = raw(
+            self.dns_management,
+            request.as_bytes(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
+
+/// A TLS connection to weir for `name`, trusting only `root_pem`, with an
+/// HTTP/1.1 sender on it: returns the leaf weir served.
+async fn connect(
+    addr: SocketAddr,
+    name: &str,
+    root_pem: &str,
+) -> Result<
+    (
+        CertificateDer<'static>,
+        hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    ),
+    String,
+> {
+    let mut config = tls_config(root_pem, &[&rustls::version::TLS13]);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(name.to_string()).expect("name"), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let leaf = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .cloned()
+        .ok_or("no certificate")?
+        .into_owned();
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok((leaf, send))
+}
+
+/// GET `/` for `name` on an open connection: status and body.
+async fn get_on(
+    send: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    name: &str,
+) -> (u16, String) {
+    let req = http::Request::get("/")
+        .header("host", name)
+        .body(Empty::new())
+        .expect("request");
+    let resp = send.send_request(req).await.expect("response");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Wait until a handshake for `name` succeeds against `root_pem`.
+async fn certified(
+    addr: SocketAddr,
+    name: &str,
+    root_pem: &str,
+    within: Duration,
+) -> CertificateDer<'static> {
+    let deadline = Instant::now() + within;
+    loop {
+        match connect(addr, name, root_pem).await {
+            Ok((leaf, _)) => return leaf,
+            Err(e) if Instant::now() > deadline => {
+                panic!("no trusted certificate for {name} within {within:?}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+struct Ports {
+    http: u16,
+    tls: u16,
+}
+
+fn config(ports: &Ports, pebble: &Pebble, upstream: SocketAddr, acme_extra: &str) -> String {
+    format!(
+        r#"
+[admin]
+address = "127.0.0.1:0"
+
+[[listener]]
+name = "http"
+address = "127.0.0.1:{http}"
+
+[[listener]]
+name = "https"
+address = "127.0.0.1:{tls}"
+[listener.tls.acme]
+directory = "{directory}"
+ca_file = "{ca}"
+email = "ops@weir.test"
+state_dir = "{{dir}}/acme"
+retry_base = "1s"
+{acme_extra}
+
+[[route]]
+host = "{NAME}"
+upstream = "http://{upstream}"
+"#,
+        http = ports.http,
+        tls = ports.tls,
+        directory = pebble.directory,
+        ca = pebble.api_cert.display(),
+    )
+}
+
+/// A running Pebble validating on two free ports weir will listen on,
+/// its root, and an upstream for the route.
+struct Setup {
+    _dir: tempfile::TempDir,
+    ports: Ports,
+    pebble: Pebble,
+    root: String,
+    upstream: SocketAddr,
+}
+
+impl Setup {
+    /// `None` when Pebble is not installed (and not required).
+    async fn new(validity: Option<u64>) -> Option<Setup> {
+        if !have_pebble() {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = Ports {
+            http: free_port(),
+            tls: free_port(),
+        };
+        let pebble = Pebble::start(dir.path(), ports.http, ports.tls, validity).await;
+        let root = pebble.root().await;
+        Some(Setup {
+            _dir: dir,
+            ports,
+            root,
+            upstream: demo_upstream().await,
+            pebble,
+        })
+    }
+
+    fn config(&self, acme_extra: &str) -> String {
+        config(&self.ports, &self.pebble, self.upstream, acme_extra)
+    }
+}
+
+fn attempts(name: &str) -> String {
+    format!("weir_certificate_issuance_attempts_total{{name=\"{name}\"}}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_alpn_01_certificate_is_issued_served_and_reused_after_restart() {
+    let Some(setup) = Setup::new(None).await else {
+        return;
+    };
+    let root = &setup.root;
+    let text = setup.config("");
+    let mut weir = Weir::start(&text).await;
+    let https = weir.addr("https");
+    let leaf = certified(https, NAME, root, Duration::from_secs(30)).await;
+    let (_, mut send) = connect(https, NAME, root).await.expect("connect");
+    let (status, body) = get_on(&mut send, NAME).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(metric(&weir, &attempts(NAME)).await, Some(1));
+    let expiry = metric(
+        &weir,
+        &format!("weir_certificate_expiry_seconds{{name=\"{NAME}\"}}"),
+    )
+    .await
+    .expect("expiry metric");
+    assert!(
+        expiry > 86_400,
+        "Pebble's default lifetime is years: {expiry}"
+    );
+
+    // The state directory holds the account and the certificate, 0600.
+    let stored = weir
+        .dir
+        .path()
+        .join(format!("acme/certificates/{NAME}.pem"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&stored)
+        .expect("stored")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let accounts = std::fs::read_dir(weir.dir.path().join("acme/accounts"))
+        .expect("accounts")
+        .count();
+    assert_eq!(accounts, 1);
+
+    // Restart on the same state with the CA gone: the stored certificate
+    // serves the first handshake and nothing is ordered.
+    drop(send);
+    assert!(weir.shutdown().await);
+    let root = root.clone();
+    // (Its directory stays: the config names its API certificate.)
+    drop(setup.pebble);
+    let state = std::mem::replace(&mut weir.dir, tempfile::tempdir().expect("tempdir"));
+    let weir = Weir::start_in(state, &text).await;
+    let (again, mut send) = connect(weir.addr("https"), NAME, &root)
+        .await
+        .expect("the stored certificate serves at once");
+    assert_eq!(again, leaf, "the same certificate");
+    assert_eq!(get_on(&mut send, NAME).await.0, 200);
+    assert_eq!(
+        metric(&weir, &attempts(NAME)).await,
+        None,
+        "no order after a restart with a valid certificate"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_01_is_answered_before_the_https_redirect() {
+    let Some(setup) = Setup::new(None).await else {
+        return;
+    };
+    // The plain listener only redirects; the route's rate limit admits one
+    // request a second. Neither may touch the CA's validation requests.
+    let ports = &setup.ports;
+    let text = setup
+        .config("challenge = \"http-01\"")
+        .replace(
+            "name = \"http\"\n",
+            &format!(
+                "name = \"http\"\nredirect_https = true\nhttps_port = {}\n",
+                ports.tls
+            ),
+        )
+        .replace(
+            "upstream = \"http://",
+            "rate_limit_per_second = 1\nrate_limit_burst = 1\nupstream = \"http://",
+        );
+    let weir = Weir::start(&text).await;
+    certified(
+        weir.addr("https"),
+        NAME,
+        &setup.root,
+        Duration::from_secs(30),
+    )
+    .await;
+    // Once the order is over, the token is withdrawn: the path redirects
+    // like any other.
+    let answer = raw(
+        weir.addr("http"),
+        format!("GET /.well-known/acme-challenge/anything HTTP/1.1\r\nHost: {NAME}\r\nConnection: close\r\n\r\n").as_bytes(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 308"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewed_certificate_is_swapped_in_while_old_connections_keep_working() {
+    // 24-second certificates: renewal is due after about 16 s.
+    let Some(setup) = Setup::new(Some(24)).await else {
+        return;
+    };
+    let root = &setup.root;
+    let weir = Weir::start(&setup.config("")).await;
+    let https = weir.addr("https");
+    let first = certified(https, NAME, root, Duration::from_secs(30)).await;
+    let (_, mut old) = connect(https, NAME, root).await.expect("connect");
+    assert_eq!(get_on(&mut old, NAME).await.0, 200);
+
+    let renewed = eventually_async(Duration::from_secs(40), || async {
+        matches!(connect(https, NAME, root).await, Ok((leaf, _)) if leaf != first)
+    })
+    .await;
+    assert!(renewed, "a fresh handshake sees the renewed certificate");
+    assert_eq!(
+        get_on(&mut old, NAME).await.0,
+        200,
+        "the connection opened before the renewal still serves"
+    );
+    let attempts = metric(&weir, &attempts(NAME)).await;
+    assert!(attempts >= Some(2), "{attempts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_challenge_is_retried_with_backoff_while_weir_keeps_serving() {
+    let Some(setup) = Setup::new(None).await else {
+        return;
+    };
+    // The name points where weir does not listen: every validation fails.
+    setup.pebble.point(NAME, Some("127.0.0.2")).await;
+    let root = &setup.root;
+    let weir = Weir::start(&setup.config("")).await;
+    let failures = format!("weir_certificate_issuance_failures_total{{name=\"{NAME}\"}}");
+
+    let started = Instant::now();
+    assert!(
+        eventually_async(Duration::from_secs(30), || async {
+            metric(&weir, &failures).await >= Some(1)
+        })
+        .await
+    );
+    let first_failure = started.elapsed();
+    assert!(
+        eventually_async(Duration::from_secs(30), || async {
+            metric(&weir, &failures).await >= Some(3)
+        })
+        .await
+    );
+    // Waits of 1 s then 2 s: doubling, not a fixed retry interval.
+    assert!(
+        started.elapsed() - first_failure >= Duration::from_secs(3),
+        "three failures came too fast: {:?} after the first",
+        started.elapsed() - first_failure
+    );
+    // Meanwhile weir serves: plain HTTP answers, and the uncertified name
+    // is refused at the handshake.
+    let (status, _, _) = get(
+        &h1_client(),
+        &format!("http://{NAME}/").replace(NAME, &weir.addr("http").to_string()),
+    )
+    .await;
+    assert_eq!(
+        status, 404,
+        "no route matches the IP host; the listener serves"
+    );
+    // Before issuance the name has no certificate: the handshake is
+    // refused, not served a placeholder.
+    assert!(connect(weir.addr("https"), NAME, root).await.is_err());
+
+    // The DNS is fixed: the next retry succeeds.
+    setup.pebble.point(NAME, None).await;
+    certified(weir.addr("https"), NAME, root, Duration::from_secs(30)).await;
+}
