@@ -68,7 +68,13 @@ fn have_pebble() -> bool {
 impl Pebble {
     /// Start Pebble validating on weir's `http_port` and `tls_port`;
     /// `validity` shortens the certificates it issues.
-    async fn start(dir: &Path, http_port: u16, tls_port: u16, validity: Option<u64>) -> Pebble {
+    async fn start(
+        dir: &Path,
+        http_port: u16,
+        tls_port: u16,
+        validity: Option<u64>,
+        eab: Option<(&str, &str)>,
+    ) -> Pebble {
         let (api_cert, api_key, api_cert_pem) =
             write_cert(dir, "pebble-api", &["localhost", "127.0.0.1"]);
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -87,6 +93,10 @@ impl Pebble {
         });
         if let Some(v) = validity {
             pebble["certificateValidityPeriod"] = v.into();
+        }
+        if let Some((kid, key)) = eab {
+            pebble["externalAccountBindingRequired"] = true.into();
+            pebble["externalAccountMACKeys"] = serde_json::json!({ kid: key });
         }
         let config = dir.join("pebble.json");
         std::fs::write(
@@ -302,6 +312,11 @@ struct Setup {
 impl Setup {
     /// `None` when Pebble is not installed (and not required).
     async fn new(validity: Option<u64>) -> Option<Setup> {
+        Self::with_eab(validity, None).await
+    }
+
+    /// With `eab`, Pebble only registers accounts bound to that key.
+    async fn with_eab(validity: Option<u64>, eab: Option<(&str, &str)>) -> Option<Setup> {
         if !have_pebble() {
             return None;
         }
@@ -310,7 +325,7 @@ impl Setup {
             http: free_port(),
             tls: free_port(),
         };
-        let pebble = Pebble::start(dir.path(), ports.http, ports.tls, validity).await;
+        let pebble = Pebble::start(dir.path(), ports.http, ports.tls, validity, eab).await;
         let root = pebble.root().await;
         Some(Setup {
             _dir: dir,
@@ -467,7 +482,7 @@ async fn a_failing_challenge_is_retried_with_backoff_while_weir_keeps_serving() 
     // The name points where weir does not listen: every validation fails.
     setup.pebble.point(NAME, Some("127.0.0.2")).await;
     let root = &setup.root;
-    let weir = Weir::start(&setup.config("")).await;
+    let mut weir = Weir::start(&setup.config("")).await;
     let failures = format!("weir_certificate_issuance_failures_total{{name=\"{NAME}\"}}");
 
     let started = Instant::now();
@@ -508,4 +523,61 @@ async fn a_failing_challenge_is_retried_with_backoff_while_weir_keeps_serving() 
     // The DNS is fixed: the next retry succeeds.
     setup.pebble.point(NAME, None).await;
     certified(weir.addr("https"), NAME, root, Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_adds_a_name_orders_only_that_name() {
+    let Some(setup) = Setup::new(None).await else {
+        return;
+    };
+    let root = &setup.root;
+    let weir = Weir::start(&setup.config("")).await;
+    let https = weir.addr("https");
+    let first = certified(https, NAME, root, Duration::from_secs(30)).await;
+
+    let added = format!(
+        "{}\n[[route]]\nhost = \"b.weir.test\"\nupstream = \"http://{}\"\n",
+        setup.config(""),
+        setup.upstream
+    );
+    weir.apply(&added).expect("reload");
+    certified(https, "b.weir.test", root, Duration::from_secs(30)).await;
+    let (leaf, _) = connect(https, NAME, root).await.expect("connect");
+    assert_eq!(leaf, first, "the existing name keeps its certificate");
+    assert_eq!(metric(&weir, &attempts(NAME)).await, Some(1));
+    assert_eq!(metric(&weir, &attempts("b.weir.test")).await, Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn external_account_binding_registers_with_the_cas_key() {
+    let key = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+    let Some(setup) = Setup::with_eab(None, Some(("kid-1", key))).await else {
+        return;
+    };
+    let key_file = setup._dir.path().join("eab-hmac");
+    std::fs::write(&key_file, key).expect("write");
+
+    // Without the binding the CA refuses the account, and says why.
+    let mut weir = Weir::start(&setup.config("")).await;
+    let failures = format!("weir_certificate_issuance_failures_total{{name=\"{NAME}\"}}");
+    assert!(
+        eventually_async(Duration::from_secs(30), || async {
+            metric(&weir, &failures).await >= Some(1)
+        })
+        .await
+    );
+    assert!(weir.shutdown().await);
+
+    let bound = setup.config(&format!(
+        "external_account = {{ key_id = \"kid-1\", hmac_key_file = \"{}\" }}",
+        key_file.display()
+    ));
+    let weir = Weir::start(&bound).await;
+    certified(
+        weir.addr("https"),
+        NAME,
+        &setup.root,
+        Duration::from_secs(30),
+    )
+    .await;
 }

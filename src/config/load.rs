@@ -1420,6 +1420,123 @@ mod tests {
     const MINIMAL: &str =
         "[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nupstream = \"http://127.0.0.1:1\"\n";
 
+    /// A TLS listener with only an `acme` table (plus `acme_extra`), and
+    /// routes for `hosts`.
+    fn acme_config(dir: &Path, acme_extra: &str, hosts: &[&str], plain: bool) -> String {
+        let mut t = String::new();
+        if plain {
+            t.push_str("[[listener]]\naddress = \"127.0.0.1:0\"\n");
+        }
+        t.push_str(&format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n[listener.tls.acme]\nstate_dir = \"{}\"\n{acme_extra}\n",
+            dir.display()
+        ));
+        for h in hosts {
+            t.push_str(&format!(
+                "[[route]]\nhost = \"{h}\"\nupstream = \"http://127.0.0.1:1\"\n"
+            ));
+        }
+        t
+    }
+
+    fn acme_of(c: &Config) -> &AcmeSettings {
+        c.listeners
+            .iter()
+            .find_map(|l| l.tls.as_ref()?.acme.as_ref())
+            .expect("an acme listener")
+    }
+
+    #[test]
+    fn acme_names_default_to_the_routes_exact_hosts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = acme_config(
+            dir.path(),
+            "",
+            &[
+                "b.example.com",
+                "A.example.com",
+                "*.wild.example.com",
+                "10.0.0.1",
+            ],
+            false,
+        );
+        let c = parse(Path::new("w.toml"), &text).expect("valid");
+        let acme = acme_of(&c);
+        assert_eq!(acme.names, ["a.example.com", "b.example.com"]);
+        assert_eq!(acme.directory, defaults::ACME_DIRECTORY);
+        assert_eq!(acme.challenge, AcmeChallenge::TlsAlpn01);
+        assert_eq!(acme.retry_base, defaults::ACME_RETRY_BASE);
+        let tls = c.listeners[0].tls.as_ref().expect("tls");
+        assert!(tls.certificates.is_empty(), "acme alone is enough");
+    }
+
+    #[test]
+    fn acme_problems_are_all_reported_with_their_fixes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blocker = dir.path().join("a-file");
+        std::fs::write(&blocker, "").expect("write");
+        let text = acme_config(
+            &blocker.join("state"),
+            "directory = \"http://ca.example/dir\"\nemail = \"nobody\"\nnames = [\"*.example.com\", \"ok.example.com\", \"bad_name.example.com\"]\nchallenge = \"http-01\"\nexternal_account = { key_id = \"kid\", hmac_key_env = \"WEIR_TEST_SURELY_UNSET_VARIABLE\" }",
+            &[],
+            false,
+        );
+        let p = problems(&text).join("\n");
+        for want in [
+            "tls.acme.directory",
+            "not an https:// URL",
+            "tls.acme.email",
+            "not an email address",
+            "wildcard certificates need the dns-01 challenge",
+            "`bad_name.example.com` is not a valid DNS name",
+            "http-01 is answered on a plain HTTP listener, and there is none",
+            "tls.acme.state_dir",
+            "is not a writable directory",
+            "WEIR_TEST_SURELY_UNSET_VARIABLE",
+        ] {
+            assert!(p.contains(want), "missing {want:?} in:\n{p}");
+        }
+    }
+
+    #[test]
+    fn acme_without_names_or_with_dns_01_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = problems(&acme_config(dir.path(), "", &["*.example.com"], false)).join("\n");
+        assert!(p.contains("no host names to certify"), "{p}");
+        let p = problems(&acme_config(
+            dir.path(),
+            "challenge = \"dns-01\"",
+            &["a.example.com"],
+            true,
+        ))
+        .join("\n");
+        assert!(p.contains("weir does not answer dns-01"), "{p}");
+    }
+
+    #[test]
+    fn acme_http_01_with_a_plain_listener_and_eab_is_accepted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = dir.path().join("hmac");
+        std::fs::write(&key, "c2VjcmV0LWhtYWMta2V5\n").expect("write");
+        let text = acme_config(
+            &dir.path().join("state"),
+            &format!(
+                "challenge = \"http-01\"\ndirectory = \"letsencrypt-staging\"\nexternal_account = {{ key_id = \"kid-1\", hmac_key_file = \"{}\" }}",
+                key.display()
+            ),
+            &["a.example.com"],
+            true,
+        );
+        let c = parse(Path::new("w.toml"), &text).expect("valid");
+        let acme = acme_of(&c);
+        assert_eq!(acme.challenge, AcmeChallenge::Http01);
+        assert_eq!(acme.directory, defaults::ACME_STAGING_DIRECTORY);
+        let eab = acme.external_account.as_ref().expect("eab");
+        assert_eq!(eab.key_id, "kid-1");
+        assert_eq!(eab.hmac_key.0, "c2VjcmV0LWhtYWMta2V5");
+        assert!(dir.path().join("state").is_dir(), "the state dir is made");
+    }
+
     #[test]
     fn llm_routes_are_validated_with_every_problem_named() {
         let p = problems(
