@@ -482,7 +482,7 @@ async fn a_failing_challenge_is_retried_with_backoff_while_weir_keeps_serving() 
     // The name points where weir does not listen: every validation fails.
     setup.pebble.point(NAME, Some("127.0.0.2")).await;
     let root = &setup.root;
-    let mut weir = Weir::start(&setup.config("")).await;
+    let weir = Weir::start(&setup.config("")).await;
     let failures = format!("weir_certificate_issuance_failures_total{{name=\"{NAME}\"}}");
 
     let started = Instant::now();
