@@ -101,6 +101,7 @@ const LLM_ONLY: &[&str] = &[
 /// Keys only proxy routes read.
 const PROXY_ONLY: &[&str] = &["upstream", "preserve_host", "response_timeout"];
 const LLM_UPSTREAM: &[&str] = &[
+    "protocol",
     "name",
     "url",
     "api_key_env",
@@ -1058,12 +1059,14 @@ fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> 
         let credential = credential(&u);
         let connect_timeout =
             positive_duration(&u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
-        match (url, credential) {
-            (Some(url), Some(credential)) => upstreams.push(LlmUpstreamConfig {
+        let api = upstream_api(&u, protocol);
+        match (url, credential, api) {
+            (Some(url), Some(credential), Some(api)) => upstreams.push(LlmUpstreamConfig {
                 name: name.value,
                 url,
                 credential,
                 connect_timeout,
+                api,
             }),
             _ => ok = false,
         }
@@ -1168,6 +1171,40 @@ fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> 
         upstreams,
     };
     ok.then_some(settings)
+}
+
+/// The API an upstream speaks: the route's own by default; another one
+/// means translation, for the pairs weir translates.
+fn upstream_api(u: &Section<'_, '_>, route: Protocol) -> Option<UpstreamApi> {
+    let Some(p) = u.string("protocol") else {
+        return Some(match route {
+            Protocol::Anthropic => UpstreamApi::Anthropic,
+            Protocol::OpenAi => UpstreamApi::OpenAi,
+        });
+    };
+    let api = match p.value.as_str() {
+        "anthropic" => UpstreamApi::Anthropic,
+        "openai" => UpstreamApi::OpenAi,
+        "openai_responses" => UpstreamApi::OpenAiResponses,
+        "openai_chat" => UpstreamApi::OpenAiChat,
+        other => {
+            p.problem(
+                u.doc(),
+                format!("unknown protocol `{other}`"),
+                Some("use \"anthropic\", \"openai_responses\", \"openai_chat\" or \"openai\" (both OpenAI APIs)".into()),
+            );
+            return None;
+        }
+    };
+    if route == Protocol::Anthropic && api == UpstreamApi::OpenAi {
+        p.problem(
+            u.doc(),
+            "an Anthropic route must say which OpenAI API the upstream is translated to",
+            Some("use \"openai_responses\" or \"openai_chat\"".into()),
+        );
+        return None;
+    }
+    Some(api)
 }
 
 /// An upstream's key from `api_key_env` or `api_key_file`; neither means

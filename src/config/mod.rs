@@ -424,6 +424,34 @@ pub struct LlmUpstreamConfig {
     pub url: http::Uri,
     pub credential: Credential,
     pub connect_timeout: Duration,
+    /// The API the upstream speaks; when it is not the client's, weir
+    /// translates.
+    pub api: UpstreamApi,
+}
+
+/// The API an LLM upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamApi {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses and Chat Completions both (OpenAI itself).
+    OpenAi,
+    /// OpenAI Responses only.
+    OpenAiResponses,
+    /// OpenAI Chat Completions only (vLLM, Ollama, OpenRouter, most
+    /// self-hosted servers).
+    OpenAiChat,
+}
+
+impl UpstreamApi {
+    pub fn name(self) -> &'static str {
+        match self {
+            UpstreamApi::Anthropic => "anthropic",
+            UpstreamApi::OpenAi => "openai",
+            UpstreamApi::OpenAiResponses => "openai_responses",
+            UpstreamApi::OpenAiChat => "openai_chat",
+        }
+    }
 }
 
 /// One step of a model's failover order: an upstream (index into

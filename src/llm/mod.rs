@@ -22,6 +22,7 @@ mod failover;
 pub mod protocol;
 mod relay;
 pub mod sse;
+pub mod translate;
 pub mod upstream;
 
 use std::sync::Arc;

@@ -133,6 +133,7 @@ mod tests {
                 url: "http://127.0.0.1:1".parse().expect("url"),
                 credential: Credential::Passthrough,
                 connect_timeout: Duration::from_secs(1),
+                api: crate::config::UpstreamApi::Anthropic,
             },
             &UpstreamSettings::default(),
             &tls,

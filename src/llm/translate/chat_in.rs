@@ -1,0 +1,334 @@
+//! A Chat Completions answer → an Anthropic Messages answer, streamed
+//! chunk by chunk or whole.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::responses_in::error_event;
+use super::sse;
+
+fn stop_reason(finish: Option<&str>) -> &'static str {
+    match finish {
+        Some("length") => "max_tokens",
+        Some("tool_calls" | "function_call") => "tool_use",
+        Some("content_filter") => "refusal",
+        _ => "end_turn",
+    }
+}
+
+fn usage(u: &Value) -> Value {
+    let input = u["prompt_tokens"].as_u64().unwrap_or(0);
+    let cached = u["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    json!({
+        "input_tokens": input.saturating_sub(cached),
+        "output_tokens": u["completion_tokens"].as_u64().unwrap_or(0),
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Thinking,
+    /// A tool call, by its index in `delta.tool_calls`.
+    Tool(u64),
+}
+
+pub struct Stream {
+    model: String,
+    started: bool,
+    next_index: usize,
+    /// The block being written and its Anthropic index: chat chunks
+    /// interleave nothing, so one block is open at a time.
+    open: Option<(Open, usize)>,
+    finish: Option<String>,
+    usage: Value,
+    done: bool,
+}
+
+impl Stream {
+    pub fn new(model: &str) -> Self {
+        Stream {
+            model: model.to_string(),
+            started: false,
+            next_index: 0,
+            open: None,
+            finish: None,
+            usage: Value::Null,
+            done: false,
+        }
+    }
+
+    fn start(&mut self, id: &Value, out: &mut Vec<Bytes>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        out.push(sse(
+            "message_start",
+            &json!({"type": "message_start", "message": {
+                "id": format!("msg_{}", id.as_str().unwrap_or("translated")),
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }}),
+        ));
+        out.push(sse("ping", &json!({"type": "ping"})));
+    }
+
+    fn close(&mut self, out: &mut Vec<Bytes>) {
+        if let Some((_, index)) = self.open.take() {
+            out.push(sse(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+    }
+
+    /// Make `want` the open block, starting it with `block` if it is not.
+    fn ensure(&mut self, want: Open, block: Value, out: &mut Vec<Bytes>) -> usize {
+        if let Some((open, index)) = self.open
+            && open == want
+        {
+            return index;
+        }
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        out.push(sse(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        self.open = Some((want, index));
+        index
+    }
+
+    fn delta(index: usize, delta: Value, out: &mut Vec<Bytes>) {
+        out.push(sse(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        ));
+    }
+
+    fn end(&mut self, out: &mut Vec<Bytes>) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.start(&Value::Null, out);
+        self.close(out);
+        out.push(sse(
+            "message_delta",
+            &json!({"type": "message_delta",
+                "delta": {"stop_reason": stop_reason(self.finish.as_deref()), "stop_sequence": null},
+                "usage": usage(&self.usage)}),
+        ));
+        out.push(sse("message_stop", &json!({"type": "message_stop"})));
+    }
+
+    pub fn event(&mut self, data: &str, out: &mut Vec<Bytes>) {
+        if data.trim() == "[DONE]" {
+            self.end(out);
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        if v["error"].is_object() {
+            let e = &v["error"];
+            out.push(error_event(
+                e["code"].as_str(),
+                e["message"]
+                    .as_str()
+                    .unwrap_or("the upstream reported an error"),
+            ));
+            self.done = true;
+            return;
+        }
+        self.start(&v["id"], out);
+        if v["usage"].is_object() {
+            self.usage = v["usage"].clone();
+        }
+        let Some(choice) = v["choices"].get(0) else {
+            return;
+        };
+        let delta = &choice["delta"];
+        let reasoning = delta["reasoning_content"]
+            .as_str()
+            .or(delta["reasoning"].as_str());
+        if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+            let i = self.ensure(
+                Open::Thinking,
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                out,
+            );
+            Self::delta(i, json!({"type": "thinking_delta", "thinking": r}), out);
+        }
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            let i = self.ensure(Open::Text, json!({"type": "text", "text": ""}), out);
+            Self::delta(i, json!({"type": "text_delta", "text": text}), out);
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let n = call["index"].as_u64().unwrap_or(0);
+            let f = &call["function"];
+            let is_open = matches!(self.open, Some((Open::Tool(k), _)) if k == n);
+            let i = if is_open {
+                self.open.map_or(0, |(_, i)| i)
+            } else {
+                self.ensure(
+                    Open::Tool(n),
+                    json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": {}}),
+                    out,
+                )
+            };
+            if let Some(args) = f["arguments"].as_str().filter(|a| !a.is_empty()) {
+                Self::delta(
+                    i,
+                    json!({"type": "input_json_delta", "partial_json": args}),
+                    out,
+                );
+            }
+        }
+        if let Some(finish) = choice["finish_reason"].as_str() {
+            self.finish = Some(finish.to_string());
+            self.close(out);
+        }
+    }
+}
+
+/// A whole chat completion → a Messages object.
+pub fn whole(v: &Value, model: &str) -> Option<Value> {
+    let choice = v["choices"].get(0)?;
+    let m = &choice["message"];
+    let mut content = Vec::new();
+    if let Some(r) = m["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
+        content.push(json!({"type": "thinking", "thinking": r, "signature": ""}));
+    }
+    if let Some(t) = m["content"].as_str().filter(|t| !t.is_empty()) {
+        content.push(json!({"type": "text", "text": t}));
+    }
+    for call in m["tool_calls"].as_array().into_iter().flatten() {
+        let input: Value = call["function"]["arguments"]
+            .as_str()
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or_else(|| json!({}));
+        content.push(json!({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": input}));
+    }
+    Some(json!({
+        "id": format!("msg_{}", v["id"].as_str().unwrap_or("translated")),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(choice["finish_reason"].as_str()),
+        "stop_sequence": null,
+        "usage": usage(&v["usage"]),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(chunks: &[&str]) -> Vec<(String, Value)> {
+        let mut s = Stream::new("claude-x");
+        let mut out = Vec::new();
+        for c in chunks {
+            s.event(c, &mut out);
+        }
+        out.iter()
+            .map(|b| {
+                let text = std::str::from_utf8(b).expect("utf8");
+                let mut lines = text.lines();
+                let name = lines.next().expect("event")["event: ".len()..].to_string();
+                let data = &lines.next().expect("data")["data: ".len()..];
+                (name, serde_json::from_str(data).expect("json"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_and_two_tool_calls_with_the_final_usage_chunk() {
+        let out = run(&[
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Look"},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"p\":"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"ls","arguments":"{}"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"id":"c1","choices":[],"usage":{"prompt_tokens":50,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":10}}}"#,
+            "[DONE]",
+        ]);
+        let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        assert_eq!(
+            out[5].1["content_block"],
+            json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {}})
+        );
+        assert_eq!(out[6].1["delta"]["partial_json"], "{\"p\":");
+        assert_eq!(out[9].1["index"], 2);
+        assert_eq!(
+            out[12].1,
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                "usage": {"input_tokens": 40, "output_tokens": 9, "cache_read_input_tokens": 10, "cache_creation_input_tokens": 0}})
+        );
+    }
+
+    #[test]
+    fn reasoning_content_length_stop_and_errors() {
+        let out = run(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"A"},"finish_reason":"length"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(out[2].1["content_block"]["type"], "thinking");
+        assert_eq!(
+            out[3].1["delta"],
+            json!({"type": "thinking_delta", "thinking": "hmm"})
+        );
+        assert_eq!(out[out.len() - 2].1["delta"]["stop_reason"], "max_tokens");
+        let out = run(&[r#"{"error":{"message":"quota","code":"rate_limit_exceeded"}}"#]);
+        assert_eq!(
+            out[0].1,
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "quota"}})
+        );
+    }
+
+    #[test]
+    fn a_whole_completion_is_assembled() {
+        let v: Value = serde_json::from_str(r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi","tool_calls":[{"id":"t","type":"function","function":{"name":"ls","arguments":"{\"a\":2}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#).expect("json");
+        let m = whole(&v, "claude").expect("message");
+        assert_eq!(
+            m["content"],
+            json!([{"type": "text", "text": "Hi"}, {"type": "tool_use", "id": "t", "name": "ls", "input": {"a": 2}}])
+        );
+        assert_eq!(m["stop_reason"], "tool_use");
+        assert_eq!(m["usage"]["input_tokens"], 7);
+    }
+}

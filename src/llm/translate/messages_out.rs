@@ -1,0 +1,459 @@
+//! An Anthropic Messages request → an OpenAI Responses or Chat
+//! Completions request.
+
+use serde_json::{Map, Value, json};
+
+use super::text_of;
+
+/// `thinking.budget_tokens` → a reasoning effort.
+fn effort(budget: u64) -> &'static str {
+    match budget {
+        0..4096 => "low",
+        4096..16384 => "medium",
+        _ => "high",
+    }
+}
+
+fn thinking_effort(v: &Value) -> Option<&'static str> {
+    (v["thinking"]["type"] == "enabled")
+        .then(|| effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0)))
+}
+
+/// A data URL (or the URL) of an Anthropic image block's source.
+fn image_url(block: &Value) -> Option<String> {
+    let src = &block["source"];
+    match src["type"].as_str()? {
+        "base64" => Some(format!(
+            "data:{};base64,{}",
+            src["media_type"].as_str()?,
+            src["data"].as_str()?
+        )),
+        "url" => src["url"].as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// The text of a tool result (blocks or a string), marked when it is an
+/// error (neither OpenAI API has an error flag on tool output).
+fn tool_result_text(block: &Value) -> String {
+    let text = text_of(&block["content"]);
+    if block["is_error"] == true {
+        format!("Error: {text}")
+    } else {
+        text
+    }
+}
+
+fn tool_result_images(block: &Value) -> Vec<String> {
+    block["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "image")
+                .filter_map(image_url)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Content blocks of a message, whether given as a string or a list.
+fn blocks(message: &Value) -> Vec<Value> {
+    match &message["content"] {
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::Array(a) => a.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
+    if let Some(x) = from.get(key).filter(|x| !x.is_null()) {
+        to.insert(as_key.into(), x.clone());
+    }
+}
+
+/// Messages → Responses.
+pub fn to_responses(v: &Value, model: &str) -> Value {
+    let mut out = Map::new();
+    out.insert("model".into(), model.into());
+    let system = text_of(&v["system"]);
+    if !system.is_empty() {
+        out.insert("instructions".into(), system.into());
+    }
+    let mut input = Vec::new();
+    for m in v["messages"].as_array().into_iter().flatten() {
+        let role = m["role"].as_str().unwrap_or("user");
+        let mut parts = Vec::new();
+        let flush = |parts: &mut Vec<Value>, input: &mut Vec<Value>| {
+            if !parts.is_empty() {
+                input.push(
+                    json!({"type": "message", "role": role, "content": std::mem::take(parts)}),
+                );
+            }
+        };
+        for b in blocks(m) {
+            match b["type"].as_str() {
+                Some("text") => {
+                    let kind = if role == "assistant" {
+                        "output_text"
+                    } else {
+                        "input_text"
+                    };
+                    parts.push(json!({"type": kind, "text": b["text"]}));
+                }
+                Some("image") => {
+                    if let Some(url) = image_url(&b) {
+                        parts.push(json!({"type": "input_image", "image_url": url}));
+                    }
+                }
+                Some("tool_use") => {
+                    flush(&mut parts, &mut input);
+                    input.push(json!({
+                        "type": "function_call",
+                        "call_id": b["id"],
+                        "name": b["name"],
+                        "arguments": b["input"].to_string(),
+                    }));
+                }
+                Some("tool_result") => {
+                    flush(&mut parts, &mut input);
+                    let text = tool_result_text(&b);
+                    let images = tool_result_images(&b);
+                    let output = if images.is_empty() {
+                        Value::String(text)
+                    } else {
+                        let mut o = vec![json!({"type": "input_text", "text": text})];
+                        o.extend(
+                            images
+                                .into_iter()
+                                .map(|u| json!({"type": "input_image", "image_url": u})),
+                        );
+                        Value::Array(o)
+                    };
+                    input.push(json!({
+                        "type": "function_call_output",
+                        "call_id": b["tool_use_id"],
+                        "output": output,
+                    }));
+                }
+                // Thinking blocks carry Anthropic signatures no other API
+                // can check; documents and the rest have no equivalent.
+                other => tracing::debug!(block = ?other, "content block dropped in translation"),
+            }
+        }
+        flush(&mut parts, &mut input);
+    }
+    out.insert("input".into(), input.into());
+    if let Some(tools) = v["tools"].as_array() {
+        let tools: Vec<Value> = tools
+            .iter()
+            .filter(|t| t.get("input_schema").is_some())
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "name": t["name"],
+                    "description": t["description"].as_str().unwrap_or(""),
+                    "parameters": t["input_schema"],
+                })
+            })
+            .collect();
+        if !tools.is_empty() {
+            out.insert("tools".into(), tools.into());
+        }
+    }
+    if let Some(choice) = v.get("tool_choice").filter(|c| c.is_object()) {
+        let mapped = match choice["type"].as_str() {
+            Some("any") => json!("required"),
+            Some("none") => json!("none"),
+            Some("tool") => json!({"type": "function", "name": choice["name"]}),
+            _ => json!("auto"),
+        };
+        out.insert("tool_choice".into(), mapped);
+        if choice["disable_parallel_tool_use"] == true {
+            out.insert("parallel_tool_calls".into(), false.into());
+        }
+    }
+    copy(v, "max_tokens", &mut out, "max_output_tokens");
+    copy(v, "temperature", &mut out, "temperature");
+    copy(v, "top_p", &mut out, "top_p");
+    copy(v, "stream", &mut out, "stream");
+    if v.get("stop_sequences").is_some() {
+        tracing::debug!("stop_sequences dropped: the Responses API has none");
+    }
+    if let Some(user) = v["metadata"]["user_id"].as_str() {
+        out.insert("user".into(), user.into());
+    }
+    if let Some(e) = thinking_effort(v) {
+        out.insert("reasoning".into(), json!({"effort": e, "summary": "auto"}));
+    }
+    // Stateless, as an Anthropic client expects: nothing kept upstream.
+    out.insert("store".into(), false.into());
+    Value::Object(out)
+}
+
+/// Messages → Chat Completions.
+pub fn to_chat(v: &Value, model: &str) -> Value {
+    let mut out = Map::new();
+    out.insert("model".into(), model.into());
+    let mut messages = Vec::new();
+    let system = text_of(&v["system"]);
+    if !system.is_empty() {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for m in v["messages"].as_array().into_iter().flatten() {
+        let role = m["role"].as_str().unwrap_or("user");
+        let mut parts: Vec<Value> = Vec::new();
+        let mut tool_calls = Vec::new();
+        // Tool results become `tool` messages, which must directly follow
+        // the assistant message that called the tools.
+        let mut tool_messages = Vec::new();
+        let mut tool_images = Vec::new();
+        for b in blocks(m) {
+            match b["type"].as_str() {
+                Some("text") => parts.push(json!({"type": "text", "text": b["text"]})),
+                Some("image") => {
+                    if let Some(url) = image_url(&b) {
+                        parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                    }
+                }
+                Some("tool_use") => tool_calls.push(json!({
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": b["input"].to_string()},
+                })),
+                Some("tool_result") => {
+                    tool_messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": b["tool_use_id"],
+                        "content": tool_result_text(&b),
+                    }));
+                    tool_images.extend(tool_result_images(&b));
+                }
+                other => tracing::debug!(block = ?other, "content block dropped in translation"),
+            }
+        }
+        messages.extend(tool_messages);
+        if !tool_images.is_empty() {
+            // A tool message holds text only: its images follow as the user's.
+            let images: Vec<Value> = tool_images
+                .into_iter()
+                .map(|u| json!({"type": "image_url", "image_url": {"url": u}}))
+                .collect();
+            messages.push(json!({"role": "user", "content": images}));
+        }
+        if role == "assistant" {
+            let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { text.join("").into() }});
+            if !tool_calls.is_empty() {
+                msg["tool_calls"] = tool_calls.into();
+            }
+            if !msg["content"].is_null() || msg.get("tool_calls").is_some() {
+                messages.push(msg);
+            }
+        } else if !parts.is_empty() {
+            let all_text = parts.iter().all(|p| p["type"] == "text");
+            let content = if all_text {
+                parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("")
+                    .into()
+            } else {
+                Value::Array(parts)
+            };
+            messages.push(json!({"role": "user", "content": content}));
+        }
+    }
+    out.insert("messages".into(), messages.into());
+    if let Some(tools) = v["tools"].as_array() {
+        let tools: Vec<Value> = tools
+            .iter()
+            .filter(|t| t.get("input_schema").is_some())
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t["name"],
+                    "description": t["description"].as_str().unwrap_or(""),
+                    "parameters": t["input_schema"],
+                }})
+            })
+            .collect();
+        if !tools.is_empty() {
+            out.insert("tools".into(), tools.into());
+        }
+    }
+    if let Some(choice) = v.get("tool_choice").filter(|c| c.is_object()) {
+        let mapped = match choice["type"].as_str() {
+            Some("any") => json!("required"),
+            Some("none") => json!("none"),
+            Some("tool") => json!({"type": "function", "function": {"name": choice["name"]}}),
+            _ => json!("auto"),
+        };
+        out.insert("tool_choice".into(), mapped);
+        if choice["disable_parallel_tool_use"] == true {
+            out.insert("parallel_tool_calls".into(), false.into());
+        }
+    }
+    copy(v, "max_tokens", &mut out, "max_completion_tokens");
+    copy(v, "temperature", &mut out, "temperature");
+    copy(v, "top_p", &mut out, "top_p");
+    copy(v, "stop_sequences", &mut out, "stop");
+    if v["stream"] == true {
+        out.insert("stream".into(), true.into());
+        out.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if let Some(user) = v["metadata"]["user_id"].as_str() {
+        out.insert("user".into(), user.into());
+    }
+    if let Some(e) = thinking_effort(v) {
+        out.insert("reasoning_effort".into(), e.into());
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every block type and tool shape Claude Code sends.
+    fn request() -> Value {
+        json!({
+            "model": "claude-sonnet-4",
+            "max_tokens": 1024,
+            "system": [{"type": "text", "text": "You are terse."}, {"type": "text", "text": "Use tools."}],
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "What is in this image?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.txt"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "no such file"}], "is_error": true},
+                    {"type": "text", "text": "Try b.txt"},
+                ]},
+            ],
+            "tools": [{"name": "read", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+            "temperature": 0.2,
+            "stop_sequences": ["END"],
+            "stream": true,
+            "metadata": {"user_id": "u-1"},
+            "thinking": {"type": "enabled", "budget_tokens": 8000},
+            "top_k": 5,
+        })
+    }
+
+    #[test]
+    fn messages_to_responses_golden() {
+        let out = to_responses(&request(), "gpt-5");
+        assert_eq!(
+            out,
+            json!({
+                "model": "gpt-5",
+                "instructions": "You are terse.\nUse tools.",
+                "input": [
+                    {"type": "message", "role": "user", "content": [
+                        {"type": "input_text", "text": "What is in this image?"},
+                        {"type": "input_image", "image_url": "data:image/png;base64,iVBOR"},
+                        {"type": "input_image", "image_url": "https://example.com/a.png"},
+                    ]},
+                    {"type": "message", "role": "assistant", "content": [
+                        {"type": "output_text", "text": "Let me look."},
+                    ]},
+                    {"type": "function_call", "call_id": "toolu_1", "name": "read", "arguments": "{\"path\":\"a.txt\"}"},
+                    {"type": "function_call_output", "call_id": "toolu_1", "output": "Error: no such file"},
+                    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Try b.txt"}]},
+                ],
+                "tools": [{"type": "function", "name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+                "tool_choice": "required",
+                "parallel_tool_calls": false,
+                "max_output_tokens": 1024,
+                "temperature": 0.2,
+                "stream": true,
+                "user": "u-1",
+                "reasoning": {"effort": "medium", "summary": "auto"},
+                "store": false,
+            })
+        );
+    }
+
+    #[test]
+    fn messages_to_chat_golden() {
+        let out = to_chat(&request(), "llama-3");
+        assert_eq!(
+            out,
+            json!({
+                "model": "llama-3",
+                "messages": [
+                    {"role": "system", "content": "You are terse.\nUse tools."},
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "What is in this image?"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR"}},
+                        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                    ]},
+                    {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                        {"id": "toolu_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}},
+                    ]},
+                    {"role": "tool", "tool_call_id": "toolu_1", "content": "Error: no such file"},
+                    {"role": "user", "content": "Try b.txt"},
+                ],
+                "tools": [{"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}],
+                "tool_choice": "required",
+                "parallel_tool_calls": false,
+                "max_completion_tokens": 1024,
+                "temperature": 0.2,
+                "stop": ["END"],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "user": "u-1",
+                "reasoning_effort": "medium",
+            })
+        );
+    }
+
+    #[test]
+    fn tool_choice_and_thinking_budgets_map() {
+        let mut r = request();
+        r["tool_choice"] = json!({"type": "tool", "name": "read"});
+        r["thinking"]["budget_tokens"] = 1024.into();
+        let out = to_responses(&r, "m");
+        assert_eq!(
+            out["tool_choice"],
+            json!({"type": "function", "name": "read"})
+        );
+        assert_eq!(out["reasoning"]["effort"], "low");
+        r["tool_choice"] = json!({"type": "none"});
+        r["thinking"] = json!({"type": "disabled"});
+        let out = to_chat(&r, "m");
+        assert_eq!(out["tool_choice"], "none");
+        assert!(out.get("reasoning_effort").is_none());
+        r["thinking"] = json!({"type": "enabled", "budget_tokens": 32000});
+        assert_eq!(to_chat(&r, "m")["reasoning_effort"], "high");
+    }
+
+    #[test]
+    fn a_tool_result_with_an_image_keeps_it() {
+        let r = json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": [
+                {"type": "text", "text": "screenshot"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "AAA"}},
+            ]},
+        ]}]});
+        let out = to_responses(&r, "m");
+        assert_eq!(
+            out["input"][0]["output"],
+            json!([{"type": "input_text", "text": "screenshot"}, {"type": "input_image", "image_url": "data:image/jpeg;base64,AAA"}])
+        );
+        let out = to_chat(&r, "m");
+        assert_eq!(out["messages"][0]["content"], "screenshot");
+        assert_eq!(
+            out["messages"][1],
+            json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAA"}}]})
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! Protocol translation between the LLM APIs, so one agent can run on
+//! another vendor's models: Claude Code (Anthropic Messages) on an OpenAI
+//! Responses or Chat Completions upstream, and Codex (OpenAI Responses) on
+//! an Anthropic upstream.
+//!
+//! Pure: a request body in, a request body out; an upstream event in, the
+//! client's events out; an upstream error in, the client's error out. No
+//! I/O, no clock, so every mapping is tested against golden fixtures
+//! without sockets. A stream translator never holds an upstream event: it
+//! emits what each event maps to as soon as it has it (some map to
+//! nothing, some to several).
+//!
+//! Fields with no equivalent are dropped, never passed through as unknown
+//! fields the upstream would reject; docs/llm-gateway.md lists them.
+
+mod chat_in;
+mod errors;
+mod messages_out;
+mod responses_client;
+mod responses_in;
+pub mod tokens;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::Value;
+
+use super::protocol::Endpoint;
+use crate::config::UpstreamApi;
+
+/// A translation: the client's API → the upstream's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pair {
+    /// Claude Code on an OpenAI Responses upstream.
+    MessagesToResponses,
+    /// Claude Code on a Chat Completions upstream.
+    MessagesToChat,
+    /// Codex on an Anthropic upstream.
+    ResponsesToMessages,
+}
+
+/// Why a request cannot go to an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Untranslatable;
+
+/// A request body weir could not translate.
+#[derive(Debug, thiserror::Error)]
+pub enum TranslateError {
+    #[error("the request body is not a JSON object")]
+    NotAnObject,
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Pair {
+    /// What it takes to send `endpoint`'s request to an upstream speaking
+    /// `api`: nothing (`None`), a translation, or it cannot be done.
+    pub fn between(endpoint: Endpoint, api: UpstreamApi) -> Result<Option<Pair>, Untranslatable> {
+        use UpstreamApi::*;
+        match (endpoint, api) {
+            (Endpoint::Messages | Endpoint::CountTokens, Anthropic) => Ok(None),
+            (Endpoint::Messages, OpenAiResponses | OpenAi) => Ok(Some(Pair::MessagesToResponses)),
+            (Endpoint::Messages, OpenAiChat) => Ok(Some(Pair::MessagesToChat)),
+            (Endpoint::CountTokens, _) => Err(Untranslatable),
+            (Endpoint::Responses, OpenAi | OpenAiResponses) => Ok(None),
+            (Endpoint::Responses, Anthropic) => Ok(Some(Pair::ResponsesToMessages)),
+            (Endpoint::ChatCompletions, OpenAi | OpenAiChat) => Ok(None),
+            (Endpoint::Models, _) => Ok(None),
+            _ => Err(Untranslatable),
+        }
+    }
+
+    /// The upstream's API path for the translated request.
+    pub fn upstream_path(self) -> &'static str {
+        match self {
+            Pair::MessagesToResponses => "/v1/responses",
+            Pair::MessagesToChat => "/v1/chat/completions",
+            Pair::ResponsesToMessages => "/v1/messages",
+        }
+    }
+
+    /// The upstream's endpoint (how its stream is framed and classified).
+    pub fn upstream_endpoint(self) -> Endpoint {
+        match self {
+            Pair::MessagesToResponses => Endpoint::Responses,
+            Pair::MessagesToChat => Endpoint::ChatCompletions,
+            Pair::ResponsesToMessages => Endpoint::Messages,
+        }
+    }
+
+    /// The request body for the upstream, naming `model`.
+    pub fn request(self, body: &[u8], model: &str) -> Result<Bytes, TranslateError> {
+        let v: Value = serde_json::from_slice(body).map_err(|_| TranslateError::NotAnObject)?;
+        if !v.is_object() {
+            return Err(TranslateError::NotAnObject);
+        }
+        let out = match self {
+            Pair::MessagesToResponses => messages_out::to_responses(&v, model),
+            Pair::MessagesToChat => messages_out::to_chat(&v, model),
+            Pair::ResponsesToMessages => responses_client::to_messages(&v, model)?,
+        };
+        Ok(Bytes::from(out.to_string()))
+    }
+
+    /// A whole (non-streamed) upstream answer in the client's API;
+    /// `None` when the upstream's body is not what its API returns.
+    pub fn response(self, body: &[u8], client_model: &str) -> Option<Bytes> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        let out = match self {
+            Pair::MessagesToResponses => responses_in::whole(&v, client_model)?,
+            Pair::MessagesToChat => chat_in::whole(&v, client_model)?,
+            Pair::ResponsesToMessages => responses_client::whole(&v, client_model)?,
+        };
+        Some(Bytes::from(out.to_string()))
+    }
+
+    /// An upstream error body in the client's envelope; the status stays
+    /// (a 429 or 529 must reach Claude Code as such, or it stops backing
+    /// off).
+    pub fn error(self, status: StatusCode, body: &[u8]) -> Bytes {
+        match self {
+            Pair::MessagesToResponses | Pair::MessagesToChat => errors::to_anthropic(status, body),
+            Pair::ResponsesToMessages => errors::to_openai(status, body),
+        }
+    }
+
+    /// A translator for one streamed answer.
+    pub fn stream(self, client_model: &str) -> Stream {
+        match self {
+            Pair::MessagesToResponses => {
+                Stream::FromResponses(responses_in::Stream::new(client_model))
+            }
+            Pair::MessagesToChat => Stream::FromChat(chat_in::Stream::new(client_model)),
+            Pair::ResponsesToMessages => {
+                Stream::ToResponses(responses_client::Stream::new(client_model))
+            }
+        }
+    }
+}
+
+/// One streamed answer being translated, event by event.
+pub enum Stream {
+    FromResponses(responses_in::Stream),
+    FromChat(chat_in::Stream),
+    ToResponses(responses_client::Stream),
+}
+
+impl Stream {
+    /// The client's events for one upstream event (`name` is its SSE
+    /// `event:` field, `data` its data), appended to `out`.
+    pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
+        match self {
+            Stream::FromResponses(s) => s.event(name, data, out),
+            Stream::FromChat(s) => s.event(data, out),
+            Stream::ToResponses(s) => s.event(name, data, out),
+        }
+    }
+}
+
+/// One SSE event: `event: <name>` and the JSON data.
+fn sse(name: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// The text of a string-or-blocks field (Anthropic `system`, tool result
+/// `content`, Responses message `content`): text parts joined.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_pairs_translate() {
+        use UpstreamApi::*;
+        assert_eq!(Pair::between(Endpoint::Messages, Anthropic), Ok(None));
+        assert_eq!(
+            Pair::between(Endpoint::Messages, OpenAiChat),
+            Ok(Some(Pair::MessagesToChat))
+        );
+        assert_eq!(
+            Pair::between(Endpoint::Responses, Anthropic),
+            Ok(Some(Pair::ResponsesToMessages))
+        );
+        assert_eq!(
+            Pair::between(Endpoint::ChatCompletions, Anthropic),
+            Err(Untranslatable)
+        );
+        assert_eq!(
+            Pair::between(Endpoint::Responses, OpenAiChat),
+            Err(Untranslatable)
+        );
+    }
+}

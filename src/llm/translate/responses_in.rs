@@ -1,0 +1,566 @@
+//! An OpenAI Responses answer → an Anthropic Messages answer, streamed
+//! event by event or whole.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::sse;
+
+/// Anthropic's usage from a Responses `usage`: Anthropic counts cached
+/// input apart from `input_tokens`.
+fn usage(u: &Value) -> Value {
+    let input = u["input_tokens"].as_u64().unwrap_or(0);
+    let cached = u["input_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    json!({
+        "input_tokens": input.saturating_sub(cached),
+        "output_tokens": u["output_tokens"].as_u64().unwrap_or(0),
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+    })
+}
+
+fn stop_reason(response: &Value, used_tools: bool) -> &'static str {
+    match response["incomplete_details"]["reason"].as_str() {
+        Some("max_output_tokens") => "max_tokens",
+        Some("content_filter") => "refusal",
+        _ if used_tools => "tool_use",
+        _ => "end_turn",
+    }
+}
+
+fn message_id(response: &Value) -> String {
+    format!("msg_{}", response["id"].as_str().unwrap_or("translated"))
+}
+
+/// A Responses error (a `response.failed` error object or an `error`
+/// event) as an Anthropic `error` event.
+pub(super) fn error_event(code: Option<&str>, message: &str) -> Bytes {
+    let kind = match code {
+        Some("rate_limit_exceeded") => "rate_limit_error",
+        Some("server_is_overloaded" | "overloaded") => "overloaded_error",
+        Some("context_length_exceeded") => "invalid_request_error",
+        _ => "api_error",
+    };
+    let message = if code == Some("context_length_exceeded") {
+        format!("prompt is too long: {message}")
+    } else {
+        message.to_string()
+    };
+    sse(
+        "error",
+        &json!({"type": "error", "error": {"type": kind, "message": message}}),
+    )
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Tool,
+    Thinking,
+}
+
+struct Block {
+    index: usize,
+    kind: Kind,
+    /// A tool call whose arguments came in deltas (else they come whole
+    /// with the item's end).
+    streamed: bool,
+}
+
+pub struct Stream {
+    model: String,
+    started: bool,
+    next_index: usize,
+    /// Open blocks by (output_index, content or summary index).
+    open: HashMap<(u64, u64), Block>,
+    used_tools: bool,
+    finished: bool,
+}
+
+impl Stream {
+    pub fn new(model: &str) -> Self {
+        Stream {
+            model: model.to_string(),
+            started: false,
+            next_index: 0,
+            open: HashMap::new(),
+            used_tools: false,
+            finished: false,
+        }
+    }
+
+    fn start(&mut self, response: &Value, out: &mut Vec<Bytes>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        out.push(sse(
+            "message_start",
+            &json!({"type": "message_start", "message": {
+                "id": message_id(response),
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }}),
+        ));
+        out.push(sse("ping", &json!({"type": "ping"})));
+    }
+
+    fn open(&mut self, key: (u64, u64), kind: Kind, block: Value, out: &mut Vec<Bytes>) {
+        let index = self.next_index;
+        self.next_index += 1;
+        out.push(sse(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        self.open.insert(
+            key,
+            Block {
+                index,
+                kind,
+                streamed: false,
+            },
+        );
+    }
+
+    fn delta(&mut self, key: (u64, u64), delta: Value, out: &mut Vec<Bytes>) {
+        if let Some(b) = self.open.get_mut(&key) {
+            b.streamed = true;
+            out.push(sse(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": b.index, "delta": delta}),
+            ));
+        }
+    }
+
+    fn close(&mut self, key: (u64, u64), out: &mut Vec<Bytes>) {
+        if let Some(b) = self.open.remove(&key) {
+            out.push(sse(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": b.index}),
+            ));
+        }
+    }
+
+    fn finish(&mut self, response: &Value, out: &mut Vec<Bytes>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.start(response, out);
+        let mut left: Vec<(u64, u64)> = self.open.keys().copied().collect();
+        left.sort_by_key(|k| self.open[k].index);
+        for k in left {
+            self.close(k, out);
+        }
+        out.push(sse(
+            "message_delta",
+            &json!({"type": "message_delta",
+                "delta": {"stop_reason": stop_reason(response, self.used_tools), "stop_sequence": null},
+                "usage": usage(&response["usage"])}),
+        ));
+        out.push(sse("message_stop", &json!({"type": "message_stop"})));
+    }
+
+    pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        let kind = name.or(v["type"].as_str()).unwrap_or("");
+        let at = |k: &str| v[k].as_u64().unwrap_or(0);
+        match kind {
+            "response.created" | "response.in_progress" => self.start(&v["response"], out),
+            "response.content_part.added" => {
+                self.start(&Value::Null, out);
+                if matches!(v["part"]["type"].as_str(), Some("output_text" | "refusal")) {
+                    let key = (at("output_index"), at("content_index"));
+                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
+                }
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                let key = (at("output_index"), at("content_index"));
+                self.delta(key, json!({"type": "text_delta", "text": v["delta"]}), out);
+            }
+            "response.content_part.done" => {
+                self.close((at("output_index"), at("content_index")), out)
+            }
+            "response.output_item.added" if v["item"]["type"] == "function_call" => {
+                self.start(&Value::Null, out);
+                self.used_tools = true;
+                let item = &v["item"];
+                self.open(
+                    (at("output_index"), u64::MAX),
+                    Kind::Tool,
+                    json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": {}}),
+                    out,
+                );
+            }
+            "response.function_call_arguments.delta" => {
+                let key = (at("output_index"), u64::MAX);
+                self.delta(
+                    key,
+                    json!({"type": "input_json_delta", "partial_json": v["delta"]}),
+                    out,
+                );
+            }
+            "response.output_item.done" if v["item"]["type"] == "function_call" => {
+                let key = (at("output_index"), u64::MAX);
+                if let Some(b) = self.open.get(&key)
+                    && b.kind == Kind::Tool
+                    && !b.streamed
+                    && let Some(args) = v["item"]["arguments"].as_str()
+                    && !args.is_empty()
+                {
+                    self.delta(
+                        key,
+                        json!({"type": "input_json_delta", "partial_json": args}),
+                        out,
+                    );
+                }
+                self.close(key, out);
+            }
+            "response.reasoning_summary_part.added" => {
+                self.start(&Value::Null, out);
+                let key = (at("output_index"), at("summary_index"));
+                self.open(
+                    key,
+                    Kind::Thinking,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    out,
+                );
+            }
+            "response.reasoning_summary_text.delta" => {
+                let key = (at("output_index"), at("summary_index"));
+                self.delta(
+                    key,
+                    json!({"type": "thinking_delta", "thinking": v["delta"]}),
+                    out,
+                );
+            }
+            "response.reasoning_summary_part.done" => {
+                self.close((at("output_index"), at("summary_index")), out)
+            }
+            "response.completed" | "response.incomplete" => self.finish(&v["response"], out),
+            "response.failed" => {
+                let e = &v["response"]["error"];
+                out.push(error_event(
+                    e["code"].as_str(),
+                    e["message"]
+                        .as_str()
+                        .unwrap_or("the upstream failed the response"),
+                ));
+                self.finished = true;
+            }
+            "error" => {
+                out.push(error_event(
+                    v["code"].as_str(),
+                    v["message"]
+                        .as_str()
+                        .unwrap_or("the upstream reported an error"),
+                ));
+                self.finished = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A whole Responses object → a Messages object.
+pub fn whole(v: &Value, model: &str) -> Option<Value> {
+    let output = v["output"].as_array()?;
+    let mut content = Vec::new();
+    let mut used_tools = false;
+    for item in output {
+        match item["type"].as_str() {
+            Some("message") => {
+                for part in item["content"].as_array().into_iter().flatten() {
+                    let text = part["text"].as_str().or(part["refusal"].as_str());
+                    if let Some(text) = text {
+                        content.push(json!({"type": "text", "text": text}));
+                    }
+                }
+            }
+            Some("function_call") => {
+                used_tools = true;
+                let input: Value = item["arguments"]
+                    .as_str()
+                    .and_then(|a| serde_json::from_str(a).ok())
+                    .unwrap_or_else(|| json!({}));
+                content.push(json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": input}));
+            }
+            Some("reasoning") => {
+                let text = super::text_of(&item["summary"]);
+                if !text.is_empty() {
+                    content.push(json!({"type": "thinking", "thinking": text, "signature": ""}));
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(json!({
+        "id": message_id(v),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(v, used_tools),
+        "stop_sequence": null,
+        "usage": usage(&v["usage"]),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feed `(event, data)` pairs; the client's events as (name, data).
+    fn run(events: &[(&str, Value)]) -> Vec<(String, Value)> {
+        let mut s = Stream::new("claude-sonnet-4");
+        let mut out = Vec::new();
+        for (name, data) in events {
+            s.event(Some(name), &data.to_string(), &mut out);
+        }
+        out.iter()
+            .map(|b| {
+                let text = std::str::from_utf8(b).expect("utf8");
+                let name = text.lines().next().expect("line")["event: ".len()..].to_string();
+                let data = text.lines().nth(1).expect("data")["data: ".len()..].to_string();
+                (name, serde_json::from_str(&data).expect("json"))
+            })
+            .collect()
+    }
+
+    fn names(events: &[(String, Value)]) -> Vec<&str> {
+        events.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    #[test]
+    fn text_then_a_tool_call_with_split_arguments() {
+        let out = run(&[
+            (
+                "response.created",
+                json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}, "sequence_number": 0}),
+            ),
+            (
+                "response.in_progress",
+                json!({"type": "response.in_progress", "response": {"id": "resp_1"}, "sequence_number": 1}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "m1", "role": "assistant", "content": []}}),
+            ),
+            (
+                "response.content_part.added",
+                json!({"type": "response.content_part.added", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": ""}}),
+            ),
+            (
+                "response.output_text.delta",
+                json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Hel"}),
+            ),
+            (
+                "response.output_text.delta",
+                json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "lo"}),
+            ),
+            (
+                "response.output_text.done",
+                json!({"type": "response.output_text.done", "output_index": 0, "content_index": 0, "text": "Hello"}),
+            ),
+            (
+                "response.content_part.done",
+                json!({"type": "response.content_part.done", "output_index": 0, "content_index": 0}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "message"}}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "id": "fc_1", "call_id": "call_9", "name": "read", "arguments": ""}}),
+            ),
+            (
+                "response.function_call_arguments.delta",
+                json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{\"pa"}),
+            ),
+            (
+                "response.function_call_arguments.delta",
+                json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "th\": \"a\"}"}),
+            ),
+            (
+                "response.function_call_arguments.done",
+                json!({"type": "response.function_call_arguments.done", "output_index": 1, "arguments": "{\"path\": \"a\"}"}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 1, "item": {"type": "function_call", "call_id": "call_9", "name": "read", "arguments": "{\"path\": \"a\"}"}}),
+            ),
+            (
+                "response.completed",
+                json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 60}, "output_tokens": 20}}}),
+            ),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        assert_eq!(out[0].1["message"]["id"], "msg_resp_1");
+        assert_eq!(out[0].1["message"]["model"], "claude-sonnet-4");
+        assert_eq!(
+            out[3].1["delta"],
+            json!({"type": "text_delta", "text": "Hel"})
+        );
+        assert_eq!(
+            out[6].1["content_block"],
+            json!({"type": "tool_use", "id": "call_9", "name": "read", "input": {}})
+        );
+        assert_eq!(out[6].1["index"], 1);
+        assert_eq!(
+            out[8].1["delta"],
+            json!({"type": "input_json_delta", "partial_json": "th\": \"a\"}"})
+        );
+        assert_eq!(
+            out[10].1,
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                "usage": {"input_tokens": 40, "output_tokens": 20, "cache_read_input_tokens": 60, "cache_creation_input_tokens": 0}})
+        );
+    }
+
+    #[test]
+    fn reasoning_summary_becomes_a_thinking_block_and_max_tokens_stops() {
+        let out = run(&[
+            ("response.created", json!({"response": {"id": "r"}})),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"type": "reasoning", "id": "rs"}}),
+            ),
+            (
+                "response.reasoning_summary_part.added",
+                json!({"output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                json!({"output_index": 0, "summary_index": 0, "delta": "Think"}),
+            ),
+            (
+                "response.reasoning_summary_part.done",
+                json!({"output_index": 0, "summary_index": 0}),
+            ),
+            (
+                "response.content_part.added",
+                json!({"output_index": 1, "content_index": 0, "part": {"type": "output_text"}}),
+            ),
+            (
+                "response.output_text.delta",
+                json!({"output_index": 1, "content_index": 0, "delta": "Partial"}),
+            ),
+            (
+                "response.incomplete",
+                json!({"response": {"id": "r", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "usage": {"input_tokens": 5, "output_tokens": 7}}}),
+            ),
+        ]);
+        assert_eq!(
+            out[2].1["content_block"],
+            json!({"type": "thinking", "thinking": "", "signature": ""})
+        );
+        assert_eq!(
+            out[3].1["delta"],
+            json!({"type": "thinking_delta", "thinking": "Think"})
+        );
+        // The open text block is closed before the end.
+        assert_eq!(
+            names(&out)[5..],
+            [
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(out[8].1["delta"]["stop_reason"], "max_tokens");
+    }
+
+    #[test]
+    fn failures_become_anthropic_error_events() {
+        let out = run(&[
+            ("response.created", json!({"response": {"id": "r"}})),
+            (
+                "response.failed",
+                json!({"response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}}}),
+            ),
+        ]);
+        assert_eq!(
+            out.last().expect("event").1,
+            json!({"type": "error", "error": {"type": "api_error", "message": "boom"}})
+        );
+        let out = run(&[(
+            "error",
+            json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "sequence_number": 2}),
+        )]);
+        assert_eq!(out[0].1["error"]["type"], "rate_limit_error");
+    }
+
+    #[test]
+    fn arguments_that_arrive_only_with_the_item_are_sent_once() {
+        let out = run(&[
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"type": "function_call", "call_id": "c", "name": "ls"}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": {"type": "function_call", "call_id": "c", "name": "ls", "arguments": "{}"}}),
+            ),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_whole_response_is_assembled() {
+        let v = json!({"id": "resp_2", "status": "completed", "output": [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]},
+            {"type": "message", "content": [{"type": "output_text", "text": "Hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{\"d\":1}"},
+        ], "usage": {"input_tokens": 3, "output_tokens": 4}});
+        assert_eq!(
+            whole(&v, "claude").expect("message"),
+            json!({"id": "msg_resp_2", "type": "message", "role": "assistant", "model": "claude",
+                "content": [
+                    {"type": "thinking", "thinking": "plan", "signature": ""},
+                    {"type": "text", "text": "Hi"},
+                    {"type": "tool_use", "id": "c1", "name": "ls", "input": {"d": 1}},
+                ],
+                "stop_reason": "tool_use", "stop_sequence": null,
+                "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
+        );
+    }
+}
