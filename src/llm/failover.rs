@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use super::body::splice;
 use super::protocol::{self, Endpoint};
 use super::relay::{Held, Relay, Tally};
+use super::translate::{Pair, tokens};
 use super::upstream::{Cooling, LlmUpstream, retry_hint};
 use super::{Context, LlmRoute};
 use crate::config::{Choice, Credential};
@@ -43,6 +44,18 @@ pub struct Outgoing {
     pub strip: Option<HeaderName>,
     pub body: Bytes,
     pub model_span: Option<std::ops::Range<usize>>,
+    /// The model the client asked for (echoed in translated answers).
+    pub model: Option<String>,
+}
+
+/// A request made ready for one upstream.
+enum Prepared {
+    /// Send it; translate the answer back when a pair is given.
+    Ready(Box<http::Request<Full<Bytes>>>, Option<Pair>),
+    /// This upstream cannot serve this endpoint (no translation exists).
+    Skip,
+    /// The client's body could not be translated: a 400 for the client.
+    Invalid(String),
 }
 
 /// An error body is read whole to be relayed later; bounded (provider
@@ -69,25 +82,37 @@ enum Sent {
 
 impl Outgoing {
     /// The request for `upstream`, with the model it knows the requested
-    /// one by.
+    /// one by, translated when it speaks another API than the client.
     fn for_upstream(
         &self,
         upstream: &LlmUpstream,
-        protocol: crate::config::Protocol,
+        endpoint: Endpoint,
         model: Option<&str>,
-    ) -> Option<http::Request<Full<Bytes>>> {
+    ) -> Prepared {
+        let Ok(pair) = Pair::between(endpoint, upstream.config.api) else {
+            return Prepared::Skip;
+        };
         let base = &upstream.config.url;
         let path = format!(
             "{}{}",
             base.path().trim_end_matches('/'),
-            self.path_and_query
+            match pair {
+                // The client's query (`?beta=true`) means nothing to the other API.
+                Some(p) => p.upstream_path(),
+                None => &self.path_and_query,
+            }
         );
-        let uri = http::Uri::builder()
-            .scheme(base.scheme()?.clone())
-            .authority(base.authority()?.clone())
+        let (Some(scheme), Some(authority)) = (base.scheme(), base.authority()) else {
+            return Prepared::Skip;
+        };
+        let Ok(uri) = http::Uri::builder()
+            .scheme(scheme.clone())
+            .authority(authority.clone())
             .path_and_query(path)
             .build()
-            .ok()?;
+        else {
+            return Prepared::Skip;
+        };
         let mut headers = self.parts.headers.clone();
         remove_hop_by_hop(&mut headers);
         for h in [
@@ -101,26 +126,46 @@ impl Outgoing {
         if let Some(h) = &self.strip {
             headers.remove(h);
         }
+        let passthrough = upstream.config.credential == Credential::Passthrough;
+        if pair.is_some() {
+            protocol::translated_headers(&mut headers, upstream.config.api, passthrough);
+        }
         if let Credential::Key(key) = &upstream.config.credential {
             headers.remove(header::AUTHORIZATION);
             headers.remove("x-api-key");
-            let (name, value) = protocol::key_header(protocol, &key.0);
-            headers.insert(name, HeaderValue::from_str(&value).ok()?);
+            let (name, value) = protocol::key_header(upstream.config.api, &key.0);
+            let Ok(value) = HeaderValue::from_str(&value) else {
+                return Prepared::Skip;
+            };
+            headers.insert(name, value);
         }
         // Streams must arrive as plain SSE for weir to read their events.
         headers.insert(
             header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
         );
-        let body = match (model, &self.model_span) {
-            (Some(m), Some(span)) => splice(&self.body, span, m),
+        let body = match (pair, model, &self.model_span) {
+            (Some(p), _, _) => {
+                let model = model.or(self.model.as_deref()).unwrap_or_default();
+                match p.request(&self.body, model) {
+                    Ok(b) => {
+                        headers.insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                        b
+                    }
+                    Err(e) => return Prepared::Invalid(e.to_string()),
+                }
+            }
+            (None, Some(m), Some(span)) => splice(&self.body, span, m),
             _ => self.body.clone(),
         };
         let mut req = http::Request::new(Full::new(body));
         *req.method_mut() = self.parts.method.clone();
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
-        Some(req)
+        Prepared::Ready(Box::new(req), pair)
     }
 }
 
@@ -181,6 +226,7 @@ pub async fn run(
     let settings = &llm.settings;
     let mut best: Option<Answered> = None;
     let mut tried = 0usize;
+    let mut skipped = 0usize;
     let mut cooling: Vec<(Instant, Cooling)> = Vec::new();
     let note_failover = |reason: &'static str| {
         cx.metrics.llm_failover(cx.route_name, model_label, reason);
@@ -196,9 +242,15 @@ pub async fn run(
             note_failover("cooling");
             continue;
         }
-        let Some(req) = request.for_upstream(upstream, settings.protocol, choice.model.as_deref())
-        else {
-            continue;
+        let (req, pair) = match request.for_upstream(upstream, endpoint, choice.model.as_deref()) {
+            Prepared::Ready(req, pair) => (*req, pair),
+            Prepared::Skip => {
+                skipped += 1;
+                continue;
+            }
+            Prepared::Invalid(why) => {
+                return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
+            }
         };
         tried += 1;
         cx.facts.lock().unwrap_or_else(|e| e.into_inner()).upstream = Some(name.clone());
@@ -235,8 +287,12 @@ pub async fn run(
             } else {
                 2
             };
-            let (parts, body) = resp.into_parts();
-            let body = read_error_body(body, settings.first_byte_timeout).await;
+            let (mut parts, body) = resp.into_parts();
+            let mut body = read_error_body(body, settings.first_byte_timeout).await;
+            if let Some(p) = pair {
+                body = p.error(parts.status, &body);
+                json_content(&mut parts.headers);
+            }
             note_failover(if rank == 3 {
                 "status_429"
             } else {
@@ -265,14 +321,22 @@ pub async fn run(
             }
             cx.metrics
                 .llm_request(cx.route_name, model_label, &name, outcome);
-            return Ok(relay_verbatim(resp, served_by));
+            return Ok(match pair {
+                None => relay_verbatim(resp, served_by),
+                Some(p) => {
+                    translate_whole(p, resp, request, settings.stream_idle_timeout, served_by)
+                        .await?
+                }
+            });
         }
 
         // A stream: hold its preamble until content shows it is good.
         let (parts, body) = resp.into_parts();
+        let client_model = request.model.as_deref().unwrap_or_default();
         let mut relay = Relay::new(
             body,
             endpoint,
+            pair.map(|p| p.stream(client_model)),
             settings.sse_keepalive,
             settings.stream_idle_timeout,
             Tally {
@@ -326,6 +390,12 @@ pub async fn run(
         resp.headers_mut().remove(header::CONTENT_LENGTH);
         return Ok(resp);
     }
+    if tried == 0 && cooling.is_empty() && skipped > 0 {
+        return Err(Rescue::status(StatusCode::NOT_IMPLEMENTED).saying(format!(
+            "no upstream of this model speaks {}, and weir does not translate it to theirs",
+            endpoint.label()
+        )));
+    }
     if tried == 0 && !cooling.is_empty() {
         let now = Instant::now();
         let soonest = cooling.iter().map(|(u, _)| *u).min().unwrap_or(now);
@@ -350,6 +420,52 @@ pub async fn run(
         "all upstreams failed ({tried} attempted, {} cooling down)",
         cooling.len()
     )))
+}
+
+fn json_content(headers: &mut http::HeaderMap) {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.remove(header::CONTENT_LENGTH);
+}
+
+/// The most a whole (non-streamed) answer may be for translation.
+const MAX_TRANSLATED_BODY: usize = 32 * 1024 * 1024;
+
+/// A whole answer from an upstream of another API, in the client's: an
+/// error keeps its status in the client's envelope; a success is
+/// assembled into the client's object.
+async fn translate_whole(
+    pair: Pair,
+    resp: Response<hyper::body::Incoming>,
+    request: &Outgoing,
+    timeout: std::time::Duration,
+    served_by: Option<&str>,
+) -> Result<Response<Payload>, Rescue> {
+    let (mut parts, body) = resp.into_parts();
+    let read = Limited::new(body, MAX_TRANSLATED_BODY).collect();
+    let bytes = match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        _ => {
+            return Err(Rescue::status(StatusCode::BAD_GATEWAY)
+                .saying("the upstream's answer could not be read"));
+        }
+    };
+    let translated = if parts.status.is_success() {
+        pair.response(&bytes, request.model.as_deref().unwrap_or_default())
+            .ok_or_else(|| {
+                Rescue::status(StatusCode::BAD_GATEWAY)
+                    .saying("the upstream's answer could not be translated")
+            })?
+    } else {
+        pair.error(parts.status, &bytes)
+    };
+    remove_hop_by_hop(&mut parts.headers);
+    json_content(&mut parts.headers);
+    let mut resp = Response::from_parts(parts, Payload::text(translated));
+    served_by_header(&mut resp, served_by);
+    Ok(resp)
 }
 
 fn keep_best(best: &mut Option<Answered>, new: Answered) {
@@ -399,10 +515,16 @@ pub async fn count_tokens(
         if upstream.cooling(Instant::now()).is_some() {
             continue;
         }
-        let Some(req) = request.for_upstream(upstream, settings.protocol, choice.model.as_deref())
-        else {
-            continue;
-        };
+        let req =
+            match request.for_upstream(upstream, Endpoint::CountTokens, choice.model.as_deref()) {
+                Prepared::Ready(req, _) => *req,
+                // An upstream of another API cannot count Anthropic's tokens:
+                // weir estimates them itself.
+                Prepared::Skip if upstream.config.api != crate::config::UpstreamApi::Anthropic => {
+                    return count_locally(&request.body);
+                }
+                Prepared::Skip | Prepared::Invalid(_) => continue,
+            };
         match send(upstream, req, settings.first_byte_timeout).await {
             Sent::Response(resp)
                 if matches!(
@@ -425,6 +547,20 @@ pub async fn count_tokens(
         .saying("count_tokens is not supported by the upstreams of this route"))
 }
 
+fn count_locally(body: &[u8]) -> Result<Response<Payload>, Rescue> {
+    let n = tokens::count(body).ok_or_else(|| {
+        Rescue::status(StatusCode::BAD_REQUEST).saying("the request body is not valid JSON")
+    })?;
+    let mut resp = Response::new(Payload::text(
+        serde_json::json!({ "input_tokens": n }).to_string(),
+    ));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
 /// `GET /v1/models`: the first of the route's upstreams that answers.
 pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
@@ -433,9 +569,15 @@ pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Paylo
         if upstream.cooling(Instant::now()).is_some() {
             continue;
         }
-        let Some(req) = request.for_upstream(upstream, settings.protocol, None) else {
+        // Only an upstream of the route's own API lists models in the
+        // client's format.
+        if !native(settings.protocol, upstream.config.api) {
+            continue;
+        }
+        let Prepared::Ready(req, _) = request.for_upstream(upstream, Endpoint::Models, None) else {
             continue;
         };
+        let req = *req;
         tried += 1;
         if let Sent::Response(resp) = send(upstream, req, settings.first_byte_timeout).await {
             let served_by = settings
@@ -444,6 +586,48 @@ pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Paylo
             return Ok(relay_verbatim(resp, served_by));
         }
     }
+    if tried == 0 {
+        return Ok(local_models(settings));
+    }
     Err(Rescue::status(StatusCode::BAD_GATEWAY)
         .saying(format!("no upstream answered ({tried} attempted)")))
+}
+
+/// Whether an upstream speaks the route's own API.
+fn native(route: crate::config::Protocol, api: crate::config::UpstreamApi) -> bool {
+    use crate::config::{Protocol, UpstreamApi};
+    matches!(
+        (route, api),
+        (Protocol::Anthropic, UpstreamApi::Anthropic)
+            | (
+                Protocol::OpenAi,
+                UpstreamApi::OpenAi | UpstreamApi::OpenAiResponses | UpstreamApi::OpenAiChat
+            )
+    )
+}
+
+/// The route's configured models in its protocol's list format, when no
+/// upstream of its own API can list them.
+fn local_models(settings: &crate::config::LlmSettings) -> Response<Payload> {
+    let names = settings.models.iter().map(|(m, _)| m.as_str());
+    let body = match settings.protocol {
+        crate::config::Protocol::Anthropic => {
+            let data: Vec<_> = names
+                .map(|m| serde_json::json!({"type": "model", "id": m, "display_name": m, "created_at": "1970-01-01T00:00:00Z"}))
+                .collect();
+            serde_json::json!({"data": data, "has_more": false, "first_id": data.first().map(|d| d["id"].clone()), "last_id": data.last().map(|d| d["id"].clone())})
+        }
+        crate::config::Protocol::OpenAi => {
+            let data: Vec<_> = names
+                .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "weir"}))
+                .collect();
+            serde_json::json!({"object": "list", "data": data})
+        }
+    };
+    let mut resp = Response::new(Payload::text(body.to_string()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }

@@ -179,6 +179,7 @@ pub async fn serve(
         strip: gateway_credential,
         body: bytes::Bytes::new(),
         model_span: None,
+        model: None,
     };
 
     if !endpoint.routes_by_model() {
@@ -228,6 +229,7 @@ pub async fn serve(
         )));
     };
     request.model_span = Some(model.span);
+    request.model = Some(model.name.clone());
 
     // Step: failover, then relay.
     let result = if endpoint == Endpoint::CountTokens {

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use http::Method;
 
-use crate::config::Protocol;
+use crate::config::{Protocol, UpstreamApi};
 
 /// An API endpoint an LLM route serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,11 +141,63 @@ pub fn classify(endpoint: Endpoint, name: Option<&str>, data: &str) -> EventClas
     }
 }
 
-/// The header a protocol's key travels in, and how it is written.
-pub fn key_header(protocol: Protocol, key: &str) -> (http::HeaderName, String) {
-    match protocol {
-        Protocol::Anthropic => (http::HeaderName::from_static("x-api-key"), key.to_string()),
-        Protocol::OpenAi => (http::header::AUTHORIZATION, format!("Bearer {key}")),
+/// The header an upstream's key travels in, and how it is written.
+pub fn key_header(api: UpstreamApi, key: &str) -> (http::HeaderName, String) {
+    match api {
+        UpstreamApi::Anthropic => (http::HeaderName::from_static("x-api-key"), key.to_string()),
+        _ => (http::header::AUTHORIZATION, format!("Bearer {key}")),
+    }
+}
+
+/// Headers for a translated request: the client's credential moved to
+/// the header the upstream's API reads (when the client's own is passed
+/// through), the other API's headers dropped, and the version header
+/// Anthropic requires.
+pub fn translated_headers(headers: &mut http::HeaderMap, to: UpstreamApi, passthrough: bool) {
+    let x_api_key = http::HeaderName::from_static("x-api-key");
+    if to == UpstreamApi::Anthropic {
+        let stale: Vec<_> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("openai-"))
+            .cloned()
+            .collect();
+        for k in stale {
+            headers.remove(k);
+        }
+        if passthrough
+            && !headers.contains_key(&x_api_key)
+            && let Some(token) = headers
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(|t| http::HeaderValue::from_str(t.trim()).ok())
+        {
+            headers.remove(http::header::AUTHORIZATION);
+            headers.insert(x_api_key, token);
+        }
+        if !headers.contains_key("anthropic-version") {
+            headers.insert(
+                "anthropic-version",
+                http::HeaderValue::from_static("2023-06-01"),
+            );
+        }
+    } else {
+        let stale: Vec<_> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("anthropic-"))
+            .cloned()
+            .collect();
+        for k in stale {
+            headers.remove(k);
+        }
+        if passthrough
+            && !headers.contains_key(http::header::AUTHORIZATION)
+            && let Some(key) = headers.remove(&x_api_key)
+            && let Ok(v) =
+                http::HeaderValue::from_str(&format!("Bearer {}", key.to_str().unwrap_or_default()))
+        {
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
     }
 }
 

@@ -13,6 +13,11 @@
 //! clean end. Dropping the relay (the client went away) drops the upstream
 //! body, which closes that connection instead of returning it to the pool,
 //! so the upstream stops generating.
+//!
+//! On a translated route a [`translate::Stream`] sits between the framer
+//! and everything else: each upstream event becomes the client's events at
+//! once, and the hold, keep-alives, in-band errors and usage all work on
+//! the client's protocol, exactly as on an untranslated route.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -28,6 +33,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::protocol::{self, Endpoint, EventClass};
 use super::sse::{self, Framer};
+use super::translate;
 use crate::respond::{BoxError, SharedLlmFacts};
 use crate::telemetry::Metrics;
 
@@ -105,6 +111,10 @@ enum Next {
 pub struct Relay {
     upstream: Option<Incoming>,
     framer: Framer,
+    /// Translates the upstream's events into the client's protocol.
+    translator: Option<translate::Stream>,
+    /// The client's events one upstream event became, not yet taken.
+    translated: VecDeque<Bytes>,
     ready: VecDeque<Bytes>,
     endpoint: Endpoint,
     keepalive_every: Duration,
@@ -120,9 +130,12 @@ pub struct Relay {
 }
 
 impl Relay {
+    /// `endpoint` is the client's; `translator` turns the upstream's
+    /// events into its protocol when the upstream speaks another.
     pub fn new(
         upstream: Incoming,
         endpoint: Endpoint,
+        translator: Option<translate::Stream>,
         keepalive_every: Duration,
         idle_after: Duration,
         tally: Tally,
@@ -131,6 +144,8 @@ impl Relay {
         Relay {
             upstream: Some(upstream),
             framer: Framer::default(),
+            translator,
+            translated: VecDeque::new(),
             ready: VecDeque::new(),
             endpoint,
             keepalive_every,
@@ -187,7 +202,11 @@ impl Relay {
     /// Pull the next complete event from the upstream.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
         loop {
-            if let Some(event) = self.framer.next_event() {
+            if let Some(event) = self
+                .translated
+                .pop_front()
+                .or_else(|| self.next_upstream_event())
+            {
                 let (name, data) = sse::fields(&event);
                 let class = protocol::classify(self.endpoint, name, &data);
                 self.observe(name, &data, class);
@@ -218,6 +237,25 @@ impl Relay {
                     return Poll::Ready(Next::End);
                 }
                 Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The next complete upstream event, or on a translated route the
+    /// first client event the next upstream events map to (some map to
+    /// none).
+    fn next_upstream_event(&mut self) -> Option<Bytes> {
+        loop {
+            let event = self.framer.next_event()?;
+            let Some(t) = &mut self.translator else {
+                return Some(event);
+            };
+            let (name, data) = sse::fields(&event);
+            let mut out = Vec::new();
+            t.event(name, &data, &mut out);
+            self.translated.extend(out);
+            if let Some(first) = self.translated.pop_front() {
+                return Some(first);
             }
         }
     }

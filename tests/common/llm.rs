@@ -5,7 +5,10 @@
 
 use std::net::SocketAddr;
 
-pub use weir::demo::llm::{Api, MockLlm, Reply, Seen, Step, error, stream_events, success};
+pub use weir::demo::llm::{
+    AGENT_ARGUMENT_PIECES, AGENT_TOOL, Api, MockLlm, Reply, Seen, Step, agent, error,
+    stream_events, success,
+};
 
 /// A mock provider answering with `script`.
 pub async fn mock(script: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> MockLlm {

@@ -1,0 +1,392 @@
+//! Protocol translation through weir: Claude Code's requests (Anthropic
+//! Messages) served by OpenAI Responses and Chat Completions upstreams,
+//! and Codex's (OpenAI Responses) by an Anthropic upstream — streamed and
+//! not, with tools, errors, failover across protocols, and the endpoints
+//! answered locally. The upstreams are scripted mock providers on port 0;
+//! the SDK side is in tests/llm_sdk.rs.
+
+mod common;
+
+use bytes::Bytes;
+use common::llm::*;
+use common::*;
+use http::Request;
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+const WORDS: &[&str] = &["Hello", " there", "."];
+
+/// An LLM route of `kind` over `(name, url, protocol)` upstreams, each
+/// with the key `sk-upstream-<name>` unless `passthrough`.
+fn config(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> String {
+    let mut text = format!(
+        "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"llm\"\nkind = \"{kind}\"\n"
+    );
+    for (name, url, protocol) in upstreams {
+        text.push_str(&format!(
+            "[[route.upstreams]]\nname = \"{name}\"\nurl = \"{url}\"\nprotocol = \"{protocol}\"\n"
+        ));
+        if !passthrough {
+            text.push_str(&format!("api_key_file = \"{{dir}}/key-{name}\"\n"));
+        }
+    }
+    text
+}
+
+async fn start(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> Weir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, _, _) in upstreams {
+        std::fs::write(
+            dir.path().join(format!("key-{name}")),
+            format!("sk-upstream-{name}"),
+        )
+        .expect("key");
+    }
+    Weir::start_in(dir, &config(kind, upstreams, passthrough)).await
+}
+
+async fn post(
+    weir: &Weir,
+    path: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    let mut req = Request::post(weir.url("web", path)).header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("request");
+    split(h1_client().request(req).await.expect("response")).await
+}
+
+/// The events of an SSE body: (event name, data as JSON).
+fn events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter_map(|e| {
+            let name = e.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = e.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((
+                name.to_string(),
+                serde_json::from_str(data).expect("json data"),
+            ))
+        })
+        .collect()
+}
+
+fn claude_request(stream: bool) -> Value {
+    json!({
+        "model": "claude-sonnet-4",
+        "max_tokens": 256,
+        "stream": stream,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Say hello"}],
+    })
+}
+
+const CLAUDE_HEADERS: &[(&str, &str)] = &[
+    ("anthropic-version", "2023-06-01"),
+    ("anthropic-beta", "interleaved-thinking-2025-05-14"),
+    ("x-api-key", "sk-ant-client"),
+];
+
+#[tokio::test]
+async fn claude_code_streams_from_a_responses_upstream() {
+    let up = serving(WORDS).await;
+    let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], true).await;
+    let (status, headers, body) = post(
+        &weir,
+        "/v1/messages?beta=true",
+        &claude_request(true),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .expect("ct")
+            .starts_with("text/event-stream")
+    );
+    let ev = events(&body);
+    let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"));
+    assert_eq!(names.last(), Some(&"message_stop"));
+    let text: String = ev
+        .iter()
+        .filter(|(n, _)| n == "content_block_delta")
+        .filter_map(|(_, d)| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Hello there.");
+    assert_eq!(ev[0].1["message"]["model"], "claude-sonnet-4");
+    let delta = ev
+        .iter()
+        .find(|(n, _)| n == "message_delta")
+        .expect("message_delta");
+    assert_eq!(delta.1["delta"]["stop_reason"], "end_turn");
+    assert_eq!(delta.1["usage"]["output_tokens"], 3);
+
+    // What the upstream got: the Responses API, the client's key as a
+    // Bearer token, no Anthropic headers, no `?beta=true`.
+    let seen = &up.seen()[0];
+    assert_eq!(seen.path, "/v1/responses");
+    assert_eq!(seen.headers["authorization"], "Bearer sk-ant-client");
+    assert!(!seen.headers.contains_key("x-api-key"));
+    assert!(!seen.headers.contains_key("anthropic-version"));
+    assert!(!seen.headers.contains_key("anthropic-beta"));
+    let sent = seen.json();
+    assert_eq!(sent["instructions"], "Be brief.");
+    assert_eq!(sent["max_output_tokens"], 256);
+    assert_eq!(
+        sent["input"][0]["content"][0],
+        json!({"type": "input_text", "text": "Say hello"})
+    );
+    assert_eq!(sent["stream"], true);
+}
+
+#[tokio::test]
+async fn claude_code_gets_one_message_from_a_chat_upstream() {
+    let up = serving(WORDS).await;
+    let weir = start("anthropic", &[("local", up.url(), "openai_chat")], false).await;
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        &claude_request(false),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let m: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(m["type"], "message");
+    assert_eq!(
+        m["content"],
+        json!([{"type": "text", "text": "Hello there."}])
+    );
+    assert_eq!(m["stop_reason"], "end_turn");
+    assert_eq!(m["usage"]["input_tokens"], 12);
+    let seen = &up.seen()[0];
+    assert_eq!(seen.path, "/v1/chat/completions");
+    assert_eq!(seen.headers["authorization"], "Bearer sk-upstream-local");
+    assert_eq!(
+        seen.json()["messages"][0],
+        json!({"role": "system", "content": "Be brief."})
+    );
+    assert_eq!(seen.json()["max_completion_tokens"], 256);
+}
+
+#[tokio::test]
+async fn a_chat_tool_call_streams_as_a_tool_use_block() {
+    let up = mock(agent).await;
+    let weir = start("anthropic", &[("local", up.url(), "openai_chat")], false).await;
+    let mut req = claude_request(true);
+    req["tools"] = json!([{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]);
+    let (status, _, body) = post(&weir, "/v1/messages", &req, CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let ev = events(&body);
+    let start = ev
+        .iter()
+        .find(|(n, d)| n == "content_block_start" && d["content_block"]["type"] == "tool_use")
+        .expect("tool_use");
+    assert_eq!(start.1["content_block"]["name"], "read_file");
+    let args: String = ev
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["partial_json"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&args).expect("args"),
+        json!({"path": "notes.txt"})
+    );
+    let delta = ev
+        .iter()
+        .find(|(n, _)| n == "message_delta")
+        .expect("message_delta");
+    assert_eq!(delta.1["delta"]["stop_reason"], "tool_use");
+    assert_eq!(
+        up.seen()[0].json()["tools"][0]["function"]["name"],
+        "read_file"
+    );
+    assert_eq!(up.seen()[0].json()["stream_options"]["include_usage"], true);
+}
+
+#[tokio::test]
+async fn codex_streams_from_an_anthropic_upstream() {
+    let up = serving(WORDS).await;
+    let weir = start("openai", &[("claude", up.url(), "anthropic")], true).await;
+    let req = json!({"model": "gpt-5-codex", "instructions": "Be brief.", "input": "Say hello", "stream": true, "store": false});
+    let (status, _, body) = post(
+        &weir,
+        "/v1/responses",
+        &req,
+        &[("authorization", "Bearer sk-ant-codex")],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let ev = events(&body);
+    assert_eq!(ev[0].0, "response.created");
+    assert_eq!(ev.last().expect("events").0, "response.completed");
+    for (i, (_, d)) in ev.iter().enumerate() {
+        assert_eq!(d["sequence_number"], i as u64, "{body}");
+    }
+    let added = ev
+        .iter()
+        .position(|(n, _)| n == "response.output_item.added")
+        .expect("added");
+    let first_delta = ev
+        .iter()
+        .position(|(n, _)| n == "response.output_text.delta")
+        .expect("delta");
+    assert!(
+        added < first_delta,
+        "output_item.added comes before any delta"
+    );
+    let done = &ev.last().expect("done").1["response"];
+    assert_eq!(done["output"][0]["content"][0]["text"], "Hello there.");
+    assert_eq!(done["usage"]["output_tokens"], 3);
+
+    let seen = &up.seen()[0];
+    assert_eq!(seen.path, "/v1/messages");
+    assert_eq!(seen.headers["x-api-key"], "sk-ant-codex");
+    assert!(!seen.headers.contains_key("authorization"));
+    assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(seen.json()["system"], "Be brief.");
+    assert_eq!(seen.json()["max_tokens"], 8192);
+}
+
+#[tokio::test]
+async fn errors_keep_their_status_in_the_clients_envelope() {
+    let up = mock(|seen| {
+        error(
+            seen,
+            429,
+            "rate_limit_error",
+            "Rate limit reached for requests",
+        )
+        .with_header("retry-after", "7")
+    })
+    .await;
+    let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
+    let (status, headers, body) =
+        post(&weir, "/v1/messages", &claude_request(true), CLAUDE_HEADERS).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(headers["retry-after"], "7");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "rate_limit_error");
+    assert_eq!(v["error"]["message"], "Rate limit reached for requests");
+
+    let overflow = mock(|_| Reply {
+        status: 400,
+        headers: vec![("content-type".into(), "application/json".into())],
+        delay: std::time::Duration::ZERO,
+        body: vec![Step::Send(Bytes::from_static(br#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#))],
+    })
+    .await;
+    let weir = start(
+        "anthropic",
+        &[("local", overflow.url(), "openai_chat")],
+        false,
+    )
+    .await;
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        &claude_request(false),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        v["error"]["message"],
+        "prompt is too long: 131072 tokens > 128000 maximum"
+    );
+
+    let overloaded = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
+    let weir = start(
+        "openai",
+        &[("claude", overloaded.url(), "anthropic")],
+        false,
+    )
+    .await;
+    let req = json!({"model": "m", "input": "hi"});
+    let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    assert_eq!(status, 529, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["code"], "overloaded");
+}
+
+#[tokio::test]
+async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream() {
+    let busy = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
+    let gpt = serving(WORDS).await;
+    let weir = start(
+        "anthropic",
+        &[
+            ("claude", busy.url(), "anthropic"),
+            ("gpt", gpt.url(), "openai_responses"),
+        ],
+        false,
+    )
+    .await;
+    let (status, _, body) =
+        post(&weir, "/v1/messages", &claude_request(true), CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let ev = events(&body);
+    let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "message_start").count(), 1);
+    assert_eq!(names.last(), Some(&"message_stop"));
+    assert!(!names.contains(&"error"), "{body}");
+    assert_eq!(busy.seen().len(), 1);
+    assert_eq!(busy.seen()[0].headers["x-api-key"], "sk-upstream-claude");
+    assert_eq!(
+        gpt.seen()[0].headers["authorization"],
+        "Bearer sk-upstream-gpt"
+    );
+    assert_eq!(
+        metric(
+            &weir,
+            "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}"
+        )
+        .await,
+        Some(1)
+    );
+}
+
+#[tokio::test]
+async fn count_tokens_and_models_are_answered_by_weir_on_translated_routes() {
+    let up = serving(WORDS).await;
+    let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages/count_tokens",
+        &claude_request(false),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let n = serde_json::from_str::<Value>(&body).expect("json")["input_tokens"]
+        .as_u64()
+        .expect("count");
+    assert!((3..50).contains(&n), "{n}");
+    assert!(up.seen().is_empty(), "counted locally");
+
+    let (status, _, body) = get(&h1_client(), &weir.url("web", "/v1/models")).await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert!(v["data"].is_array(), "{body}");
+    assert!(up.seen().is_empty());
+}
+
+#[tokio::test]
+async fn an_endpoint_weir_cannot_translate_is_501() {
+    let up = serving(WORDS).await;
+    let weir = start("openai", &[("claude", up.url(), "anthropic")], false).await;
+    let req = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 501, "{body}");
+    assert!(body.contains("does not translate"), "{body}");
+    assert!(up.seen().is_empty());
+}
