@@ -275,3 +275,91 @@ async fn the_openai_sdk_sees_a_cut_chat_stream_as_an_error() {
     assert_eq!(r["raised"], "APIError", "not a clean end: {r}");
     assert_eq!(r["text"], "Hello there.", "{r}");
 }
+
+/// A translated route of `kind` over one upstream speaking `protocol`.
+fn translated(kind: &str, url: String, protocol: &str) -> String {
+    format!(
+        "{}protocol = \"{protocol}\"\n",
+        llm_config(kind, &[("up", url)], "")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_anthropic_sdk_runs_a_tool_loop_on_openai_upstreams() {
+    for protocol in ["openai_responses", "openai_chat"] {
+        let up = mock(agent).await;
+        let weir = Weir::start(&translated("anthropic", up.url(), protocol)).await;
+        let r = sdk(
+            &weir,
+            "anthropic_tool_round_trip",
+            "claude-sonnet-4-5",
+            "k",
+            0,
+        )
+        .await;
+        assert_eq!(r["stop_reason"], "tool_use", "{protocol}: {r}");
+        assert_eq!(r["tool"], AGENT_TOOL, "{protocol}: {r}");
+        assert_eq!(
+            r["input"],
+            serde_json::json!({"path": "notes.txt"}),
+            "{protocol}: {r}"
+        );
+        assert_eq!(
+            r["answer"], "The file says: hello from notes",
+            "{protocol}: {r}"
+        );
+        assert_eq!(r["final_stop_reason"], "end_turn", "{protocol}: {r}");
+        let seen = up.seen();
+        assert_eq!(seen.len(), 2);
+        let second = seen[1].json();
+        match protocol {
+            "openai_chat" => assert_eq!(
+                second["messages"]
+                    .as_array()
+                    .map(|m| m.iter().any(|m| m["role"] == "tool")),
+                Some(true),
+                "{second}"
+            ),
+            _ => assert_eq!(
+                second["input"]
+                    .as_array()
+                    .map(|i| i.iter().any(|i| i["type"] == "function_call_output")),
+                Some(true),
+                "{second}"
+            ),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdk_runs_a_tool_loop_on_an_anthropic_upstream() {
+    let up = mock(agent).await;
+    let weir = Weir::start(&translated("openai", up.url(), "anthropic")).await;
+    let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["first_status"], "completed", "{r}");
+    assert_eq!(r["tool"], AGENT_TOOL, "{r}");
+    assert_eq!(
+        r["arguments"],
+        serde_json::json!({"path": "notes.txt"}),
+        "{r}"
+    );
+    assert_eq!(r["answer"], "The file says: hello from notes", "{r}");
+    assert_eq!(r["status"], "completed", "{r}");
+    let events: Vec<&str> = r["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(events.first(), Some(&"response.created"), "{r}");
+    assert_eq!(events.last(), Some(&"response.completed"), "{r}");
+    let second = up.seen()[1].json();
+    assert_eq!(
+        second["messages"][1]["content"][0]["type"], "tool_use",
+        "{second}"
+    );
+    assert_eq!(
+        second["messages"][2]["content"][0]["type"], "tool_result",
+        "{second}"
+    );
+}

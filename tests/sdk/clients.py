@@ -124,7 +124,61 @@ def openai_chat_stream_partial():
         return facts
 
 
+READ_FILE = {"name": "read_file", "description": "Read a file",
+             "input_schema": {"type": "object", "properties": {"path": {"type": "string"}},
+                              "required": ["path"]}}
+
+
+def anthropic_tool_round_trip():
+    """Claude Code's loop: the model calls a tool, the result goes back,
+    the model answers; both turns through the SDK's streaming helper."""
+    c = claude()
+    messages = [{"role": "user", "content": "What is in notes.txt?"}]
+    with c.messages.stream(model=MODEL, max_tokens=256, messages=messages,
+                           tools=[READ_FILE], system="You are an agent.") as s:
+        first = s.get_final_message()
+    calls = [b for b in first.content if b.type == "tool_use"]
+    messages.append({"role": "assistant", "content": [b.model_dump() for b in first.content]})
+    messages.append({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": calls[0].id,
+         "content": [{"type": "text", "text": "hello from notes"}]}]})
+    with c.messages.stream(model=MODEL, max_tokens=256, messages=messages,
+                           tools=[READ_FILE]) as s:
+        second = s.get_final_message()
+    return {"stop_reason": first.stop_reason,
+            "tool": calls[0].name, "input": calls[0].input,
+            "answer": "".join(b.text for b in second.content if b.type == "text"),
+            "final_stop_reason": second.stop_reason}
+
+
+def openai_tool_round_trip():
+    """Codex's loop over the Responses API: a function call, its output
+    back, the answer; both turns streamed."""
+    c = codex()
+    tools = [{"type": "function", "name": "read_file", "description": "Read a file",
+              "parameters": READ_FILE["input_schema"]}]
+    items = [{"type": "message", "role": "user",
+              "content": [{"type": "input_text", "text": "What is in notes.txt?"}]}]
+    with c.responses.stream(model=MODEL, input=items, tools=tools,
+                            instructions="You are Codex.") as s:
+        types = [e.type for e in s]
+        first = s.get_final_response()
+    calls = [o for o in first.output if o.type == "function_call"]
+    items.append({"type": "function_call", "call_id": calls[0].call_id,
+                  "name": calls[0].name, "arguments": calls[0].arguments})
+    items.append({"type": "function_call_output", "call_id": calls[0].call_id,
+                  "output": "hello from notes"})
+    with c.responses.stream(model=MODEL, input=items, tools=tools) as s:
+        for _ in s:
+            pass
+        second = s.get_final_response()
+    return {"first_status": first.status, "events": types,
+            "tool": calls[0].name, "arguments": json.loads(calls[0].arguments),
+            "answer": second.output_text, "status": second.status}
+
+
 SCENARIOS = {f.__name__: f for f in [
+    anthropic_tool_round_trip, openai_tool_round_trip,
     anthropic_create, anthropic_stream, anthropic_stream_partial, anthropic_count_tokens,
     anthropic_auth_token, openai_responses, openai_responses_stream, openai_chat,
     openai_chat_stream_partial,
