@@ -339,6 +339,45 @@ async fn demo_serves_without_any_file() {
     let (status, _, body) = get(&h1_client(), &format!("http://127.0.0.1:{port}/echo?x=1")).await;
     assert_eq!(status, 200);
     assert_eq!(echo_json(&body)["query"], "x=1");
+
+    // Both directions of translation, on the demo's mock providers.
+    let post = |path: &str, body: serde_json::Value| {
+        http::Request::post(format!("http://127.0.0.1:{port}{path}"))
+            .header("content-type", "application/json")
+            .header("anthropic-version", "2023-06-01")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .expect("request")
+    };
+    let resp = h1_client()
+        .request(post(
+            "/v1/messages",
+            serde_json::json!({"model": "demo-gpt", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}),
+        ))
+        .await
+        .expect("response");
+    let (status, _, body) = split(resp).await;
+    assert_eq!(status, 200, "{body}");
+    let m: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        m["content"][0]["text"], "Hello from weir's demo model.",
+        "{body}"
+    );
+    let resp = h1_client()
+        .request(post(
+            "/v1/responses",
+            serde_json::json!({"model": "demo-claude", "input": "hi"}),
+        ))
+        .await
+        .expect("response");
+    let (status, _, body) = split(resp).await;
+    assert_eq!(status, 200, "{body}");
+    let r: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        r["output"][0]["content"][0]["text"], "Hello from weir's demo model.",
+        "{body}"
+    );
 }
 
 #[test]

@@ -61,15 +61,21 @@ pub async fn upstreams() -> std::io::Result<DemoUpstreams> {
 /// The demo's config: everything to the web upstream, plus an Anthropic
 /// route at `/v1/messages` and an OpenAI route at `/v1` backed by the mock
 /// providers. Model `demo` is served directly; `demo-failover` goes to the
-/// overloaded provider first, so failover can be watched.
+/// overloaded provider first, so failover can be watched; `demo-gpt` (on
+/// the Anthropic route) is served by the mock's Responses API and
+/// `demo-claude` (on the OpenAI route) by its Anthropic API, through
+/// translation.
 pub fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError> {
-    let llm_route = |name: &str, kind: &str, path: &str| {
+    let llm_route = |name: &str, kind: &str, path: &str, other: (&str, &str)| {
+        let (model, protocol) = other;
         format!(
             "[[route]]\nname = \"{name}\"\nkind = \"{kind}\"\npath = \"{path}\"\n\
              [[route.upstreams]]\nname = \"mock\"\nurl = \"{ok}\"\n\
              [[route.upstreams]]\nname = \"overloaded\"\nurl = \"{bad}\"\n\
+             [[route.upstreams]]\nname = \"translated\"\nurl = \"{ok}\"\nprotocol = \"{protocol}\"\n\
              [[route.models]]\nname = \"demo\"\nupstreams = [\"mock\"]\n\
-             [[route.models]]\nname = \"demo-failover\"\nupstreams = [\"overloaded\", \"mock:demo\"]\n",
+             [[route.models]]\nname = \"demo-failover\"\nupstreams = [\"overloaded\", \"mock:demo\"]\n\
+             [[route.models]]\nname = \"{model}\"\nupstreams = [\"translated\"]\n",
             ok = up.llm.url(),
             bad = up.overloaded.url(),
         )
@@ -84,8 +90,13 @@ pub fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError>
         http = ports.http,
         https = ports.https,
         web = up.web,
-        anthropic = llm_route("anthropic", "anthropic", "/v1/messages"),
-        openai = llm_route("openai", "openai", "/v1"),
+        anthropic = llm_route(
+            "anthropic",
+            "anthropic",
+            "/v1/messages",
+            ("demo-gpt", "openai_responses")
+        ),
+        openai = llm_route("openai", "openai", "/v1", ("demo-claude", "anthropic")),
     );
     let mut config = Config::parse(Path::new("<demo>"), &text)?;
     let (key, names, _) = pki::self_signed(&["localhost", "127.0.0.1"])?;
@@ -120,10 +131,12 @@ pub fn try_these(running: &crate::server::Running) -> String {
          \x20 curl -s http://127.0.0.1:{admin}/health\n\
          \x20 curl -s http://127.0.0.1:{admin}/metrics\n\
          \n\
-         The LLM gateway (mock providers; model `demo`, or `demo-failover` to watch failover):\n\
+         The LLM gateway (mock providers; model `demo`, `demo-failover` to watch failover,\n\
+         `demo-gpt` on /v1/messages and `demo-claude` on /v1/responses to watch translation):\n\
          \x20 curl -sN http://127.0.0.1:{http}/v1/messages -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \\\n\
          \x20   -d '{{\"model\":\"demo-failover\",\"max_tokens\":64,\"stream\":true,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'\n\
          \x20 curl -s http://127.0.0.1:{http}/v1/responses -H 'content-type: application/json' -d '{{\"model\":\"demo\",\"input\":\"hi\"}}'\n\
+         \x20 curl -sN http://127.0.0.1:{http}/v1/responses -H 'content-type: application/json' -d '{{\"model\":\"demo-claude\",\"input\":\"hi\",\"stream\":true}}'\n\
          \x20 curl -s http://127.0.0.1:{admin}/metrics | grep llm_failovers\n\
          Claude Code:  ANTHROPIC_BASE_URL=http://127.0.0.1:{http} ANTHROPIC_AUTH_TOKEN=demo ANTHROPIC_MODEL=demo claude\n\
          Codex (~/.codex/config.toml):\n\
