@@ -1303,6 +1303,13 @@ class Bench:
                 lines.extend(f.read().rstrip().splitlines())
             w("<!-- llm-bench:end -->")
             w("")
+        trans_md = os.path.join(BENCH, "translation-results.md")
+        if os.path.exists(trans_md):
+            w("<!-- translation-bench:start -->")
+            with open(trans_md) as f:
+                lines.extend(f.read().rstrip().splitlines())
+            w("<!-- translation-bench:end -->")
+            w("")
         if self.problems:
             w("### Problems seen during the run")
             w("")

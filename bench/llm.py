@@ -11,6 +11,11 @@ Scenarios (each target alternated, REPS repetitions, medians reported):
   over   overload: a provider whose streams take ~0.4 s, CLIENTS closed-loop
          clients against a weir route gated at GATE (4x the gate) and
          against LiteLLM (no gate configured): what each answers.
+  trans  translation: Anthropic Messages streams at RATE/s through weir,
+         untranslated (Anthropic upstream) and translated (the same mock's
+         Responses API), alternated: added time to the first event, and
+         weir's CPU per stream and per upstream event. `--translation-only`
+         runs just this one (no LiteLLM needed) and writes --out with it.
 
 Writes the report (markdown) to the path given with --out.
 """
@@ -133,6 +138,8 @@ def main():
     ap.add_argument("--tmp", required=True)
     ap.add_argument("--litellm", required=True, help="the litellm executable")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--translation-only", action="store_true")
+    ap.add_argument("--trans-out", required=True, help="where the translation section goes")
     a = ap.parse_args()
     reps, seconds = (1, 3) if a.quick else (3, 10)
     rate, light = 1000, 50
@@ -166,6 +173,14 @@ path = "/v1/messages"
 name = "mock"
 url = "http://127.0.0.1:{ports['mock']}"
 [[route]]
+name = "translated"
+kind = "anthropic"
+path = "/translated"
+[[route.upstreams]]
+name = "mock-responses"
+url = "http://127.0.0.1:{ports['mock']}"
+protocol = "openai_responses"
+[[route]]
 name = "gated"
 kind = "openai"
 path = "/gated"
@@ -174,7 +189,12 @@ max_concurrent_requests = {gate}
 name = "slow"
 url = "http://127.0.0.1:{ports['slow']}"
 """)
-        procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config", weir_toml], 0)
+        weir = procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config", weir_toml], 0)
+        if a.translation_only:
+            if not wait_http(f"http://127.0.0.1:{ports['weir']}/v1/models"):
+                sys.exit(f"weir did not come up; see {a.tmp}/weir.log")
+            write(a.trans_out, translation(ports, weir, reps, seconds, rate))
+            return
         litellm_yaml = os.path.join(a.tmp, "litellm.yaml")
         with open(litellm_yaml, "w") as f:
             f.write(f"""model_list:
@@ -222,6 +242,7 @@ litellm_settings:
                         if target == "LiteLLM":
                             wait_idle(litellm.pid)
                         time.sleep(1)
+        write(a.trans_out, translation(ports, weir, reps, seconds, rate))
         over = {}
         for target, url, path in [("weir", targets["weir"], "/gated/v1/chat/completions"),
                                   ("LiteLLM", targets["LiteLLM"], "/v1/chat/completions")]:
@@ -275,9 +296,63 @@ litellm_settings:
     w("")
     w("`503+ra` is a 503 carrying `Retry-After`; an error is a request that got no complete answer "
       "within 30 s or whose connection broke.")
+
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def write(path, lines):
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def translation(ports, weir, reps, seconds, rate):
+    """Claude Code-style streams through weir, untranslated and translated
+    (Messages -> Responses), alternated, against the provider direct."""
+    runs = {}
+    targets = [
+        ("direct (Anthropic API)", f"http://127.0.0.1:{ports['mock']}", "/v1/messages", None),
+        ("weir, untranslated", f"http://127.0.0.1:{ports['weir']}", "/v1/messages", weir),
+        ("weir, translated to Responses", f"http://127.0.0.1:{ports['weir']}", "/translated/v1/messages", weir),
+    ]
+    for rep in range(reps):
+        for name, url, path, proc in targets:
+            print(f"[{time.strftime('%H:%M:%S')}] translation rep {rep + 1}/{reps} {name}", flush=True)
+            before = cpu_seconds(proc.pid) if proc else 0.0
+            res = load(url, path, rate, seconds, 1.0)
+            used = cpu_seconds(proc.pid) - before if proc else None
+            res["cpu_us_per_stream"] = (used * 1e6 / max(1, res["answered_per_s"] * seconds)) if proc else None
+            runs.setdefault(name, []).append(res)
+            time.sleep(1)
+    lines = [
+        "### Translation: Claude Code streams on an OpenAI Responses upstream",
+        "",
+        f"Measured by `bash bench/llm.sh` (or `bash bench/llm.sh --translation-only`) on "
+        f"{time.strftime('%Y-%m-%d')}: {rate} Anthropic Messages streams/s (open loop) for {seconds} s, "
+        f"{reps} alternated repetitions, medians. The same mock provider answers the untranslated route "
+        f"with its Anthropic API (27 events per stream) and the translated one with its Responses API "
+        f"(28 events, mapped to 26 Anthropic events). *added* = through weir minus direct; CPU is weir's "
+        f"process (user + system) over the run, divided by the streams answered.",
+        "",
+        "| target | answered/s | errors | first event p50 / p99 ms | added first p99 ms | stream total p99 ms | weir CPU µs per stream | per upstream event |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    base = med([x["stream"]["first_p99_ms"] for x in runs[targets[0][0]]])
+    for name, _, _, proc in targets:
+        rs = runs[name]
+        g = lambda key: med([x["stream"][key] for x in rs])  # noqa: E731
+        first99 = g("first_p99_ms")
+        added = "" if proc is None else fmt(first99 - base)
+        cpu = med([x["cpu_us_per_stream"] for x in rs]) if proc else None
+        events = 28 if "translated to" in name else 27
+        lines.append(
+            f"| {name} | {med([x['answered_per_s'] for x in rs]):.0f} | {med([x['errors'] for x in rs]):.0f} | "
+            f"{fmt(g('first_p50_ms'))} / {fmt(first99)} | {added} | {fmt(g('total_p99_ms'))} | "
+            f"{fmt(cpu) if cpu else '—'} | {fmt(cpu / events) if cpu else '—'} |")
+    lines.append("")
+    return lines
 
 
 def litellm_version(exe):

@@ -4,6 +4,8 @@
 #
 #   bash bench/llm.sh            full run (about 10 minutes on 2 cores)
 #   bash bench/llm.sh --quick    one short repetition (about 3 minutes)
+#   bash bench/llm.sh --translation-only [--quick]
+#                                only the translation scenario (no LiteLLM)
 #
 # Builds target/release/weir and the llm_bench example, installs
 # litellm[proxy]==1.100.5 into a virtual environment (LITELLM_VENV, default
@@ -15,10 +17,16 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 cd "$ROOT"
 quick=()
-[[ "${1:-}" == "--quick" ]] && quick=(--quick)
+only=()
+for arg in "$@"; do
+    case "$arg" in
+        --quick) quick=(--quick) ;;
+        --translation-only) only=(--translation-only) ;;
+    esac
+done
 
 venv=${LITELLM_VENV:-$ROOT/target/tmp/litellm-venv}
-if ! "$venv/bin/python" -c "import litellm" >/dev/null 2>&1; then
+if [ "${#only[@]}" -eq 0 ] && ! "$venv/bin/python" -c "import litellm" >/dev/null 2>&1; then
     echo "installing litellm[proxy]==1.100.5 into $venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet 'litellm[proxy]==1.100.5'
@@ -27,18 +35,25 @@ cargo build --release --bin weir --example llm_bench
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 "$HERE/llm.py" --out "$HERE/llm-results.md" --tmp "$tmp" --litellm "$venv/bin/litellm" "${quick[@]}"
+python3 "$HERE/llm.py" --out "$HERE/llm-results.md" --trans-out "$HERE/translation-results.md" \
+    --tmp "$tmp" --litellm "$venv/bin/litellm" "${quick[@]}" "${only[@]}"
 
-python3 - "$ROOT/docs/benchmarks.md" "$HERE/llm-results.md" <<'PY'
-import sys
-doc, part = sys.argv[1], open(sys.argv[2]).read().rstrip()
+# Each results file goes into docs/benchmarks.md between its markers.
+python3 - "$ROOT/docs/benchmarks.md" "$HERE" <<'PY'
+import os, sys
+doc, here = sys.argv[1], sys.argv[2]
 text = open(doc).read()
-start, end = "<!-- llm-bench:start -->", "<!-- llm-bench:end -->"
-block = f"{start}\n{part}\n{end}"
-if start in text and end in text:
-    text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
-else:
-    text = text.rstrip() + "\n\n" + block + "\n"
+for marker, name in [("llm-bench", "llm-results.md"), ("translation-bench", "translation-results.md")]:
+    path = os.path.join(here, name)
+    if not os.path.exists(path):
+        continue
+    part = open(path).read().rstrip()
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    block = f"{start}\n{part}\n{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
 open(doc, "w").write(text)
 PY
-echo "wrote bench/llm-results.md and updated docs/benchmarks.md"
+echo "wrote bench/*-results.md and updated docs/benchmarks.md"

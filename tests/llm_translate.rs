@@ -390,3 +390,64 @@ async fn an_endpoint_weir_cannot_translate_is_501() {
     assert!(body.contains("does not translate"), "{body}");
     assert!(up.seen().is_empty());
 }
+
+#[tokio::test]
+async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_clients_error() {
+    use http_body_util::BodyExt;
+    use std::time::Duration;
+    // The client reads the first event and goes: the Responses request
+    // upstream is closed under it.
+    let up = mock(|seen| {
+        success(
+            seen,
+            &["a", "b", "c", "d", "e", "f", "g", "h"],
+            Duration::from_millis(200),
+        )
+    })
+    .await;
+    let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
+    let req = Request::post(weir.url("web", "/v1/messages"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(claude_request(true).to_string())))
+        .expect("request");
+    let resp = h1_client().request(req).await.expect("response");
+    let mut body = resp.into_body();
+    body.frame().await.expect("first event").expect("ok");
+    drop(body);
+    assert!(
+        eventually(Duration::from_secs(3), || up.abandoned() == 1).await,
+        "the translated stream's upstream request was cancelled"
+    );
+
+    // An Anthropic upstream cut after content: Codex gets the error and
+    // its terminal response.failed, in sequence.
+    let cut = mock(|seen| {
+        let events = stream_events(Api::of(seen).expect("api"), "m", WORDS);
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            delay: Duration::ZERO,
+            body: events[..4]
+                .iter()
+                .cloned()
+                .map(Step::Send)
+                .chain([Step::Cut])
+                .collect(),
+        }
+    })
+    .await;
+    let weir = start("openai", &[("claude", cut.url(), "anthropic")], false).await;
+    let req = json!({"model": "m", "input": "hi", "stream": true});
+    let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    assert_eq!(status, 200);
+    let ev = events(&body);
+    let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names[names.len() - 2..],
+        ["error", "response.failed"],
+        "{body}"
+    );
+    for (i, (_, d)) in ev.iter().enumerate() {
+        assert_eq!(d["sequence_number"], i as u64, "{body}");
+    }
+}

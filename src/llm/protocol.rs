@@ -214,28 +214,48 @@ pub fn keepalive(endpoint: Endpoint) -> Bytes {
 /// An error event in the stream's own format, for a failure after content
 /// reached the client: the client learns the answer is incomplete instead
 /// of seeing a clean end. `sequence` is the Responses API's next
-/// `sequence_number`.
+/// `sequence_number`; a Responses stream also gets its terminal
+/// `response.failed`, without which Codex reports "stream closed before
+/// response.completed" instead of the error.
 pub fn in_band_error(endpoint: Endpoint, message: &str, sequence: u64) -> Bytes {
-    let data = match endpoint {
-        Endpoint::Messages | Endpoint::CountTokens | Endpoint::Models => serde_json::json!({
-            "type": "error",
-            "error": {"type": "api_error", "message": message},
-        }),
-        Endpoint::Responses => serde_json::json!({
-            "type": "error",
-            "code": "server_error",
-            "message": message,
-            "param": null,
-            "sequence_number": sequence,
-        }),
-        Endpoint::ChatCompletions => serde_json::json!({
-            "error": {"message": message, "type": "server_error", "param": null, "code": null},
-        }),
-    };
-    Bytes::from(match endpoint {
-        Endpoint::ChatCompletions => format!("data: {data}\n\n"),
-        _ => format!("event: error\ndata: {data}\n\n"),
-    })
+    match endpoint {
+        Endpoint::Messages | Endpoint::CountTokens | Endpoint::Models => {
+            let data = serde_json::json!({
+                "type": "error",
+                "error": {"type": "api_error", "message": message},
+            });
+            Bytes::from(format!("event: error\ndata: {data}\n\n"))
+        }
+        Endpoint::Responses => {
+            let error = serde_json::json!({
+                "type": "error",
+                "code": "server_error",
+                "message": message,
+                "param": null,
+                "sequence_number": sequence,
+            });
+            let failed = serde_json::json!({
+                "type": "response.failed",
+                "response": {
+                    "id": "resp_incomplete",
+                    "object": "response",
+                    "status": "failed",
+                    "output": [],
+                    "error": {"code": "server_error", "message": message},
+                },
+                "sequence_number": sequence + 1,
+            });
+            Bytes::from(format!(
+                "event: error\ndata: {error}\n\nevent: response.failed\ndata: {failed}\n\n"
+            ))
+        }
+        Endpoint::ChatCompletions => {
+            let data = serde_json::json!({
+                "error": {"message": message, "type": "server_error", "param": null, "code": null},
+            });
+            Bytes::from(format!("data: {data}\n\n"))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -317,5 +337,13 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(data).expect("json");
         assert_eq!(v["sequence_number"], 7);
         assert_eq!(v["type"], "error");
+        let failed = text
+            .split("\n\n")
+            .find(|e| e.starts_with("event: response.failed"))
+            .and_then(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+            .expect("a terminal response.failed");
+        let v: serde_json::Value = serde_json::from_str(failed).expect("json");
+        assert_eq!(v["sequence_number"], 8);
+        assert_eq!(v["response"]["status"], "failed");
     }
 }

@@ -518,6 +518,23 @@ mod tests {
             json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down", "sequence_number": 2}),
         )]);
         assert_eq!(out[0].1["error"]["type"], "rate_limit_error");
+        // A context overflow reported inside the stream: Claude Code's words.
+        let out = run(&[
+            ("response.created", json!({"response": {"id": "r"}})),
+            (
+                "response.failed",
+                json!({"response": {"status": "failed", "error": {"code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}}}),
+            ),
+        ]);
+        let e = &out.last().expect("event").1["error"];
+        assert_eq!(e["type"], "invalid_request_error");
+        assert!(
+            e["message"]
+                .as_str()
+                .expect("message")
+                .starts_with("prompt is too long: "),
+            "{e}"
+        );
     }
 
     #[test]
