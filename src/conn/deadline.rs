@@ -99,24 +99,32 @@ pub async fn sweep(
             _ = tokio::time::sleep(deadlines.tick()) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let load = registry.load();
-        registry.for_each(|c| {
-            let current = c.close_reason();
-            // A graceful close in progress can still be overtaken (by the
-            // send timeout, say); an abrupt one is already final.
-            if (current == CloseReason::None || current.graceful())
-                && let Some(reason) = deadlines.overdue(c, load)
-                && reason != current
-            {
-                overdue.push((c.clone(), reason));
-            }
-        });
-        // Close outside the registry lock.
+        sweep_once(&registry, &deadlines, &mut overdue);
         for (c, reason) in overdue.drain(..) {
             tracing::debug!(peer = %c.peer, listener = %c.listener, reason = reason.label(), "closing connection");
             c.close(reason);
         }
     }
+}
+
+/// One pass over every connection: the overdue ones and why, into `out`.
+pub fn sweep_once(
+    registry: &Registry,
+    deadlines: &Deadlines,
+    out: &mut Vec<(Arc<ConnState>, CloseReason)>,
+) {
+    let load = registry.load();
+    registry.for_each_chunked(|c| {
+        let current = c.close_reason();
+        // A graceful close in progress can still be overtaken (by the
+        // send timeout, say); an abrupt one is already final.
+        if (current == CloseReason::None || current.graceful())
+            && let Some(reason) = deadlines.overdue(c, load)
+            && reason != current
+        {
+            out.push((c.clone(), reason));
+        }
+    });
 }
 
 #[cfg(test)]

@@ -16,6 +16,19 @@
 //!
 //! The cap itself sizes memory and descriptors and is fixed at start; the
 //! per-IP cap can change while running ([`Registry::set_max_per_ip`]).
+//!
+//! Cost at scale: admitting, leaving and evicting are O(1) whatever the
+//! number of connections. Connections sit in a dense vector (an id → index
+//! map beside it, removal by swap), so the victim is chosen from a random
+//! sample of [`SAMPLE`] connections — the best of the sample, as Redis
+//! picks its LRU victims — rather than by scanning them all under the lock
+//! on every accept. Up to `4 × SAMPLE` connections the choice is exact. If
+//! a sample holds nothing reclaimable, one full scan decides, and a "all
+//! busy" answer is trusted for [`ALL_BUSY_FOR`] so a flood against a busy
+//! server does not turn each refused accept into a scan. The deadline
+//! sweeper walks the connections in chunks, taking the lock once per chunk
+//! ([`Registry::for_each_chunked`]), so an accept never waits for a whole
+//! sweep (`examples/registry_scale.rs` measures all three).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -51,10 +64,50 @@ fn ip_key(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// How many connections an eviction looks at.
+pub const SAMPLE: usize = 64;
+/// How long "every connection is busy" is trusted after a full scan.
+pub const ALL_BUSY_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+/// Connections the sweeper visits per taking of the lock.
+const CHUNK: usize = 1024;
+
 struct Inner {
     next_id: u64,
-    conns: HashMap<u64, Arc<ConnState>>,
+    /// Dense, so a random sample is O(1); `index` maps an id to its place.
+    entries: Vec<(u64, Arc<ConnState>)>,
+    index: HashMap<u64, usize>,
     per_ip: HashMap<IpAddr, usize>,
+    all_busy_until: Option<Instant>,
+    rng: fastrand::Rng,
+}
+
+impl Inner {
+    /// The reclaimable connection to evict: half-sent heads and stalled
+    /// handshakes first (the slowloris signature), then idle keep-alives
+    /// (often a real client's pool); oldest first within each.
+    fn victim(&mut self) -> Option<u64> {
+        let rank = |c: &ConnState| (c.phase() != Phase::Idle, c.phase_age_us());
+        let best_of = |it: &mut dyn Iterator<Item = &(u64, Arc<ConnState>)>| {
+            it.filter(|(_, c)| c.phase().reclaimable())
+                .max_by_key(|(_, c)| rank(c))
+                .map(|(id, _)| *id)
+        };
+        let n = self.entries.len();
+        if n <= 4 * SAMPLE {
+            return best_of(&mut self.entries.iter());
+        }
+        let picks: Vec<usize> = (0..SAMPLE).map(|_| self.rng.usize(..n)).collect();
+        if let Some(id) = best_of(&mut picks.iter().map(|&i| &self.entries[i])) {
+            return Some(id);
+        }
+        let now = Instant::now();
+        if self.all_busy_until.is_some_and(|t| now < t) {
+            return None;
+        }
+        let found = best_of(&mut self.entries.iter());
+        self.all_busy_until = found.is_none().then_some(now + ALL_BUSY_FOR);
+        found
+    }
 }
 
 pub struct Registry {
@@ -94,8 +147,12 @@ impl Registry {
             freed: Arc::new(Notify::new()),
             inner: Mutex::new(Inner {
                 next_id: 0,
-                conns: HashMap::new(),
+                entries: Vec::new(),
+                index: HashMap::new(),
                 per_ip: HashMap::new(),
+                all_busy_until: None,
+                // Seeded: which connection is evicted is reproducible.
+                rng: fastrand::Rng::with_seed(0x5eed),
             }),
         })
     }
@@ -141,17 +198,8 @@ impl Registry {
             return Err(Refused::PerIp);
         }
         let mut evicted = None;
-        if self.max > 0 && inner.conns.len() >= self.max {
-            // Half-sent heads and stalled handshakes first (the slowloris
-            // signature), then idle keep-alives (often a real client's
-            // pool); oldest first within each.
-            let victim = inner
-                .conns
-                .iter()
-                .filter(|(_, c)| c.phase().reclaimable())
-                .max_by_key(|(_, c)| (c.phase() != Phase::Idle, c.phase_age_us()))
-                .map(|(id, _)| *id);
-            let Some(victim) = victim else {
+        if self.max > 0 && inner.entries.len() >= self.max {
+            let Some(victim) = inner.victim() else {
                 return Err(Refused::Full);
             };
             if let Some(state) = Self::forget(&mut inner, victim) {
@@ -162,9 +210,11 @@ impl Registry {
         let id = inner.next_id;
         inner.next_id += 1;
         let state = Arc::new(ConnState::new(peer, listener, self.epoch, phase));
-        inner.conns.insert(id, state.clone());
+        let at = inner.entries.len();
+        inner.entries.push((id, state.clone()));
+        inner.index.insert(id, at);
         *inner.per_ip.entry(key).or_insert(0) += 1;
-        self.open.store(inner.conns.len(), Ordering::Relaxed);
+        self.open.store(inner.entries.len(), Ordering::Relaxed);
         drop(inner);
         open_gauge.inc();
         Ok((
@@ -179,7 +229,11 @@ impl Registry {
     }
 
     fn forget(inner: &mut Inner, id: u64) -> Option<Arc<ConnState>> {
-        let state = inner.conns.remove(&id)?;
+        let at = inner.index.remove(&id)?;
+        let (_, state) = inner.entries.swap_remove(at);
+        if let Some((moved, _)) = inner.entries.get(at) {
+            inner.index.insert(*moved, at);
+        }
         let key = ip_key(state.peer);
         if let Some(n) = inner.per_ip.get_mut(&key) {
             *n -= 1;
@@ -193,7 +247,7 @@ impl Registry {
     fn remove(&self, id: u64) {
         let mut inner = self.lock();
         Self::forget(&mut inner, id);
-        self.open.store(inner.conns.len(), Ordering::Relaxed);
+        self.open.store(inner.entries.len(), Ordering::Relaxed);
         drop(inner);
         self.freed.notify_waiters();
     }
@@ -204,11 +258,30 @@ impl Registry {
         self.freed.clone()
     }
 
-    /// Visit every registered connection (for the deadline sweeper).
-    pub fn for_each(&self, mut f: impl FnMut(&Arc<ConnState>)) {
-        let inner = self.lock();
-        for c in inner.conns.values() {
-            f(c);
+    /// Visit the registered connections (for the deadline sweeper), a
+    /// chunk per taking of the lock, with the lock released while `f` runs.
+    /// Connections that come or go during the walk may be missed or seen
+    /// twice by it; the next sweep sees them.
+    pub fn for_each_chunked(&self, mut f: impl FnMut(&Arc<ConnState>)) {
+        let mut chunk: Vec<Arc<ConnState>> = Vec::with_capacity(CHUNK);
+        let mut at = 0;
+        loop {
+            {
+                let inner = self.lock();
+                let end = (at + CHUNK).min(inner.entries.len());
+                chunk.extend(
+                    inner.entries[at.min(end)..end]
+                        .iter()
+                        .map(|(_, c)| c.clone()),
+                );
+            }
+            if chunk.is_empty() {
+                return;
+            }
+            at += chunk.len();
+            for c in chunk.drain(..) {
+                f(&c);
+            }
         }
     }
 }
@@ -270,6 +343,85 @@ mod tests {
         );
         drop(old_head); // its late drop must not free someone else's place
         assert_eq!(r.open(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sampled_eviction_takes_an_old_head_and_finds_a_lone_one() {
+        // 2,000 heads of ages 2,000 ms (the first) … 1 ms (the last).
+        let r = Registry::new(2000, 0);
+        let mut slots = Vec::new();
+        for i in 0..2000u32 {
+            let ip = format!("10.0.{}.{}", i / 250, i % 250);
+            slots.push(admit(&r, &ip, Phase::ReadingHead).expect("fill").0);
+            tokio::time::advance(std::time::Duration::from_millis(1)).await;
+        }
+        for _ in 0..50 {
+            let (s, evicted) = admit(&r, "192.0.2.9", Phase::Active).expect("evicts");
+            let evicted = evicted.expect("a victim");
+            let rank = slots
+                .iter()
+                .position(|s| Arc::ptr_eq(&s.state, &evicted))
+                .expect("one of the heads");
+            assert!(rank < 500, "a victim from the oldest quarter, not {rank}");
+            slots.push(s);
+        }
+        assert_eq!(r.open(), 2000);
+
+        // Every connection busy but one idle: the sample misses it, the
+        // full scan finds it.
+        let r = Registry::new(1000, 0);
+        let mut held = Vec::new();
+        for i in 0..1000u32 {
+            let (s, _) =
+                admit(&r, &format!("10.1.{}.{}", i / 250, i % 250), Phase::Active).expect("fill");
+            if i != 777 {
+                s.state.request_started();
+            } else {
+                s.state.request_started();
+                s.state.request_finished();
+            }
+            held.push(s);
+        }
+        let (_new, evicted) = admit(&r, "192.0.2.10", Phase::Active).expect("the lone idle");
+        assert!(Arc::ptr_eq(&evicted.expect("victim"), &held[777].state));
+        assert_eq!(
+            admit(&r, "192.0.2.11", Phase::Active).err(),
+            Some(Refused::Full),
+            "now every connection is busy"
+        );
+        // That answer is trusted for ALL_BUSY_FOR (refusals meanwhile only
+        // sample); a connection that went idle is found by the first full
+        // scan after it.
+        held[5].state.request_finished();
+        tokio::time::advance(ALL_BUSY_FOR).await;
+        let (_late, evicted) =
+            admit(&r, "192.0.2.13", Phase::Active).expect("found by the next scan");
+        assert!(Arc::ptr_eq(&evicted.expect("victim"), &held[5].state));
+    }
+
+    #[test]
+    fn removal_keeps_the_index_true() {
+        let r = Registry::new(0, 0);
+        let mut slots: Vec<Slot> = (0..300u32)
+            .map(|i| {
+                admit(&r, &format!("10.2.{}.{}", i / 250, i % 250), Phase::Active)
+                    .expect("a")
+                    .0
+            })
+            .collect();
+        // Drop from the middle, the front and the back, in a scrambled order.
+        for i in [150usize, 0, 297, 10, 100] {
+            slots.remove(i.min(slots.len() - 1));
+        }
+        assert_eq!(r.open(), 295);
+        let mut seen = 0;
+        r.for_each_chunked(|_| seen += 1);
+        assert_eq!(seen, 295);
+        drop(slots);
+        assert_eq!(r.open(), 0);
+        let mut seen = 0;
+        r.for_each_chunked(|_| seen += 1);
+        assert_eq!(seen, 0);
     }
 
     #[test]
