@@ -109,6 +109,7 @@ impl Gateway {
             path: req.uri().path_and_query().cloned(),
             status: 0,
             route: None,
+            route_metrics: None,
             upstream: None,
             metrics: metrics.clone(),
             access_log: snapshot.access_log,
@@ -194,6 +195,7 @@ impl Gateway {
             return Err(Rescue::status(StatusCode::NOT_FOUND));
         };
         record.route = Some(route.name.clone());
+        record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
 

@@ -205,8 +205,10 @@ impl Snapshot {
                     Some(limit)
                 }
             };
+            let name: Arc<str> = r.name.as_str().into();
             routes.push(Route {
-                name: r.name.as_str().into(),
+                metrics: standing.metrics.route_metrics(&name),
+                name,
                 target,
                 rate,
                 gate: state.gate.clone(),

@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::admit::Admission;
 use crate::conn::state::ConnState;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, RouteMetrics};
 
 /// Marks a request in flight on its connection until dropped, so the
 /// connection counts as busy (never reclaimed, no idle deadline) exactly as
@@ -44,6 +44,8 @@ pub struct RequestRecord {
     pub path: Option<http::uri::PathAndQuery>,
     pub status: u16,
     pub route: Option<Arc<str>>,
+    /// The matched route's own metric handles.
+    pub route_metrics: Option<Arc<RouteMetrics>>,
     pub upstream: Option<Arc<str>>,
     pub metrics: Arc<Metrics>,
     pub access_log: bool,
@@ -83,8 +85,13 @@ enum Outcome {
 impl RequestRecord {
     fn finish(self, bytes: u64, outcome: Outcome) {
         let elapsed = self.start.elapsed();
-        self.metrics
-            .record_request(self.route.as_ref(), self.status, elapsed.as_secs_f64());
+        match &self.route_metrics {
+            Some(m) => m.record(self.status, elapsed.as_secs_f64()),
+            None => {
+                self.metrics
+                    .record_request(self.route.as_ref(), self.status, elapsed.as_secs_f64())
+            }
+        }
         let route = self.route.as_deref().unwrap_or("-");
         // Normalised only when a line is written.
         let host = self
@@ -315,6 +322,7 @@ mod tests {
                 path: None,
                 status: 200,
                 route: None,
+                route_metrics: None,
                 upstream: None,
                 metrics: self.metrics.clone(),
                 access_log: false,

@@ -19,6 +19,7 @@ use crate::config::{HostPattern, Protocol, RouteConfig};
 use crate::llm::LlmRoute;
 use crate::proxy::Upstream;
 use crate::respond::ErrorShape;
+use crate::telemetry::RouteMetrics;
 
 /// A route ready to serve: its config plus whatever was built from it.
 pub struct Route<T = Target> {
@@ -31,6 +32,8 @@ pub struct Route<T = Target> {
     pub gate: Gate,
     /// The per-client rate limit, if any (long-lived like the gate).
     pub rate: Option<Arc<RateLimit>>,
+    /// Its request metrics, resolved when the table is built.
+    pub metrics: Arc<RouteMetrics>,
 }
 
 /// What a route does with the requests it matches: one variant per route
@@ -177,6 +180,8 @@ mod tests {
                 .routes
                 .into_iter()
                 .map(|c| Route {
+                    metrics: crate::telemetry::Metrics::new()
+                        .route_metrics(&c.name.as_str().into()),
                     name: c.name.as_str().into(),
                     gate: Gate::new(c.max_concurrent_requests),
                     config: c,

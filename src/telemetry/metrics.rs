@@ -93,6 +93,32 @@ pub struct Metrics {
     no_route: Arc<str>,
 }
 
+/// One route's request counters and latency histogram, held by the route.
+pub struct RouteMetrics {
+    duration: Histogram,
+    requests: Family<RequestLabels, Counter>,
+    route: RouteName,
+    /// The counter of each status (100–599), looked up in the family the
+    /// first time the status is seen.
+    by_status: Box<[std::sync::OnceLock<Counter>]>,
+}
+
+impl RouteMetrics {
+    pub fn record(&self, status: u16, seconds: f64) {
+        self.duration.observe(seconds);
+        let labels = || RequestLabels {
+            route: self.route.clone(),
+            status,
+        };
+        match self.by_status.get(usize::from(status).wrapping_sub(100)) {
+            Some(slot) => slot
+                .get_or_init(|| self.requests.get_or_create(&labels()).clone())
+                .inc(),
+            None => self.requests.get_or_create(&labels()).inc(),
+        };
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameLabels {
     name: String,
@@ -342,6 +368,23 @@ impl Metrics {
             connections_closed,
             accept_errors,
         }
+    }
+
+    /// A route's request metrics, resolved once (when the route table is
+    /// built), so recording a request takes no lock on a metric family.
+    pub fn route_metrics(&self, route: &Arc<str>) -> Arc<RouteMetrics> {
+        let name = RouteName(route.clone());
+        Arc::new(RouteMetrics {
+            duration: self
+                .request_duration
+                .get_or_create(&RouteLabels {
+                    route: name.clone(),
+                })
+                .clone(),
+            requests: self.requests.clone(),
+            by_status: (100..600).map(|_| std::sync::OnceLock::new()).collect(),
+            route: name,
+        })
     }
 
     /// `route` is `None` for requests that matched no route (label `-`).

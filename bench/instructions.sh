@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Instructions per proxied request, counted by valgrind's callgrind: exact
+# and repeatable whatever else this shared machine is doing, so a lever
+# worth a few percent of CPU shows (the harness's wall-clock CPU figures
+# are noisier than that). weir (workers = 1) proxies HTTP/1.1 keep-alive
+# GETs of 1 KiB to nginx; h2load sends a fixed count. Two runs, of N and
+# 6N requests; the difference divided by 5N cancels start-up and shutdown.
+#   bash bench/instructions.sh [N]        (WEIR_BIN= to measure another build)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WEIR=${WEIR_BIN:-$ROOT/target/release/weir}
+n=${1:-2000}
+work=$(mktemp -d)
+trap 'kill $(cat "$work"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
+chmod 755 "$work"; mkdir -p "$work/html"; head -c 1024 /dev/zero > "$work/html/1k"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+up=$(free_port); px=$(free_port)
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/error.log;
+events { worker_connections 4096; }
+http { access_log off; server { listen 127.0.0.1:$up; root $work/html; keepalive_requests 1000000; } }
+CONF
+nginx -c "$work/nginx.conf" & echo $! >> "$work/pids"
+cat > "$work/weir.toml" <<CONF
+[server]
+workers = 1
+[connections]
+max_requests = 0
+[log]
+access_log = false
+level = "error"
+[[listener]]
+name = "web"
+address = "127.0.0.1:$px"
+[[route]]
+upstream = "http://127.0.0.1:$up"
+CONF
+count() {
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1" "$WEIR" run --config "$work/weir.toml" 2>"$work/vg.$1" &
+  local pid=$!
+  for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$px/1k" && break; sleep 0.2; done
+  h2load --h1 -n "$1" -c 4 "http://127.0.0.1:$px/1k" >"$work/h2load.$1" 2>&1
+  kill -TERM $pid; wait $pid 2>/dev/null || true
+  awk '/^summary:|^totals:/ {print $2; exit}' "$work/cg.$1"
+}
+small=$(count "$n"); large=$(count $((6 * n)))
+python3 -c "print(f'instructions per request: {($large - $small) / (5 * $n):.0f}  (Ir {$small} for $n, {$large} for $((6 * n)))')"
