@@ -67,20 +67,7 @@ impl Stream {
             return;
         }
         self.started = true;
-        out.push(sse(
-            "message_start",
-            &json!({"type": "message_start", "message": {
-                "id": format!("msg_{}", id.as_str().unwrap_or("translated")),
-                "type": "message",
-                "role": "assistant",
-                "model": self.model,
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
-            }}),
-        ));
-        out.push(sse("ping", &json!({"type": "ping"})));
+        super::message_start(id.as_str().unwrap_or("translated"), &self.model, out);
     }
 
     fn close(&mut self, out: &mut Vec<Bytes>) {

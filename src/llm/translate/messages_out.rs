@@ -66,6 +66,59 @@ fn blocks(message: &Value) -> Vec<Value> {
     }
 }
 
+/// Which OpenAI API a request is built for: they name a function the
+/// same way but nest it differently.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Responses,
+    Chat,
+}
+
+/// `tools` (`input_schema` → function `parameters`) and `tool_choice`
+/// (auto / any / tool / none; `disable_parallel_tool_use`).
+fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api) {
+    let function = |name: &Value, mut fields: Map<String, Value>| {
+        fields.insert("name".into(), name.clone());
+        match api {
+            Api::Responses => {
+                fields.insert("type".into(), "function".into());
+                Value::Object(fields)
+            }
+            Api::Chat => json!({"type": "function", "function": fields}),
+        }
+    };
+    let tools: Vec<Value> = v["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t.get("input_schema").is_some())
+        .map(|t| {
+            let mut fields = Map::new();
+            fields.insert(
+                "description".into(),
+                t["description"].as_str().unwrap_or("").into(),
+            );
+            fields.insert("parameters".into(), t["input_schema"].clone());
+            function(&t["name"], fields)
+        })
+        .collect();
+    if !tools.is_empty() {
+        out.insert("tools".into(), tools.into());
+    }
+    if let Some(choice) = v.get("tool_choice").filter(|c| c.is_object()) {
+        let mapped = match choice["type"].as_str() {
+            Some("any") => json!("required"),
+            Some("none") => json!("none"),
+            Some("tool") => function(&choice["name"], Map::new()),
+            _ => json!("auto"),
+        };
+        out.insert("tool_choice".into(), mapped);
+        if choice["disable_parallel_tool_use"] == true {
+            out.insert("parallel_tool_calls".into(), false.into());
+        }
+    }
+}
+
 fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
     if let Some(x) = from.get(key).filter(|x| !x.is_null()) {
         to.insert(as_key.into(), x.clone());
@@ -144,35 +197,7 @@ pub fn to_responses(v: &Value, model: &str) -> Value {
         flush(&mut parts, &mut input);
     }
     out.insert("input".into(), input.into());
-    if let Some(tools) = v["tools"].as_array() {
-        let tools: Vec<Value> = tools
-            .iter()
-            .filter(|t| t.get("input_schema").is_some())
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "name": t["name"],
-                    "description": t["description"].as_str().unwrap_or(""),
-                    "parameters": t["input_schema"],
-                })
-            })
-            .collect();
-        if !tools.is_empty() {
-            out.insert("tools".into(), tools.into());
-        }
-    }
-    if let Some(choice) = v.get("tool_choice").filter(|c| c.is_object()) {
-        let mapped = match choice["type"].as_str() {
-            Some("any") => json!("required"),
-            Some("none") => json!("none"),
-            Some("tool") => json!({"type": "function", "name": choice["name"]}),
-            _ => json!("auto"),
-        };
-        out.insert("tool_choice".into(), mapped);
-        if choice["disable_parallel_tool_use"] == true {
-            out.insert("parallel_tool_calls".into(), false.into());
-        }
-    }
+    tools_and_choice(v, &mut out, Api::Responses);
     copy(v, "max_tokens", &mut out, "max_output_tokens");
     copy(v, "temperature", &mut out, "temperature");
     copy(v, "top_p", &mut out, "top_p");
@@ -266,34 +291,7 @@ pub fn to_chat(v: &Value, model: &str) -> Value {
         }
     }
     out.insert("messages".into(), messages.into());
-    if let Some(tools) = v["tools"].as_array() {
-        let tools: Vec<Value> = tools
-            .iter()
-            .filter(|t| t.get("input_schema").is_some())
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t["name"],
-                    "description": t["description"].as_str().unwrap_or(""),
-                    "parameters": t["input_schema"],
-                }})
-            })
-            .collect();
-        if !tools.is_empty() {
-            out.insert("tools".into(), tools.into());
-        }
-    }
-    if let Some(choice) = v.get("tool_choice").filter(|c| c.is_object()) {
-        let mapped = match choice["type"].as_str() {
-            Some("any") => json!("required"),
-            Some("none") => json!("none"),
-            Some("tool") => json!({"type": "function", "function": {"name": choice["name"]}}),
-            _ => json!("auto"),
-        };
-        out.insert("tool_choice".into(), mapped);
-        if choice["disable_parallel_tool_use"] == true {
-            out.insert("parallel_tool_calls".into(), false.into());
-        }
-    }
+    tools_and_choice(v, &mut out, Api::Chat);
     copy(v, "max_tokens", &mut out, "max_completion_tokens");
     copy(v, "temperature", &mut out, "temperature");
     copy(v, "top_p", &mut out, "top_p");

@@ -156,6 +156,25 @@ impl Stream {
     }
 }
 
+/// The opening of a Messages stream: `message_start` (for the model the
+/// client asked for) and a `ping`, as Anthropic sends them.
+fn message_start(id: &str, model: &str, out: &mut Vec<Bytes>) {
+    out.push(sse(
+        "message_start",
+        &serde_json::json!({"type": "message_start", "message": {
+            "id": format!("msg_{id}"),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }}),
+    ));
+    out.push(sse("ping", &serde_json::json!({"type": "ping"})));
+}
+
 /// One SSE event: `event: <name>` and the JSON data.
 fn sse(name: &str, data: &Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))

@@ -98,20 +98,11 @@ impl Stream {
             return;
         }
         self.started = true;
-        out.push(sse(
-            "message_start",
-            &json!({"type": "message_start", "message": {
-                "id": message_id(response),
-                "type": "message",
-                "role": "assistant",
-                "model": self.model,
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
-            }}),
-        ));
-        out.push(sse("ping", &json!({"type": "ping"})));
+        super::message_start(
+            response["id"].as_str().unwrap_or("translated"),
+            &self.model,
+            out,
+        );
     }
 
     fn open(&mut self, key: (u64, u64), kind: Kind, block: Value, out: &mut Vec<Bytes>) {
