@@ -28,21 +28,33 @@ pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 /// Remove hop-by-hop headers, including every header named in `Connection`.
 /// `Upgrade` is removed too; the tunnel code puts it back where it belongs.
+///
+/// One pass over the names finds the ones present (a message carries one
+/// or two of them, often none), so only those are removed, instead of a
+/// hashed lookup for every name on the list on every message.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
+    let mut present: Vec<HeaderName> = Vec::new();
+    for name in headers.keys() {
+        if HOP_BY_HOP.contains(name) || name == header::UPGRADE {
+            present.push(name.clone());
+        }
+    }
+    if present.is_empty() {
+        return;
+    }
+    if present.contains(&header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        present.extend(named);
+    }
+    for name in present {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
-    }
-    headers.remove(header::UPGRADE);
 }
 
 /// Whether the client accepts trailers (`TE: trailers`), which is needed to
