@@ -175,6 +175,7 @@ impl Listener {
                 redirect: config.redirect_https,
                 slot: Arc::new(slot),
                 shutdown: shared.shutdown.clone(),
+                peer_text: std::sync::OnceLock::new(),
             };
             tokio::spawn(conn::serve(
                 stream,

@@ -71,6 +71,8 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
 /// What the edge knows about the connection a request came in on.
 pub struct Forwarding<'a> {
     pub peer: IpAddr,
+    /// `peer` as header text.
+    pub peer_text: &'a HeaderValue,
     pub tls: bool,
     /// The Host the client asked for, as sent.
     pub host: Option<&'a str>,
@@ -85,8 +87,8 @@ pub struct Forwarding<'a> {
 /// is not itself a trusted proxy, and its Proto/Host are kept.
 pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
     let trusted = f.trusted_proxies.iter().any(|n| n.contains(&f.peer));
-    let peer = f.peer.to_string();
     if trusted {
+        let peer = f.peer.to_string();
         let prior: Vec<&str> = headers
             .get_all(&X_FORWARDED_FOR)
             .iter()
@@ -109,17 +111,10 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
         set(headers, X_FORWARDED_FOR, &chain);
         set(headers, X_REAL_IP, &real_ip);
     } else {
-        // The common case: one value for both headers, no chain to build.
-        match HeaderValue::from_str(&peer) {
-            Ok(v) => {
-                headers.insert(X_FORWARDED_FOR, v.clone());
-                headers.insert(X_REAL_IP, v);
-            }
-            Err(_) => {
-                headers.remove(X_FORWARDED_FOR);
-                headers.remove(X_REAL_IP);
-            }
-        }
+        // The common case: one value for both headers, no chain to build,
+        // the text made once per connection.
+        headers.insert(X_FORWARDED_FOR, f.peer_text.clone());
+        headers.insert(X_REAL_IP, f.peer_text.clone());
         // RFC 7239's header is not produced by weir; a client's copy would
         // be a spoofing vector for upstreams that read it.
         headers.remove(header::FORWARDED);
@@ -194,6 +189,7 @@ mod tests {
             &mut h,
             &Forwarding {
                 peer: "192.0.2.1".parse().expect("ip"),
+                peer_text: &HeaderValue::from_static("192.0.2.1"),
                 tls: false,
                 host: Some("example.com"),
                 trusted_proxies: &[],
@@ -217,6 +213,7 @@ mod tests {
             &mut h,
             &Forwarding {
                 peer: "10.0.0.1".parse().expect("ip"),
+                peer_text: &HeaderValue::from_static("10.0.0.1"),
                 tls: false,
                 host: Some("example.com"),
                 trusted_proxies: &trusted,

@@ -128,6 +128,7 @@ pub async fn forward(
         h,
         &headers::Forwarding {
             peer: client.conn.peer.ip(),
+            peer_text: client.conn.peer_header(),
             tls: client.conn.tls,
             host,
             trusted_proxies: client.trusted_proxies,
