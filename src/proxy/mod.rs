@@ -60,8 +60,22 @@ impl ProxyError {
 /// The path the upstream sees: its own base path, then the request path
 /// (without the route prefix when `strip_prefix` is set).
 fn upstream_uri(route: &RouteConfig, up: &Upstream, uri: &Uri) -> Result<Uri, ProxyError> {
+    let stripping = route.strip_prefix && route.path != "/";
+    // The common case, nothing to rewrite: the client's path and query are
+    // reused as parsed (shared bytes), not rebuilt and parsed again.
+    if up.base_path.is_empty()
+        && !stripping
+        && let Some(pq) = uri.path_and_query().filter(|pq| pq.path().starts_with('/'))
+    {
+        return Uri::builder()
+            .scheme(up.scheme.clone())
+            .authority(up.authority.clone())
+            .path_and_query(pq.clone())
+            .build()
+            .map_err(|_| ProxyError::BadRequest);
+    }
     let mut path = uri.path();
-    if route.strip_prefix && route.path != "/" {
+    if stripping {
         path = path
             .strip_prefix(route.path.trim_end_matches('/'))
             .unwrap_or(path);
