@@ -250,15 +250,14 @@ async fn certified(
     root_pem: &str,
     within: Duration,
 ) -> CertificateDer<'static> {
-    let deadline = Instant::now() + within;
-    loop {
-        match connect(addr, name, root_pem).await {
-            Ok((leaf, _)) => return leaf,
-            Err(e) if Instant::now() > deadline => {
-                panic!("no trusted certificate for {name} within {within:?}: {e}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
+    let trusted = eventually_async(within, || async {
+        connect(addr, name, root_pem).await.is_ok()
+    })
+    .await;
+    match connect(addr, name, root_pem).await {
+        Ok((leaf, _)) if trusted => leaf,
+        Ok(_) => panic!("no trusted certificate for {name} within {within:?}"),
+        Err(e) => panic!("no trusted certificate for {name} within {within:?}: {e}"),
     }
 }
 
