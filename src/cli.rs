@@ -83,7 +83,7 @@ pub fn main() -> ExitCode {
                 https: https_port,
                 admin: admin_port,
             };
-            let Some(runtime) = runtime(0) else {
+            let Some(runtime) = runtime() else {
                 return ExitCode::FAILURE;
             };
             let upstreams = runtime.block_on(demo::upstreams());
@@ -105,18 +105,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn runtime(workers: usize) -> Option<tokio::runtime::Runtime> {
-    // One worker: a current-thread runtime does the same work without the
-    // work-stealing machinery (cross-thread queues and wake-ups).
-    let mut b = if workers == 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
-    if workers > 1 {
-        b.worker_threads(workers);
-    }
-    match b.enable_all().build() {
+/// The runtime `main` blocks on: signals, reloads, the admin API and the
+/// sweeper run here, and with one worker the connections too. More
+/// workers get a thread and a runtime each (see [`crate::worker`]), so
+/// this one never needs work-stealing either.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => Some(rt),
         Err(e) => {
             eprintln!("weir: cannot start the runtime: {e}");
@@ -138,7 +135,7 @@ fn fd_budget(config: &Config) -> Result<Vec<String>, crate::config::Problem> {
 }
 
 fn serve(config: Config, warnings: Vec<String>) -> ExitCode {
-    let Some(runtime) = runtime(config.server.workers) else {
+    let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
     serve_on(runtime, config, warnings, false)

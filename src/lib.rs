@@ -40,3 +40,4 @@ pub mod server;
 pub mod snapshot;
 pub mod systemd;
 pub mod telemetry;
+pub mod worker;

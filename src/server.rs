@@ -33,6 +33,7 @@ use crate::lifecycle::Gateway;
 use crate::listen::{BindError, Listener, Shared, budget, handover};
 use crate::snapshot::BuildError;
 use crate::telemetry::Metrics;
+use crate::worker::Workers;
 
 /// Why weir could not start, or a new config could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +47,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Build(#[from] BuildError),
+    #[error("cannot start the worker threads: {0}")]
+    Workers(std::io::Error),
 }
 
 /// The parts of a running server a new config is applied to, and the
@@ -374,6 +377,9 @@ pub struct Running {
     /// Stops the deadline sweeper once the drain is over.
     sweeper_stop: watch::Sender<bool>,
     accept_loops: JoinSet<()>,
+    /// Worker threads when there is more than one worker; dropping them
+    /// stops them.
+    workers: Option<Workers>,
     admin_task: Option<tokio::task::JoinHandle<()>>,
     shutdown_timeout: Duration,
 }
@@ -406,9 +412,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 
     // Sockets a previous weir handed over at an upgrade are adopted by name.
     let mut inherited = handover::Inherited::from_env();
+    let workers = crate::worker::count(config.server.workers);
     let mut bound = Vec::new();
     for l in &config.listeners {
-        bound.push(Listener::bind(l, &mut inherited, &challenges).await?);
+        bound.push(Listener::bind(l, &mut inherited, &challenges, workers).await?);
     }
     let admin_socket = match &config.admin {
         Some(a) => {
@@ -427,10 +434,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         None => None,
     };
     // Second descriptors of every listening socket, for an upgrade.
-    let mut handover_sockets: Vec<(String, std::net::TcpListener)> = bound
-        .iter_mut()
-        .filter_map(|l| Some((l.name.to_string(), l.handover.take()?)))
-        .collect();
+    let mut handover_sockets: Vec<(String, std::net::TcpListener)> =
+        bound.iter().flat_map(Listener::handover).collect();
     if let Some(s) = admin_socket
         .as_ref()
         .and_then(crate::listen::socket_handover)
@@ -470,14 +475,25 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         metrics: metrics.clone(),
         shutdown: shutdown_rx,
     });
+    // One worker serves on this runtime; more get a thread each.
+    let worker_threads = if workers > 1 {
+        Some(Workers::start(workers).map_err(StartError::Workers)?)
+    } else {
+        None
+    };
     let mut accept_loops = JoinSet::new();
     let mut listeners = Vec::new();
     for l in bound {
         if let Some(addr) = l.local_addr() {
-            tracing::info!(listener = %l.name, %addr, tls = l.config.tls.is_some(), redirect = l.config.redirect_https.is_some(), "listening");
+            tracing::info!(listener = %l.name, %addr, tls = l.config.tls.is_some(), redirect = l.config.redirect_https.is_some(), workers, "listening");
             listeners.push((l.name.to_string(), addr));
         }
-        accept_loops.spawn(l.run(shared.clone()));
+        for (i, accept_loop) in l.accept_loops(&shared).into_iter().enumerate() {
+            match worker_threads.as_ref().and_then(|w| w.handles().get(i)) {
+                Some(worker) => accept_loops.spawn_on(accept_loop, worker),
+                None => accept_loops.spawn(accept_loop),
+            };
+        }
     }
     metrics.config_loaded(1);
     let reloadable = Arc::new(Reloadable {
@@ -525,6 +541,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         shutdown,
         sweeper_stop,
         accept_loops,
+        workers: worker_threads,
         admin_task,
         shutdown_timeout: config.server.shutdown_timeout,
     })
@@ -609,6 +626,10 @@ impl Running {
         let _ = self.sweeper_stop.send(true);
         if let Some(t) = self.admin_task {
             t.abort();
+        }
+        // Connections the timeout gave up on go with their worker.
+        if let Some(w) = self.workers {
+            w.stop();
         }
         drained
     }

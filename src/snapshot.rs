@@ -150,6 +150,7 @@ impl Snapshot {
         // A panic elsewhere while holding these locks leaves maps that are
         // still consistent; keep going.
         let mut states = standing.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let workers = crate::worker::count(config.server.workers);
         let mut kept = HashMap::with_capacity(config.routes.len());
         let mut routes = Vec::with_capacity(config.routes.len());
         for r in &config.routes {
@@ -171,7 +172,8 @@ impl Snapshot {
                     let upstream = match &state.pool {
                         Some((k, up)) if *k == key => up.clone(),
                         _ => {
-                            let up = Arc::new(Upstream::new(r, uri, &config.upstream, &tls));
+                            let up =
+                                Arc::new(Upstream::new(r, uri, &config.upstream, &tls, workers));
                             state.pool = Some((key, up.clone()));
                             up
                         }
@@ -188,6 +190,7 @@ impl Snapshot {
                                 &config.upstream,
                                 &tls,
                                 standing.body_budget.clone(),
+                                workers,
                             ));
                             state.llm = Some((key, llm.clone()));
                             llm

@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::lifecycle::Gateway;
 use info::ConnInfo;
 use io::TrackedIo;
-use state::{CloseReason, Phase};
+use state::{CloseReason, ConnState, Phase};
 
 /// Connection-level settings shared by every listener. A connection uses
 /// the settings current when it was accepted.
@@ -76,7 +76,6 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let state = info.slot.state.clone();
-    let metrics = gateway.metrics().clone();
     match tls {
         None => {
             let io = TrackedIo::new(
@@ -111,13 +110,19 @@ pub async fn serve(
                     settings.h2_max_control_frames_per_second,
                 );
                 serve_http(io, info, gateway, &settings).await;
+            } else {
+                count_close(&state, gateway.metrics());
             }
         }
     }
-    // Every close asked for through the connection's close reason (the
-    // sweeper, the registry, the frame meter, the request cap) is counted
-    // here, once. A body-rate close is counted where its 408 is answered
-    // (`Rescue`), since that close goes through hyper's Connection: close.
+}
+
+/// Every close asked for through the connection's close reason (the
+/// sweeper, the registry, the frame meter, the request cap) is counted
+/// here, once, before the socket closes — so whoever sees the close also
+/// sees it counted. A body-rate close is counted where its 408 is answered
+/// (`Rescue`), since that close goes through hyper's Connection: close.
+fn count_close(state: &ConnState, metrics: &crate::telemetry::Metrics) {
     let reason = state.close_reason();
     if reason != CloseReason::None {
         metrics.connection_closed(reason.label());
@@ -134,6 +139,7 @@ async fn serve_http<T>(
 {
     let peer = info.peer;
     let state = info.slot.state.clone();
+    let metrics = gateway.metrics().clone();
     let mut shutdown = info.shutdown.clone();
     let info = Arc::new(info);
     let service = service_fn(move |req| {
@@ -157,7 +163,7 @@ async fn serve_http<T>(
                 if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
-                return;
+                break;
             }
             reason = state.close_requested(seen) => {
                 seen = reason;
@@ -172,7 +178,7 @@ async fn serve_http<T>(
                         // One last poll lets TrackedIo answer 408 first.
                         let _ = tokio::time::timeout(Duration::from_millis(50), conn.as_mut()).await;
                     }
-                    return;
+                    break;
                 }
             }
             _ = shutdown_begun(&mut shutdown), if !draining => {
@@ -197,11 +203,13 @@ async fn serve_http<T>(
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else {
                     tracing::debug!(%peer, "graceful close not completed by the client; dropping");
-                    return;
+                    break;
                 }
             }
         }
     }
+    count_close(&state, &metrics);
+    // `conn` (the socket) goes here, after the close is counted.
 }
 
 /// Resolves once shutdown has begun (the guard `wait_for` returns is not

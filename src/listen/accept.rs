@@ -201,7 +201,9 @@ pub struct AcceptLoop<L, R> {
     last_failure: Option<Instant>,
     /// Notified when a descriptor is freed: ends a back-off early.
     freed: Option<Arc<Notify>>,
-    dedup: LogDedup,
+    /// Shared by the accept loops of one listener (one per worker), so
+    /// the listener logs once per window, not once per worker.
+    dedup: Arc<std::sync::Mutex<LogDedup>>,
     /// Lines written to the log by this loop (for tests and sanity).
     pub log_lines: u64,
     /// Accept errors seen, by label (mirrored into metrics by the caller).
@@ -219,11 +221,17 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
             backoff: None,
             last_failure: None,
             freed: None,
-            dedup: LogDedup::default(),
+            dedup: Arc::default(),
             log_lines: 0,
             on_error: Box::new(|_| {}),
             shed: 0,
         }
+    }
+
+    /// Share log de-duplication with the other accept loops of the same
+    /// listener.
+    pub fn log_with(&mut self, dedup: Arc<std::sync::Mutex<LogDedup>>) {
+        self.dedup = dedup;
     }
 
     /// End back-offs early when `freed` is notified (a connection closed).
@@ -278,7 +286,12 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
     }
 
     fn log(&mut self, label: &'static str, err: &io::Error, delay: Duration) {
-        match self.dedup.record(label, Instant::now()) {
+        let action = self
+            .dedup
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(label, Instant::now());
+        match action {
             LogAction::First => {
                 self.log_lines += 1;
                 tracing::error!(listener = %self.listener_name, error = %err, kind = label, backoff_ms = delay.as_millis() as u64, "accept failed; backing off");
@@ -301,7 +314,8 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
         }
         self.last_failure = None;
         self.backoff = None;
-        for (kind, suppressed) in self.dedup.drain() {
+        let unreported = self.dedup.lock().unwrap_or_else(|e| e.into_inner()).drain();
+        for (kind, suppressed) in unreported {
             self.log_lines += 1;
             tracing::warn!(listener = %self.listener_name, kind, suppressed, "accept recovered; repeats were suppressed");
         }

@@ -9,9 +9,9 @@
 //! ```text
 //! needed = connections.max                       client sockets
 //!        + max_concurrent_requests (or the cap)   upstream sockets in use
-//!        + routes × pool_max_idle_per_host        idle pooled upstream sockets
-//!        + listeners (+ admin)                    listening sockets
-//!        + listeners                              one spare FD each (EMFILE reserve)
+//!        + routes × workers × pool_max_idle_per_host   idle pooled upstream sockets
+//!        + listeners × workers (+ admin)          listening sockets
+//!        + listeners × workers                    one spare FD each (EMFILE reserve)
 //!        + 64                                     runtime, logs, stdio, cert and config reads
 //! ```
 //!
@@ -71,8 +71,11 @@ impl Need {
         // exceed that, which is one reason the gate exists).
         let gate = config.server.max_concurrent_requests as u64;
         let upstream_active = if gate > 0 { gate } else { clients };
-        let listeners = config.listeners.len() as u64;
-        // One pool per proxy route, one per upstream of an LLM route.
+        // Each worker has its own socket, spare descriptor and pools.
+        let workers = crate::worker::count(config.server.workers) as u64;
+        let listeners = config.listeners.len() as u64 * workers;
+        // One pool per proxy route, one per upstream of an LLM route, per
+        // worker.
         let pools: u64 = config
             .routes
             .iter()
@@ -84,7 +87,7 @@ impl Need {
         Need {
             clients,
             upstream_active,
-            upstream_idle: pools * config.upstream.pool_max_idle_per_host as u64,
+            upstream_idle: pools * workers * config.upstream.pool_max_idle_per_host as u64,
             listeners: listeners + u64::from(config.admin.is_some()),
             spares: listeners,
             reserve: FIXED_RESERVE,
@@ -163,7 +166,7 @@ mod tests {
 
     #[test]
     fn default_cap_needs_more_than_1024() {
-        let c = config("");
+        let c = config("[server]\nworkers = 1");
         let need = Need::of(&c);
         // 1024 clients + 1024 upstream + 64 pooled + 1 listener + 1 spare + 64.
         assert_eq!(need.total(), 1024 + 1024 + 64 + 1 + 1 + 64);
@@ -186,6 +189,14 @@ mod tests {
             err.message
         );
         assert!(err.fix.as_deref().unwrap_or("").contains("2178"));
+    }
+
+    #[test]
+    fn each_worker_adds_its_sockets_spares_and_pools() {
+        let one = Need::of(&config("[server]\nworkers = 1")).total();
+        let four = Need::of(&config("[server]\nworkers = 4")).total();
+        // 3 more × (64 pooled + 1 listening socket + 1 spare).
+        assert_eq!(four - one, 3 * (64 + 1 + 1));
     }
 
     #[test]

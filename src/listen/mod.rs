@@ -31,7 +31,7 @@ use crate::conn::{self, ConnSettings};
 use crate::lifecycle::Gateway;
 use crate::pki::PkiError;
 use crate::telemetry::Metrics;
-use accept::{AcceptLoop, SpareFd};
+use accept::{AcceptLoop, LogDedup, SpareFd};
 
 /// Why a listener could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -46,17 +46,16 @@ pub enum BindError {
     Tls { listener: String, source: PkiError },
 }
 
-/// A bound listener, ready to accept.
+/// A bound listener, ready to accept: one socket per worker.
 pub struct Listener {
     pub name: Arc<str>,
     pub config: ListenerConfig,
-    socket: TcpListener,
+    /// Non-blocking, registered with a runtime only in the accept loop,
+    /// so each can run on its own worker.
+    sockets: Vec<std::net::TcpListener>,
     tls: Option<TlsAcceptor>,
     /// The TLS listener's certificates, swappable while it serves.
     pub certificates: Option<Arc<Certificates>>,
-    /// A second descriptor of the listening socket, to hand to a new
-    /// process at an upgrade.
-    pub handover: Option<std::net::TcpListener>,
 }
 
 /// What every accept loop shares.
@@ -69,13 +68,30 @@ pub struct Shared {
     pub shutdown: watch::Receiver<bool>,
 }
 
+/// The name a listener's `i`th socket is handed over under at an upgrade:
+/// the listener's own name for the first, `name#i` for the others.
+fn handover_name(listener: &str, i: usize) -> String {
+    if i == 0 {
+        listener.to_string()
+    } else {
+        format!("{listener}#{i}")
+    }
+}
+
 impl Listener {
-    /// Bind the socket (or adopt the one inherited under this listener's
-    /// name) and prepare TLS; errors name the listener.
+    /// Bind one socket per worker (or adopt those inherited under this
+    /// listener's names) and prepare TLS; errors name the listener.
+    ///
+    /// With more than one worker the sockets share the address through
+    /// `SO_REUSEPORT`, so the kernel spreads connections across workers.
+    /// A socket inherited from a process that bound it without
+    /// `SO_REUSEPORT` cannot gain siblings; the workers then accept from
+    /// that one socket.
     pub async fn bind(
         config: &ListenerConfig,
         inherited: &mut handover::Inherited,
         challenges: &Arc<Challenges>,
+        workers: usize,
     ) -> Result<Self, BindError> {
         let (tls, certificates) = match &config.tls {
             Some(t) => {
@@ -95,101 +111,187 @@ impl Listener {
             address: config.address,
             source,
         };
-        let socket = match inherited.take(&config.name) {
-            Some(std_socket) => {
-                std_socket.set_nonblocking(true).map_err(socket_error)?;
-                TcpListener::from_std(std_socket).map_err(socket_error)?
-            }
-            None => TcpListener::bind(config.address)
-                .await
-                .map_err(socket_error)?,
+        let workers = workers.max(1);
+        let reuse_port = workers > 1;
+        let first = match inherited.take(&config.name) {
+            Some(s) => s,
+            None => bind_socket(config.address, reuse_port).map_err(socket_error)?,
         };
-        let handover = socket_handover(&socket);
+        // Port 0 picks a port: the siblings bind the one the first got.
+        let address = first.local_addr().map_err(socket_error)?;
+        let mut sockets = vec![first];
+        for i in 1..workers {
+            let socket = match inherited.take(&handover_name(&config.name, i)) {
+                Some(s) => s,
+                None => match bind_socket(address, true) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(listener = %config.name, error = %e, "cannot add a SO_REUSEPORT socket; this worker accepts from the first socket");
+                        sockets[0].try_clone().map_err(socket_error)?
+                    }
+                },
+            };
+            sockets.push(socket);
+        }
+        // Sockets a process with more workers handed over, that no worker
+        // here takes: closing them drops only what is queued on them.
+        let mut extra = workers;
+        while inherited
+            .take(&handover_name(&config.name, extra))
+            .is_some()
+        {
+            extra += 1;
+        }
+        if extra > workers {
+            tracing::warn!(listener = %config.name, closed = extra - workers, "closed inherited sockets beyond this process's workers");
+        }
+        for s in &sockets {
+            s.set_nonblocking(true).map_err(socket_error)?;
+        }
         Ok(Listener {
             name: config.name.as_str().into(),
             config: config.clone(),
-            socket,
+            sockets,
             tls,
             certificates,
-            handover,
         })
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.socket.local_addr().ok()
+        self.sockets.first().and_then(|s| s.local_addr().ok())
     }
 
-    /// Accept until shutdown begins.
-    pub async fn run(self, shared: Arc<Shared>) {
+    /// Second descriptors of every socket, named for an upgrade.
+    pub fn handover(&self) -> Vec<(String, std::net::TcpListener)> {
+        self.sockets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((handover_name(&self.name, i), s.try_clone().ok()?)))
+            .collect()
+    }
+
+    /// One accept loop per socket; the `i`th is meant for worker `i`.
+    pub fn accept_loops(self, shared: &Arc<Shared>) -> Vec<impl Future<Output = ()> + use<>> {
         let Listener {
             name,
             config,
-            socket,
+            sockets,
             tls,
             ..
         } = self;
-        let mut accepts = AcceptLoop::new(socket, SpareFd::new(), &name);
-        let metrics = shared.metrics.clone();
-        accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
-        accepts.wake_on(shared.registry.freed());
-        let mut stop = shared.shutdown.clone();
-        let open_gauge = shared.metrics.open_connections(&name);
-        loop {
-            let (stream, peer) = tokio::select! {
-                biased;
-                _ = stop.wait_for(|s| *s) => break,
-                accepted = accepts.next() => accepted,
-            };
-            shared.metrics.connection_accepted(&name);
-            let phase = if tls.is_some() {
-                Phase::Handshake
-            } else {
-                Phase::ReadingHead
-            };
-            let slot = match shared.registry.admit(
-                peer.ip(),
-                name.clone(),
-                phase,
-                open_gauge.clone(),
-            ) {
-                Ok((slot, evicted)) => {
-                    if let Some(victim) = evicted {
-                        tracing::debug!(peer = %victim.peer, listener = %victim.listener, "reclaimed an unproductive connection at the cap");
-                    }
-                    slot
-                }
-                Err(refused) => {
-                    let reason = match refused {
-                        Refused::Full => "full",
-                        Refused::PerIp => "per_ip",
-                    };
-                    shared.metrics.connection_refused(reason);
-                    tracing::debug!(%peer, listener = %name, reason, "connection refused");
-                    drop(stream);
-                    continue;
-                }
-            };
-            let info = ConnInfo {
-                peer,
-                tls: tls.is_some(),
-                redirect: config.redirect_https,
-                slot: Arc::new(slot),
-                shutdown: shared.shutdown.clone(),
-                peer_text: std::sync::OnceLock::new(),
-            };
-            tokio::spawn(conn::serve(
-                stream,
-                info,
-                tls.clone(),
-                shared.gateway.clone(),
-                shared.settings.load_full(),
-            ));
-        }
-        if accepts.shed > 0 {
-            tracing::warn!(listener = %name, shed = accepts.shed, "connections closed at once while out of descriptors");
-        }
-        tracing::info!(listener = %name, "stopped accepting");
+        let log = Arc::new(std::sync::Mutex::new(LogDedup::default()));
+        sockets
+            .into_iter()
+            .map(|socket| {
+                accept_loop(
+                    socket,
+                    name.clone(),
+                    config.redirect_https,
+                    tls.clone(),
+                    shared.clone(),
+                    log.clone(),
+                )
+            })
+            .collect()
     }
+}
+
+/// A listening socket; `SO_REUSEPORT` when workers share the address.
+fn bind_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // What `TcpListener::bind` does on Unix: a restarted weir must not
+    // wait out TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(address)?;
+    socket.listen(1024)?.into_std()
+}
+
+/// Accept until shutdown begins.
+async fn accept_loop(
+    socket: std::net::TcpListener,
+    name: Arc<str>,
+    redirect: Option<crate::config::RedirectSettings>,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    log: Arc<std::sync::Mutex<LogDedup>>,
+) {
+    let socket = match TcpListener::from_std(socket) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(listener = %name, error = %e, "cannot register the listening socket; this worker does not accept on it");
+            return;
+        }
+    };
+    let mut accepts = AcceptLoop::new(socket, SpareFd::new(), &name);
+    let metrics = shared.metrics.clone();
+    accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
+    accepts.wake_on(shared.registry.freed());
+    accepts.log_with(log);
+    let mut stop = shared.shutdown.clone();
+    let open_gauge = shared.metrics.open_connections(&name);
+    let accepted = shared.metrics.connections_accepted(&name);
+    let worker_accepted = shared.metrics.worker_accepted(crate::worker::index());
+    loop {
+        let (stream, peer) = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            accepted = accepts.next() => accepted,
+        };
+        accepted.inc();
+        worker_accepted.inc();
+        let phase = if tls.is_some() {
+            Phase::Handshake
+        } else {
+            Phase::ReadingHead
+        };
+        let slot = match shared
+            .registry
+            .admit(peer.ip(), name.clone(), phase, open_gauge.clone())
+        {
+            Ok((slot, evicted)) => {
+                if let Some(victim) = evicted {
+                    tracing::debug!(peer = %victim.peer, listener = %victim.listener, "reclaimed an unproductive connection at the cap");
+                }
+                slot
+            }
+            Err(refused) => {
+                let reason = match refused {
+                    Refused::Full => "full",
+                    Refused::PerIp => "per_ip",
+                };
+                shared.metrics.connection_refused(reason);
+                tracing::debug!(%peer, listener = %name, reason, "connection refused");
+                drop(stream);
+                continue;
+            }
+        };
+        let info = ConnInfo {
+            peer,
+            tls: tls.is_some(),
+            redirect,
+            slot: Arc::new(slot),
+            shutdown: shared.shutdown.clone(),
+            peer_text: std::sync::OnceLock::new(),
+        };
+        tokio::spawn(conn::serve(
+            stream,
+            info,
+            tls.clone(),
+            shared.gateway.clone(),
+            shared.settings.load_full(),
+        ));
+    }
+    if accepts.shed > 0 {
+        tracing::warn!(listener = %name, shed = accepts.shed, "connections closed at once while out of descriptors");
+    }
+    tracing::info!(listener = %name, worker = crate::worker::index(), "stopped accepting");
 }
 
 /// A second descriptor of a listening socket (for a later handover).

@@ -174,7 +174,7 @@ async fn send(
     req: http::Request<Full<Bytes>>,
     timeout: std::time::Duration,
 ) -> Sent {
-    match tokio::time::timeout(timeout, upstream.client.request(req)).await {
+    match tokio::time::timeout(timeout, upstream.client.get().request(req)).await {
         Err(_) => Sent::Failed("timeout"),
         Ok(Err(e)) if e.is_connect() => {
             upstream.refused(Instant::now());

@@ -59,12 +59,13 @@ impl LlmRoute {
         upstream_settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
         budget: ByteBudget,
+        workers: usize,
     ) -> Self {
         LlmRoute {
             upstreams: settings
                 .upstreams
                 .iter()
-                .map(|u| Arc::new(LlmUpstream::new(u, upstream_settings, tls)))
+                .map(|u| Arc::new(LlmUpstream::new(u, upstream_settings, tls, workers)))
                 .collect(),
             token_gates: settings
                 .client_tokens

@@ -14,6 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
 use crate::config::{LlmUpstreamConfig, UpstreamSettings};
+use crate::worker::PerWorker;
 
 pub type LlmClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -41,7 +42,8 @@ const REFUSED_MAX: Duration = Duration::from_secs(60);
 
 pub struct LlmUpstream {
     pub config: LlmUpstreamConfig,
-    pub client: LlmClient,
+    /// One pool per worker.
+    pub client: PerWorker<LlmClient>,
     cooldown: Mutex<CooldownState>,
 }
 
@@ -50,10 +52,13 @@ impl LlmUpstream {
         config: &LlmUpstreamConfig,
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
+        workers: usize,
     ) -> Self {
         LlmUpstream {
             config: config.clone(),
-            client: crate::proxy::upstream::pooled_client(config.connect_timeout, settings, tls),
+            client: PerWorker::new(workers, || {
+                crate::proxy::upstream::pooled_client(config.connect_timeout, settings, tls)
+            }),
             cooldown: Mutex::new(CooldownState::default()),
         }
     }
@@ -137,6 +142,7 @@ mod tests {
             },
             &UpstreamSettings::default(),
             &tls,
+            1,
         )
     }
 

@@ -169,7 +169,7 @@ pub async fn forward(
         parts,
         RequestBody::new(body, route.max_request_body, client.body_rate),
     );
-    let sent = upstream.client.request(upstream_req);
+    let sent = upstream.client.get().request(upstream_req);
     let mut resp = match tokio::time::timeout(route.response_timeout, sent).await {
         Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout)),
         Ok(Err(e)) => return Err(classify(&e)),

@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::RequestBody;
 use crate::config::{RouteConfig, UpstreamSettings};
+use crate::worker::PerWorker;
 
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
@@ -47,9 +48,11 @@ where
         .build(connector)
 }
 
-/// Where a route sends its requests, and the client that gets them there.
+/// Where a route sends its requests, and the clients that get them there:
+/// one pool per worker, so a worker reuses only connections driven by its
+/// own runtime.
 pub struct Upstream {
-    pub client: UpstreamClient,
+    pub client: PerWorker<UpstreamClient>,
     pub scheme: http::uri::Scheme,
     pub authority: http::uri::Authority,
     /// The upstream URL's path without a trailing slash ("" for the root).
@@ -64,9 +67,12 @@ impl Upstream {
         uri: &http::Uri,
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
+        workers: usize,
     ) -> Self {
         Upstream {
-            client: pooled_client(route.connect_timeout, settings, tls),
+            client: PerWorker::new(workers, || {
+                pooled_client(route.connect_timeout, settings, tls)
+            }),
             scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
             // Validated by config loading: upstream URLs always have a host.
             authority: uri

@@ -59,6 +59,11 @@ struct ListenerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    worker: usize,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
@@ -77,6 +82,7 @@ pub struct Metrics {
     upstream_errors: Family<UpstreamErrorLabels, Counter>,
     connections_open: Family<ListenerLabels, Gauge>,
     connections_accepted: Family<ListenerLabels, Counter>,
+    worker_connections_accepted: Family<WorkerLabels, Counter>,
     connections_refused: Family<ReasonLabels, Counter>,
     connections_closed: Family<ReasonLabels, Counter>,
     accept_errors: Family<KindLabels, Counter>,
@@ -271,6 +277,12 @@ impl Metrics {
             "Client connections accepted, by listener",
             connections_accepted.clone(),
         );
+        let worker_connections_accepted = Family::<WorkerLabels, Counter>::default();
+        registry.register(
+            "worker_connections_accepted",
+            "Client connections accepted, by worker (how evenly SO_REUSEPORT spreads them)",
+            worker_connections_accepted.clone(),
+        );
         let connections_refused = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "connections_refused",
@@ -364,6 +376,7 @@ impl Metrics {
             upstream_errors,
             connections_open,
             connections_accepted,
+            worker_connections_accepted,
             connections_refused,
             connections_closed,
             accept_errors,
@@ -448,12 +461,21 @@ impl Metrics {
             .clone()
     }
 
-    pub fn connection_accepted(&self, listener: &str) {
+    /// The accepted-connections counter of a listener, resolved once per
+    /// accept loop.
+    pub fn connections_accepted(&self, listener: &str) -> Counter {
         self.connections_accepted
             .get_or_create(&ListenerLabels {
                 listener: listener.to_string(),
             })
-            .inc();
+            .clone()
+    }
+
+    /// The accepted-connections counter of a worker.
+    pub fn worker_accepted(&self, worker: usize) -> Counter {
+        self.worker_connections_accepted
+            .get_or_create(&WorkerLabels { worker })
+            .clone()
     }
 
     pub fn connection_refused(&self, reason: &'static str) {
