@@ -145,7 +145,16 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiErro
 }
 
 /// A TLS server configuration whose certificates come from `resolver`,
-/// offering ALPN `h2` then `http/1.1`.
+/// offering ALPN `h2` then `http/1.1`, resuming sessions with stateless
+/// tickets.
+///
+/// Tickets rather than a server-side cache: a returning client skips the
+/// certificate signature and key exchange however many clients there are
+/// (a cache of N sessions serves only the last N), and weir holds nothing
+/// per session. rustls rotates the ticket key every 6 hours and accepts
+/// the previous one; keys live in memory only, so after a restart or an
+/// upgrade clients do one full handshake again. nginx, HAProxy and Caddy
+/// issue tickets by default too.
 pub fn server_config(
     resolver: Arc<dyn ResolvesServerCert>,
 ) -> Result<Arc<rustls::ServerConfig>, PkiError> {
@@ -154,6 +163,8 @@ pub fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     Ok(Arc::new(config))
 }
 

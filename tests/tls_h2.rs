@@ -106,6 +106,47 @@ async fn tls12_and_tls13_are_both_accepted() {
 }
 
 #[tokio::test]
+async fn a_returning_client_resumes_its_session_with_a_ticket() {
+    let up = demo_upstream().await;
+    let (weir, roots) = tls_weir(up).await;
+    for versions in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        // One client config, so one client-side session store.
+        let mut config = tls_config(&roots, &[versions]);
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let mut kinds = Vec::new();
+        for _ in 0..2 {
+            let tcp = TcpStream::connect(weir.addr("tls")).await.expect("connect");
+            let mut tls = connector
+                .connect(ServerName::try_from("a.test").expect("name"), tcp)
+                .await
+                .expect("handshake");
+            kinds.push(tls.get_ref().1.handshake_kind());
+            // TLS 1.3 tickets arrive after the handshake: read a response
+            // so the client takes them in.
+            tokio::io::AsyncWriteExt::write_all(
+                &mut tls,
+                b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .expect("write");
+            let mut answer = Vec::new();
+            let _ = tokio::io::AsyncReadExt::read_to_end(&mut tls, &mut answer).await;
+            assert!(answer.starts_with(b"HTTP/1.1 200"), "{versions:?}");
+        }
+        // weir keeps no session cache: only a ticket can resume.
+        assert_eq!(
+            kinds,
+            vec![
+                Some(rustls::HandshakeKind::Full),
+                Some(rustls::HandshakeKind::Resumed)
+            ],
+            "{versions:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn http2_requests_stream_through_tls() {
     let up = demo_upstream().await;
     let (weir, roots) = tls_weir(up).await;
