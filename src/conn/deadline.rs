@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::registry::Registry;
-use super::state::{CloseReason, ConnState, Phase};
+use super::state::{CloseReason, ConnState, Park, Phase};
 use crate::config::ConnectionSettings;
 
 #[derive(Debug, Clone)]
@@ -30,7 +30,12 @@ pub struct Deadlines {
     /// Load (0..1 of the cap) above which `pressure` replaces the others.
     pub pressure_threshold: f64,
     pub pressure: Duration,
+    /// An HTTP/1.1 connection idle this long gives up its buffers.
+    pub park_after: Duration,
 }
+
+/// How long an HTTP/1.1 connection stays idle before it is parked.
+pub const PARK_AFTER: Duration = Duration::from_secs(1);
 
 impl Deadlines {
     pub fn new(c: &ConnectionSettings) -> Self {
@@ -41,6 +46,7 @@ impl Deadlines {
             send: c.send_timeout,
             pressure_threshold: f64::from(c.pressure_threshold_percent) / 100.0,
             pressure: c.pressure_timeout,
+            park_after: PARK_AFTER,
         }
     }
 
@@ -123,6 +129,13 @@ pub fn sweep_once(
             && reason != current
         {
             out.push((c.clone(), reason));
+        } else if current == CloseReason::None
+            && c.phase() == Phase::Idle
+            && c.phase_age_us() > deadlines.park_after.as_micros() as u64
+            && c.park_state() == Park::No
+        {
+            // Atomics and a notification: cheap enough under the lock.
+            c.request_park();
         }
     });
 }
@@ -139,6 +152,7 @@ mod tests {
             send: Duration::from_millis(100),
             pressure_threshold: 0.8,
             pressure: Duration::from_millis(20),
+            park_after: Duration::from_millis(200),
         }
     }
 
@@ -207,5 +221,42 @@ mod tests {
         );
         s.state.write_blocked(false);
         assert_eq!(deadlines().overdue(&s.state, 0.0), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_http1_connections_are_asked_to_park_once_busy_and_h2_ones_never() {
+        let r = Registry::new(10, 0);
+        let admit = || {
+            r.admit(
+                "192.0.2.1".parse().expect("ip"),
+                "l".into(),
+                Phase::ReadingHead,
+                Default::default(),
+            )
+            .expect("slot")
+            .0
+        };
+        let (h1, h2, busy) = (admit(), admit(), admit());
+        h2.state.set_h2();
+        for s in [&h1, &h2, &busy] {
+            s.state.request_started();
+        }
+        h1.state.request_finished();
+        h2.state.request_finished();
+        let d = deadlines();
+        let mut out = Vec::new();
+        pass(150).await;
+        sweep_once(&r, &d, &mut out);
+        assert_eq!(h1.state.park_state(), Park::No, "not idle long enough");
+        pass(100).await;
+        sweep_once(&r, &d, &mut out);
+        assert!(out.is_empty(), "parking is not closing");
+        assert_eq!(h1.state.park_state(), Park::Requested);
+        assert_eq!(h2.state.park_state(), Park::No);
+        assert_eq!(busy.state.park_state(), Park::No);
+        // Busy again before the task acted: the request is dropped.
+        h1.state.request_started();
+        assert!(!h1.state.confirm_park());
+        assert_eq!(h1.state.park_state(), Park::No);
     }
 }

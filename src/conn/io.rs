@@ -20,7 +20,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use super::state::{CloseReason, ConnState};
+use bytes::Bytes;
+
+use super::state::{CloseReason, ConnState, Park, Phase};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Consecutive frames with an empty payload (and no END_STREAM) tolerated.
@@ -154,6 +156,13 @@ pub struct TrackedIo<T> {
     /// side is between frames and a GOAWAY can be injected cleanly.
     write_aligned: bool,
     ended: bool,
+    /// Bytes already read (and observed) that the next reader gets first:
+    /// what sniffing the protocol read, or what hyper had buffered when
+    /// the connection was parked.
+    unread: Bytes,
+    /// hyper was told the client left (a park): its shutdown must not
+    /// reach the socket.
+    parked: bool,
 }
 
 impl<T> TrackedIo<T> {
@@ -179,7 +188,31 @@ impl<T> TrackedIo<T> {
             max_control_per_second,
             write_aligned: true,
             ended: false,
+            unread: Bytes::new(),
+            parked: false,
         }
+    }
+
+    /// Give `bytes` (already observed) to the next read, before anything
+    /// new from the socket.
+    pub fn unread(&mut self, bytes: Bytes) {
+        debug_assert!(self.unread.is_empty());
+        self.unread = bytes;
+    }
+
+    /// Still deciding between HTTP/1.1 and the HTTP/2 preface.
+    pub fn sniffing(&self) -> bool {
+        matches!(self.wire, Wire::Sniffing { .. })
+    }
+
+    pub fn is_h2(&self) -> bool {
+        matches!(self.wire, Wire::Http2(_))
+    }
+
+    /// Back from hyper after a park: reads and shutdowns reach the
+    /// socket again.
+    pub fn resume(&mut self) {
+        self.parked = false;
     }
 
     /// Classify newly received bytes and meter them on HTTP/2; true when
@@ -255,6 +288,25 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
         if this.state.close_reason() == CloseReason::HeadTimeout {
             return Poll::Ready(Err(this.on_head_timeout(cx)));
         }
+        if !this.unread.is_empty() {
+            let n = this.unread.len().min(buf.remaining());
+            buf.put_slice(&this.unread.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        if this.parked || this.state.park_state() == Park::Parked {
+            // Still idle with everything flushed: end hyper's connection
+            // as if the client had left (nothing is read, so nothing is
+            // lost), and keep the socket. Otherwise it is busy again.
+            if this.parked
+                || (matches!(this.wire, Wire::Http1)
+                    && this.write_aligned
+                    && this.state.phase() == Phase::Idle)
+            {
+                this.parked = true;
+                return Poll::Ready(Ok(()));
+            }
+            this.state.unpark();
+        }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = polled {
@@ -326,6 +378,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.parked {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

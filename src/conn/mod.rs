@@ -11,14 +11,16 @@ pub mod state;
 pub mod tls;
 
 use std::convert::Infallible;
-use std::pin::pin;
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -27,35 +29,36 @@ use crate::config::Config;
 use crate::lifecycle::Gateway;
 use info::ConnInfo;
 use io::TrackedIo;
-use state::{CloseReason, ConnState, Phase};
+use state::{CloseReason, ConnState, Park, Phase, Wake};
 
 /// Connection-level settings shared by every listener. A connection uses
 /// the settings current when it was accepted.
 pub struct ConnSettings {
-    http: auto::Builder<TokioExecutor>,
+    h1: http1::Builder,
+    h2: http2::Builder<TokioExecutor>,
     h2_max_control_frames_per_second: u32,
 }
 
 impl ConnSettings {
     pub fn new(config: &Config) -> Self {
         let c = &config.connections;
-        let mut http = auto::Builder::new(TokioExecutor::new());
+        let mut h1 = http1::Builder::new();
         // hyper's own head timer is only a backstop: it also runs while a
         // keep-alive connection is idle, so it is set to the longest wait a
         // connection may legitimately have before a head is complete. The
         // real head and idle deadlines are enforced by the sweeper.
-        http.http1()
-            .timer(TokioTimer::new())
+        h1.timer(TokioTimer::new())
             .header_read_timeout(c.keepalive_timeout + c.request_head_timeout)
             .max_headers(config.http1.max_headers)
             .max_buf_size(config.http1.max_head_size);
-        http.http2()
-            .timer(TokioTimer::new())
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
             .max_concurrent_streams(config.http2.max_concurrent_streams)
             .max_header_list_size(config.http2.max_header_list_size)
             .max_pending_accept_reset_streams(config.http2.max_pending_resets);
         ConnSettings {
-            http,
+            h1,
+            h2,
             h2_max_control_frames_per_second: config.http2.max_control_frames_per_second,
         }
     }
@@ -129,8 +132,11 @@ fn count_close(state: &ConnState, metrics: &crate::telemetry::Metrics) {
     }
 }
 
+/// The HTTP server on a connection whose protocol is known (ALPN) or is
+/// sniffed here from the first bytes (cleartext: the HTTP/2 preface or
+/// not).
 async fn serve_http<T>(
-    io: TrackedIo<T>,
+    mut io: TrackedIo<T>,
     info: ConnInfo,
     gateway: Arc<Gateway>,
     settings: &ConnSettings,
@@ -141,17 +147,128 @@ async fn serve_http<T>(
     let state = info.slot.state.clone();
     let metrics = gateway.metrics().clone();
     let mut shutdown = info.shutdown.clone();
+    if io.sniffing() && !sniff(&mut io, &state, &mut shutdown).await {
+        count_close(&state, &metrics);
+        return;
+    }
     let info = Arc::new(info);
     let service = service_fn(move |req| {
         let gateway = gateway.clone();
         let info = info.clone();
         async move { Ok::<_, Infallible>(gateway.handle(req, &info).await) }
     });
-    let mut conn = pin!(
-        settings
-            .http
-            .serve_connection_with_upgrades(TokioIo::new(io), service)
-    );
+    if io.is_h2() {
+        let mut conn = pin!(settings.h2.serve_connection(TokioIo::new(io), service));
+        drive(conn.as_mut(), &state, &mut shutdown, peer).await;
+        count_close(&state, &metrics);
+        return;
+    }
+    loop {
+        // Boxed, so a parked connection's task holds a pointer, not hyper's
+        // connection state.
+        let mut conn = Box::pin(
+            settings
+                .h1
+                .serve_connection(TokioIo::new(io), service.clone())
+                .with_upgrades(),
+        );
+        let outcome = drive(conn.as_mut(), &state, &mut shutdown, peer).await;
+        if outcome != Outcome::Parked {
+            break;
+        }
+        metrics.connection_parked();
+        // hyper is done with the socket; take it back with whatever hyper
+        // had read and not yet used (a pipelined head, say).
+        let Some(parts) = Pin::into_inner(conn).into_parts() else {
+            break;
+        };
+        io = parts.io.into_inner();
+        io.resume();
+        if !parts.read_buf.is_empty() {
+            state.unpark();
+            io.unread(parts.read_buf);
+            continue;
+        }
+        // Parked: only the socket and weir's own state are held until the
+        // client sends its next request.
+        state.park_waiting();
+        let counted = ParkedGauge::inc(metrics.parked_gauge());
+        let next = wait_parked(&mut io, &state, &mut shutdown).await;
+        drop(counted);
+        state.unpark();
+        if !next {
+            break;
+        }
+    }
+    count_close(&state, &metrics);
+    // The socket goes here, after the close is counted.
+}
+
+/// Counts a parked connection for as long as it lives (a cancelled task
+/// included).
+struct ParkedGauge<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl<'a> ParkedGauge<'a> {
+    fn inc(gauge: &'a prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        ParkedGauge(gauge)
+    }
+}
+
+impl Drop for ParkedGauge<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// How serving a connection through hyper ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ended,
+    /// Idle and parked: hyper's connection ended, the socket is kept.
+    Parked,
+}
+
+/// A hyper connection (HTTP/1.1 or HTTP/2) being served.
+trait Served: Future<Output = hyper::Result<()>> {
+    fn graceful(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Served for hyper::server::conn::http1::UpgradeableConnection<I, S>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: http_body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B> Served for hyper::server::conn::http2::Connection<I, S, TokioExecutor>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: http_body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Poll `conn` to its end, closing it when weir asks (deadlines, defences,
+/// shutdown) and parking it when the sweeper asks.
+async fn drive<C: Served + ?Sized>(
+    mut conn: Pin<&mut C>,
+    state: &ConnState,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    peer: std::net::SocketAddr,
+) -> Outcome {
     let mut seen = CloseReason::None;
     let mut draining = false;
     // Shutdown began while a head was awaited: close once the grace is over.
@@ -159,29 +276,44 @@ async fn serve_http<T>(
     let mut grace = pin!(tokio::time::sleep(Duration::MAX));
     loop {
         tokio::select! {
+            biased;
             result = conn.as_mut() => {
-                if let Err(e) = result {
+                if let Err(e) = result
+                    && state.park_state() != Park::Parked
+                {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
-                break;
-            }
-            reason = state.close_requested(seen) => {
-                seen = reason;
-                if reason.graceful() && !draining {
-                    // Finish in-flight requests, then close (GOAWAY on HTTP/2).
-                    draining = true;
-                    conn.as_mut().graceful_shutdown();
-                    grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
-                } else if !reason.graceful() {
-                    tracing::debug!(%peer, reason = reason.label(), "connection closed");
-                    if reason == CloseReason::HeadTimeout {
-                        // One last poll lets TrackedIo answer 408 first.
-                        let _ = tokio::time::timeout(Duration::from_millis(50), conn.as_mut()).await;
-                    }
-                    break;
+                // An incomplete pipelined head ends hyper's connection with
+                // an error at a park, but nothing is lost: it is in the
+                // buffer the caller takes back.
+                if state.park_state() == Park::Parked {
+                    return Outcome::Parked;
                 }
+                return Outcome::Ended;
             }
-            _ = shutdown_begun(&mut shutdown), if !draining => {
+            wake = state.woken(seen) => match wake {
+                // The next poll of `conn` ends it at its read, if still idle.
+                Wake::Park => {
+                    state.confirm_park();
+                }
+                Wake::Close(reason) => {
+                    seen = reason;
+                    if reason.graceful() && !draining {
+                        // Finish in-flight requests, then close (GOAWAY on HTTP/2).
+                        draining = true;
+                        conn.as_mut().graceful();
+                        grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                    } else if !reason.graceful() {
+                        tracing::debug!(%peer, reason = reason.label(), "connection closed");
+                        if reason == CloseReason::HeadTimeout {
+                            // One last poll lets TrackedIo answer 408 first.
+                            let _ = tokio::time::timeout(Duration::from_millis(50), conn.as_mut()).await;
+                        }
+                        return Outcome::Ended;
+                    }
+                }
+            },
+            _ = shutdown_begun(shutdown), if !draining => {
                 draining = true;
                 if state.phase() == Phase::ReadingHead {
                     // A request may already be on the wire, unread: closing
@@ -190,26 +322,83 @@ async fn serve_http<T>(
                     // the close follows.
                     close_pending = true;
                 } else {
-                    conn.as_mut().graceful_shutdown();
+                    conn.as_mut().graceful();
                 }
                 grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
             }
             _ = grace.as_mut() => {
                 if close_pending {
                     close_pending = false;
-                    conn.as_mut().graceful_shutdown();
+                    conn.as_mut().graceful();
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else if matches!(state.phase(), Phase::Active | Phase::Tunnel) {
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else {
                     tracing::debug!(%peer, "graceful close not completed by the client; dropping");
-                    break;
+                    return Outcome::Ended;
                 }
             }
         }
     }
-    count_close(&state, &metrics);
-    // `conn` (the socket) goes here, after the close is counted.
+}
+
+/// Read a cleartext connection's first bytes until they are or are not the
+/// HTTP/2 preface, and keep them for the server. `false`: the connection
+/// ended (the client left, a deadline passed, or shutdown's grace).
+async fn sniff<T>(
+    io: &mut TrackedIo<T>,
+    state: &ConnState,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut first = [0u8; 24];
+    let mut n = 0;
+    let mut grace = pin!(tokio::time::sleep(Duration::MAX));
+    let mut draining = false;
+    while io.sniffing() && n < first.len() {
+        tokio::select! {
+            read = io.read(&mut first[n..]) => match read {
+                Ok(0) | Err(_) => return false,
+                Ok(k) => n += k,
+            },
+            _ = state.close_requested(CloseReason::None) => return false,
+            _ = shutdown_begun(shutdown), if !draining => {
+                // As in `drive`: a request may be on its way.
+                draining = true;
+                grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+            }
+            _ = grace.as_mut() => return false,
+        }
+    }
+    io.unread(Bytes::copy_from_slice(&first[..n]));
+    true
+}
+
+/// A parked connection: wait for the client's next byte with nothing but
+/// the socket. `false`: the connection ends (the client left, weir closes
+/// it — idle timeout, reclaim — or shutdown began).
+async fn wait_parked<T>(
+    io: &mut TrackedIo<T>,
+    state: &ConnState,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut next = [0u8; 1];
+    tokio::select! {
+        read = io.read(&mut next) => match read {
+            Ok(1) => {
+                io.unread(Bytes::copy_from_slice(&next));
+                true
+            }
+            _ => false,
+        },
+        _ = state.close_requested(CloseReason::None) => false,
+        _ = shutdown_begun(shutdown) => false,
+    }
 }
 
 /// Resolves once shutdown has begun (the guard `wait_for` returns is not

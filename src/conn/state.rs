@@ -118,7 +118,33 @@ pub struct ConnState {
     client_progress_us: AtomicU64,
     is_h2: AtomicBool,
     close: AtomicU8,
+    /// See [`Park`].
+    park: AtomicU8,
+    /// Wakes the connection's task: a close reason was set, or parking
+    /// was asked for.
     closed: Notify,
+}
+
+/// Where an idle HTTP/1.1 connection is in giving up its buffers: the
+/// sweeper asks, the connection's reader ends hyper's connection at the
+/// next read while still idle, and the task waits for the next byte with
+/// only the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Park {
+    No = 0,
+    Requested = 1,
+    /// hyper was told the client left; its connection is being taken apart.
+    Parked = 2,
+    /// Parked, waiting for the client's next byte with only the socket.
+    Waiting = 3,
+}
+
+/// What woke a connection's task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    Close(CloseReason),
+    Park,
 }
 
 impl ConnState {
@@ -136,6 +162,7 @@ impl ConnState {
             client_progress_us: AtomicU64::new(0),
             is_h2: AtomicBool::new(false),
             close: AtomicU8::new(0),
+            park: AtomicU8::new(Park::No as u8),
             closed: Notify::new(),
         };
         s.since_us.store(s.now_us(), Ordering::Relaxed);
@@ -164,6 +191,67 @@ impl ConnState {
     fn set_phase(&self, phase: Phase) {
         self.since_us.store(self.now_us(), Ordering::Release);
         self.phase.store(phase as u8, Ordering::Release);
+    }
+
+    pub fn is_h2(&self) -> bool {
+        self.is_h2.load(Ordering::Relaxed)
+    }
+
+    pub fn park_state(&self) -> Park {
+        match self.park.load(Ordering::Acquire) {
+            1 => Park::Requested,
+            2 => Park::Parked,
+            3 => Park::Waiting,
+            _ => Park::No,
+        }
+    }
+
+    /// Ask an idle HTTP/1.1 connection to give up its buffers (the
+    /// sweeper's call). Returns whether this asked.
+    pub fn request_park(&self) -> bool {
+        if self.phase() != Phase::Idle || self.is_h2() {
+            return false;
+        }
+        let asked = self
+            .park
+            .compare_exchange(
+                Park::No as u8,
+                Park::Requested as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if asked {
+            self.closed.notify_one();
+        }
+        asked
+    }
+
+    /// The connection's task acts on a park request: parked if the
+    /// connection is still idle and nothing is waiting to be written,
+    /// otherwise the request is dropped (the sweeper may ask again).
+    pub fn confirm_park(&self) -> bool {
+        let ok = self.phase() == Phase::Idle && self.write_blocked_for_ms().is_none();
+        let to = if ok { Park::Parked } else { Park::No };
+        self.park
+            .compare_exchange(
+                Park::Requested as u8,
+                to as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+            && ok
+    }
+
+    /// hyper's connection is gone; the next byte is awaited.
+    pub fn park_waiting(&self) {
+        self.park.store(Park::Waiting as u8, Ordering::Release);
+    }
+
+    /// Serving again after a park.
+    pub fn unpark(&self) {
+        self.park.store(Park::No as u8, Ordering::Release);
     }
 
     /// The client speaks HTTP/2 (ALPN, or the cleartext preface arrived).
@@ -282,6 +370,22 @@ impl ConnState {
 
     pub fn close_reason(&self) -> CloseReason {
         CloseReason::from_u8(self.close.load(Ordering::Acquire))
+    }
+
+    /// Resolves when the close reason differs from `seen`, or parking was
+    /// asked for (and not yet acted on) — one waiter for both, since
+    /// both share one notification.
+    pub async fn woken(&self, seen: CloseReason) -> Wake {
+        loop {
+            let reason = self.close_reason();
+            if reason != seen {
+                return Wake::Close(reason);
+            }
+            if self.park_state() == Park::Requested {
+                return Wake::Park;
+            }
+            self.closed.notified().await;
+        }
     }
 
     /// Resolves when the close reason differs from `seen`.

@@ -87,6 +87,8 @@ pub struct Metrics {
     connections_closed: Family<ReasonLabels, Counter>,
     accept_errors: Family<KindLabels, Counter>,
     requests_in_flight: Gauge,
+    connections_parked: Gauge,
+    connection_parks: Counter,
     requests_shed: Family<ShedLabels, Counter>,
     admission_hold: Histogram,
     llm: LlmMetrics,
@@ -301,6 +303,18 @@ impl Metrics {
             "accept() errors, by kind (EMFILE, ENFILE, ENOBUFS, ENOMEM, other)",
             accept_errors.clone(),
         );
+        let connections_parked = Gauge::default();
+        registry.register(
+            "connections_parked",
+            "Idle HTTP/1.1 connections holding no HTTP buffers, waiting for their next request",
+            connections_parked.clone(),
+        );
+        let connection_parks = Counter::default();
+        registry.register(
+            "connection_parks",
+            "Times an idle HTTP/1.1 connection gave up its HTTP buffers",
+            connection_parks.clone(),
+        );
         let requests_in_flight = Gauge::default();
         registry.register(
             "requests_in_flight",
@@ -368,6 +382,8 @@ impl Metrics {
             log_lines_dropped,
             shed_total: Default::default(),
             requests_in_flight,
+            connections_parked,
+            connection_parks,
             requests_shed,
             admission_hold,
             no_route: "-".into(),
@@ -448,6 +464,15 @@ impl Metrics {
     }
 
     /// Requests admitted and not yet finished.
+    /// Idle connections parked now (see `conn::serve`).
+    pub fn parked_gauge(&self) -> &Gauge {
+        &self.connections_parked
+    }
+
+    pub fn connection_parked(&self) {
+        self.connection_parks.inc();
+    }
+
     pub fn in_flight(&self) -> i64 {
         self.requests_in_flight.get()
     }
