@@ -794,8 +794,15 @@ class Bench:
                           "KiB", "lower", targets=PROXIES, digits=1)
         total = self.figure(5, "s5_tls_total", f"{count:,} idle TLS connections: proxy RSS", "MiB", "lower",
                             targets=PROXIES, digits=1, chart=False)
+        # An idle connection's footprint must not depend on what it carried:
+        # fewer connections here, since each first uploads 1 MiB.
+        up_count, up_size = min(count, 1000), 1 << 20
+        after_upload = self.figure(5, "s5_upload", f"{up_count:,} idle keep-alive connections after a 1 MiB "
+                                   "upload each, plain: RSS per connection", "KiB", "lower", targets=PROXIES,
+                                   digits=1)
         for i in range(reps):
-            for proto, fig in (("plain", plain), ("tls", tls)):
+            for proto, fig in (("plain", plain), ("tls", tls), ("upload", after_upload)):
+                n = up_count if proto == "upload" else count
                 for t in PROXIES:
                     # a fresh process per measurement: memory freed by an earlier
                     # measurement would otherwise be reused and hide the cost
@@ -809,7 +816,8 @@ class Bench:
                     before = self.rss_kib(t)
                     port = self.https_port(t) if https else self.http_port(t)
                     argv = [sys.executable, os.path.join(BENCH, "hold.py"), "--port", str(port),
-                            "--count", str(count), "--hold", "180"] + (["--tls"] if https else [])
+                            "--count", str(n), "--hold", "180"] + (["--tls"] if https else []) + \
+                        (["--upload", str(up_size)] if proto == "upload" else [])
                     out_path = os.path.join(self.work, f"hold.{t}.{proto}.out")
                     with open(out_path, "wb") as out:
                         h = self.procs.start(f"hold-{t}", argv, cpus=self.cpus_client,
@@ -851,7 +859,7 @@ class Bench:
                                                           errors=ready.group(4))
                     if failed or closed:
                         self.problems.append(
-                            f"{LABEL[t]}: idle {proto}: {failed} of {count} connections failed to open "
+                            f"{LABEL[t]}: idle {proto}: {failed} of {n} connections failed to open "
                             f"({ready.group(4)}), {closed} closed by the server while held")
                     per_s = f"{per:.1f}" if per is not None else "n/a"
                     log(f"  s5 rep {i + 1}/{reps} {proto:5} {t:8} RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB, "

@@ -8,7 +8,11 @@ Prints `READY opened=X failed=Y seconds=T errors={...}` once every attempt has
 finished, then waits until stdin is closed (or --hold seconds pass), then
 prints `DONE held=X closed_by_server=C` and exits, closing everything.
 
-Usage: hold.py --port P --count N [--tls] [--parallel 200] [--hold 120]
+With --upload BYTES the one request is a PUT of that many bytes to
+/upload/hold instead (does an idle connection's footprint depend on what it
+carried before?).
+
+Usage: hold.py --port P --count N [--tls] [--upload BYTES] [--parallel 200] [--hold 120]
 """
 
 import argparse
@@ -25,20 +29,37 @@ REQUEST = b"GET /1k HTTP/1.1\r\nHost: localhost\r\nUser-Agent: weir-bench-hold\r
 LENGTH = re.compile(rb"(?im)^content-length:\s*(\d+)\s*$")
 
 
-async def open_one(port, ctx, gate, held, errors):
+def upload_request(size):
+    return (b"PUT /upload/hold HTTP/1.1\r\nHost: localhost\r\nUser-Agent: weir-bench-hold\r\n"
+            b"Content-Length: %d\r\n\r\n" % size)
+
+
+async def open_one(port, ctx, gate, held, errors, upload):
     async with gate:
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30
             )
-            writer.write(REQUEST)
+            if upload:
+                writer.write(upload_request(upload))
+                chunk = bytes(64 * 1024)
+                left = upload
+                while left:
+                    writer.write(chunk[:min(left, len(chunk))])
+                    left -= min(left, len(chunk))
+                    await writer.drain()
+            else:
+                writer.write(REQUEST)
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
             m = LENGTH.search(head)
-            if not head.startswith(b"HTTP/1.1 200") or not m:
+            # a GET answers 200 with a body; a PUT 201/204, maybe without a length
+            ok = head.startswith(b"HTTP/1.1 2") if upload else head.startswith(b"HTTP/1.1 200") and m
+            if not ok:
                 errors["bad response: " + head.split(b"\r\n", 1)[0].decode(errors="replace")] += 1
                 writer.close()
                 return
-            await asyncio.wait_for(reader.readexactly(int(m.group(1))), 30)
+            if m:
+                await asyncio.wait_for(reader.readexactly(int(m.group(1))), 30)
             held.append((reader, writer))
         except Exception as e:  # noqa: BLE001 - every failure is counted and reported
             errors[type(e).__name__] += 1
@@ -59,6 +80,7 @@ async def main():
     ap.add_argument("--tls", action="store_true")
     ap.add_argument("--parallel", type=int, default=200)
     ap.add_argument("--hold", type=float, default=120)
+    ap.add_argument("--upload", type=int, default=0)
     a = ap.parse_args()
 
     ctx = None
@@ -69,7 +91,7 @@ async def main():
     gate = asyncio.Semaphore(a.parallel)
     held, errors = [], collections.Counter()
     t0 = time.monotonic()
-    await asyncio.gather(*(open_one(a.port, ctx, gate, held, errors) for _ in range(a.count)))
+    await asyncio.gather(*(open_one(a.port, ctx, gate, held, errors, a.upload) for _ in range(a.count)))
     failed = a.count - len(held)
     print(
         f"READY opened={len(held)} failed={failed} seconds={time.monotonic() - t0:.1f} "

@@ -286,7 +286,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TrackedIo<T> {
             )));
         }
         if this.state.close_reason() == CloseReason::HeadTimeout {
-            return Poll::Ready(Err(this.on_head_timeout(cx)));
+            // Answer 408, then wait: the connection's task closes the
+            // socket once it has counted the close, so a client that sees
+            // the close also sees it counted.
+            let _ = this.on_head_timeout(cx);
+            this.ended = true;
+            return Poll::Pending;
         }
         if !this.unread.is_empty() {
             let n = this.unread.len().min(buf.remaining());

@@ -41,15 +41,11 @@ pub struct ConnSettings {
 
 impl ConnSettings {
     pub fn new(config: &Config) -> Self {
-        let c = &config.connections;
         let mut h1 = http1::Builder::new();
-        // hyper's own head timer is only a backstop: it also runs while a
-        // keep-alive connection is idle, so it is set to the longest wait a
-        // connection may legitimately have before a head is complete. The
-        // real head and idle deadlines are enforced by the sweeper.
-        h1.timer(TokioTimer::new())
-            .header_read_timeout(c.keepalive_timeout + c.request_head_timeout)
-            .max_headers(config.http1.max_headers)
+        // No timer, so no hyper head timer: it would also run while a
+        // keep-alive connection is idle and cost a timer update per
+        // request. The head and idle deadlines are the sweeper's.
+        h1.max_headers(config.http1.max_headers)
             .max_buf_size(config.http1.max_head_size);
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
@@ -78,46 +74,63 @@ pub async fn serve(
     settings: Arc<ConnSettings>,
 ) {
     let _ = stream.set_nodelay(true);
-    let state = info.slot.state.clone();
+    // Each path is boxed: a task is as large as the largest state it can
+    // be in (a TLS stream, an HTTP/2 connection), and every connection —
+    // every parked idle one too — would pay for that size.
     match tls {
         None => {
             let io = TrackedIo::new(
                 stream,
-                state.clone(),
+                info.slot.state.clone(),
                 None,
                 settings.h2_max_control_frames_per_second,
             );
-            serve_http(io, info, gateway, &settings).await;
+            Box::pin(serve_http(io, info, gateway, &settings)).await;
         }
-        Some(acceptor) => {
-            let handshake = tokio::select! {
-                done = acceptor.accept(stream) => done.map_err(|e| {
-                    tracing::debug!(peer = %info.peer, error = %e, "TLS handshake failed");
-                }),
-                _ = state.close_requested(CloseReason::None) => Err(()),
-            };
-            if let Ok(mut tls_stream) = handshake {
-                let alpn = tls_stream.get_ref().1.alpn_protocol();
-                if alpn == Some(crate::acme::ACME_TLS_ALPN) {
-                    // A CA validating tls-alpn-01: the handshake was the
-                    // whole answer (RFC 8737 §3); no HTTP on this connection.
-                    let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls_stream).await;
-                    return;
-                }
-                let h2 = alpn == Some(b"h2");
-                state.handshake_done();
-                let io = TrackedIo::new(
-                    tls_stream,
-                    state.clone(),
-                    Some(h2),
-                    settings.h2_max_control_frames_per_second,
-                );
-                serve_http(io, info, gateway, &settings).await;
-            } else {
-                count_close(&state, gateway.metrics());
-            }
-        }
+        Some(acceptor) => Box::pin(serve_tls(stream, acceptor, info, gateway, settings)).await,
     }
+}
+
+async fn serve_tls(
+    stream: TcpStream,
+    acceptor: TlsAcceptor,
+    info: ConnInfo,
+    gateway: Arc<Gateway>,
+    settings: Arc<ConnSettings>,
+) {
+    let state = info.slot.state.clone();
+    let handshake = tokio::select! {
+        done = Box::pin(acceptor.accept(stream)) => done.map_err(|e| {
+            tracing::debug!(peer = %info.peer, error = %e, "TLS handshake failed");
+        }),
+        _ = state.close_requested(CloseReason::None) => Err(()),
+    };
+    let Ok(tls_stream) = handshake else {
+        count_close(&state, gateway.metrics());
+        return;
+    };
+    let alpn = tls_stream.get_ref().1.alpn_protocol();
+    if alpn == Some(crate::acme::ACME_TLS_ALPN) {
+        // A CA validating tls-alpn-01: the handshake was the whole answer
+        // (RFC 8737 §3); no HTTP on this connection.
+        Box::pin(close_tls(tls_stream)).await;
+        return;
+    }
+    let h2 = alpn == Some(b"h2");
+    state.handshake_done();
+    // Moved into the boxed server at once, so no copy of the TLS stream
+    // stays in this task's frame.
+    let io = TrackedIo::new(
+        tls_stream,
+        state,
+        Some(h2),
+        settings.h2_max_control_frames_per_second,
+    );
+    Box::pin(serve_http(io, info, gateway, &settings)).await;
+}
+
+async fn close_tls(mut tls: tokio_rustls::server::TlsStream<TcpStream>) {
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
 }
 
 /// Every close asked for through the connection's close reason (the
@@ -127,7 +140,7 @@ pub async fn serve(
 /// (`Rescue`), since that close goes through hyper's Connection: close.
 fn count_close(state: &ConnState, metrics: &crate::telemetry::Metrics) {
     let reason = state.close_reason();
-    if reason != CloseReason::None {
+    if reason != CloseReason::None && state.first_count() {
         metrics.connection_closed(reason.label());
     }
 }
@@ -147,7 +160,9 @@ async fn serve_http<T>(
     let state = info.slot.state.clone();
     let metrics = gateway.metrics().clone();
     let mut shutdown = info.shutdown.clone();
-    if io.sniffing() && !sniff(&mut io, &state, &mut shutdown).await {
+    // The sniffing and serving states are boxed so that a parked
+    // connection's future is only as large as its parked state.
+    if io.sniffing() && !Box::pin(sniff(&mut io, &state, &mut shutdown)).await {
         count_close(&state, &metrics);
         return;
     }
@@ -158,8 +173,8 @@ async fn serve_http<T>(
         async move { Ok::<_, Infallible>(gateway.handle(req, &info).await) }
     });
     if io.is_h2() {
-        let mut conn = pin!(settings.h2.serve_connection(TokioIo::new(io), service));
-        drive(conn.as_mut(), &state, &mut shutdown, peer).await;
+        let mut conn = Box::pin(settings.h2.serve_connection(TokioIo::new(io), service));
+        drive(conn.as_mut(), &state, &metrics, &mut shutdown, peer).await;
         count_close(&state, &metrics);
         return;
     }
@@ -172,23 +187,30 @@ async fn serve_http<T>(
                 .serve_connection(TokioIo::new(io), service.clone())
                 .with_upgrades(),
         );
-        let outcome = drive(conn.as_mut(), &state, &mut shutdown, peer).await;
+        let outcome = Box::pin(drive(conn.as_mut(), &state, &metrics, &mut shutdown, peer)).await;
         if outcome != Outcome::Parked {
             break;
         }
         metrics.connection_parked();
         // hyper is done with the socket; take it back with whatever hyper
         // had read and not yet used (a pipelined head, say).
-        let Some(parts) = Pin::into_inner(conn).into_parts() else {
+        let Some(http1::Parts {
+            io: hyper_io,
+            read_buf,
+            ..
+        }) = Pin::into_inner(conn).into_parts()
+        else {
             break;
         };
-        io = parts.io.into_inner();
+        io = hyper_io.into_inner();
         io.resume();
-        if !parts.read_buf.is_empty() {
+        if !read_buf.is_empty() {
             state.unpark();
-            io.unread(parts.read_buf);
+            io.unread(read_buf);
             continue;
         }
+        // Even empty, it holds hyper's whole read buffer.
+        drop(read_buf);
         // Parked: only the socket and weir's own state are held until the
         // client sends its next request.
         state.park_waiting();
@@ -266,6 +288,7 @@ where
 async fn drive<C: Served + ?Sized>(
     mut conn: Pin<&mut C>,
     state: &ConnState,
+    metrics: &crate::telemetry::Metrics,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
     peer: std::net::SocketAddr,
 ) -> Outcome {
@@ -273,7 +296,9 @@ async fn drive<C: Served + ?Sized>(
     let mut draining = false;
     // Shutdown began while a head was awaited: close once the grace is over.
     let mut close_pending = false;
+    // Armed only when needed: an unarmed timer is never registered.
     let mut grace = pin!(tokio::time::sleep(Duration::MAX));
+    let mut grace_armed = false;
     loop {
         tokio::select! {
             biased;
@@ -303,8 +328,11 @@ async fn drive<C: Served + ?Sized>(
                         draining = true;
                         conn.as_mut().graceful();
                         grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                        grace_armed = true;
                     } else if !reason.graceful() {
                         tracing::debug!(%peer, reason = reason.label(), "connection closed");
+                        // Counted before the 408 below reaches the client.
+                        count_close(state, metrics);
                         if reason == CloseReason::HeadTimeout {
                             // One last poll lets TrackedIo answer 408 first.
                             let _ = tokio::time::timeout(Duration::from_millis(50), conn.as_mut()).await;
@@ -325,14 +353,17 @@ async fn drive<C: Served + ?Sized>(
                     conn.as_mut().graceful();
                 }
                 grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                grace_armed = true;
             }
-            _ = grace.as_mut() => {
+            _ = grace.as_mut(), if grace_armed => {
                 if close_pending {
                     close_pending = false;
                     conn.as_mut().graceful();
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                    grace_armed = true;
                 } else if matches!(state.phase(), Phase::Active | Phase::Tunnel) {
                     grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                    grace_armed = true;
                 } else {
                     tracing::debug!(%peer, "graceful close not completed by the client; dropping");
                     return Outcome::Ended;
@@ -369,7 +400,7 @@ where
                 draining = true;
                 grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
             }
-            _ = grace.as_mut() => return false,
+            _ = grace.as_mut(), if draining => return false,
         }
     }
     io.unread(Bytes::copy_from_slice(&first[..n]));

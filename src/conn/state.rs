@@ -120,6 +120,8 @@ pub struct ConnState {
     close: AtomicU8,
     /// See [`Park`].
     park: AtomicU8,
+    /// The close reason has been counted in the metrics.
+    counted: AtomicBool,
     /// Wakes the connection's task: a close reason was set, or parking
     /// was asked for.
     closed: Notify,
@@ -163,6 +165,7 @@ impl ConnState {
             is_h2: AtomicBool::new(false),
             close: AtomicU8::new(0),
             park: AtomicU8::new(Park::No as u8),
+            counted: AtomicBool::new(false),
             closed: Notify::new(),
         };
         s.since_us.store(s.now_us(), Ordering::Relaxed);
@@ -366,6 +369,12 @@ impl ConnState {
                 Err(actual) => current = actual,
             }
         }
+    }
+
+    /// True the first time only: the close is counted once, whichever
+    /// path gets there first.
+    pub fn first_count(&self) -> bool {
+        !self.counted.swap(true, Ordering::AcqRel)
     }
 
     pub fn close_reason(&self) -> CloseReason {
