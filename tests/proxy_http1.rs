@@ -502,3 +502,55 @@ async fn connect_method_is_refused() {
     assert!(out.starts_with("HTTP/1.1 405"), "{out}");
     assert_eq!(up.connections(), 0);
 }
+
+#[tokio::test]
+async fn an_http10_upstream_answer_reaches_the_client_as_http11_and_keeps_it_alive() {
+    // An upstream that speaks HTTP/1.0 (Python's http.server, say): it
+    // answers each connection once, with an HTTP/1.0 status line.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let up = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tokio::io::AsyncReadExt::read(&mut s, &mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .await;
+            });
+        }
+    });
+    let weir = Weir::start(&simple_config(up, "")).await;
+    let mut s = TcpStream::connect(weir.addr("web")).await.expect("connect");
+    for _ in 0..2 {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .expect("write");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !got.ends_with(b"ok") {
+            let n = tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::io::AsyncReadExt::read(&mut s, &mut buf),
+            )
+            .await
+            .expect("answer in time")
+            .expect("read");
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    }
+}

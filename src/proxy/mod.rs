@@ -132,6 +132,7 @@ pub async fn forward(
     parts.uri = upstream_uri(route, upstream, &parts.uri)?;
     // HTTP/2 clients always accept trailers; HTTP/1.1 clients say so with TE.
     let trailers = parts.version == Version::HTTP_2 || headers::accepts_trailers(&parts.headers);
+    let client_version = parts.version;
     parts.version = Version::HTTP_11;
     let h = &mut parts.headers;
     headers::remove_hop_by_hop(h);
@@ -176,6 +177,9 @@ pub async fn forward(
         Ok(Ok(resp)) => resp,
     };
 
+    // The version is hop-by-hop (RFC 9110 §6.2): an HTTP/1.0 upstream's
+    // answer goes to an HTTP/1.1 client as HTTP/1.1, keep-alive intact.
+    *resp.version_mut() = client_version;
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
     let upstream_proto = resp.headers().get(header::UPGRADE).cloned();
     headers::remove_hop_by_hop(resp.headers_mut());
