@@ -5,7 +5,9 @@
 # are noisier than that). weir (workers = 1) proxies HTTP/1.1 keep-alive
 # GETs of 1 KiB to nginx; h2load sends a fixed count. Two runs, of N and
 # 6N requests; the difference divided by 5N cancels start-up and shutdown.
-#   bash bench/instructions.sh [N]        (WEIR_BIN= to measure another build)
+#   bash bench/instructions.sh [N]        (WEIR_BIN= to measure another build;
+#                                          H2=1: HTTP/2 over TLS from the client;
+#                                          KEEP=DIR: keep the callgrind files there)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WEIR=${WEIR_BIN:-$ROOT/target/release/weir}
@@ -32,15 +34,24 @@ level = "error"
 [[listener]]
 name = "web"
 address = "127.0.0.1:$px"
+$(if [[ -n "${H2:-}" ]]; then echo "tls = { certificates = [{ cert = \"$work/cert.pem\", key = \"$work/key.pem\" }] }"; fi)
 [[route]]
 upstream = "http://127.0.0.1:$up"
 CONF
+if [[ -n "${H2:-}" ]]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+    -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+  url="https://127.0.0.1:$px/1k"; client=(h2load); probe=(curl -sk -o /dev/null)
+else
+  url="http://127.0.0.1:$px/1k"; client=(h2load --h1); probe=(curl -s -o /dev/null)
+fi
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1" "$WEIR" run --config "$work/weir.toml" 2>"$work/vg.$1" &
   local pid=$!
-  for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$px/1k" && break; sleep 0.2; done
-  h2load --h1 -n "$1" -c 4 "http://127.0.0.1:$px/1k" >"$work/h2load.$1" 2>&1
+  for _ in $(seq 300); do "${probe[@]}" "$url" && break; sleep 0.2; done
+  "${client[@]}" -n "$1" -c 4 "$url" >"$work/h2load.$1" 2>&1
   kill -TERM $pid; wait $pid 2>/dev/null || true
+  if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP"; cp "$work/cg.$1" "$KEEP/"; fi
   awk '/^summary:|^totals:/ {print $2; exit}' "$work/cg.$1"
 }
 small=$(count "$n"); large=$(count $((6 * n)))

