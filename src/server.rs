@@ -485,7 +485,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let mut listeners = Vec::new();
     for l in bound {
         if let Some(addr) = l.local_addr() {
-            tracing::info!(listener = %l.name, %addr, tls = l.config.tls.is_some(), redirect = l.config.redirect_https.is_some(), workers, "listening");
+            tracing::info!(listener = %l.name, %addr, tls = l.config.tls.is_some(), redirect = l.config.redirect_https.is_some(), workers, inherited = l.inherited, "listening");
             listeners.push((l.name.to_string(), addr));
         }
         for (i, accept_loop) in l.accept_loops(&shared).into_iter().enumerate() {

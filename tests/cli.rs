@@ -1125,7 +1125,10 @@ async fn an_upgrade_under_load_refuses_no_connection_and_fails_no_request() {
 
     let up = demo_upstream().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_config(&dir, &run_config(up));
+    // Two workers: each listener has two sockets, and both must be handed
+    // over (a socket left behind takes its queued connections with it).
+    let config = format!("[server]\nworkers = 2\n{}", run_config(up));
+    let path = write_config(&dir, &config);
     let mut weir = Proc::spawn(&["run", "--config", &path]);
     let addr = weir.listening("web");
     let admin = weir.admin();
@@ -1187,6 +1190,17 @@ async fn an_upgrade_under_load_refuses_no_connection_and_fails_no_request() {
         Some(1),
         "a fresh process answers the admin port"
     );
+    // The new process adopted both of the listener's sockets...
+    let adopted = weir.wait_for(|l| l.contains("\"listening\"") && l.contains("\"inherited\":2"));
+    assert!(adopted.contains("\"workers\":2"), "{adopted}");
+    // ...and both of its workers accept.
+    for worker in 0..2 {
+        let name = format!("weir_worker_connections_accepted_total{{worker=\"{worker}\"}}");
+        assert!(
+            metric_at(admin, &name).await.unwrap_or(0) > 0,
+            "worker {worker} of the new process accepts"
+        );
+    }
     stop.store(true, Ordering::Relaxed);
     for t in load {
         t.await.expect("load");

@@ -56,6 +56,8 @@ pub struct Listener {
     tls: Option<TlsAcceptor>,
     /// The TLS listener's certificates, swappable while it serves.
     pub certificates: Option<Arc<Certificates>>,
+    /// How many of the sockets came from the process this one replaced.
+    pub inherited: usize,
 }
 
 /// What every accept loop shares.
@@ -113,8 +115,12 @@ impl Listener {
         };
         let workers = workers.max(1);
         let reuse_port = workers > 1;
+        let mut adopted = 0;
         let first = match inherited.take(&config.name) {
-            Some(s) => s,
+            Some(s) => {
+                adopted += 1;
+                s
+            }
             None => bind_socket(config.address, reuse_port).map_err(socket_error)?,
         };
         // Port 0 picks a port: the siblings bind the one the first got.
@@ -122,7 +128,10 @@ impl Listener {
         let mut sockets = vec![first];
         for i in 1..workers {
             let socket = match inherited.take(&handover_name(&config.name, i)) {
-                Some(s) => s,
+                Some(s) => {
+                    adopted += 1;
+                    s
+                }
                 None => match bind_socket(address, true) {
                     Ok(s) => s,
                     Err(e) => {
@@ -154,6 +163,7 @@ impl Listener {
             sockets,
             tls,
             certificates,
+            inherited: adopted,
         })
     }
 
