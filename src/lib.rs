@@ -16,7 +16,8 @@
 //!   and metrics at body end
 //!
 //! with [`config`] (data and validation), [`pki`] (certificates and keys),
-//! [`admin`], [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
+//! [`worker`] (per-core runtimes and per-worker values), [`admin`],
+//! [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
 //! [`cli`] and [`demo`] alongside.
 
 #![forbid(unsafe_code)]

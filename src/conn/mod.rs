@@ -1,7 +1,10 @@
-//! One client connection: TLS handshake, ALPN, then hyper's HTTP/1.1 +
+//! One client connection: TLS handshake, ALPN (or, on cleartext, the
+//! HTTP/2 preface sniffed from the first bytes), then hyper's HTTP/1.1 or
 //! HTTP/2 server with weir's limits — until the client leaves, a deadline or
 //! defence asks it to close (see [`deadline`] and [`io`]), or shutdown
-//! begins.
+//! begins. An HTTP/1.1 connection idle for a second is parked: hyper's
+//! connection and its buffers go, and only the socket waits for the next
+//! request (see `serve_http`).
 
 pub mod deadline;
 pub mod info;
