@@ -56,9 +56,17 @@ pub enum PkiError {
 /// A certificate chain with its key, and the DNS names it is valid for.
 pub type LoadedCertificate = (Arc<CertifiedKey>, Vec<String>);
 
-/// The crypto provider weir uses everywhere.
+/// The crypto provider weir uses everywhere: ring's ciphers and key
+/// exchange, with aws-lc-rs's signing keys. An RSA signature — the bulk of
+/// a full handshake's cost — takes aws-lc-rs about half of ring's time,
+/// while ring's AES-GCM keeps bulk traffic cheaper (measurements in
+/// docs/architecture.md).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    let signing = rustls::crypto::aws_lc_rs::default_provider();
+    Arc::new(rustls::crypto::CryptoProvider {
+        key_provider: signing.key_provider,
+        ..rustls::crypto::ring::default_provider()
+    })
 }
 
 const VERSIONS: &[&rustls::SupportedProtocolVersion] =
@@ -151,7 +159,7 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiErro
 /// Tickets rather than a server-side cache: a returning client skips the
 /// certificate signature and key exchange however many clients there are
 /// (a cache of N sessions serves only the last N), and weir holds nothing
-/// per session. rustls rotates the ticket key every 6 hours and accepts
+/// per session. The ticketer rotates its key every 6 hours and accepts
 /// the previous one; keys live in memory only, so after a restart or an
 /// upgrade clients do one full handshake again. nginx, HAProxy and Caddy
 /// issue tickets by default too.
