@@ -15,7 +15,9 @@
 //! - [`respond`] — generated errors, how failures are answered, access log
 //!   and metrics at body end
 //!
-//! with [`config`] (data and validation), [`pki`] (certificates and keys),
+//! with [`wire`] (what each LLM API means on the wire, one module per
+//! API), [`fields`] (header fields parsed one way), [`config`] (data and
+//! validation), [`pki`] (certificates and keys),
 //! [`worker`] (per-core runtimes and per-worker values), [`admin`],
 //! [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
 //! [`cli`] and [`demo`] alongside.
@@ -30,6 +32,7 @@ pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod demo;
+pub mod fields;
 pub mod lifecycle;
 pub mod listen;
 pub mod llm;
@@ -41,4 +44,5 @@ pub mod server;
 pub mod snapshot;
 pub mod systemd;
 pub mod telemetry;
+pub mod wire;
 pub mod worker;

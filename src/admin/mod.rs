@@ -23,7 +23,7 @@ use subtle::ConstantTimeEq;
 use crate::admit::rate::{Client, RateLimit};
 use crate::config::Secret;
 use crate::listen::accept::{AcceptLoop, SpareFd};
-use crate::respond::{ErrorShape, Payload, error_response};
+use crate::respond::{ErrorShape, Payload, error_response, render};
 use crate::telemetry::Metrics;
 
 /// What a successful reload reports.
@@ -84,9 +84,8 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response<Payload> {
 fn authorized(req: &Request<Incoming>, token: &Secret) -> bool {
     req.headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| bool::from(t.trim().as_bytes().ct_eq(token.0.as_bytes())))
+        .and_then(crate::fields::bearer)
+        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.0.as_bytes())))
 }
 
 /// `/admin/*`: off without a token; 401 (logged at most once per 10 s,
@@ -112,11 +111,8 @@ async fn admin_api(
         .get(&key)
         .copied();
     if let Some(until) = blocked_until.filter(|u| *u > now) {
-        let mut resp = error_response(shape, StatusCode::TOO_MANY_REQUESTS);
-        let secs = until.duration_since(now).as_secs().max(1);
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        return resp;
+        let secs = until.duration_since(now).as_secs();
+        return render(shape, StatusCode::TOO_MANY_REQUESTS, None, Some(secs));
     }
     if !authorized(&req, token) {
         // Failures alone spend the client's budget.

@@ -379,24 +379,9 @@ pub enum RouteKind {
     Llm(Arc<LlmSettings>),
 }
 
-/// Which LLM API a route speaks to its clients and upstreams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// Anthropic Messages (`/v1/messages`, `count_tokens`, `/v1/models`).
-    Anthropic,
-    /// OpenAI Responses and Chat Completions (`/v1/responses`,
-    /// `/v1/chat/completions`, `/v1/models`).
-    OpenAi,
-}
-
-impl Protocol {
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Anthropic => "anthropic",
-            Protocol::OpenAi => "openai",
-        }
-    }
-}
+/// Which LLM API family a route speaks to its clients, and which API an
+/// upstream speaks: what they mean on the wire is [`crate::wire`]'s.
+pub use crate::wire::{Protocol, UpstreamApi};
 
 /// A secret read from a file or the environment; never printed.
 #[derive(Clone, PartialEq, Eq)]
@@ -427,31 +412,6 @@ pub struct LlmUpstreamConfig {
     /// The API the upstream speaks; when it is not the client's, weir
     /// translates.
     pub api: UpstreamApi,
-}
-
-/// The API an LLM upstream speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamApi {
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Responses and Chat Completions both (OpenAI itself).
-    OpenAi,
-    /// OpenAI Responses only.
-    OpenAiResponses,
-    /// OpenAI Chat Completions only (vLLM, Ollama, OpenRouter, most
-    /// self-hosted servers).
-    OpenAiChat,
-}
-
-impl UpstreamApi {
-    pub fn name(self) -> &'static str {
-        match self {
-            UpstreamApi::Anthropic => "anthropic",
-            UpstreamApi::OpenAi => "openai",
-            UpstreamApi::OpenAiResponses => "openai_responses",
-            UpstreamApi::OpenAiChat => "openai_chat",
-        }
-    }
 }
 
 /// One step of a model's failover order: an upstream (index into

@@ -27,7 +27,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use tokio::time::Instant;
 
 use super::body::splice;
-use super::protocol::{self, Endpoint};
 use super::relay::{Held, Relay, Tally};
 use super::translate::{Pair, tokens};
 use super::upstream::{Cooling, LlmUpstream, retry_hint};
@@ -35,6 +34,7 @@ use super::{Context, LlmRoute};
 use crate::config::{Choice, Credential};
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue, StreamBody};
+use crate::wire::Endpoint;
 
 /// The request as it will be sent upstream, attempt after attempt.
 pub struct Outgoing {
@@ -98,7 +98,7 @@ impl Outgoing {
             base.path().trim_end_matches('/'),
             match pair {
                 // The client's query (`?beta=true`) means nothing to the other API.
-                Some(p) => p.upstream_path(),
+                Some(p) => p.upstream_api().path(),
                 None => &self.path_and_query,
             }
         );
@@ -128,12 +128,12 @@ impl Outgoing {
         }
         let passthrough = upstream.config.credential == Credential::Passthrough;
         if pair.is_some() {
-            protocol::translated_headers(&mut headers, upstream.config.api, passthrough);
+            upstream.config.api.adopt_headers(&mut headers, passthrough);
         }
         if let Credential::Key(key) = &upstream.config.credential {
             headers.remove(header::AUTHORIZATION);
             headers.remove("x-api-key");
-            let (name, value) = protocol::key_header(upstream.config.api, &key.0);
+            let (name, value) = upstream.config.api.key_header(&key.0);
             let Ok(value) = HeaderValue::from_str(&value) else {
                 return Prepared::Skip;
             };
@@ -309,7 +309,18 @@ pub async fn run(
             );
             continue;
         }
-        if !(status.is_success() && endpoint.streams() && is_event_stream(resp.headers())) {
+        let tally = Tally {
+            metrics: cx.metrics.clone(),
+            route: cx.route_name.clone(),
+            model_label: model_label.clone(),
+            upstream: name.clone(),
+            facts: cx.facts.clone(),
+            started: cx.started,
+        };
+        let streamed = endpoint
+            .api()
+            .filter(|_| status.is_success() && is_event_stream(resp.headers()));
+        let Some(client_api) = streamed else {
             // Relayed at once: a JSON answer, or a status the client must see.
             let outcome = if status.is_success() {
                 "completed"
@@ -317,7 +328,7 @@ pub async fn run(
                 "relayed_error"
             };
             if status.is_success() {
-                first_content(cx, model_label);
+                tally.first_content();
             }
             cx.metrics
                 .llm_request(cx.route_name, model_label, &name, outcome);
@@ -328,25 +339,18 @@ pub async fn run(
                         .await?
                 }
             });
-        }
+        };
 
         // A stream: hold its preamble until content shows it is good.
         let (parts, body) = resp.into_parts();
         let client_model = request.model.as_deref().unwrap_or_default();
         let mut relay = Relay::new(
             body,
-            endpoint,
+            client_api,
             pair.map(|p| p.stream(client_model)),
             settings.sse_keepalive,
             settings.stream_idle_timeout,
-            Tally {
-                metrics: cx.metrics.clone(),
-                route: cx.route_name.clone(),
-                model_label: model_label.clone(),
-                upstream: name.clone(),
-                facts: cx.facts.clone(),
-                started: cx.started,
-            },
+            tally,
         );
         match relay.hold_preamble(settings.first_token_timeout).await {
             Held::Content | Held::TimedOut => {
@@ -474,14 +478,6 @@ fn keep_best(best: &mut Option<Answered>, new: Answered) {
     }
 }
 
-fn first_content(cx: &Context<'_>, model_label: &Arc<str>) {
-    let elapsed = cx.started.elapsed();
-    cx.metrics
-        .llm_first_token(cx.route_name, model_label, elapsed.as_secs_f64());
-    let mut f = cx.facts.lock().unwrap_or_else(|e| e.into_inner());
-    f.first_token_ms.get_or_insert(elapsed.as_millis() as u64);
-}
-
 fn report_cooldown(cx: &Context<'_>, name: &Arc<str>, upstream: &LlmUpstream) {
     if let Some((until, _)) = upstream.cooling(Instant::now()) {
         let left = until.saturating_duration_since(Instant::now());
@@ -520,7 +516,7 @@ pub async fn count_tokens(
                 Prepared::Ready(req, _) => *req,
                 // An upstream of another API cannot count Anthropic's tokens:
                 // weir estimates them itself.
-                Prepared::Skip if upstream.config.api != crate::config::UpstreamApi::Anthropic => {
+                Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
                     return count_locally(&request.body);
                 }
                 Prepared::Skip | Prepared::Invalid(_) => continue,
@@ -571,7 +567,7 @@ pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Paylo
         }
         // Only an upstream of the route's own API lists models in the
         // client's format.
-        if !native(settings.protocol, upstream.config.api) {
+        if !settings.protocol.is_native(upstream.config.api) {
             continue;
         }
         let Prepared::Ready(req, _) = request.for_upstream(upstream, Endpoint::Models, None) else {
@@ -593,37 +589,11 @@ pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Paylo
         .saying(format!("no upstream answered ({tried} attempted)")))
 }
 
-/// Whether an upstream speaks the route's own API.
-fn native(route: crate::config::Protocol, api: crate::config::UpstreamApi) -> bool {
-    use crate::config::{Protocol, UpstreamApi};
-    matches!(
-        (route, api),
-        (Protocol::Anthropic, UpstreamApi::Anthropic)
-            | (
-                Protocol::OpenAi,
-                UpstreamApi::OpenAi | UpstreamApi::OpenAiResponses | UpstreamApi::OpenAiChat
-            )
-    )
-}
-
 /// The route's configured models in its protocol's list format, when no
 /// upstream of its own API can list them.
 fn local_models(settings: &crate::config::LlmSettings) -> Response<Payload> {
     let names = settings.models.iter().map(|(m, _)| m.as_str());
-    let body = match settings.protocol {
-        crate::config::Protocol::Anthropic => {
-            let data: Vec<_> = names
-                .map(|m| serde_json::json!({"type": "model", "id": m, "display_name": m, "created_at": "1970-01-01T00:00:00Z"}))
-                .collect();
-            serde_json::json!({"data": data, "has_more": false, "first_id": data.first().map(|d| d["id"].clone()), "last_id": data.last().map(|d| d["id"].clone())})
-        }
-        crate::config::Protocol::OpenAi => {
-            let data: Vec<_> = names
-                .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "weir"}))
-                .collect();
-            serde_json::json!({"object": "list", "data": data})
-        }
-    };
+    let body = settings.protocol.model_list(names);
     let mut resp = Response::new(Payload::text(body.to_string()));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -19,9 +19,7 @@
 
 mod body;
 mod failover;
-pub mod protocol;
 mod relay;
-pub mod sse;
 pub mod translate;
 pub mod upstream;
 
@@ -34,7 +32,6 @@ use subtle::ConstantTimeEq;
 
 pub use body::ByteBudget;
 use body::{ModelError, ReadError};
-use protocol::Endpoint;
 use upstream::LlmUpstream;
 
 use crate::admit::rate::{self, Client, RateLimit};
@@ -43,6 +40,7 @@ use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
 use crate::proxy::{BodyRate, RequestBody};
 use crate::respond::{Payload, Rescue, SharedLlmFacts};
 use crate::telemetry::Metrics;
+use crate::wire::Endpoint;
 
 /// An LLM route's long-lived parts: its settings, a pooled client and a
 /// cooldown per upstream, a gate per client token, and the byte budget.
@@ -154,11 +152,7 @@ pub async fn serve(
     }
 
     // A declared body over the limit is refused unread.
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = crate::fields::content_length(req.headers());
     if let (Some(limit), Some(len)) = (cx.route.max_request_body, declared)
         && len > limit
     {
@@ -270,8 +264,7 @@ fn client_token(settings: &LlmSettings, headers: &http::HeaderMap) -> Option<(us
             header::AUTHORIZATION,
             headers
                 .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer "))),
+                .and_then(crate::fields::bearer),
         ),
     ];
     for (name, value) in candidates {

@@ -31,11 +31,11 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use super::protocol::{self, Endpoint, EventClass};
-use super::sse::{self, Framer};
 use super::translate;
 use crate::respond::{BoxError, SharedLlmFacts};
 use crate::telemetry::Metrics;
+use crate::wire::sse::{self, Framer};
+use crate::wire::{Api, EventClass, Usage, Watch};
 
 /// Where the relay reports: the request's facts and the route's metrics.
 pub struct Tally {
@@ -57,13 +57,13 @@ impl Tally {
         f.first_token_ms.get_or_insert(elapsed.as_millis() as u64);
     }
 
-    fn usage(&self, input: u64, output: u64, cache_read: u64, cache_write: u64) {
+    fn usage(&self, u: Usage) {
         let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
         // Streams report running totals: keep the largest seen.
-        f.input_tokens = f.input_tokens.max(input);
-        f.output_tokens = f.output_tokens.max(output);
-        f.cache_read_tokens = f.cache_read_tokens.max(cache_read);
-        f.cache_write_tokens = f.cache_write_tokens.max(cache_write);
+        f.input_tokens = f.input_tokens.max(u.input);
+        f.output_tokens = f.output_tokens.max(u.output);
+        f.cache_read_tokens = f.cache_read_tokens.max(u.cache_read);
+        f.cache_write_tokens = f.cache_write_tokens.max(u.cache_write);
     }
 
     fn finish(&self, outcome: &'static str) {
@@ -116,7 +116,10 @@ pub struct Relay {
     /// The client's events one upstream event became, not yet taken.
     translated: VecDeque<Bytes>,
     ready: VecDeque<Bytes>,
-    endpoint: Endpoint,
+    /// Reads the client's events as they pass: what each means, and how a
+    /// broken stream is ended in the client's API.
+    watch: Watch,
+    api: Api,
     keepalive_every: Duration,
     keepalive: Pin<Box<Sleep>>,
     idle_after: Duration,
@@ -124,17 +127,16 @@ pub struct Relay {
     content_seen: bool,
     done_seen: bool,
     error_seen: bool,
-    next_sequence: u64,
     ended: bool,
     tally: Option<Tally>,
 }
 
 impl Relay {
-    /// `endpoint` is the client's; `translator` turns the upstream's
-    /// events into its protocol when the upstream speaks another.
+    /// `api` is the client's; `translator` turns the upstream's events
+    /// into it when the upstream speaks another.
     pub fn new(
         upstream: Incoming,
-        endpoint: Endpoint,
+        api: Api,
         translator: Option<translate::Stream>,
         keepalive_every: Duration,
         idle_after: Duration,
@@ -147,7 +149,8 @@ impl Relay {
             translator,
             translated: VecDeque::new(),
             ready: VecDeque::new(),
-            endpoint,
+            watch: api.watch(),
+            api,
             keepalive_every,
             keepalive: Box::pin(tokio::time::sleep_until(now + keepalive_every)),
             idle_after,
@@ -155,7 +158,6 @@ impl Relay {
             content_seen: false,
             done_seen: false,
             error_seen: false,
-            next_sequence: 0,
             ended: false,
             tally: Some(tally),
         }
@@ -208,8 +210,7 @@ impl Relay {
                 .or_else(|| self.next_upstream_event())
             {
                 let (name, data) = sse::fields(&event);
-                let class = protocol::classify(self.endpoint, name, &data);
-                self.observe(name, &data, class);
+                let class = self.observe(name, &data);
                 return Poll::Ready(Next::Event(event, class));
             }
             if self.framer.pending() > MAX_EVENT {
@@ -266,8 +267,10 @@ impl Relay {
         self.idle.as_mut().reset(now + self.idle_after);
     }
 
-    /// Note what an event says: content, the end, usage, sequence numbers.
-    fn observe(&mut self, name: Option<&str>, data: &str, class: EventClass) {
+    /// Note what an event says: content, the end, usage.
+    fn observe(&mut self, name: Option<&str>, data: &str) -> EventClass {
+        let observed = self.watch.observe(name, data);
+        let class = observed.class;
         match class {
             EventClass::Content if !self.content_seen => {
                 self.content_seen = true;
@@ -279,14 +282,10 @@ impl Relay {
             EventClass::Error => self.error_seen = true,
             _ => {}
         }
-        if self.endpoint == Endpoint::Responses
-            && let Some(n) = sequence_number(data)
-        {
-            self.next_sequence = self.next_sequence.max(n + 1);
+        if let (Some(t), Some(u)) = (&self.tally, observed.usage) {
+            t.usage(u);
         }
-        if let (Some(t), Some((i, o, r, w))) = (&self.tally, usage(self.endpoint, name, data)) {
-            t.usage(i, o, r, w);
-        }
+        class
     }
 
     /// End the stream with an in-band error (unless the upstream already
@@ -294,11 +293,7 @@ impl Relay {
     fn fail(&mut self, message: &str) {
         self.upstream = None;
         if !self.done_seen && !self.error_seen {
-            self.ready.push_back(protocol::in_band_error(
-                self.endpoint,
-                message,
-                self.next_sequence,
-            ));
+            self.ready.push_back(self.watch.in_band_error(message));
             self.error_seen = true;
         }
         self.end();
@@ -367,7 +362,7 @@ impl Body for Relay {
                     if this.keepalive.as_mut().poll(cx).is_ready() {
                         // Whole events only are ever sent, so the client is
                         // always at an event boundary here.
-                        this.ready.push_back(protocol::keepalive(this.endpoint));
+                        this.ready.push_back(this.api.keepalive());
                         let next = Instant::now() + this.keepalive_every;
                         this.keepalive.as_mut().reset(next);
                         continue;
@@ -384,90 +379,5 @@ impl Body for Relay {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
-    }
-}
-
-/// `sequence_number` of a Responses event, read without a full parse.
-fn sequence_number(data: &str) -> Option<u64> {
-    let at = data.find("\"sequence_number\":")? + "\"sequence_number\":".len();
-    let digits: String = data[at..]
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
-/// Token usage an event reports: (input, output, cache read, cache write).
-fn usage(endpoint: Endpoint, name: Option<&str>, data: &str) -> Option<(u64, u64, u64, u64)> {
-    if !data.contains("usage") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(data).ok()?;
-    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-    match endpoint {
-        Endpoint::Messages => {
-            let u = match name {
-                Some("message_start") => &v["message"]["usage"],
-                _ => &v["usage"],
-            };
-            u.is_object().then(|| {
-                (
-                    n(&u["input_tokens"]),
-                    n(&u["output_tokens"]),
-                    n(&u["cache_read_input_tokens"]),
-                    n(&u["cache_creation_input_tokens"]),
-                )
-            })
-        }
-        Endpoint::Responses => {
-            let u = &v["response"]["usage"];
-            u.is_object().then(|| {
-                (
-                    n(&u["input_tokens"]),
-                    n(&u["output_tokens"]),
-                    n(&u["input_tokens_details"]["cached_tokens"]),
-                    0,
-                )
-            })
-        }
-        Endpoint::ChatCompletions => {
-            let u = &v["usage"];
-            u.is_object().then(|| {
-                (
-                    n(&u["prompt_tokens"]),
-                    n(&u["completion_tokens"]),
-                    n(&u["prompt_tokens_details"]["cached_tokens"]),
-                    0,
-                )
-            })
-        }
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn usage_is_read_from_each_protocol() {
-        let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":3,"cache_creation_input_tokens":4,"output_tokens":1}}}"#;
-        assert_eq!(
-            usage(Endpoint::Messages, Some("message_start"), start),
-            Some((12, 1, 3, 4))
-        );
-        let delta = r#"{"type":"message_delta","usage":{"output_tokens":40}}"#;
-        assert_eq!(
-            usage(Endpoint::Messages, Some("message_delta"), delta),
-            Some((0, 40, 0, 0))
-        );
-        let done = r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":6,"input_tokens_details":{"cached_tokens":2}}},"sequence_number":9}"#;
-        assert_eq!(
-            usage(Endpoint::Responses, Some("response.completed"), done),
-            Some((5, 6, 2, 0))
-        );
-        assert_eq!(sequence_number(done), Some(9));
-        assert_eq!(usage(Endpoint::Messages, Some("ping"), "{}"), None);
     }
 }

@@ -5,26 +5,25 @@
 //! decided once: plain routes answer `text/plain`, or JSON when the client
 //! prefers it, with messages fixed per status so that nothing about the
 //! upstream leaks to the client; LLM routes answer in their protocol's own
-//! error envelope, with the error type its SDKs map to an exception and a
-//! request id header. 429 and 503 always carry `Retry-After`.
+//! error envelope (the wire module's), with the error type its SDKs map to
+//! an exception and a request id header. 429 and 503 always carry
+//! `Retry-After`, decided here and nowhere else.
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::Payload;
+use super::rescue::MAX_RETRY_AFTER;
+use crate::wire::Protocol;
 
 /// How a generated error is written for the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorShape {
     Text,
     Json,
-    /// `{"type":"error","error":{"type","message"},"request_id"}` and a
-    /// `request-id` header.
-    Anthropic,
-    /// `{"error":{"message","type","param","code"}}` and an `x-request-id`
-    /// header.
-    OpenAi,
+    /// The protocol's own envelope and request id header.
+    Llm(Protocol),
 }
 
 impl ErrorShape {
@@ -75,7 +74,6 @@ bodies! {
     METHOD_NOT_ALLOWED => 405, "method not allowed";
     REQUEST_TIMEOUT => 408, "request timed out";
     PAYLOAD_TOO_LARGE => 413, "request body too large";
-    REQUEST_HEADER_FIELDS_TOO_LARGE => 431, "request header fields too large";
     TOO_MANY_REQUESTS => 429, "too many requests";
     BAD_GATEWAY => 502, "upstream unavailable";
     SERVICE_UNAVAILABLE => 503, "overloaded, retry later";
@@ -84,47 +82,40 @@ bodies! {
 
 /// Render a generated error response with the status's fixed message.
 pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
-    render(shape, status, None)
+    render(shape, status, None, None)
 }
 
 /// Render a generated error. `message` is used by the LLM shapes (it is
 /// weir's own words, never an upstream's); plain shapes keep the fixed
-/// message per status.
-pub fn render(shape: ErrorShape, status: StatusCode, message: Option<&str>) -> Response<Payload> {
-    match shape {
+/// message per status. `retry_after` says when the client may send the
+/// request again (capped at [`MAX_RETRY_AFTER`]); a 429 or 503 without one
+/// says 1 s. On LLM routes a retry hint also goes out as `retry-after-ms`
+/// and `x-should-retry: true`, which the official SDKs honour.
+pub fn render(
+    shape: ErrorShape,
+    status: StatusCode,
+    message: Option<&str>,
+    retry_after: Option<u64>,
+) -> Response<Payload> {
+    let mut resp = match shape {
         ErrorShape::Text | ErrorShape::Json => plain(shape, status),
-        ErrorShape::Anthropic | ErrorShape::OpenAi => llm(shape, status, message),
+        ErrorShape::Llm(protocol) => llm(protocol, status, message),
+    };
+    let retry_after = retry_after
+        .or(
+            (status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(1),
+        )
+        .map(|s| s.clamp(1, MAX_RETRY_AFTER));
+    if let Some(seconds) = retry_after {
+        let h = resp.headers_mut();
+        h.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        if matches!(shape, ErrorShape::Llm(_)) {
+            h.insert("retry-after-ms", HeaderValue::from(seconds * 1000));
+            h.insert("x-should-retry", HeaderValue::from_static("true"));
+        }
     }
-}
-
-/// The Anthropic `error.type` for a status.
-pub fn anthropic_error_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        501 => "not_supported",
-        503 | 529 => "overloaded_error",
-        s if s >= 500 => "api_error",
-        _ => "invalid_request_error",
-    }
-}
-
-/// The OpenAI `error.type` and `error.code` for a status.
-pub fn openai_error_type(status: StatusCode) -> (&'static str, Option<&'static str>) {
-    match status.as_u16() {
-        401 => ("invalid_request_error", Some("invalid_api_key")),
-        403 => ("invalid_request_error", Some("permission_denied")),
-        404 => ("invalid_request_error", Some("not_found")),
-        413 => ("invalid_request_error", Some("request_too_large")),
-        429 => ("rate_limit_error", Some("rate_limit_exceeded")),
-        501 => ("invalid_request_error", Some("not_supported")),
-        503 | 529 => ("server_error", Some("overloaded")),
-        s if s >= 500 => ("server_error", None),
-        _ => ("invalid_request_error", None),
-    }
+    resp
 }
 
 /// A request id for a response weir generates: unique per process, in the
@@ -149,27 +140,14 @@ pub fn request_id() -> String {
     format!("req_weir_{:016x}", z ^ (z >> 31))
 }
 
-fn llm(shape: ErrorShape, status: StatusCode, message: Option<&str>) -> Response<Payload> {
+fn llm(protocol: Protocol, status: StatusCode, message: Option<&str>) -> Response<Payload> {
     let message = message
         .or_else(|| static_message(status))
         .or(status.canonical_reason())
         .unwrap_or("error");
     let id = request_id();
-    let (body, id_header) = if shape == ErrorShape::Anthropic {
-        let body = serde_json::json!({
-            "type": "error",
-            "error": {"type": anthropic_error_type(status), "message": message},
-            "request_id": id,
-        });
-        (body, "request-id")
-    } else {
-        let (kind, code) = openai_error_type(status);
-        let body = serde_json::json!({
-            "error": {"message": message, "type": kind, "param": null, "code": code},
-        });
-        (body, "x-request-id")
-    };
-    let mut resp = Response::new(Payload::text(format!("{body}\n")));
+    let (body, id_header) = protocol.error_body(status, message, &id);
+    let mut resp = Response::new(Payload::text(body + "\n"));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(
@@ -178,9 +156,6 @@ fn llm(shape: ErrorShape, status: StatusCode, message: Option<&str>) -> Response
     );
     if let Ok(v) = HeaderValue::from_str(&id) {
         h.insert(id_header, v);
-    }
-    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     resp
 }
@@ -209,9 +184,6 @@ fn plain(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
-        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
     resp
 }
 
@@ -247,11 +219,13 @@ mod tests {
     #[tokio::test]
     async fn llm_shapes_use_the_protocol_envelope_and_a_request_id() {
         let r = render(
-            ErrorShape::Anthropic,
+            ErrorShape::Llm(Protocol::Anthropic),
             StatusCode::SERVICE_UNAVAILABLE,
             Some("model \"x\" is busy"),
+            None,
         );
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(r.headers()["x-should-retry"], "true");
         assert!(
             r.headers()["request-id"]
                 .to_str()
@@ -264,7 +238,13 @@ mod tests {
         assert_eq!(v["error"]["message"], "model \"x\" is busy");
         assert!(v["request_id"].as_str().expect("id").starts_with("req_"));
 
-        let r = render(ErrorShape::OpenAi, StatusCode::UNAUTHORIZED, None);
+        let r = render(
+            ErrorShape::Llm(Protocol::OpenAi),
+            StatusCode::UNAUTHORIZED,
+            None,
+            None,
+        );
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
         assert!(r.headers().contains_key("x-request-id"));
         let v: serde_json::Value = serde_json::from_str(&body(r).await).expect("json");
         assert_eq!(v["error"]["type"], "invalid_request_error");

@@ -9,9 +9,7 @@ mod record;
 mod rescue;
 
 pub use body::{BoxError, Payload, StreamBody};
-pub use error::{
-    ErrorShape, anthropic_error_type, error_response, openai_error_type, render, request_id,
-};
+pub use error::{ErrorShape, error_response, render, request_id};
 pub use record::{InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts};
 pub use rescue::{Counted, MAX_RETRY_AFTER, Rescue};
 

@@ -137,17 +137,15 @@ impl Rescue {
             }
             Counted::ConnectionClosed(reason) => metrics.connection_closed(reason),
         }
-        let mut resp = render(shape, self.status, self.message.as_deref());
-        let h = resp.headers_mut();
-        if let Some(seconds) = self.retry_after {
-            h.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-            if matches!(shape, ErrorShape::Anthropic | ErrorShape::OpenAi) {
-                h.insert("retry-after-ms", HeaderValue::from(seconds * 1000));
-                h.insert("x-should-retry", HeaderValue::from_static("true"));
-            }
-        }
+        let mut resp = render(
+            shape,
+            self.status,
+            self.message.as_deref(),
+            self.retry_after,
+        );
         if self.close {
-            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
     }
@@ -180,11 +178,24 @@ mod tests {
             .answer(ErrorShape::Text, &metrics, None);
         assert_eq!(too_large.headers()[header::CONNECTION], "close");
 
-        let anthropic = Rescue::shed("global").answer(ErrorShape::Anthropic, &metrics, None);
+        let anthropic = Rescue::shed("global").answer(
+            ErrorShape::Llm(crate::wire::Protocol::Anthropic),
+            &metrics,
+            None,
+        );
         assert_eq!(anthropic.headers()["x-should-retry"], "true");
         assert_eq!(anthropic.headers()["retry-after-ms"], "1000");
         let capped = Rescue::status(StatusCode::TOO_MANY_REQUESTS).retry_after(3600);
         assert_eq!(capped.retry_after, Some(MAX_RETRY_AFTER));
+        let limited = Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+            .retry_after(7)
+            .answer(ErrorShape::Text, &metrics, None);
+        let values: Vec<_> = limited
+            .headers()
+            .get_all(header::RETRY_AFTER)
+            .iter()
+            .collect();
+        assert_eq!(values, ["7"], "one Retry-After, the rescue's");
 
         let text = metrics.encode();
         assert!(

@@ -15,7 +15,7 @@ use http::HeaderMap;
 
 use crate::admit::Gate;
 use crate::admit::rate::RateLimit;
-use crate::config::{HostPattern, Protocol, RouteConfig};
+use crate::config::{HostPattern, RouteConfig};
 use crate::llm::LlmRoute;
 use crate::proxy::Upstream;
 use crate::respond::ErrorShape;
@@ -76,10 +76,7 @@ impl Target {
     pub fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
         match self {
             Target::Proxy(_) => ErrorShape::for_plain_route(request_headers),
-            Target::Llm(llm) => match llm.settings.protocol {
-                Protocol::Anthropic => ErrorShape::Anthropic,
-                Protocol::OpenAi => ErrorShape::OpenAi,
-            },
+            Target::Llm(llm) => ErrorShape::Llm(llm.settings.protocol),
         }
     }
 }

@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::responses_in::error_event;
-use super::sse;
+use super::errors;
+use crate::wire::{anthropic, chat, sse};
 
 fn stop_reason(finish: Option<&str>) -> &'static str {
     match finish {
@@ -16,17 +16,9 @@ fn stop_reason(finish: Option<&str>) -> &'static str {
     }
 }
 
+/// Anthropic's usage from a Chat Completions `usage`.
 fn usage(u: &Value) -> Value {
-    let input = u["prompt_tokens"].as_u64().unwrap_or(0);
-    let cached = u["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap_or(0);
-    json!({
-        "input_tokens": input.saturating_sub(cached),
-        "output_tokens": u["completion_tokens"].as_u64().unwrap_or(0),
-        "cache_read_input_tokens": cached,
-        "cache_creation_input_tokens": 0,
-    })
+    anthropic::usage_value(chat::usage(u).unwrap_or_default())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -67,12 +59,12 @@ impl Stream {
             return;
         }
         self.started = true;
-        super::message_start(id.as_str().unwrap_or("translated"), &self.model, out);
+        anthropic::opening(id.as_str().unwrap_or("translated"), &self.model, out);
     }
 
     fn close(&mut self, out: &mut Vec<Bytes>) {
         if let Some((_, index)) = self.open.take() {
-            out.push(sse(
+            out.push(sse::event(
                 "content_block_stop",
                 &json!({"type": "content_block_stop", "index": index}),
             ));
@@ -89,7 +81,7 @@ impl Stream {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        out.push(sse(
+        out.push(sse::event(
             "content_block_start",
             &json!({"type": "content_block_start", "index": index, "content_block": block}),
         ));
@@ -98,7 +90,7 @@ impl Stream {
     }
 
     fn delta(index: usize, delta: Value, out: &mut Vec<Bytes>) {
-        out.push(sse(
+        out.push(sse::event(
             "content_block_delta",
             &json!({"type": "content_block_delta", "index": index, "delta": delta}),
         ));
@@ -111,17 +103,17 @@ impl Stream {
         self.done = true;
         self.start(&Value::Null, out);
         self.close(out);
-        out.push(sse(
+        out.push(sse::event(
             "message_delta",
             &json!({"type": "message_delta",
                 "delta": {"stop_reason": stop_reason(self.finish.as_deref()), "stop_sequence": null},
                 "usage": usage(&self.usage)}),
         ));
-        out.push(sse("message_stop", &json!({"type": "message_stop"})));
+        out.push(sse::event("message_stop", &json!({"type": "message_stop"})));
     }
 
     pub fn event(&mut self, data: &str, out: &mut Vec<Bytes>) {
-        if data.trim() == "[DONE]" {
+        if data.trim() == chat::DONE {
             self.end(out);
             return;
         }
@@ -130,7 +122,7 @@ impl Stream {
         };
         if v["error"].is_object() {
             let e = &v["error"];
-            out.push(error_event(
+            out.push(errors::anthropic_event(
                 e["code"].as_str(),
                 e["message"]
                     .as_str()

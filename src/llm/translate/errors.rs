@@ -7,91 +7,85 @@
 
 use bytes::Bytes;
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::respond::{anthropic_error_type, openai_error_type};
+use crate::wire::{anthropic, openai, responses};
 
 /// An OpenAI (or OpenAI-compatible) error body as Anthropic's envelope.
 pub fn to_anthropic(status: StatusCode, body: &[u8]) -> Bytes {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let error = if v["error"].is_object() {
-        &v["error"]
+    let (code, message) = openai::read_error(&v);
+    let message = message.map(str::to_string).unwrap_or_else(|| {
+        let text = String::from_utf8_lossy(body);
+        if text.trim().is_empty() {
+            format!("the upstream answered {status}")
+        } else {
+            text.chars().take(500).collect()
+        }
+    });
+    let (kind, message) = as_anthropic(status, code, &message);
+    Bytes::from(anthropic::typed_error_body(kind, &message))
+}
+
+/// An OpenAI error (a body's, or one inside a stream with the status its
+/// code stands for) as Anthropic's `error.type` and message. A context
+/// overflow becomes the words Claude Code compacts its context on.
+pub fn as_anthropic(
+    status: StatusCode,
+    code: Option<&str>,
+    message: &str,
+) -> (&'static str, String) {
+    if openai::is_overflow(code, message) {
+        let tokens = openai::overflow_tokens(message);
+        (
+            anthropic::error_type(StatusCode::BAD_REQUEST),
+            anthropic::prompt_too_long(tokens, message),
+        )
     } else {
-        &v
-    };
-    let message = error["message"]
-        .as_str()
-        .or(v["detail"].as_str())
-        .or(v["message"].as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            let text = String::from_utf8_lossy(body);
-            if text.trim().is_empty() {
-                format!("the upstream answered {status}")
-            } else {
-                text.chars().take(500).collect()
-            }
-        });
-    let overflow = error["code"].as_str() == Some("context_length_exceeded")
-        || message.contains("maximum context length")
-        || message.contains("context window");
-    let (kind, message) = if overflow {
-        let m = prompt_too_long(&message).unwrap_or(format!("prompt is too long: {message}"));
-        ("invalid_request_error", m)
-    } else {
-        (anthropic_error_type(status), message)
-    };
-    Bytes::from(json!({"type": "error", "error": {"type": kind, "message": message}}).to_string())
+        (anthropic::error_type(status), message.to_string())
+    }
+}
+
+/// An OpenAI error inside a stream as Anthropic's stream `error` event.
+pub fn anthropic_event(code: Option<&str>, message: &str) -> Bytes {
+    let (kind, message) = as_anthropic(openai::status_of(code), code, message);
+    anthropic::error_event(kind, &message)
 }
 
 /// An Anthropic error body as OpenAI's envelope.
 pub fn to_openai(status: StatusCode, body: &[u8]) -> Bytes {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let message = v["error"]["message"]
-        .as_str()
+    let message = anthropic::read_error(&v)
+        .1
         .map(str::to_string)
         .unwrap_or_else(|| format!("the upstream answered {status}"));
-    let (kind, code) = openai_error_type(status);
-    let code = if message.starts_with("prompt is too long") {
-        Some("context_length_exceeded")
+    let (kind, code) = openai::error_type(status);
+    let code = if anthropic::is_overflow(&message) {
+        Some(openai::CONTEXT_LENGTH_EXCEEDED)
     } else {
         code
     };
-    Bytes::from(
-        json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
-            .to_string(),
-    )
+    Bytes::from(openai::error_value(kind, code, &message).to_string())
 }
 
-/// `prompt is too long: N tokens > M maximum` from an OpenAI-style
-/// overflow message ("maximum context length is M tokens. However, your
-/// messages resulted in N tokens", or vLLM's "you requested N tokens").
-fn prompt_too_long(message: &str) -> Option<String> {
-    let number_after = |marker: &str| -> Option<u64> {
-        let at = message.find(marker)? + marker.len();
-        let digits: String = message[at..]
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == ',')
-            .filter(char::is_ascii_digit)
-            .collect();
-        digits.parse().ok()
+/// An Anthropic stream `error` event as the `code` and message of
+/// Codex's `response.failed`.
+pub fn responses_failure(event: &Value) -> (&'static str, String) {
+    let (kind, message) = anthropic::read_error(event);
+    let message = message.unwrap_or("the upstream reported an error");
+    let code = if anthropic::is_overflow(message) {
+        openai::CONTEXT_LENGTH_EXCEEDED
+    } else {
+        responses::failed_code(anthropic::status_of(kind.unwrap_or_default()))
     };
-    let max = number_after("maximum context length is")
-        .or_else(|| number_after("context window of"))
-        .or_else(|| number_after("maximum context length of"))?;
-    let actual = number_after("resulted in")
-        .or_else(|| number_after("you requested"))
-        .or_else(|| number_after("requested"))
-        .unwrap_or(max + 1);
-    Some(format!(
-        "prompt is too long: {actual} tokens > {max} maximum"
-    ))
+    (code, message.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use serde_json::json;
 
     fn parse(b: &Bytes) -> Value {
         serde_json::from_slice(b).expect("json")

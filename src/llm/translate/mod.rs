@@ -24,8 +24,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::Value;
 
-use super::protocol::Endpoint;
-use crate::config::UpstreamApi;
+use crate::wire::{Api, Endpoint, UpstreamApi};
 
 /// A translation: the client's API → the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +36,13 @@ pub enum Pair {
     /// Codex on an Anthropic upstream.
     ResponsesToMessages,
 }
+
+/// Every pair weir translates: (client API, upstream API, pair).
+const PAIRS: [(Api, Api, Pair); 3] = [
+    (Api::Messages, Api::Responses, Pair::MessagesToResponses),
+    (Api::Messages, Api::Chat, Pair::MessagesToChat),
+    (Api::Responses, Api::Messages, Pair::ResponsesToMessages),
+];
 
 /// Why a request cannot go to an upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,38 +59,33 @@ pub enum TranslateError {
 
 impl Pair {
     /// What it takes to send `endpoint`'s request to an upstream speaking
-    /// `api`: nothing (`None`), a translation, or it cannot be done.
+    /// `api`: nothing (`None`), a translation, or it cannot be done. An
+    /// upstream that serves the endpoint itself is never translated to;
+    /// otherwise the first of its APIs with a pair wins.
     pub fn between(endpoint: Endpoint, api: UpstreamApi) -> Result<Option<Pair>, Untranslatable> {
-        use UpstreamApi::*;
-        match (endpoint, api) {
-            (Endpoint::Messages | Endpoint::CountTokens, Anthropic) => Ok(None),
-            (Endpoint::Messages, OpenAiResponses | OpenAi) => Ok(Some(Pair::MessagesToResponses)),
-            (Endpoint::Messages, OpenAiChat) => Ok(Some(Pair::MessagesToChat)),
-            (Endpoint::CountTokens, _) => Err(Untranslatable),
-            (Endpoint::Responses, OpenAi | OpenAiResponses) => Ok(None),
-            (Endpoint::Responses, Anthropic) => Ok(Some(Pair::ResponsesToMessages)),
-            (Endpoint::ChatCompletions, OpenAi | OpenAiChat) => Ok(None),
-            (Endpoint::Models, _) => Ok(None),
-            _ => Err(Untranslatable),
+        if api.serves(endpoint) {
+            return Ok(None);
         }
+        let client = endpoint.api().ok_or(Untranslatable)?;
+        api.apis()
+            .iter()
+            .find_map(|to| {
+                PAIRS
+                    .iter()
+                    .find(|(from, into, _)| *from == client && into == to)
+                    .map(|(_, _, pair)| *pair)
+            })
+            .map(Some)
+            .ok_or(Untranslatable)
     }
 
-    /// The upstream's API path for the translated request.
-    pub fn upstream_path(self) -> &'static str {
-        match self {
-            Pair::MessagesToResponses => "/v1/responses",
-            Pair::MessagesToChat => "/v1/chat/completions",
-            Pair::ResponsesToMessages => "/v1/messages",
-        }
-    }
-
-    /// The upstream's endpoint (how its stream is framed and classified).
-    pub fn upstream_endpoint(self) -> Endpoint {
-        match self {
-            Pair::MessagesToResponses => Endpoint::Responses,
-            Pair::MessagesToChat => Endpoint::ChatCompletions,
-            Pair::ResponsesToMessages => Endpoint::Messages,
-        }
+    /// The upstream's API (its path, how its stream is framed and
+    /// classified).
+    pub fn upstream_api(self) -> Api {
+        PAIRS
+            .iter()
+            .find(|(_, _, p)| *p == self)
+            .map_or(Api::Messages, |(_, to, _)| *to)
     }
 
     /// The request body for the upstream, naming `model`.
@@ -156,30 +157,6 @@ impl Stream {
     }
 }
 
-/// The opening of a Messages stream: `message_start` (for the model the
-/// client asked for) and a `ping`, as Anthropic sends them.
-fn message_start(id: &str, model: &str, out: &mut Vec<Bytes>) {
-    out.push(sse(
-        "message_start",
-        &serde_json::json!({"type": "message_start", "message": {
-            "id": format!("msg_{id}"),
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [],
-            "stop_reason": null,
-            "stop_sequence": null,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
-        }}),
-    ));
-    out.push(sse("ping", &serde_json::json!({"type": "ping"})));
-}
-
-/// One SSE event: `event: <name>` and the JSON data.
-fn sse(name: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
-}
-
 /// The text of a string-or-blocks field (Anthropic `system`, tool result
 /// `content`, Responses message `content`): text parts joined.
 fn text_of(v: &Value) -> String {
@@ -218,5 +195,18 @@ mod tests {
             Pair::between(Endpoint::Responses, OpenAiChat),
             Err(Untranslatable)
         );
+        assert_eq!(
+            Pair::between(Endpoint::Messages, OpenAi),
+            Ok(Some(Pair::MessagesToResponses)),
+            "OpenAI itself: translated to its preferred API"
+        );
+        assert_eq!(
+            Pair::between(Endpoint::CountTokens, OpenAiChat),
+            Err(Untranslatable)
+        );
+        assert_eq!(Pair::between(Endpoint::Models, OpenAiChat), Ok(None));
+        for (_, to, pair) in PAIRS {
+            assert_eq!(pair.upstream_api(), to);
+        }
     }
 }

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::{TranslateError, sse, text_of};
+use super::{TranslateError, errors, text_of};
+use crate::wire::{Usage, anthropic, responses, sse};
 
 /// What Anthropic requires and a Responses request may leave out.
 const DEFAULT_MAX_TOKENS: u64 = 8192;
@@ -182,7 +183,7 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
     if let Some(b) = thinking {
         // The budget must be below max_tokens, and thinking takes no
         // sampling parameters.
-        max_tokens = max_tokens.max(b + 1024);
+        max_tokens = max_tokens.max(b.saturating_add(1024));
         out.insert(
             "thinking".into(),
             json!({"type": "enabled", "budget_tokens": b}),
@@ -202,20 +203,6 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
         out.insert("metadata".into(), json!({"user_id": user}));
     }
     Ok(Value::Object(out))
-}
-
-fn usage(u: &Value) -> Value {
-    let input = u["input_tokens"].as_u64().unwrap_or(0);
-    let read = u["cache_read_input_tokens"].as_u64().unwrap_or(0);
-    let write = u["cache_creation_input_tokens"].as_u64().unwrap_or(0);
-    let output = u["output_tokens"].as_u64().unwrap_or(0);
-    json!({
-        "input_tokens": input + read + write,
-        "input_tokens_details": {"cached_tokens": read},
-        "output_tokens": output,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": input + read + write + output,
-    })
 }
 
 /// An output item being built from one Anthropic content block.
@@ -264,7 +251,7 @@ pub struct Stream {
     current: Option<Item>,
     done: Vec<Value>,
     stop_reason: Option<String>,
-    usage: Value,
+    usage: Usage,
     finished: bool,
 }
 
@@ -280,7 +267,7 @@ impl Stream {
             current: None,
             done: Vec::new(),
             stop_reason: None,
-            usage: json!({}),
+            usage: Usage::default(),
             finished: false,
         }
     }
@@ -289,14 +276,14 @@ impl Stream {
         data["type"] = kind.into();
         data["sequence_number"] = self.sequence.into();
         self.sequence += 1;
-        out.push(sse(kind, &data));
+        out.push(sse::event(kind, &data));
     }
 
     fn response(&self, status: &str) -> Value {
         json!({
             "id": self.id, "object": "response", "created_at": self.created_at,
             "status": status, "model": self.model, "output": self.done,
-            "usage": if status == "in_progress" { Value::Null } else { usage(&self.usage) },
+            "usage": if status == "in_progress" { Value::Null } else { responses::usage_value(self.usage) },
             "error": null, "incomplete_details": null,
         })
     }
@@ -316,7 +303,7 @@ impl Stream {
                 if let Some(id) = m["id"].as_str() {
                     self.id = format!("resp_{id}");
                 }
-                self.usage = m["usage"].clone();
+                self.usage = anthropic::usage(&m["usage"]).unwrap_or_default();
                 let r = self.response("in_progress");
                 self.emit("response.created", json!({"response": r}), out);
                 let r = self.response("in_progress");
@@ -439,24 +426,13 @@ impl Stream {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(r.to_string());
                 }
-                if let Some(u) = v["usage"].as_object() {
-                    for (k, x) in u {
-                        if !x.is_null() {
-                            self.usage[k] = x.clone();
-                        }
-                    }
-                }
+                anthropic::update_usage(&mut self.usage, &v["usage"]);
             }
             "message_stop" => self.finish(out),
             "error" => {
-                let e = &v["error"];
-                let code = match e["type"].as_str() {
-                    Some("rate_limit_error") => "rate_limit_exceeded",
-                    Some("overloaded_error") => "server_is_overloaded",
-                    _ => "server_error",
-                };
+                let (code, message) = errors::responses_failure(&v);
                 let mut r = self.response("failed");
-                r["error"] = json!({"code": code, "message": e["message"]});
+                r["error"] = json!({"code": code, "message": message});
                 self.emit("response.failed", json!({"response": r}), out);
                 self.finished = true;
             }
@@ -510,7 +486,7 @@ pub fn whole(v: &Value, model: &str) -> Option<Value> {
         "status": if incomplete { "incomplete" } else { "completed" },
         "model": model,
         "output": output,
-        "usage": usage(&v["usage"]),
+        "usage": responses::usage_value(anthropic::usage(&v["usage"]).unwrap_or_default()),
         "error": null,
         "incomplete_details": if incomplete { json!({"reason": "max_output_tokens"}) } else { Value::Null },
     }))
@@ -708,5 +684,57 @@ mod tests {
         assert_eq!(r["status"], "completed");
         assert_eq!(r["output"][1]["arguments"], "{\"a\":1}");
         assert_eq!(r["usage"]["total_tokens"], 5);
+    }
+
+    /// Found by fuzzing (issue 23): a number where usage should be, then a
+    /// usage object, panicked on serde_json's index into a non-object; and
+    /// u64::MAX counts overflowed the totals.
+    #[test]
+    fn wrong_usage_types_and_huge_counts_neither_panic_nor_wrap() {
+        let out = run(&[
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "m", "usage": 5}}),
+            ),
+            (
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7, "input_tokens": "many"}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ]);
+        let last = &out.last().expect("terminal").1;
+        assert_eq!(last["type"], "response.completed");
+        assert_eq!(last["response"]["usage"]["output_tokens"], 7);
+        assert_eq!(last["response"]["usage"]["input_tokens"], 0);
+
+        let max = u64::MAX;
+        let out = run(&[
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": max, "cache_read_input_tokens": max, "cache_creation_input_tokens": max}}}),
+            ),
+            (
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": max}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ]);
+        let usage = &out.last().expect("terminal").1["response"]["usage"];
+        assert_eq!(usage["input_tokens"], max);
+        assert_eq!(usage["total_tokens"], max);
+    }
+
+    #[test]
+    fn an_overflow_inside_the_stream_reaches_codex_as_context_length_exceeded() {
+        let out = run(&[
+            ("message_start", json!({"message": {"id": "m"}})),
+            (
+                "error",
+                json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),
+            ),
+        ]);
+        let last = &out.last().expect("terminal").1;
+        assert_eq!(last["type"], "response.failed");
+        assert_eq!(last["response"]["error"]["code"], "context_length_exceeded");
     }
 }

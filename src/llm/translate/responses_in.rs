@@ -6,21 +6,12 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::sse;
+use super::errors;
+use crate::wire::{anthropic, responses, sse};
 
-/// Anthropic's usage from a Responses `usage`: Anthropic counts cached
-/// input apart from `input_tokens`.
+/// Anthropic's usage from a Responses `usage`.
 fn usage(u: &Value) -> Value {
-    let input = u["input_tokens"].as_u64().unwrap_or(0);
-    let cached = u["input_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap_or(0);
-    json!({
-        "input_tokens": input.saturating_sub(cached),
-        "output_tokens": u["output_tokens"].as_u64().unwrap_or(0),
-        "cache_read_input_tokens": cached,
-        "cache_creation_input_tokens": 0,
-    })
+    anthropic::usage_value(responses::usage(u).unwrap_or_default())
 }
 
 fn stop_reason(response: &Value, used_tools: bool) -> &'static str {
@@ -34,26 +25,6 @@ fn stop_reason(response: &Value, used_tools: bool) -> &'static str {
 
 fn message_id(response: &Value) -> String {
     format!("msg_{}", response["id"].as_str().unwrap_or("translated"))
-}
-
-/// A Responses error (a `response.failed` error object or an `error`
-/// event) as an Anthropic `error` event.
-pub(super) fn error_event(code: Option<&str>, message: &str) -> Bytes {
-    let kind = match code {
-        Some("rate_limit_exceeded") => "rate_limit_error",
-        Some("server_is_overloaded" | "overloaded") => "overloaded_error",
-        Some("context_length_exceeded") => "invalid_request_error",
-        _ => "api_error",
-    };
-    let message = if code == Some("context_length_exceeded") {
-        format!("prompt is too long: {message}")
-    } else {
-        message.to_string()
-    };
-    sse(
-        "error",
-        &json!({"type": "error", "error": {"type": kind, "message": message}}),
-    )
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -98,7 +69,7 @@ impl Stream {
             return;
         }
         self.started = true;
-        super::message_start(
+        anthropic::opening(
             response["id"].as_str().unwrap_or("translated"),
             &self.model,
             out,
@@ -108,7 +79,7 @@ impl Stream {
     fn open(&mut self, key: (u64, u64), kind: Kind, block: Value, out: &mut Vec<Bytes>) {
         let index = self.next_index;
         self.next_index += 1;
-        out.push(sse(
+        out.push(sse::event(
             "content_block_start",
             &json!({"type": "content_block_start", "index": index, "content_block": block}),
         ));
@@ -125,7 +96,7 @@ impl Stream {
     fn delta(&mut self, key: (u64, u64), delta: Value, out: &mut Vec<Bytes>) {
         if let Some(b) = self.open.get_mut(&key) {
             b.streamed = true;
-            out.push(sse(
+            out.push(sse::event(
                 "content_block_delta",
                 &json!({"type": "content_block_delta", "index": b.index, "delta": delta}),
             ));
@@ -134,7 +105,7 @@ impl Stream {
 
     fn close(&mut self, key: (u64, u64), out: &mut Vec<Bytes>) {
         if let Some(b) = self.open.remove(&key) {
-            out.push(sse(
+            out.push(sse::event(
                 "content_block_stop",
                 &json!({"type": "content_block_stop", "index": b.index}),
             ));
@@ -152,13 +123,13 @@ impl Stream {
         for k in left {
             self.close(k, out);
         }
-        out.push(sse(
+        out.push(sse::event(
             "message_delta",
             &json!({"type": "message_delta",
                 "delta": {"stop_reason": stop_reason(response, self.used_tools), "stop_sequence": null},
                 "usage": usage(&response["usage"])}),
         ));
-        out.push(sse("message_stop", &json!({"type": "message_stop"})));
+        out.push(sse::event("message_stop", &json!({"type": "message_stop"})));
     }
 
     pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
@@ -242,7 +213,7 @@ impl Stream {
             "response.completed" | "response.incomplete" => self.finish(&v["response"], out),
             "response.failed" => {
                 let e = &v["response"]["error"];
-                out.push(error_event(
+                out.push(errors::anthropic_event(
                     e["code"].as_str(),
                     e["message"]
                         .as_str()
@@ -251,7 +222,7 @@ impl Stream {
                 self.finished = true;
             }
             "error" => {
-                out.push(error_event(
+                out.push(errors::anthropic_event(
                     v["code"].as_str(),
                     v["message"]
                         .as_str()
@@ -526,6 +497,25 @@ mod tests {
                 .starts_with("prompt is too long: "),
             "{e}"
         );
+        // With numbers, the same words as an overflow answered with a 400.
+        let message = "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.";
+        let out = run(&[(
+            "error",
+            json!({"type": "error", "code": "context_length_exceeded", "message": message}),
+        )]);
+        let streamed = out[0].1["error"]["message"].clone();
+        let body = super::super::errors::to_anthropic(
+            http::StatusCode::BAD_REQUEST,
+            json!({"error": {"code": "context_length_exceeded", "message": message}})
+                .to_string()
+                .as_bytes(),
+        );
+        let body: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(
+            streamed,
+            "prompt is too long: 130512 tokens > 128000 maximum"
+        );
+        assert_eq!(streamed, body["error"]["message"]);
     }
 
     #[test]

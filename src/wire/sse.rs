@@ -1,4 +1,5 @@
-//! Server-sent events, cut at event boundaries.
+//! Server-sent events: cut at event boundaries on the way in, written
+//! one way on the way out.
 //!
 //! The relay forwards whole events only: bytes of an event still arriving
 //! are held here until its blank line comes, however the upstream split
@@ -58,6 +59,17 @@ fn boundary(buf: &[u8], from: usize) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+/// One event as every API weir writes it: `event: <name>` and one line of
+/// JSON data.
+pub fn event(name: &str, data: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// One event with no name (Chat Completions chunks).
+pub fn data(data: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
 }
 
 /// The `event:` name and the joined `data:` of one complete event.

@@ -1,0 +1,238 @@
+//! The Anthropic Messages API (Claude Code's): `POST /v1/messages`,
+//! `POST /v1/messages/count_tokens`, `GET /v1/models`; the key in
+//! `x-api-key` with `anthropic-version`; errors as
+//! `{"type":"error","error":{"type","message"}}`; a stream of named events
+//! from `message_start` to `message_stop`, with `ping` as its keep-alive.
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use super::{EventClass, Observed, Usage, count, sse};
+
+pub const BASE_URL: &str = "https://api.anthropic.com";
+pub const MESSAGES_PATH: &str = "/v1/messages";
+pub const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
+/// The header Anthropic's answers carry their request id in.
+pub const REQUEST_ID_HEADER: &str = "request-id";
+const KEY_HEADER: &str = "x-api-key";
+/// The API version sent when the client named none (translated requests).
+const VERSION: &str = "2023-06-01";
+
+pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
+    match path {
+        MESSAGES_PATH => Some(super::Endpoint::Messages),
+        COUNT_TOKENS_PATH => Some(super::Endpoint::CountTokens),
+        _ => None,
+    }
+}
+
+pub(super) fn key_header(key: &str) -> (HeaderName, String) {
+    (HeaderName::from_static(KEY_HEADER), key.to_string())
+}
+
+/// A request arriving from an OpenAI client: `openai-*` headers dropped, a
+/// passed-through `Authorization: Bearer` moved to `x-api-key`, and the
+/// version header Anthropic requires.
+pub(super) fn adopt_headers(headers: &mut HeaderMap, passthrough: bool) {
+    super::remove_prefixed(headers, "openai-");
+    let key = HeaderName::from_static(KEY_HEADER);
+    if passthrough
+        && !headers.contains_key(&key)
+        && let Some(token) = headers
+            .get(AUTHORIZATION)
+            .and_then(crate::fields::bearer)
+            .and_then(|t| HeaderValue::from_str(t).ok())
+    {
+        headers.remove(AUTHORIZATION);
+        headers.insert(key, token);
+    }
+    if !headers.contains_key("anthropic-version") {
+        headers.insert("anthropic-version", HeaderValue::from_static(VERSION));
+    }
+}
+
+/// The `error.type` for a status.
+pub fn error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        501 => "not_supported",
+        503 | 529 => "overloaded_error",
+        s if s >= 500 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// The status an `error.type` stands for (the inverse of [`error_type`],
+/// for errors that arrive inside a stream, with no status of their own).
+pub fn status_of(error_type: &str) -> StatusCode {
+    match error_type {
+        "authentication_error" => StatusCode::UNAUTHORIZED,
+        "permission_error" => StatusCode::FORBIDDEN,
+        "not_found_error" => StatusCode::NOT_FOUND,
+        "request_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+        "rate_limit_error" => StatusCode::TOO_MANY_REQUESTS,
+        "overloaded_error" => StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+        "invalid_request_error" => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An error body; generated errors carry weir's `request_id`.
+pub fn error_body(status: StatusCode, message: &str, request_id: Option<&str>) -> String {
+    error_value(error_type(status), message, request_id).to_string()
+}
+
+fn error_value(kind: &str, message: &str, request_id: Option<&str>) -> Value {
+    let mut v = json!({"type": "error", "error": {"type": kind, "message": message}});
+    if let Some(id) = request_id {
+        v["request_id"] = id.into();
+    }
+    v
+}
+
+/// An error body with an explicit `error.type`.
+pub fn typed_error_body(kind: &str, message: &str) -> String {
+    error_value(kind, message, None).to_string()
+}
+
+/// What an error body says: its `error.type` and message.
+pub fn read_error(body: &Value) -> (Option<&str>, Option<&str>) {
+    (
+        body["error"]["type"].as_str(),
+        body["error"]["message"].as_str(),
+    )
+}
+
+/// Words Claude Code acts on: an error starting `prompt is too long`
+/// makes it compact its context. With the numbers when they are known.
+pub fn prompt_too_long(tokens: Option<(u64, u64)>, detail: &str) -> String {
+    match tokens {
+        Some((actual, max)) => format!("prompt is too long: {actual} tokens > {max} maximum"),
+        None => format!("prompt is too long: {detail}"),
+    }
+}
+
+/// Whether an error message reports a context-window overflow.
+pub fn is_overflow(message: &str) -> bool {
+    message.starts_with("prompt is too long")
+}
+
+/// One stream event, written as Anthropic writes them.
+pub fn event(data: &Value) -> Bytes {
+    sse::event(data["type"].as_str().unwrap_or("error"), data)
+}
+
+/// An error event inside a stream.
+pub fn error_event(kind: &str, message: &str) -> Bytes {
+    sse::event("error", &error_value(kind, message, None))
+}
+
+/// The opening of a stream: `message_start` (for the model the client
+/// asked for) and a `ping`, as Anthropic sends them.
+pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
+    out.push(event(&json!({"type": "message_start", "message": {
+        "id": format!("msg_{id}"),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": null,
+        "stop_sequence": null,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }})));
+    out.push(event(&json!({"type": "ping"})));
+}
+
+pub(super) fn keepalive() -> Bytes {
+    Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+}
+
+pub(super) fn in_band_error(message: &str) -> Bytes {
+    error_event("api_error", message)
+}
+
+pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
+    let parsed;
+    let kind = match name {
+        Some(n) => n,
+        None => {
+            parsed = serde_json::from_str::<Value>(data).ok();
+            parsed
+                .as_ref()
+                .and_then(|v| v["type"].as_str())
+                .unwrap_or_default()
+        }
+    };
+    let class = match kind {
+        "message_start" => EventClass::Preamble,
+        "ping" => EventClass::KeepAlive,
+        "error" => EventClass::Error,
+        "message_stop" => EventClass::Done,
+        _ => EventClass::Content,
+    };
+    let usage = if data.contains("usage") {
+        serde_json::from_str::<Value>(data).ok().and_then(|v| {
+            let u = match kind {
+                "message_start" => &v["message"]["usage"],
+                _ => &v["usage"],
+            };
+            usage(u)
+        })
+    } else {
+        None
+    };
+    Observed { class, usage }
+}
+
+/// A Messages `usage` object (`None` when it is not an object).
+pub fn usage(u: &Value) -> Option<Usage> {
+    u.is_object().then(|| Usage {
+        input: count(&u["input_tokens"]),
+        output: count(&u["output_tokens"]),
+        cache_read: count(&u["cache_read_input_tokens"]),
+        cache_write: count(&u["cache_creation_input_tokens"]),
+    })
+}
+
+/// A `message_delta`'s usage over the running totals: the fields it
+/// reports replace the earlier ones (they are cumulative); fields it
+/// leaves out, or of the wrong type, keep theirs.
+pub fn update_usage(total: &mut Usage, delta: &Value) {
+    let set = |field: &mut u64, key: &str| {
+        if let Some(n) = delta[key].as_u64() {
+            *field = n;
+        }
+    };
+    set(&mut total.input, "input_tokens");
+    set(&mut total.output, "output_tokens");
+    set(&mut total.cache_read, "cache_read_input_tokens");
+    set(&mut total.cache_write, "cache_creation_input_tokens");
+}
+
+/// A `usage` object in this API's terms.
+pub fn usage_value(u: Usage) -> Value {
+    json!({
+        "input_tokens": u.input,
+        "output_tokens": u.output,
+        "cache_read_input_tokens": u.cache_read,
+        "cache_creation_input_tokens": u.cache_write,
+    })
+}
+
+pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
+    let data: Vec<_> = names
+        .map(|m| json!({"type": "model", "id": m, "display_name": m, "created_at": "1970-01-01T00:00:00Z"}))
+        .collect();
+    json!({
+        "data": data,
+        "has_more": false,
+        "first_id": data.first().map(|d| d["id"].clone()),
+        "last_id": data.last().map(|d| d["id"].clone()),
+    })
+}

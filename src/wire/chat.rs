@@ -1,0 +1,76 @@
+//! The OpenAI Chat Completions API (vLLM, Ollama, OpenRouter and most
+//! self-hosted servers): `POST /v1/chat/completions`; a stream of unnamed
+//! `chat.completion.chunk` events ended by `data: [DONE]`, usage in a
+//! final chunk with no choices, errors as a chunk with an `error` object.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::{EventClass, Observed, Usage, count, sse};
+
+pub const PATH: &str = "/v1/chat/completions";
+/// The data of the event that ends a stream.
+pub const DONE: &str = "[DONE]";
+
+pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
+    (path == PATH).then_some(super::Endpoint::ChatCompletions)
+}
+
+pub(super) fn observe(data: &str) -> Observed {
+    if data.trim() == DONE {
+        return Observed {
+            class: EventClass::Done,
+            usage: None,
+        };
+    }
+    let Ok(v) = serde_json::from_str::<Value>(data) else {
+        return Observed {
+            class: EventClass::Content,
+            usage: None,
+        };
+    };
+    if v.get("error").is_some() {
+        return Observed {
+            class: EventClass::Error,
+            usage: None,
+        };
+    }
+    let choice = &v["choices"][0];
+    let delta = &choice["delta"];
+    let has = |k: &str| match &delta[k] {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty(),
+        _ => true,
+    };
+    let content = has("content")
+        || has("tool_calls")
+        || has("refusal")
+        || has("reasoning_content")
+        || choice["finish_reason"].is_string();
+    Observed {
+        class: if content {
+            EventClass::Content
+        } else {
+            EventClass::Preamble
+        },
+        usage: usage(&v["usage"]),
+    }
+}
+
+/// A Chat Completions `usage` object (`None` when it is not an object).
+/// `prompt_tokens` counts cached input too; [`Usage::input`] does not.
+pub fn usage(u: &Value) -> Option<Usage> {
+    u.is_object().then(|| {
+        let cached = count(&u["prompt_tokens_details"]["cached_tokens"]);
+        Usage {
+            input: count(&u["prompt_tokens"]).saturating_sub(cached),
+            output: count(&u["completion_tokens"]),
+            cache_read: cached,
+            cache_write: 0,
+        }
+    })
+}
+
+pub(super) fn in_band_error(message: &str) -> Bytes {
+    sse::data(&super::openai::error_value("server_error", None, message))
+}

@@ -1,0 +1,541 @@
+//! What each LLM API means on the wire, one module per API.
+//!
+//! weir speaks three wire APIs: [`anthropic`] Messages (Claude Code),
+//! [`responses`] OpenAI Responses (Codex) and [`chat`] OpenAI Chat
+//! Completions (vLLM, Ollama, OpenRouter…), with what the two OpenAI APIs
+//! share in [`openai`]. Each module owns everything about its API:
+//! endpoints, the credential header, the error envelope and its
+//! status ↔ error-type table, how stream events are classed, where usage
+//! is reported, the keep-alive and in-band error bytes, and the limits the
+//! real service enforces. [`sse`] frames and writes server-sent events for
+//! all of them.
+//!
+//! Everything above asks this module and decides nothing protocol-specific
+//! itself: the relay asks how an event is classed and what error ends a
+//! broken stream, failover asks which header carries a key, the renderer
+//! asks for the envelope. A fourth API is one new module here plus its
+//! translation pairs (`llm::translate`); nothing in the relay, failover,
+//! `respond` or `config` changes.
+//!
+//! A leaf: this module imports nothing from the rest of weir.
+
+pub mod anthropic;
+pub mod chat;
+pub mod openai;
+pub mod responses;
+pub mod sse;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+
+/// The API family a route speaks to its clients (`kind` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Anthropic Messages (`/v1/messages`, `count_tokens`, `/v1/models`).
+    Anthropic,
+    /// OpenAI Responses and Chat Completions (`/v1/responses`,
+    /// `/v1/chat/completions`, `/v1/models`).
+    OpenAi,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Anthropic => "anthropic",
+            Protocol::OpenAi => "openai",
+        }
+    }
+
+    /// The provider's own base URL, for upstreams that name none.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Protocol::Anthropic => anthropic::BASE_URL,
+            Protocol::OpenAi => openai::BASE_URL,
+        }
+    }
+
+    /// The API an upstream of this route speaks unless it says otherwise.
+    pub fn default_upstream(self) -> UpstreamApi {
+        match self {
+            Protocol::Anthropic => UpstreamApi::Anthropic,
+            Protocol::OpenAi => UpstreamApi::OpenAi,
+        }
+    }
+
+    /// Whether an upstream speaking `api` answers this route's clients in
+    /// their own format (so its model list, say, can be relayed as is).
+    pub fn is_native(self, api: UpstreamApi) -> bool {
+        match self {
+            Protocol::Anthropic => api == UpstreamApi::Anthropic,
+            Protocol::OpenAi => api != UpstreamApi::Anthropic,
+        }
+    }
+
+    /// A generated error in this protocol's envelope, and the header its
+    /// request id travels in.
+    pub fn error_body(
+        self,
+        status: StatusCode,
+        message: &str,
+        request_id: &str,
+    ) -> (String, &'static str) {
+        match self {
+            Protocol::Anthropic => (
+                anthropic::error_body(status, message, Some(request_id)),
+                anthropic::REQUEST_ID_HEADER,
+            ),
+            Protocol::OpenAi => (
+                openai::error_body(status, message),
+                openai::REQUEST_ID_HEADER,
+            ),
+        }
+    }
+
+    /// The list `GET /v1/models` returns, in this protocol's format.
+    pub fn model_list<'a>(self, names: impl Iterator<Item = &'a str>) -> serde_json::Value {
+        match self {
+            Protocol::Anthropic => anthropic::model_list(names),
+            Protocol::OpenAi => openai::model_list(names),
+        }
+    }
+}
+
+/// The API an LLM upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamApi {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses and Chat Completions both (OpenAI itself).
+    OpenAi,
+    /// OpenAI Responses only.
+    OpenAiResponses,
+    /// OpenAI Chat Completions only (vLLM, Ollama, OpenRouter, most
+    /// self-hosted servers).
+    OpenAiChat,
+}
+
+impl UpstreamApi {
+    /// Every upstream API, with the name the config uses for it.
+    pub const ALL: [UpstreamApi; 4] = [
+        UpstreamApi::Anthropic,
+        UpstreamApi::OpenAiResponses,
+        UpstreamApi::OpenAiChat,
+        UpstreamApi::OpenAi,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UpstreamApi::Anthropic => "anthropic",
+            UpstreamApi::OpenAi => "openai",
+            UpstreamApi::OpenAiResponses => "openai_responses",
+            UpstreamApi::OpenAiChat => "openai_chat",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<UpstreamApi> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The wire APIs this upstream serves, the preferred first (a Messages
+    /// request to OpenAI itself is translated to Responses).
+    pub fn apis(self) -> &'static [Api] {
+        match self {
+            UpstreamApi::Anthropic => &[Api::Messages],
+            UpstreamApi::OpenAi => &[Api::Responses, Api::Chat],
+            UpstreamApi::OpenAiResponses => &[Api::Responses],
+            UpstreamApi::OpenAiChat => &[Api::Chat],
+        }
+    }
+
+    /// Whether this names one wire API, so a client of another family can
+    /// be translated to it unambiguously.
+    pub fn is_specific(self) -> bool {
+        self.apis().len() == 1
+    }
+
+    /// Whether this upstream serves `endpoint` as the client sent it.
+    pub fn serves(self, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Models => true,
+            Endpoint::CountTokens => self == UpstreamApi::Anthropic,
+            _ => endpoint.api().is_some_and(|a| self.apis().contains(&a)),
+        }
+    }
+
+    /// The header an upstream key travels in, and its value.
+    pub fn key_header(self, key: &str) -> (http::HeaderName, String) {
+        match self {
+            UpstreamApi::Anthropic => anthropic::key_header(key),
+            _ => openai::key_header(key),
+        }
+    }
+
+    /// Make a client's headers fit a request translated to this API: the
+    /// other family's headers dropped, the client's own credential moved
+    /// to this API's header when it is passed through, and any header
+    /// this API requires added.
+    pub fn adopt_headers(self, headers: &mut HeaderMap, passthrough: bool) {
+        match self {
+            UpstreamApi::Anthropic => anthropic::adopt_headers(headers, passthrough),
+            _ => openai::adopt_headers(headers, passthrough),
+        }
+    }
+}
+
+/// An endpoint an LLM route serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// Anthropic `POST /v1/messages`.
+    Messages,
+    /// Anthropic `POST /v1/messages/count_tokens`.
+    CountTokens,
+    /// `GET /v1/models`, both protocols.
+    Models,
+    /// OpenAI `POST /v1/responses`.
+    Responses,
+    /// OpenAI `POST /v1/chat/completions`.
+    ChatCompletions,
+}
+
+impl Endpoint {
+    /// The endpoint `method` + `path` names on a route speaking `protocol`.
+    pub fn find(protocol: Protocol, method: &Method, path: &str) -> Option<Endpoint> {
+        let path = path.trim_end_matches('/');
+        if path == "/v1/models" {
+            return (method == Method::GET).then_some(Endpoint::Models);
+        }
+        if method != Method::POST {
+            return None;
+        }
+        match protocol {
+            Protocol::Anthropic => anthropic::endpoint(path),
+            Protocol::OpenAi => [responses::endpoint(path), chat::endpoint(path)]
+                .into_iter()
+                .flatten()
+                .next(),
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::Messages => "messages",
+            Endpoint::CountTokens => "count_tokens",
+            Endpoint::Models => "models",
+            Endpoint::Responses => "responses",
+            Endpoint::ChatCompletions => "chat_completions",
+        }
+    }
+
+    /// Whether the request body names a model to route by.
+    pub fn routes_by_model(self) -> bool {
+        self != Endpoint::Models
+    }
+
+    /// The wire API of a generation endpoint (whose answers may stream).
+    pub fn api(self) -> Option<Api> {
+        match self {
+            Endpoint::Messages => Some(Api::Messages),
+            Endpoint::Responses => Some(Api::Responses),
+            Endpoint::ChatCompletions => Some(Api::Chat),
+            Endpoint::CountTokens | Endpoint::Models => None,
+        }
+    }
+}
+
+/// One wire API that generates, each with its own module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Messages,
+    Responses,
+    Chat,
+}
+
+impl Api {
+    /// The API path a generation request is sent to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Messages => anthropic::MESSAGES_PATH,
+            Api::Responses => responses::PATH,
+            Api::Chat => chat::PATH,
+        }
+    }
+
+    pub fn endpoint(self) -> Endpoint {
+        match self {
+            Api::Messages => Endpoint::Messages,
+            Api::Responses => Endpoint::Responses,
+            Api::Chat => Endpoint::ChatCompletions,
+        }
+    }
+
+    /// The keep-alive sent after upstream silence, in this API's stream.
+    pub fn keepalive(self) -> Bytes {
+        match self {
+            Api::Messages => anthropic::keepalive(),
+            Api::Responses | Api::Chat => openai::keepalive(),
+        }
+    }
+
+    /// A watcher for one stream of this API.
+    pub fn watch(self) -> Watch {
+        Watch {
+            api: self,
+            next_sequence: 0,
+        }
+    }
+}
+
+/// What a stream event means for failover and accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventClass {
+    /// Before any content (`message_start`, `response.created`, a role-only
+    /// chat chunk): held while failover is still possible.
+    Preamble,
+    /// The model produced something: no failover past this point.
+    Content,
+    /// An error reported inside the stream.
+    Error,
+    /// The stream's success terminator (`message_stop`,
+    /// `response.completed`/`incomplete`, `[DONE]`).
+    Done,
+    /// A keep-alive (`ping`, comments).
+    KeepAlive,
+}
+
+/// Token usage as an event or answer reports it, in one convention for
+/// every API (Anthropic's): `input` excludes cached input, which is
+/// `cache_read` (and `cache_write`). Streams report running totals;
+/// numbers that are not non-negative integers count as 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// What one event of a stream says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    pub class: EventClass,
+    pub usage: Option<Usage>,
+}
+
+/// Reads one stream's events as they pass, keeping what its API needs to
+/// end the stream well (the Responses API's sequence numbers).
+#[derive(Debug, Clone)]
+pub struct Watch {
+    api: Api,
+    next_sequence: u64,
+}
+
+impl Watch {
+    /// Class and usage of one complete event (`name` its SSE `event:`
+    /// field, `data` its joined data).
+    pub fn observe(&mut self, name: Option<&str>, data: &str) -> Observed {
+        if name.is_none() && data.is_empty() {
+            return Observed {
+                class: EventClass::KeepAlive,
+                usage: None,
+            };
+        }
+        match self.api {
+            Api::Messages => anthropic::observe(name, data),
+            Api::Responses => {
+                if let Some(n) = responses::sequence_number(data) {
+                    self.next_sequence = self.next_sequence.max(n.saturating_add(1));
+                }
+                responses::observe(name, data)
+            }
+            Api::Chat => chat::observe(data),
+        }
+    }
+
+    /// The error that ends a stream which broke after content reached the
+    /// client, in the stream's own format, with the API's terminal event:
+    /// the client learns the answer is incomplete instead of seeing a
+    /// clean end.
+    pub fn in_band_error(&self, message: &str) -> Bytes {
+        match self.api {
+            Api::Messages => anthropic::in_band_error(message),
+            Api::Responses => responses::in_band_error(message, self.next_sequence),
+            Api::Chat => chat::in_band_error(message),
+        }
+    }
+}
+
+/// Drop every header whose name starts with `prefix` (another vendor's
+/// `anthropic-*` / `openai-*` headers mean nothing to this one).
+fn remove_prefixed(headers: &mut HeaderMap, prefix: &str) {
+    let stale: Vec<_> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with(prefix))
+        .cloned()
+        .collect();
+    for k in stale {
+        headers.remove(k);
+    }
+}
+
+/// A non-negative integer field, 0 when absent or of another type.
+fn count(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_by_protocol() {
+        let a = Protocol::Anthropic;
+        let o = Protocol::OpenAi;
+        assert_eq!(
+            Endpoint::find(a, &Method::POST, "/v1/messages"),
+            Some(Endpoint::Messages)
+        );
+        assert_eq!(
+            Endpoint::find(a, &Method::POST, "/v1/messages/count_tokens"),
+            Some(Endpoint::CountTokens)
+        );
+        assert_eq!(Endpoint::find(a, &Method::POST, "/v1/responses"), None);
+        assert_eq!(Endpoint::find(a, &Method::GET, "/v1/messages"), None);
+        assert_eq!(
+            Endpoint::find(o, &Method::POST, "/v1/chat/completions"),
+            Some(Endpoint::ChatCompletions)
+        );
+        assert_eq!(
+            Endpoint::find(o, &Method::POST, "/v1/responses/"),
+            Some(Endpoint::Responses)
+        );
+        assert_eq!(
+            Endpoint::find(o, &Method::GET, "/v1/models"),
+            Some(Endpoint::Models)
+        );
+        assert_eq!(Endpoint::find(o, &Method::POST, "/v1/models"), None);
+    }
+
+    #[test]
+    fn events_are_classified_per_api() {
+        use EventClass::*;
+        let class =
+            |api: Api, name: Option<&str>, data: &str| api.watch().observe(name, data).class;
+        let m = Api::Messages;
+        assert_eq!(class(m, Some("message_start"), "{}"), Preamble);
+        assert_eq!(class(m, Some("ping"), "{}"), KeepAlive);
+        assert_eq!(class(m, Some("content_block_start"), "{}"), Content);
+        assert_eq!(class(m, Some("error"), "{}"), Error);
+        assert_eq!(class(m, Some("message_stop"), "{}"), Done);
+        assert_eq!(class(m, None, ""), KeepAlive);
+        let r = Api::Responses;
+        assert_eq!(class(r, Some("response.created"), "{}"), Preamble);
+        assert_eq!(
+            class(r, None, r#"{"type":"response.in_progress"}"#),
+            Preamble
+        );
+        assert_eq!(class(r, Some("response.output_item.added"), "{}"), Content);
+        assert_eq!(class(r, Some("response.failed"), "{}"), Error);
+        assert_eq!(class(r, Some("response.completed"), "{}"), Done);
+        let c = Api::Chat;
+        assert_eq!(
+            class(
+                c,
+                None,
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#
+            ),
+            Preamble
+        );
+        assert_eq!(
+            class(c, None, r#"{"choices":[{"delta":{"content":"Hi"}}]}"#),
+            Content
+        );
+        assert_eq!(class(c, None, r#"{"error":{"message":"x"}}"#), Error);
+        assert_eq!(class(c, None, "[DONE]"), Done);
+    }
+
+    #[test]
+    fn usage_is_read_from_each_api() {
+        let usage =
+            |api: Api, name: Option<&str>, data: &str| api.watch().observe(name, data).usage;
+        let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":3,"cache_creation_input_tokens":4,"output_tokens":1}}}"#;
+        assert_eq!(
+            usage(Api::Messages, Some("message_start"), start),
+            Some(Usage {
+                input: 12,
+                output: 1,
+                cache_read: 3,
+                cache_write: 4
+            })
+        );
+        let delta = r#"{"type":"message_delta","usage":{"output_tokens":40}}"#;
+        assert_eq!(
+            usage(Api::Messages, Some("message_delta"), delta).map(|u| u.output),
+            Some(40)
+        );
+        let done = r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":6,"input_tokens_details":{"cached_tokens":2}}},"sequence_number":9}"#;
+        assert_eq!(
+            usage(Api::Responses, Some("response.completed"), done),
+            Some(Usage {
+                input: 3,
+                output: 6,
+                cache_read: 2,
+                cache_write: 0
+            })
+        );
+        let chunk = r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":8}}"#;
+        assert_eq!(
+            usage(Api::Chat, None, chunk).map(|u| (u.input, u.output)),
+            Some((7, 8))
+        );
+        assert_eq!(usage(Api::Messages, Some("ping"), "{}"), None);
+        // A number where usage should be is no usage, not a panic.
+        let wrong = r#"{"type":"message_start","message":{"usage":5}}"#;
+        assert_eq!(usage(Api::Messages, Some("message_start"), wrong), None);
+        let huge = r#"{"type":"message_delta","usage":{"output_tokens":18446744073709551615}}"#;
+        assert_eq!(
+            usage(Api::Messages, Some("message_delta"), huge).map(|u| u.output),
+            Some(u64::MAX)
+        );
+    }
+
+    #[test]
+    fn a_broken_responses_stream_ends_after_the_last_sequence_number() {
+        let mut w = Api::Responses.watch();
+        w.observe(
+            Some("response.output_text.delta"),
+            r#"{"type":"response.output_text.delta","sequence_number":6}"#,
+        );
+        let e = w.in_band_error("cut");
+        let text = std::str::from_utf8(&e).expect("utf8");
+        let events: Vec<serde_json::Value> = text
+            .split("\n\n")
+            .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+            .map(|d| serde_json::from_str(d).expect("json"))
+            .collect();
+        assert_eq!(events[0]["type"], "error");
+        assert_eq!(events[0]["sequence_number"], 7);
+        assert_eq!(events[1]["type"], "response.failed");
+        assert_eq!(events[1]["sequence_number"], 8);
+        assert_eq!(events[1]["response"]["status"], "failed");
+        // An upstream's u64::MAX sequence number saturates.
+        w.observe(
+            None,
+            r#"{"type":"x","sequence_number":18446744073709551615}"#,
+        );
+        let _ = w.in_band_error("cut");
+    }
+
+    #[test]
+    fn upstream_apis_serve_and_name() {
+        for api in UpstreamApi::ALL {
+            assert_eq!(UpstreamApi::from_name(api.name()), Some(api));
+        }
+        assert!(UpstreamApi::OpenAi.serves(Endpoint::ChatCompletions));
+        assert!(!UpstreamApi::OpenAiResponses.serves(Endpoint::ChatCompletions));
+        assert!(!UpstreamApi::OpenAiChat.serves(Endpoint::CountTokens));
+        assert!(UpstreamApi::Anthropic.serves(Endpoint::CountTokens));
+        assert!(!UpstreamApi::OpenAi.is_specific());
+        assert!(Protocol::OpenAi.is_native(UpstreamApi::OpenAiChat));
+        assert!(!Protocol::Anthropic.is_native(UpstreamApi::OpenAiChat));
+    }
+}

@@ -1,0 +1,155 @@
+//! What the two OpenAI APIs (Responses, Chat Completions) share: the key
+//! as `Authorization: Bearer`, the error envelope
+//! `{"error":{"message","type","param","code"}}` with its status table,
+//! how a context overflow is told, the model list, and an SSE comment as
+//! the keep-alive.
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+pub const BASE_URL: &str = "https://api.openai.com";
+/// The header OpenAI's answers carry their request id in.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// The error code both OpenAI APIs give a context-window overflow, and
+/// the one Codex compacts its context on.
+pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
+
+pub(super) fn key_header(key: &str) -> (HeaderName, String) {
+    (AUTHORIZATION, format!("Bearer {key}"))
+}
+
+/// A request arriving from an Anthropic client: `anthropic-*` headers
+/// dropped, a passed-through `x-api-key` moved to `Authorization: Bearer`.
+pub(super) fn adopt_headers(headers: &mut HeaderMap, passthrough: bool) {
+    super::remove_prefixed(headers, "anthropic-");
+    if passthrough
+        && !headers.contains_key(AUTHORIZATION)
+        && let Some(key) = headers.remove("x-api-key")
+        && let Ok(key) = key.to_str()
+        && let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+    {
+        headers.insert(AUTHORIZATION, v);
+    }
+}
+
+/// The `error.type` and `error.code` for a status.
+pub fn error_type(status: StatusCode) -> (&'static str, Option<&'static str>) {
+    match status.as_u16() {
+        401 => ("invalid_request_error", Some("invalid_api_key")),
+        403 => ("invalid_request_error", Some("permission_denied")),
+        404 => ("invalid_request_error", Some("not_found")),
+        413 => ("invalid_request_error", Some("request_too_large")),
+        429 => ("rate_limit_error", Some("rate_limit_exceeded")),
+        501 => ("invalid_request_error", Some("not_supported")),
+        503 | 529 => ("server_error", Some("overloaded")),
+        s if s >= 500 => ("server_error", None),
+        _ => ("invalid_request_error", None),
+    }
+}
+
+/// The status an error `code` stands for, for errors that arrive inside a
+/// stream with no status of their own.
+pub fn status_of(code: Option<&str>) -> StatusCode {
+    match code {
+        Some("rate_limit_exceeded") => StatusCode::TOO_MANY_REQUESTS,
+        Some("server_is_overloaded" | "overloaded") => {
+            StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+        }
+        Some(CONTEXT_LENGTH_EXCEEDED) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An error body for `status`.
+pub fn error_body(status: StatusCode, message: &str) -> String {
+    let (kind, code) = error_type(status);
+    error_value(kind, code, message).to_string()
+}
+
+/// An error body with an explicit code.
+pub fn error_value(kind: &str, code: Option<&str>, message: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// What an error body says, from OpenAI itself or a compatible server
+/// (vLLM puts the fields at the top level, some servers say `detail`):
+/// its code and message.
+pub fn read_error(body: &Value) -> (Option<&str>, Option<&str>) {
+    let error = if body["error"].is_object() {
+        &body["error"]
+    } else {
+        body
+    };
+    let message = error["message"]
+        .as_str()
+        .or(body["detail"].as_str())
+        .or(body["message"].as_str());
+    (error["code"].as_str(), message)
+}
+
+/// Whether an error reports a context-window overflow, by its code or, for
+/// compatible servers that send no code, by its words.
+pub fn is_overflow(code: Option<&str>, message: &str) -> bool {
+    code == Some(CONTEXT_LENGTH_EXCEEDED)
+        || message.contains("maximum context length")
+        || message.contains("context window")
+}
+
+/// The (actual, maximum) token counts an overflow message states
+/// ("maximum context length is M tokens. However, your messages resulted
+/// in N tokens", or vLLM's "you requested N tokens"); the actual count is
+/// taken as one over the maximum when only the maximum is stated.
+pub fn overflow_tokens(message: &str) -> Option<(u64, u64)> {
+    let number_after = |marker: &str| -> Option<u64> {
+        let at = message.find(marker)?.checked_add(marker.len())?;
+        let digits: String = message
+            .get(at..)?
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    let max = number_after("maximum context length is")
+        .or_else(|| number_after("context window of"))
+        .or_else(|| number_after("maximum context length of"))?;
+    let actual = number_after("resulted in")
+        .or_else(|| number_after("you requested"))
+        .or_else(|| number_after("requested"))
+        .unwrap_or(max.saturating_add(1));
+    Some((actual, max))
+}
+
+pub(super) fn keepalive() -> Bytes {
+    Bytes::from_static(b": keepalive\n\n")
+}
+
+pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
+    let data: Vec<_> = names
+        .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "weir"}))
+        .collect();
+    json!({"object": "list", "data": data})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_numbers_are_read_and_never_overflow() {
+        assert_eq!(
+            overflow_tokens(
+                "This model's maximum context length is 128,000 tokens. However, your messages resulted in 130512 tokens."
+            ),
+            Some((130_512, 128_000))
+        );
+        assert_eq!(
+            overflow_tokens("maximum context length is 18446744073709551615 tokens"),
+            Some((u64::MAX, u64::MAX))
+        );
+        assert_eq!(overflow_tokens("the context window is full"), None);
+    }
+}

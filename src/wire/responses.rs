@@ -1,0 +1,112 @@
+//! The OpenAI Responses API (Codex's): `POST /v1/responses`; a stream of
+//! named events from `response.created` to a terminal
+//! `response.completed` / `response.incomplete` / `response.failed`, each
+//! with a `sequence_number`. Codex ends a turn only on a terminal event,
+//! so a broken stream gets `error` *and* `response.failed`.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::{EventClass, Observed, Usage, count, sse};
+
+pub const PATH: &str = "/v1/responses";
+
+pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
+    (path == PATH).then_some(super::Endpoint::Responses)
+}
+
+pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
+    let parsed = if name.is_none() || data.contains("usage") {
+        serde_json::from_str::<Value>(data).ok()
+    } else {
+        None
+    };
+    let kind = name
+        .or_else(|| parsed.as_ref().and_then(|v| v["type"].as_str()))
+        .unwrap_or_default();
+    let class = match kind {
+        "response.created" | "response.in_progress" => EventClass::Preamble,
+        "error" | "response.failed" => EventClass::Error,
+        "response.completed" | "response.incomplete" => EventClass::Done,
+        _ => EventClass::Content,
+    };
+    let usage = parsed.as_ref().and_then(|v| usage(&v["response"]["usage"]));
+    Observed { class, usage }
+}
+
+/// `sequence_number` of an event, read without a full parse.
+pub(super) fn sequence_number(data: &str) -> Option<u64> {
+    const KEY: &str = "\"sequence_number\":";
+    let at = data.find(KEY)?.checked_add(KEY.len())?;
+    let digits: String = data
+        .get(at..)?
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// A Responses `usage` object (`None` when it is not an object).
+/// `input_tokens` counts cached input too; [`Usage::input`] does not.
+pub fn usage(u: &Value) -> Option<Usage> {
+    u.is_object().then(|| {
+        let cached = count(&u["input_tokens_details"]["cached_tokens"]);
+        Usage {
+            input: count(&u["input_tokens"]).saturating_sub(cached),
+            output: count(&u["output_tokens"]),
+            cache_read: cached,
+            cache_write: 0,
+        }
+    })
+}
+
+/// A `usage` object in this API's terms.
+pub fn usage_value(u: Usage) -> Value {
+    let input = u
+        .input
+        .saturating_add(u.cache_read)
+        .saturating_add(u.cache_write);
+    json!({
+        "input_tokens": input,
+        "input_tokens_details": {"cached_tokens": u.cache_read},
+        "output_tokens": u.output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input.saturating_add(u.output),
+    })
+}
+
+/// The `code` of a `response.failed` for an error of `status`: the codes
+/// Codex acts on (it backs off on `rate_limit_exceeded` and
+/// `server_is_overloaded`, compacts on `context_length_exceeded`).
+pub fn failed_code(status: http::StatusCode) -> &'static str {
+    match status.as_u16() {
+        429 => "rate_limit_exceeded",
+        503 | 529 => "server_is_overloaded",
+        _ => "server_error",
+    }
+}
+
+pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
+    let error = json!({
+        "type": "error",
+        "code": "server_error",
+        "message": message,
+        "param": null,
+        "sequence_number": sequence,
+    });
+    let failed = json!({
+        "type": "response.failed",
+        "response": {
+            "id": "resp_incomplete",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {"code": "server_error", "message": message},
+        },
+        "sequence_number": sequence.saturating_add(1),
+    });
+    let mut out = sse::event("error", &error).to_vec();
+    out.extend_from_slice(&sse::event("response.failed", &failed));
+    Bytes::from(out)
+}
