@@ -14,11 +14,16 @@
 //! 4. **model** — the model's ordered upstreams, or the route's default
 //!    list, or 404.
 //! 5. **failover** ([`failover`]) — upstreams in order, skipping those
-//!    cooling down, moving on before the first content byte; then the
-//!    answer is relayed, streams through [`relay::Relay`].
+//!    cooling down, each attempt's request built by [`outgoing`], moving
+//!    on before the first content byte; then the answer is relayed,
+//!    streams through [`relay::Relay`], whole answers by [`answer`].
+//!    `count_tokens` and `GET /v1/models` need no generation: [`local`].
 
+mod answer;
 mod body;
 mod failover;
+mod local;
+mod outgoing;
 mod relay;
 pub mod translate;
 pub mod upstream;
@@ -168,7 +173,7 @@ pub async fn serve(
         Some(q) => format!("{api_path}?{q}"),
         None => api_path,
     };
-    let mut request = failover::Outgoing {
+    let mut request = outgoing::Outgoing {
         parts,
         path_and_query,
         strip: gateway_credential,
@@ -178,7 +183,7 @@ pub async fn serve(
     };
 
     if !endpoint.routes_by_model() {
-        return failover::models(llm, &request).await;
+        return local::models(llm, &request).await;
     }
 
     // Step: body, whole, under the limit and the budget.
@@ -228,7 +233,7 @@ pub async fn serve(
 
     // Step: failover, then relay.
     let result = if endpoint == Endpoint::CountTokens {
-        failover::count_tokens(llm, &request, choices).await
+        local::count_tokens(llm, &request, choices).await
     } else {
         failover::run(llm, &request, endpoint, choices, &label, &cx).await
     };

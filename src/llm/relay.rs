@@ -100,6 +100,9 @@ pub enum Held {
     Broken,
     /// No content within `first_token_timeout`: release the stream as is.
     TimedOut,
+    /// The preamble passed [`MAX_HELD`] without content: release the
+    /// stream as is.
+    TooLarge,
 }
 
 enum Next {
@@ -177,7 +180,7 @@ impl Relay {
                             EventClass::Preamble | EventClass::KeepAlive => {}
                         }
                         if self.ready.iter().map(Bytes::len).sum::<usize>() > MAX_HELD {
-                            return Held::TimedOut;
+                            return Held::TooLarge;
                         }
                     }
                     Next::End | Next::Failed => return Held::Broken,

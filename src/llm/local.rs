@@ -1,0 +1,121 @@
+//! The endpoints that need no generation: `count_tokens` (forwarded to an
+//! upstream that can count, else estimated here) and `GET /v1/models`
+//! (relayed from an upstream of the route's own API, else the configured
+//! models listed here).
+
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use tokio::time::Instant;
+
+use super::LlmRoute;
+use super::answer::relay_verbatim;
+use super::outgoing::{Outgoing, Prepared, Sent, send};
+use super::translate::tokens;
+use crate::config::Choice;
+use crate::respond::{Payload, Rescue};
+use crate::wire::Endpoint;
+
+/// `count_tokens`: the first upstream that answers; an upstream without
+/// the endpoint (404/405) means 501 `not_supported`, which makes Claude
+/// Code fall back to its own estimate instead of breaking.
+pub async fn count_tokens(
+    llm: &LlmRoute,
+    request: &Outgoing,
+    choices: &[Choice],
+) -> Result<Response<Payload>, Rescue> {
+    let settings = &llm.settings;
+    for choice in choices {
+        let upstream = &llm.upstreams[choice.upstream];
+        if upstream.cooling(Instant::now()).is_some() {
+            continue;
+        }
+        let req =
+            match request.for_upstream(upstream, Endpoint::CountTokens, choice.model.as_deref()) {
+                Prepared::Ready(req, _) => *req,
+                // An upstream of another API cannot count Anthropic's tokens:
+                // weir estimates them itself.
+                Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
+                    return count_locally(&request.body);
+                }
+                Prepared::Skip | Prepared::Invalid(_) => continue,
+            };
+        match send(upstream, req, settings.first_byte_timeout).await {
+            Sent::Response(resp)
+                if matches!(
+                    resp.status(),
+                    StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+                ) =>
+            {
+                break;
+            }
+            Sent::Response(resp) => {
+                let served_by = settings
+                    .served_by_header
+                    .then_some(upstream.config.name.as_str());
+                return Ok(relay_verbatim(resp, served_by));
+            }
+            Sent::Refused | Sent::Failed(_) => continue,
+        }
+    }
+    Err(Rescue::status(StatusCode::NOT_IMPLEMENTED)
+        .saying("count_tokens is not supported by the upstreams of this route"))
+}
+
+fn count_locally(body: &[u8]) -> Result<Response<Payload>, Rescue> {
+    let n = tokens::count(body).ok_or_else(|| {
+        Rescue::status(StatusCode::BAD_REQUEST).saying("the request body is not valid JSON")
+    })?;
+    let mut resp = Response::new(Payload::text(
+        serde_json::json!({ "input_tokens": n }).to_string(),
+    ));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// `GET /v1/models`: the first of the route's upstreams that answers.
+pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Payload>, Rescue> {
+    let settings = &llm.settings;
+    let mut tried = 0;
+    for upstream in &llm.upstreams {
+        if upstream.cooling(Instant::now()).is_some() {
+            continue;
+        }
+        // Only an upstream of the route's own API lists models in the
+        // client's format.
+        if !settings.protocol.is_native(upstream.config.api) {
+            continue;
+        }
+        let Prepared::Ready(req, _) = request.for_upstream(upstream, Endpoint::Models, None) else {
+            continue;
+        };
+        let req = *req;
+        tried += 1;
+        if let Sent::Response(resp) = send(upstream, req, settings.first_byte_timeout).await {
+            let served_by = settings
+                .served_by_header
+                .then_some(upstream.config.name.as_str());
+            return Ok(relay_verbatim(resp, served_by));
+        }
+    }
+    if tried == 0 {
+        return Ok(local_models(settings));
+    }
+    Err(Rescue::status(StatusCode::BAD_GATEWAY)
+        .saying(format!("no upstream answered ({tried} attempted)")))
+}
+
+/// The route's configured models in its protocol's list format, when no
+/// upstream of its own API can list them.
+fn local_models(settings: &crate::config::LlmSettings) -> Response<Payload> {
+    let names = settings.models.iter().map(|(m, _)| m.as_str());
+    let body = settings.protocol.model_list(names);
+    let mut resp = Response::new(Payload::text(body.to_string()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}

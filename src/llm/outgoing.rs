@@ -1,0 +1,155 @@
+//! One attempt's request: the buffered request made ready for one
+//! upstream (its URL, its key in the header its API reads, the client's
+//! token removed, the model it knows the requested one by, translated when
+//! it speaks another API), and sending it under the first-byte timeout.
+
+use bytes::Bytes;
+use http::Response;
+use http::header::{self, HeaderName, HeaderValue};
+use http_body_util::Full;
+use tokio::time::Instant;
+
+use super::body::splice;
+use super::translate::Pair;
+use super::upstream::LlmUpstream;
+use crate::config::Credential;
+use crate::proxy::headers::remove_hop_by_hop;
+use crate::wire::Endpoint;
+
+/// The request as it will be sent upstream, attempt after attempt.
+pub struct Outgoing {
+    pub parts: http::request::Parts,
+    pub path_and_query: String,
+    /// The header that carried weir's own client token: never forwarded.
+    pub strip: Option<HeaderName>,
+    pub body: Bytes,
+    pub model_span: Option<std::ops::Range<usize>>,
+    /// The model the client asked for (echoed in translated answers).
+    pub model: Option<String>,
+}
+
+/// A request made ready for one upstream.
+pub enum Prepared {
+    /// Send it; translate the answer back when a pair is given.
+    Ready(Box<http::Request<Full<Bytes>>>, Option<Pair>),
+    /// This upstream cannot serve this endpoint (no translation exists).
+    Skip,
+    /// The client's body could not be translated: a 400 for the client.
+    Invalid(String),
+}
+
+pub enum Sent {
+    Response(Response<hyper::body::Incoming>),
+    /// Could not connect (the upstream is cooling now).
+    Refused,
+    /// Connected, but no head in time, or the exchange broke.
+    Failed(&'static str),
+}
+
+impl Outgoing {
+    /// The request for `upstream`, with the model it knows the requested
+    /// one by, translated when it speaks another API than the client.
+    pub fn for_upstream(
+        &self,
+        upstream: &LlmUpstream,
+        endpoint: Endpoint,
+        model: Option<&str>,
+    ) -> Prepared {
+        let Ok(pair) = Pair::between(endpoint, upstream.config.api) else {
+            return Prepared::Skip;
+        };
+        let base = &upstream.config.url;
+        let path = format!(
+            "{}{}",
+            base.path().trim_end_matches('/'),
+            match pair {
+                // The client's query (`?beta=true`) means nothing to the other API.
+                Some(p) => p.upstream_api().path(),
+                None => &self.path_and_query,
+            }
+        );
+        let (Some(scheme), Some(authority)) = (base.scheme(), base.authority()) else {
+            return Prepared::Skip;
+        };
+        let Ok(uri) = http::Uri::builder()
+            .scheme(scheme.clone())
+            .authority(authority.clone())
+            .path_and_query(path)
+            .build()
+        else {
+            return Prepared::Skip;
+        };
+        let mut headers = self.parts.headers.clone();
+        remove_hop_by_hop(&mut headers);
+        for h in [
+            header::HOST,
+            header::CONTENT_LENGTH,
+            header::TRANSFER_ENCODING,
+            header::EXPECT,
+        ] {
+            headers.remove(h);
+        }
+        if let Some(h) = &self.strip {
+            headers.remove(h);
+        }
+        let passthrough = upstream.config.credential == Credential::Passthrough;
+        if pair.is_some() {
+            upstream.config.api.adopt_headers(&mut headers, passthrough);
+        }
+        if let Credential::Key(key) = &upstream.config.credential {
+            headers.remove(header::AUTHORIZATION);
+            headers.remove("x-api-key");
+            let (name, value) = upstream.config.api.key_header(&key.0);
+            let Ok(value) = HeaderValue::from_str(&value) else {
+                return Prepared::Skip;
+            };
+            headers.insert(name, value);
+        }
+        // Streams must arrive as plain SSE for weir to read their events.
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        let body = match (pair, model, &self.model_span) {
+            (Some(p), _, _) => {
+                let model = model.or(self.model.as_deref()).unwrap_or_default();
+                match p.request(&self.body, model) {
+                    Ok(b) => {
+                        headers.insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                        b
+                    }
+                    Err(e) => return Prepared::Invalid(e.to_string()),
+                }
+            }
+            (None, Some(m), Some(span)) => splice(&self.body, span, m),
+            _ => self.body.clone(),
+        };
+        let mut req = http::Request::new(Full::new(body));
+        *req.method_mut() = self.parts.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = headers;
+        Prepared::Ready(Box::new(req), pair)
+    }
+}
+
+pub async fn send(
+    upstream: &LlmUpstream,
+    req: http::Request<Full<Bytes>>,
+    timeout: std::time::Duration,
+) -> Sent {
+    match tokio::time::timeout(timeout, upstream.client.get().request(req)).await {
+        Err(_) => Sent::Failed("timeout"),
+        Ok(Err(e)) if e.is_connect() => {
+            upstream.refused(Instant::now());
+            Sent::Refused
+        }
+        Ok(Err(_)) => Sent::Failed("broken"),
+        Ok(Ok(resp)) => {
+            upstream.answered();
+            Sent::Response(resp)
+        }
+    }
+}
