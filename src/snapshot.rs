@@ -26,7 +26,7 @@ use ipnet::IpNet;
 use crate::admit::rate::{self, RateLimit};
 use crate::admit::{Admitter, Gate};
 use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamSettings};
-use crate::llm::{ByteBudget, LlmRoute};
+use crate::llm::{ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
 use crate::proxy::{BodyRate, Upstream};
 use crate::route::{Route, Router, Target};
@@ -116,6 +116,8 @@ pub struct Standing {
     pub metrics: Arc<Metrics>,
     /// Bytes of request bodies LLM routes may hold at once, process-wide.
     pub body_budget: ByteBudget,
+    /// CPU-heavy work on large LLM bodies, off the serving threads.
+    pub offload: Offload,
     routes: Mutex<HashMap<String, RouteState>>,
     generation: Mutex<u64>,
 }
@@ -129,6 +131,7 @@ impl Standing {
     ) -> Self {
         Standing {
             body_budget: ByteBudget::new(max_buffered_body_bytes),
+            offload: Offload::per_core(),
             admitter: Admitter::new(
                 max_concurrent_requests,
                 metrics.in_flight_gauge(),
@@ -190,6 +193,7 @@ impl Snapshot {
                                 &config.upstream,
                                 &tls,
                                 standing.body_budget.clone(),
+                                standing.offload.clone(),
                                 workers,
                             ));
                             state.llm = Some((key, llm.clone()));

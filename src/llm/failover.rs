@@ -74,7 +74,10 @@ pub async fn run(
             note_failover("cooling");
             continue;
         }
-        let (req, pair) = match request.for_upstream(upstream, endpoint, choice.model.as_deref()) {
+        let prepared = request
+            .for_upstream(upstream, endpoint, choice.model.as_deref(), &llm.offload)
+            .await;
+        let (req, pair) = match prepared {
             Prepared::Ready(req, pair) => (*req, pair),
             Prepared::Skip => {
                 tally.skipped += 1;
@@ -83,6 +86,7 @@ pub async fn run(
             Prepared::Invalid(why) => {
                 return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
             }
+            Prepared::Busy => return Err(super::busy()),
         };
         tally.tried += 1;
         cx.facts.lock().unwrap_or_else(|e| e.into_inner()).upstream = Some(name.clone());

@@ -29,16 +29,23 @@ pub async fn count_tokens(
         if upstream.cooling(Instant::now()).is_some() {
             continue;
         }
-        let req =
-            match request.for_upstream(upstream, Endpoint::CountTokens, choice.model.as_deref()) {
-                Prepared::Ready(req, _) => *req,
-                // An upstream of another API cannot count Anthropic's tokens:
-                // weir estimates them itself.
-                Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
-                    return count_locally(&request.body);
-                }
-                Prepared::Skip | Prepared::Invalid(_) => continue,
-            };
+        let prepared = request
+            .for_upstream(
+                upstream,
+                Endpoint::CountTokens,
+                choice.model.as_deref(),
+                &llm.offload,
+            )
+            .await;
+        let req = match prepared {
+            Prepared::Ready(req, _) => *req,
+            // An upstream of another API cannot count Anthropic's tokens:
+            // weir estimates them itself.
+            Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
+                return count_locally(llm, &request.body).await;
+            }
+            Prepared::Skip | Prepared::Invalid(_) | Prepared::Busy => continue,
+        };
         match send(upstream, req, settings.first_byte_timeout).await {
             Sent::Response(resp)
                 if matches!(
@@ -61,10 +68,17 @@ pub async fn count_tokens(
         .saying("count_tokens is not supported by the upstreams of this route"))
 }
 
-fn count_locally(body: &[u8]) -> Result<Response<Payload>, Rescue> {
-    let n = tokens::count(body).ok_or_else(|| {
-        Rescue::status(StatusCode::BAD_REQUEST).saying("the request body is not valid JSON")
-    })?;
+/// The estimate, worked out off the serving thread when the body is large.
+async fn count_locally(llm: &LlmRoute, body: &bytes::Bytes) -> Result<Response<Payload>, Rescue> {
+    let body = body.clone();
+    let n = llm
+        .offload
+        .run(body.len(), move || tokens::count(&body))
+        .await
+        .map_err(|_| super::busy())?
+        .ok_or_else(|| {
+            Rescue::status(StatusCode::BAD_REQUEST).saying("the request body is not valid JSON")
+        })?;
     let mut resp = Response::new(Payload::text(
         serde_json::json!({ "input_tokens": n }).to_string(),
     ));
@@ -88,7 +102,10 @@ pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Paylo
         if !settings.protocol.is_native(upstream.config.api) {
             continue;
         }
-        let Prepared::Ready(req, _) = request.for_upstream(upstream, Endpoint::Models, None) else {
+        let prepared = request
+            .for_upstream(upstream, Endpoint::Models, None, &llm.offload)
+            .await;
+        let Prepared::Ready(req, _) = prepared else {
             continue;
         };
         let req = *req;

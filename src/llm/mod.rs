@@ -23,6 +23,7 @@ mod answer;
 mod body;
 mod failover;
 mod local;
+mod offload;
 mod outgoing;
 mod relay;
 pub mod translate;
@@ -37,6 +38,7 @@ use subtle::ConstantTimeEq;
 
 pub use body::ByteBudget;
 use body::{ModelError, ReadError};
+pub use offload::Offload;
 use upstream::LlmUpstream;
 
 use crate::admit::rate::{self, Client, RateLimit};
@@ -54,6 +56,8 @@ pub struct LlmRoute {
     pub upstreams: Vec<Arc<LlmUpstream>>,
     token_gates: Vec<Gate>,
     budget: ByteBudget,
+    /// Where CPU-heavy work on a large body runs (shared process-wide).
+    offload: Offload,
 }
 
 impl LlmRoute {
@@ -62,6 +66,7 @@ impl LlmRoute {
         upstream_settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
         budget: ByteBudget,
+        offload: Offload,
         workers: usize,
     ) -> Self {
         LlmRoute {
@@ -76,6 +81,7 @@ impl LlmRoute {
                 .map(|_| Gate::new(settings.max_concurrent_per_token))
                 .collect(),
             budget,
+            offload,
             settings,
         }
     }
@@ -207,8 +213,14 @@ pub async fn serve(
         })?;
     request.body = read.bytes.clone();
 
-    // Step: model.
-    let model = body::model(&request.body).map_err(|e| {
+    // Step: model (the body parsed off the serving thread when large).
+    let parse = request.body.clone();
+    let model = llm
+        .offload
+        .run(parse.len(), move || body::model(&parse))
+        .await
+        .map_err(|_| busy())?;
+    let model = model.map_err(|e| {
         Rescue::status(StatusCode::BAD_REQUEST).saying(match e {
             ModelError::NotJson => "the request body is not valid JSON",
             ModelError::Missing => "the request body names no `model`",
@@ -240,6 +252,11 @@ pub async fn serve(
     // The body's budget reservation ends with the attempts.
     drop(read);
     result
+}
+
+/// 503 when every slot for CPU-heavy work is taken.
+fn busy() -> Rescue {
+    Rescue::shed("llm_cpu").saying("the gateway is busy with other large requests; retry shortly")
 }
 
 /// The API path under the route's mount point (an LLM route is mounted at

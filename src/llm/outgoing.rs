@@ -10,6 +10,7 @@ use http_body_util::Full;
 use tokio::time::Instant;
 
 use super::body::splice;
+use super::offload::{Busy, Offload};
 use super::translate::Pair;
 use super::upstream::LlmUpstream;
 use crate::config::Credential;
@@ -36,6 +37,8 @@ pub enum Prepared {
     Skip,
     /// The client's body could not be translated: a 400 for the client.
     Invalid(String),
+    /// Every slot for heavy work is taken: shed.
+    Busy,
 }
 
 pub enum Sent {
@@ -49,11 +52,12 @@ pub enum Sent {
 impl Outgoing {
     /// The request for `upstream`, with the model it knows the requested
     /// one by, translated when it speaks another API than the client.
-    pub fn for_upstream(
+    pub async fn for_upstream(
         &self,
         upstream: &LlmUpstream,
         endpoint: Endpoint,
         model: Option<&str>,
+        offload: &Offload,
     ) -> Prepared {
         let Ok(pair) = Pair::between(endpoint, upstream.config.api) else {
             return Prepared::Skip;
@@ -112,16 +116,24 @@ impl Outgoing {
         );
         let body = match (pair, model, &self.model_span) {
             (Some(p), _, _) => {
-                let model = model.or(self.model.as_deref()).unwrap_or_default();
-                match p.request(&self.body, model) {
-                    Ok(b) => {
+                let model = model
+                    .or(self.model.as_deref())
+                    .unwrap_or_default()
+                    .to_string();
+                let body = self.body.clone();
+                let translated = offload
+                    .run(body.len(), move || p.request(&body, &model))
+                    .await;
+                match translated {
+                    Ok(Ok(b)) => {
                         headers.insert(
                             header::CONTENT_TYPE,
                             HeaderValue::from_static("application/json"),
                         );
                         b
                     }
-                    Err(e) => return Prepared::Invalid(e.to_string()),
+                    Ok(Err(e)) => return Prepared::Invalid(e.to_string()),
+                    Err(Busy) => return Prepared::Busy,
                 }
             }
             (None, Some(m), Some(span)) => splice(&self.body, span, m),
