@@ -29,15 +29,14 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::acme::Challenges;
-use crate::admit::rate::{self, Client};
+use crate::admit::rate::Client;
 use crate::config::{Config, RedirectSettings, normalise_host};
 use crate::conn::info::ConnInfo;
 use crate::conn::state::CloseReason;
 use crate::llm;
 use crate::proxy::{self, ClientSide};
 use crate::respond::{
-    Counted, ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
-    SharedLlmFacts,
+    ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody, SharedLlmFacts,
 };
 use crate::route::Target;
 use crate::snapshot::{BuildError, Snapshot, Standing};
@@ -206,13 +205,13 @@ impl Gateway {
             && !route.target.rate_by_token()
             && let Err(limited) = rate.check(Client::ip(conn.peer.ip()))
         {
-            if limited.log {
-                rate::log_limited(conn.peer.ip(), &route.name, &host);
-            }
             record.admission = None;
-            return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-                .retry_after(limited.retry_after)
-                .counting(Counted::Shed("rate_limit")));
+            return Err(Rescue::rate_limited(
+                limited,
+                conn.peer.ip(),
+                &route.name,
+                &host,
+            ));
         }
 
         // Phase: route policy — the route's own gate.
@@ -364,10 +363,5 @@ fn ambiguous_framing<B>(req: &Request<B>) -> bool {
 
 /// The body length a request declares, if any.
 fn declared_length<B>(req: &Request<B>) -> Option<u64> {
-    req.headers()
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+    crate::fields::content_length(req.headers())
 }

@@ -51,6 +51,10 @@ pub struct Snapshot {
     pub body_rate: Option<BodyRate>,
 }
 
+/// The upstream CA file and its contents, read once per snapshot: the
+/// contents count too, so a renewed CA file means new pools.
+type CaFile = Option<(PathBuf, Vec<u8>)>;
+
 /// What makes an upstream pool: when any of it changes, the pool is new.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PoolKey {
@@ -58,21 +62,22 @@ struct PoolKey {
     connect_timeout: Duration,
     pool_idle_timeout: Duration,
     pool_max_idle_per_host: usize,
-    ca_file: Option<(PathBuf, Vec<u8>)>,
+    ca_file: CaFile,
 }
 
 impl PoolKey {
-    fn new(route: &RouteConfig, upstream: &http::Uri, settings: &UpstreamSettings) -> Self {
+    fn new(
+        route: &RouteConfig,
+        upstream: &http::Uri,
+        settings: &UpstreamSettings,
+        ca_file: &CaFile,
+    ) -> Self {
         PoolKey {
             upstream: upstream.clone(),
             connect_timeout: route.connect_timeout,
             pool_idle_timeout: settings.pool_idle_timeout,
             pool_max_idle_per_host: settings.pool_max_idle_per_host,
-            // The contents count too: a renewed CA file means new pools.
-            ca_file: settings
-                .ca_file
-                .as_ref()
-                .map(|p| (p.clone(), std::fs::read(p).unwrap_or_default())),
+            ca_file: ca_file.clone(),
         }
     }
 }
@@ -93,19 +98,16 @@ struct LlmKey {
     settings: Arc<LlmSettings>,
     pool_idle_timeout: Duration,
     pool_max_idle_per_host: usize,
-    ca_file: Option<(PathBuf, Vec<u8>)>,
+    ca_file: CaFile,
 }
 
 impl LlmKey {
-    fn new(settings: &Arc<LlmSettings>, upstream: &UpstreamSettings) -> Self {
+    fn new(settings: &Arc<LlmSettings>, upstream: &UpstreamSettings, ca_file: &CaFile) -> Self {
         LlmKey {
             settings: settings.clone(),
             pool_idle_timeout: upstream.pool_idle_timeout,
             pool_max_idle_per_host: upstream.pool_max_idle_per_host,
-            ca_file: upstream
-                .ca_file
-                .as_ref()
-                .map(|p| (p.clone(), std::fs::read(p).unwrap_or_default())),
+            ca_file: ca_file.clone(),
         }
     }
 }
@@ -150,6 +152,11 @@ impl Snapshot {
     /// `standing` has changed.
     pub fn build(config: &Config, standing: &Standing) -> Result<Snapshot, BuildError> {
         let tls = pki::client_config(config.upstream.ca_file.as_deref())?;
+        let ca_file: CaFile = config
+            .upstream
+            .ca_file
+            .as_ref()
+            .map(|p| (p.clone(), std::fs::read(p).unwrap_or_default()));
         // A panic elsewhere while holding these locks leaves maps that are
         // still consistent; keep going.
         let mut states = standing.routes.lock().unwrap_or_else(|e| e.into_inner());
@@ -171,7 +178,7 @@ impl Snapshot {
             }
             let target = match &r.kind {
                 RouteKind::Proxy { upstream: uri } => {
-                    let key = PoolKey::new(r, uri, &config.upstream);
+                    let key = PoolKey::new(r, uri, &config.upstream, &ca_file);
                     let upstream = match &state.pool {
                         Some((k, up)) if *k == key => up.clone(),
                         _ => {
@@ -184,7 +191,7 @@ impl Snapshot {
                     Target::Proxy(upstream)
                 }
                 RouteKind::Llm(settings) => {
-                    let key = LlmKey::new(settings, &config.upstream);
+                    let key = LlmKey::new(settings, &config.upstream, &ca_file);
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),
                         _ => {

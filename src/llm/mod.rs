@@ -41,7 +41,7 @@ use body::{ModelError, ReadError};
 pub use offload::Offload;
 use upstream::LlmUpstream;
 
-use crate::admit::rate::{self, Client, RateLimit};
+use crate::admit::rate::{Client, RateLimit};
 use crate::admit::{Admission, Gate};
 use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
 use crate::proxy::{BodyRate, RequestBody};
@@ -142,14 +142,11 @@ pub async fn serve(
         if let Some(rate) = cx.rate
             && let Err(limited) = rate.check(Client::Token(index))
         {
-            if limited.log {
-                rate::log_limited(cx.peer, cx.route_name, cx.host);
-            }
-            return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-                .retry_after(limited.retry_after)
-                .counting(crate::respond::Counted::Shed("rate_limit"))
-                .saying("this client token is over its rate limit")
-                .closing_if_body(&req));
+            return Err(
+                Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
+                    .saying("this client token is over its rate limit")
+                    .closing_if_body(&req),
+            );
         }
         if let Some(admission) = cx.admission.as_mut()
             && admission.enter_token(&llm.token_gates[index]).is_err()

@@ -14,7 +14,7 @@ use super::offload::{Busy, Offload};
 use super::translate::Pair;
 use super::upstream::LlmUpstream;
 use crate::config::Credential;
-use crate::proxy::headers::remove_hop_by_hop;
+use crate::proxy::headers::clean_request;
 use crate::wire::Endpoint;
 
 /// The request as it will be sent upstream, attempt after attempt.
@@ -84,15 +84,11 @@ impl Outgoing {
             return Prepared::Skip;
         };
         let mut headers = self.parts.headers.clone();
-        remove_hop_by_hop(&mut headers);
-        for h in [
-            header::HOST,
-            header::CONTENT_LENGTH,
-            header::TRANSFER_ENCODING,
-            header::EXPECT,
-        ] {
-            headers.remove(h);
-        }
+        clean_request(&mut headers);
+        // The upstream's authority and the body's length are the new
+        // request's own.
+        headers.remove(header::HOST);
+        headers.remove(header::CONTENT_LENGTH);
         if let Some(h) = &self.strip {
             headers.remove(h);
         }

@@ -57,6 +57,15 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Clean a client's request headers for forwarding upstream, on every
+/// route kind: hop-by-hop headers removed, and `Expect` — weir answers
+/// `100-continue` itself (hyper sends 100 when the body is first read), so
+/// the upstream must not wait for a second one.
+pub fn clean_request(headers: &mut HeaderMap) {
+    remove_hop_by_hop(headers);
+    headers.remove(header::EXPECT);
+}
+
 /// Whether the client accepts trailers (`TE: trailers`), which is needed to
 /// ask the upstream for them once `TE` itself has been removed.
 pub fn accepts_trailers(headers: &HeaderMap) -> bool {

@@ -135,10 +135,7 @@ pub async fn forward(
     let client_version = parts.version;
     parts.version = Version::HTTP_11;
     let h = &mut parts.headers;
-    headers::remove_hop_by_hop(h);
-    // weir answers `Expect: 100-continue` itself (hyper sends 100 when the
-    // body is first read), so the upstream must not wait for a second one.
-    h.remove(header::EXPECT);
+    headers::clean_request(h);
     headers::set_forwarded(
         h,
         &headers::Forwarding {

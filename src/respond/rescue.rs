@@ -9,6 +9,7 @@
 //! apart. (linkerd2-proxy answers failures the same way, with one synthetic
 //! response value.)
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
@@ -16,6 +17,7 @@ use http::{Response, StatusCode};
 
 use super::Payload;
 use super::error::{ErrorShape, render};
+use crate::admit::rate::{self, Limited};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 
 /// What a failure counts as, besides the request's own status.
@@ -99,6 +101,17 @@ impl Rescue {
         Rescue::status(StatusCode::SERVICE_UNAVAILABLE)
             .retry_after(1)
             .counting(Counted::Shed(gate))
+    }
+
+    /// 429 for a client over a rate limit (by address or by client
+    /// token), writing the fail2ban line when the limiter says it is due.
+    pub fn rate_limited(limited: Limited, peer: IpAddr, route: &str, host: &str) -> Self {
+        if limited.log {
+            rate::log_limited(peer, route, host);
+        }
+        Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+            .retry_after(limited.retry_after)
+            .counting(Counted::Shed("rate_limit"))
     }
 
     /// 502 or 504 for an upstream that failed before answering.
