@@ -20,7 +20,7 @@
 //!    `count_tokens` and `GET /v1/models` need no generation: [`local`].
 
 mod answer;
-mod body;
+pub mod body;
 mod failover;
 mod local;
 mod offload;

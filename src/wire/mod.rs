@@ -251,6 +251,8 @@ pub enum Api {
 }
 
 impl Api {
+    pub const ALL: [Api; 3] = [Api::Messages, Api::Responses, Api::Chat];
+
     /// The API path a generation request is sent to.
     pub fn path(self) -> &'static str {
         match self {

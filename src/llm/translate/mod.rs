@@ -37,6 +37,15 @@ pub enum Pair {
     ResponsesToMessages,
 }
 
+impl Pair {
+    /// Every pair, for tests and fuzzing.
+    pub const ALL: [Pair; 3] = [
+        Pair::MessagesToResponses,
+        Pair::MessagesToChat,
+        Pair::ResponsesToMessages,
+    ];
+}
+
 /// Every pair weir translates: (client API, upstream API, pair).
 const PAIRS: [(Api, Api, Pair); 3] = [
     (Api::Messages, Api::Responses, Pair::MessagesToResponses),

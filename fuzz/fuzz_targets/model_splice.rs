@@ -1,0 +1,19 @@
+//! `model` found in a client's body and replaced in place: whatever the
+//! body, no panic, and a replaced model reads back as the new name with
+//! every other byte kept.
+#![no_main]
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use weir::llm::body::{model, splice};
+
+fuzz_target!(|input: (Vec<u8>, String)| {
+    let (body, name) = input;
+    let body = Bytes::from(body);
+    if let Ok(found) = model(&body) {
+        let out = splice(&body, &found.span, &name);
+        let again = model(&out).expect("a spliced body still names a model");
+        assert_eq!(again.name, name);
+        assert_eq!(&out[..found.span.start], &body[..found.span.start]);
+    }
+});
