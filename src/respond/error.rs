@@ -80,6 +80,10 @@ bodies! {
     GATEWAY_TIMEOUT => 504, "upstream timed out";
 }
 
+/// The largest `retry-after-ms` the official SDKs honour (they require
+/// less than 60,000).
+const SDK_MAX_HINT_MS: u64 = 59_999;
+
 /// Render a generated error response with the status's fixed message.
 pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
     render(shape, status, None, None)
@@ -111,9 +115,17 @@ pub fn render(
         let h = resp.headers_mut();
         h.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         if matches!(shape, ErrorShape::Llm(_)) {
-            h.insert("retry-after-ms", HeaderValue::from(seconds * 1000));
+            // The SDKs take a hint only below 60 s; at 60 s they fall
+            // back to their own short back-off.
+            let ms = seconds.saturating_mul(1000).min(SDK_MAX_HINT_MS);
+            h.insert("retry-after-ms", HeaderValue::from(ms));
             h.insert("x-should-retry", HeaderValue::from_static("true"));
         }
+    } else if status == StatusCode::NOT_IMPLEMENTED && matches!(shape, ErrorShape::Llm(_)) {
+        // The SDKs retry every status >= 500 unless told not to; nothing
+        // weir cannot do now will it do on a retry.
+        resp.headers_mut()
+            .insert("x-should-retry", HeaderValue::from_static("false"));
     }
     resp
 }
@@ -251,6 +263,25 @@ mod tests {
         assert_eq!(v["error"]["code"], "invalid_api_key");
         assert!(v["error"]["param"].is_null());
         assert_ne!(request_id(), request_id());
+        let limited = render(
+            ErrorShape::Llm(Protocol::Anthropic),
+            StatusCode::TOO_MANY_REQUESTS,
+            None,
+            Some(60),
+        );
+        assert_eq!(limited.headers()[header::RETRY_AFTER], "60");
+        assert_eq!(
+            limited.headers()["retry-after-ms"],
+            "59999",
+            "below the SDKs' 60 s"
+        );
+        let unsupported = render(
+            ErrorShape::Llm(Protocol::OpenAi),
+            StatusCode::NOT_IMPLEMENTED,
+            None,
+            None,
+        );
+        assert_eq!(unsupported.headers()["x-should-retry"], "false");
     }
 
     #[test]

@@ -16,6 +16,24 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// the one Codex compacts its context on.
 pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
 
+/// The longest `user` both APIs accept (`string_above_max_length`).
+pub const MAX_USER_LEN: usize = 64;
+
+/// A client's user id as OpenAI's `user`: kept when it fits, else a
+/// stable hash of it (Claude Code's `metadata.user_id` is a JSON string of
+/// about 150 characters), so one user still reads as one user.
+pub fn user(id: &str) -> String {
+    if id.len() <= MAX_USER_LEN {
+        return id.to_string();
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let hex: String = digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("weir-{hex}")
+}
+
 pub(super) fn key_header(key: &str) -> (HeaderName, String) {
     (AUTHORIZATION, format!("Bearer {key}"))
 }
@@ -137,6 +155,20 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_user_id_becomes_a_stable_short_one() {
+        let id = format!(
+            "{{\"device_id\":\"{}\",\"session_id\":\"s\"}}",
+            "d".repeat(130)
+        );
+        assert!(id.len() > MAX_USER_LEN);
+        let user = user(&id);
+        assert!(user.len() <= MAX_USER_LEN, "{user}");
+        assert_eq!(user, super::user(&id), "stable");
+        assert_ne!(user, super::user(&id.replace('s', "t")));
+        assert_eq!(super::user("alice"), "alice");
+    }
 
     #[test]
     fn overflow_numbers_are_read_and_never_overflow() {

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use super::{EventClass, Observed, Usage, count, sse};
 
 pub const PATH: &str = "/v1/responses";
+/// The smallest `max_output_tokens` the API accepts (Claude Code's quota
+/// probe asks for 1).
+pub const MIN_MAX_OUTPUT_TOKENS: u64 = 16;
 
 pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
     (path == PATH).then_some(super::Endpoint::Responses)

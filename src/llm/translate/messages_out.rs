@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::text_of;
+use crate::wire::{openai, responses};
 
 /// `thinking.budget_tokens` → a reasoning effort.
 fn effort(budget: u64) -> &'static str {
@@ -99,6 +100,12 @@ fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api) {
                 t["description"].as_str().unwrap_or("").into(),
             );
             fields.insert("parameters".into(), t["input_schema"].clone());
+            if api == Api::Responses {
+                // Responses makes function tools strict by default, which
+                // turns optional properties into required ones; an
+                // Anthropic schema is not written for that.
+                fields.insert("strict".into(), false.into());
+            }
             function(&t["name"], fields)
         })
         .collect();
@@ -198,7 +205,12 @@ pub fn to_responses(v: &Value, model: &str) -> Value {
     }
     out.insert("input".into(), input.into());
     tools_and_choice(v, &mut out, Api::Responses);
-    copy(v, "max_tokens", &mut out, "max_output_tokens");
+    if let Some(n) = v["max_tokens"].as_u64() {
+        out.insert(
+            "max_output_tokens".into(),
+            n.max(responses::MIN_MAX_OUTPUT_TOKENS).into(),
+        );
+    }
     copy(v, "temperature", &mut out, "temperature");
     copy(v, "top_p", &mut out, "top_p");
     copy(v, "stream", &mut out, "stream");
@@ -206,7 +218,7 @@ pub fn to_responses(v: &Value, model: &str) -> Value {
         tracing::debug!("stop_sequences dropped: the Responses API has none");
     }
     if let Some(user) = v["metadata"]["user_id"].as_str() {
-        out.insert("user".into(), user.into());
+        out.insert("user".into(), openai::user(user).into());
     }
     if let Some(e) = thinking_effort(v) {
         out.insert("reasoning".into(), json!({"effort": e, "summary": "auto"}));
@@ -301,7 +313,7 @@ pub fn to_chat(v: &Value, model: &str) -> Value {
         out.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if let Some(user) = v["metadata"]["user_id"].as_str() {
-        out.insert("user".into(), user.into());
+        out.insert("user".into(), openai::user(user).into());
     }
     if let Some(e) = thinking_effort(v) {
         out.insert("reasoning_effort".into(), e.into());
@@ -367,7 +379,7 @@ mod tests {
                     {"type": "function_call_output", "call_id": "toolu_1", "output": "Error: no such file"},
                     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Try b.txt"}]},
                 ],
-                "tools": [{"type": "function", "name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+                "tools": [{"type": "function", "name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}, "strict": false}],
                 "tool_choice": "required",
                 "parallel_tool_calls": false,
                 "max_output_tokens": 1024,
@@ -377,6 +389,41 @@ mod tests {
                 "reasoning": {"effort": "medium", "summary": "auto"},
                 "store": false,
             })
+        );
+    }
+
+    /// What OpenAI refuses (LLM-PROTOCOLS §6): a `user` over 64 characters
+    /// (Claude Code's `metadata.user_id` is ~150), `max_output_tokens`
+    /// under 16 (Claude Code's quota probe sends `max_tokens: 1`).
+    #[test]
+    fn requests_keep_within_what_openai_accepts() {
+        let mut claude_code = request();
+        let long_id = format!(
+            r#"{{"device_id":"{}","account_uuid":"{}","session_id":"{}"}}"#,
+            "d".repeat(64),
+            "a".repeat(36),
+            "s".repeat(36)
+        );
+        claude_code["metadata"]["user_id"] = long_id.clone().into();
+        claude_code["max_tokens"] = 1.into();
+        let responses = to_responses(&claude_code, "gpt-5");
+        let chat = to_chat(&claude_code, "llama-3");
+        for out in [&responses, &chat] {
+            let user = out["user"].as_str().expect("user");
+            assert!(user.len() <= 64, "{user}");
+            assert_eq!(user, crate::wire::openai::user(&long_id));
+        }
+        assert_eq!(responses["max_output_tokens"], 16);
+        assert_eq!(
+            responses["tool_choice"], "required",
+            "strict is a tool's, never tool_choice's"
+        );
+        let mut named = request();
+        named["tool_choice"] = json!({"type": "tool", "name": "read"});
+        let out = to_responses(&named, "gpt-5");
+        assert_eq!(
+            out["tool_choice"],
+            json!({"type": "function", "name": "read"})
         );
     }
 
