@@ -1,9 +1,12 @@
 //! The key tables in docs/configuration.md list exactly the keys the
 //! loader reads: every key asked for while loading [`EVERY_KEY`] (a config
 //! that sets every key of every table) is documented in the table for its
-//! section, and every documented key is asked for.
+//! section, and every documented key is asked for. And a default the docs
+//! give as a value is the default: setting the key to it changes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use toml::de::DeTable;
 
 use super::*;
 
@@ -218,4 +221,95 @@ fn documented_tables_are_found_under_their_headings() {
         BTreeSet::from(["a".to_string(), "b".to_string()])
     );
     assert_eq!(d["server.sub"], BTreeSet::from(["c".to_string()]));
+}
+
+/// Documented defaults: (table, key, the literal the default cell starts
+/// with), for the rows whose default is a TOML value (`"30s"`, `1024`,
+/// `` `0` (off) ``); rows like "none" or "required" are left out.
+fn documented_defaults(docs: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in docs.lines() {
+        if let Some(heading) = line.strip_prefix('#') {
+            match first_code(heading).filter(|c| c.starts_with('[')) {
+                Some(code) => current = Some(code.trim_matches(|c| c == '[' || c == ']').into()),
+                None if !heading.starts_with("##") => current = None,
+                None => {}
+            }
+            continue;
+        }
+        let (Some(table), Some(row)) = (&current, line.strip_prefix("| `")) else {
+            continue;
+        };
+        let mut cells = row.split(" | ");
+        let (Some(key), Some(default)) = (cells.next(), cells.next()) else {
+            continue;
+        };
+        let key = key.trim_end_matches('`');
+        if let Some(literal) = default.strip_prefix('`').and_then(|d| d.split('`').next()) {
+            out.push((table.clone(), key.to_string(), literal.to_string()));
+        }
+    }
+    out
+}
+
+/// A config holding `line` in a table of kind `table`, if this test knows
+/// where such a table can stand.
+fn with_line(table: &str, line: &str) -> Vec<String> {
+    const LISTENER: &str = "[[listener]]\naddress = \"127.0.0.1:0\"\n";
+    const PROXY: &str = "[[route]]\nupstream = \"http://127.0.0.1:1\"\n";
+    const LLM: &str = "[[route]]\nkind = \"anthropic\"\n";
+    const LLM_UPSTREAM: &str = "[[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n";
+    match table {
+        "server" | "connections" | "http1" | "http2" | "log" | "upstream" => {
+            vec![format!("[{table}]\n{line}\n{LISTENER}{PROXY}")]
+        }
+        "listener" => vec![
+            format!("{LISTENER}{line}\n{PROXY}"),
+            format!("{LISTENER}redirect_https = true\n{line}\n{PROXY}"),
+        ],
+        "route" => vec![
+            format!("{LISTENER}{PROXY}{line}\n"),
+            format!("{LISTENER}{LLM}{line}\n{LLM_UPSTREAM}"),
+            format!("{LISTENER}{PROXY}hsts_max_age = \"1d\"\n{line}\n"),
+        ],
+        "route.upstreams" => vec![format!("{LISTENER}{LLM}{LLM_UPSTREAM}{line}\n")],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn setting_a_key_to_its_documented_default_changes_nothing() {
+    let path = Path::new("w.toml");
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (table, key, literal) in documented_defaults(DOCS) {
+        let without = with_line(&table, "");
+        let with = with_line(&table, &format!("{key} = {literal}"));
+        let pairs: Vec<_> = without
+            .iter()
+            .zip(&with)
+            .filter_map(|(a, b)| Some((parse(path, a).ok()?, parse(path, b).ok()?)))
+            .collect();
+        // A default named by another key (`rate_limit_per_second`) is
+        // not a value; a value no config here accepts is a wrong row.
+        let is_value = DeTable::parse(&format!("x = {literal}")).is_ok();
+        let Some((default, set)) = pairs.first() else {
+            if is_value && !with.is_empty() {
+                wrong.push(format!("{table}.{key} = {literal}: not accepted"));
+            }
+            continue;
+        };
+        checked += 1;
+        // Certificates aside, Debug shows every field of a Config.
+        if format!("{default:?}") != format!("{set:?}") {
+            wrong.push(format!("{table}.{key}: the default is not {literal}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/configuration.md:\n{}",
+        wrong.join("\n")
+    );
+    assert!(checked >= 45, "only {checked} defaults checked");
 }
