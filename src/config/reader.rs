@@ -65,7 +65,12 @@ impl<'s> Doc<'s> {
     }
 
     fn position(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
+        // An offset inside a character counts from that character's start.
+        let mut end = offset.min(self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = self.text.get(..end).unwrap_or_default();
         let line = before.matches('\n').count() + 1;
         let col = before
             .rfind('\n')
@@ -684,6 +689,14 @@ mod tests {
         assert_eq!(size_text(1 << 40), "1TiB");
         assert_eq!(size_text(1536), "1536");
         assert_eq!(size_text(0), "0");
+    }
+
+    #[test]
+    fn a_position_inside_a_character_does_not_panic() {
+        let text = "a = \"é\"\n";
+        let doc = Doc::new(Path::new("t.toml"), text);
+        assert_eq!(doc.position(6), (1, 6));
+        assert_eq!(doc.position(100), (2, 1));
     }
 
     #[test]
