@@ -8,6 +8,7 @@
 //! config that checks is a config that starts.
 
 mod load;
+mod problem;
 pub mod reader;
 
 use std::borrow::Cow;
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-pub use reader::{Problem, Problems};
+pub use problem::{Problem, Problems};
 
 /// Defaults, in one place so the docs and the code cannot drift apart.
 pub mod defaults {

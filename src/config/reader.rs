@@ -7,72 +7,33 @@
 //! which records each problem (unknown key, wrong type, bad value) with its
 //! line and column and carries on. Callers get `Option<T>` back and build
 //! the validated config from whatever was readable.
+//!
+//! Each key is named once, in the getter that reads it: a [`Section`]
+//! remembers which keys its getters asked for, and when it is dropped every
+//! other key in its table is reported as unknown (with a "did you mean"
+//! drawn from the keys that were asked for). A reader must therefore ask
+//! for each of its keys on every path, before it returns early.
 
 use std::cell::RefCell;
-use std::fmt;
-use std::ops::Range;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use super::problem::{Problem, Problems};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-/// One thing wrong with a config file, located as precisely as we can.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: PathBuf,
-    /// 1-based line and column; `None` when the problem has no single place.
-    pub position: Option<(usize, usize)>,
-    /// Dotted key path such as `route[2].upstream`.
-    pub key: String,
-    pub message: String,
-    /// How to fix it, when there is an obvious fix.
-    pub fix: Option<String>,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some((line, col)) = self.position {
-            write!(f, ":{line}:{col}")?;
-        }
-        if !self.key.is_empty() {
-            write!(f, ": {}", self.key)?;
-        }
-        write!(f, ": {}", self.message)?;
-        if let Some(fix) = &self.fix {
-            write!(f, " (fix: {fix})")?;
-        }
-        Ok(())
-    }
-}
-
-/// Every problem found in one config, reported together.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problems(pub Vec<Problem>);
-
-impl fmt::Display for Problems {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.0.len();
-        writeln!(
-            f,
-            "{n} problem{} in the configuration:",
-            if n == 1 { "" } else { "s" }
-        )?;
-        for p in &self.0 {
-            writeln!(f, "  {p}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for Problems {}
+/// Keys asked for per table, by table path without indices
+/// (`route.upstreams`); the top-level table is `""`.
+pub type KeysRead = BTreeMap<String, BTreeSet<&'static str>>;
 
 /// The source text and the problems found in it so far.
 pub struct Doc<'s> {
     file: PathBuf,
     text: &'s str,
     problems: RefCell<Vec<Problem>>,
+    keys_read: RefCell<KeysRead>,
 }
 
 impl<'s> Doc<'s> {
@@ -81,7 +42,13 @@ impl<'s> Doc<'s> {
             file: file.to_path_buf(),
             text,
             problems: RefCell::new(Vec::new()),
+            keys_read: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// Every key the readers asked for so far, whether or not it was set.
+    pub fn keys_read(&self) -> KeysRead {
+        self.keys_read.borrow().clone()
     }
 
     /// Directory that relative paths in the config are resolved against.
@@ -92,8 +59,18 @@ impl<'s> Doc<'s> {
             .unwrap_or_default()
     }
 
+    /// The text written at `span`.
+    fn source(&self, span: Range<usize>) -> &str {
+        self.text.get(span).unwrap_or("the value")
+    }
+
     fn position(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
+        // An offset inside a character counts from that character's start.
+        let mut end = offset.min(self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = self.text.get(..end).unwrap_or_default();
         let line = before.matches('\n').count() + 1;
         let col = before
             .rfind('\n')
@@ -141,47 +118,38 @@ pub struct At<T> {
     pub key: String,
 }
 
-/// One TOML table being read. Unknown keys are reported on construction.
+/// One TOML table being read. The keys its getters asked for are
+/// remembered; the others are reported as unknown when it is dropped.
 pub struct Section<'a, 'i> {
     doc: &'a Doc<'a>,
     table: &'a DeTable<'i>,
     path: String,
     span: Range<usize>,
+    /// Keys asked for, in the order the reader asked.
+    asked: RefCell<Vec<&'static str>>,
 }
 
 impl<'a, 'i> Section<'a, 'i> {
-    /// Read `table` (found at `path`) accepting only `known` keys.
-    pub fn new(
-        doc: &'a Doc<'a>,
-        table: &'a DeTable<'i>,
-        path: &str,
-        span: Range<usize>,
-        known: &[&str],
-    ) -> Self {
-        for (key, _) in table.iter() {
-            let name: &str = key.get_ref();
-            if !known.contains(&name) {
-                let suggestion = known
-                    .iter()
-                    .map(|k| (strsim::jaro_winkler(k, name), *k))
-                    .filter(|(score, _)| *score > 0.8)
-                    .max_by(|a, b| a.0.total_cmp(&b.0))
-                    .map(|(_, k)| format!("did you mean `{k}`?"))
-                    .unwrap_or_else(|| format!("known keys here: {}", known.join(", ")));
-                doc.report(
-                    Some(key.span()),
-                    &join(path, name),
-                    "unknown key".into(),
-                    Some(suggestion),
-                );
-            }
-        }
+    /// Read `table`, found at `path`.
+    pub fn new(doc: &'a Doc<'a>, table: &'a DeTable<'i>, path: &str, span: Range<usize>) -> Self {
         Section {
             doc,
             table,
             path: path.to_string(),
             span,
+            asked: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The keys `read` asks for, learnt by running it on an empty table
+    /// (whose problems are discarded). For a reader that asks for every
+    /// key before it returns early, these are all the keys it accepts.
+    pub fn keys_read_by(read: impl FnOnce(&Section<'_, '_>)) -> Vec<&'static str> {
+        let doc = Doc::new(Path::new(""), "");
+        let table = DeTable::new();
+        let section = Section::new(&doc, &table, "", 0..0);
+        read(&section);
+        section.asked.take()
     }
 
     pub fn path(&self) -> &str {
@@ -192,12 +160,17 @@ impl<'a, 'i> Section<'a, 'i> {
         self.doc
     }
 
-    fn raw(&self, key: &str) -> Option<&'a Spanned<DeValue<'i>>> {
+    /// `key`'s value, remembering that the key was asked for.
+    fn raw(&self, key: &'static str) -> Option<&'a Spanned<DeValue<'i>>> {
+        let mut asked = self.asked.borrow_mut();
+        if !asked.contains(&key) {
+            asked.push(key);
+        }
         self.table.get(key)
     }
 
-    /// Whether `key` is present, whatever its value.
-    pub fn raw_present(&self, key: &str) -> bool {
+    /// Whether `key` is present, whatever its value (this reads the key).
+    pub fn raw_present(&self, key: &'static str) -> bool {
         self.raw(key).is_some()
     }
 
@@ -209,7 +182,8 @@ impl<'a, 'i> Section<'a, 'i> {
     /// the key is absent).
     pub fn problem(&self, key: &str, message: impl Into<String>, fix: Option<String>) {
         let span = self
-            .raw(key)
+            .table
+            .get(key)
             .map(Spanned::span)
             .unwrap_or(self.span.clone());
         self.doc
@@ -225,7 +199,7 @@ impl<'a, 'i> Section<'a, 'i> {
         );
     }
 
-    pub fn string(&self, key: &str) -> Option<At<String>> {
+    pub fn string(&self, key: &'static str) -> Option<At<String>> {
         let v = self.raw(key)?;
         match v.get_ref().as_str() {
             Some(s) => Some(self.at(key, v, s.to_string())),
@@ -236,7 +210,7 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
-    pub fn bool(&self, key: &str) -> Option<bool> {
+    pub fn bool(&self, key: &'static str) -> Option<bool> {
         let v = self.raw(key)?;
         match v.get_ref().as_bool() {
             Some(b) => Some(b),
@@ -248,7 +222,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A non-negative integer no larger than `max`.
-    pub fn uint(&self, key: &str, max: u64) -> Option<u64> {
+    pub fn uint(&self, key: &'static str, max: u64) -> Option<u64> {
         let v = self.raw(key)?;
         let Some(int) = v.get_ref().as_integer() else {
             self.wrong_type(key, v, "an integer", "10");
@@ -268,15 +242,21 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
-    /// A duration written like `"10s"`, `"500ms"` or `"1m 30s"`.
-    pub fn duration(&self, key: &str) -> Option<Duration> {
+    /// A duration written like `"10s"`, `"500ms"` or `"1m 30s"`, within
+    /// `bounds` (an upper bound keeps every deadline computed from it from
+    /// overflowing).
+    pub fn duration(
+        &self,
+        key: &'static str,
+        bounds: RangeInclusive<Duration>,
+    ) -> Option<Duration> {
         let v = self.raw(key)?;
         let Some(s) = v.get_ref().as_str() else {
             self.wrong_type(key, v, "a duration string", "\"10s\"");
             return None;
         };
-        match humantime::parse_duration(s) {
-            Ok(d) => Some(d),
+        let d = match humantime::parse_duration(s) {
+            Ok(d) => d,
             Err(e) => {
                 self.doc.report(
                     Some(v.span()),
@@ -284,29 +264,62 @@ impl<'a, 'i> Section<'a, 'i> {
                     format!("`{s}` is not a duration: {e}"),
                     Some("write it like \"10s\", \"500ms\" or \"2m\"".into()),
                 );
-                None
+                return None;
             }
+        };
+        if bounds.contains(&d) {
+            return Some(d);
         }
+        let (min, max) = (duration_text(*bounds.start()), duration_text(*bounds.end()));
+        let message = if d > *bounds.end() {
+            format!("`{s}` is longer than the longest allowed, {max}")
+        } else if d.is_zero() {
+            "must be greater than zero".to_string()
+        } else {
+            format!("`{s}` is shorter than the shortest allowed, {min}")
+        };
+        self.doc.report(
+            Some(v.span()),
+            &self.key_path(key),
+            message,
+            Some(format!("use a duration from \"{min}\" to \"{max}\"")),
+        );
+        None
     }
 
-    /// A byte size written as an integer or a string like `"10MiB"`.
-    pub fn size(&self, key: &str) -> Option<u64> {
+    /// A byte size written as an integer or a string like `"10MiB"`, at
+    /// most `max` bytes.
+    pub fn size(&self, key: &'static str, max: u64) -> Option<u64> {
         let v = self.raw(key)?;
-        if v.get_ref().is_integer() {
-            return self.uint(key, u64::MAX);
-        }
-        let Some(s) = v.get_ref().as_str() else {
+        let n = if let Some(int) = v.get_ref().as_integer() {
+            u64::from_str_radix(int.as_str(), int.radix()).ok()
+        } else if let Some(s) = v.get_ref().as_str() {
+            match s.parse::<bytesize::ByteSize>() {
+                Ok(b) => Some(b.as_u64()),
+                Err(e) => {
+                    self.doc.report(
+                        Some(v.span()),
+                        &self.key_path(key),
+                        format!("`{s}` is not a size: {e}"),
+                        Some("write it like \"512KiB\", \"10MiB\" or a number of bytes".into()),
+                    );
+                    return None;
+                }
+            }
+        } else {
             self.wrong_type(key, v, "a size", "\"10MiB\"");
             return None;
         };
-        match s.parse::<bytesize::ByteSize>() {
-            Ok(b) => Some(b.as_u64()),
-            Err(e) => {
+        // A negative integer, or a size so large it saturated on parsing,
+        // is out of range like any size over `max`.
+        match n {
+            Some(n) if n <= max => Some(n),
+            _ => {
                 self.doc.report(
                     Some(v.span()),
                     &self.key_path(key),
-                    format!("`{s}` is not a size: {e}"),
-                    Some("write it like \"512KiB\", \"10MiB\" or a number of bytes".into()),
+                    format!("{} is out of range", self.doc.source(v.span())),
+                    Some(format!("use a size from 0 to \"{}\"", size_text(max))),
                 );
                 None
             }
@@ -314,7 +327,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A list of strings; a single string is accepted as a list of one.
-    pub fn string_list(&self, key: &str) -> Option<Vec<At<String>>> {
+    pub fn string_list(&self, key: &'static str) -> Option<Vec<At<String>>> {
         let v = self.raw(key)?;
         if let Some(s) = v.get_ref().as_str() {
             return Some(vec![self.at(key, v, s.to_string())]);
@@ -343,7 +356,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A list of integers, each no larger than `max`.
-    pub fn uint_list(&self, key: &str, max: u64) -> Option<Vec<At<u64>>> {
+    pub fn uint_list(&self, key: &'static str, max: u64) -> Option<Vec<At<u64>>> {
         let v = self.raw(key)?;
         let Some(items) = v.get_ref().as_array() else {
             self.wrong_type(key, v, "a list of integers", "[429, 503]");
@@ -375,16 +388,10 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A sub-table.
-    pub fn table(&self, key: &str, known: &[&str]) -> Option<Section<'a, 'i>> {
+    pub fn table(&self, key: &'static str) -> Option<Section<'a, 'i>> {
         let v = self.raw(key)?;
         match v.get_ref().as_table() {
-            Some(t) => Some(Section::new(
-                self.doc,
-                t,
-                &self.key_path(key),
-                v.span(),
-                known,
-            )),
+            Some(t) => Some(Section::new(self.doc, t, &self.key_path(key), v.span())),
             None => {
                 self.wrong_type(key, v, "a table", &format!("{{ ... }}` or `[{key}]"));
                 None
@@ -393,18 +400,12 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// An array of tables (`[[key]]`); a single table is accepted too.
-    pub fn tables(&self, key: &str, known: &[&str]) -> Vec<Section<'a, 'i>> {
+    pub fn tables(&self, key: &'static str) -> Vec<Section<'a, 'i>> {
         let Some(v) = self.raw(key) else {
             return Vec::new();
         };
         if let Some(t) = v.get_ref().as_table() {
-            return vec![Section::new(
-                self.doc,
-                t,
-                &self.key_path(key),
-                v.span(),
-                known,
-            )];
+            return vec![Section::new(self.doc, t, &self.key_path(key), v.span())];
         }
         let Some(items) = v.get_ref().as_array() else {
             self.wrong_type(key, v, "an array of tables", &format!("[[{key}]]"));
@@ -414,7 +415,7 @@ impl<'a, 'i> Section<'a, 'i> {
         for (i, item) in items.iter().enumerate() {
             let path = format!("{}[{i}]", self.key_path(key));
             match item.get_ref().as_table() {
-                Some(t) => out.push(Section::new(self.doc, t, &path, item.span(), known)),
+                Some(t) => out.push(Section::new(self.doc, t, &path, item.span())),
                 None => self.doc.report(
                     Some(item.span()),
                     &path,
@@ -433,6 +434,77 @@ impl<'a, 'i> Section<'a, 'i> {
             key: self.key_path(key),
         }
     }
+}
+
+impl Drop for Section<'_, '_> {
+    /// Report every key no getter asked for, and record the keys asked for.
+    fn drop(&mut self) {
+        let asked = self.asked.take();
+        for (key, _) in self.table.iter() {
+            let name: &str = key.get_ref();
+            if asked.contains(&name) {
+                continue;
+            }
+            let suggestion = asked
+                .iter()
+                .map(|k| (strsim::jaro_winkler(k, name), *k))
+                .filter(|(score, _)| *score > 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| format!("did you mean `{k}`?"))
+                .unwrap_or_else(|| format!("known keys here: {}", asked.join(", ")));
+            self.doc.report(
+                Some(key.span()),
+                &join(&self.path, name),
+                "unknown key".into(),
+                Some(suggestion),
+            );
+        }
+        self.doc
+            .keys_read
+            .borrow_mut()
+            .entry(without_indices(&self.path))
+            .or_default()
+            .extend(asked);
+    }
+}
+
+/// `route[2].upstreams[0]` → `route.upstreams`.
+fn without_indices(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            c if !in_index => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A duration as a config would write it: `"24h"`, `"2years"`.
+pub fn duration_text(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// A size as a config would write it: the largest binary unit that divides
+/// it exactly (`"16MiB"`), else bytes.
+pub fn size_text(n: u64) -> String {
+    const UNITS: [(u32, &str); 6] = [
+        (60, "EiB"),
+        (50, "PiB"),
+        (40, "TiB"),
+        (30, "GiB"),
+        (20, "MiB"),
+        (10, "KiB"),
+    ];
+    for (shift, unit) in UNITS {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
 }
 
 impl<T> At<T> {
@@ -471,32 +543,83 @@ pub fn parse<'i>(doc: &Doc<'_>, text: &'i str) -> Option<Spanned<DeTable<'i>>> {
 mod tests {
     use super::*;
 
-    fn read<F: FnOnce(&Section<'_, '_>)>(text: &str, known: &[&str], f: F) -> Vec<Problem> {
+    const DAY: Duration = Duration::from_secs(86_400);
+    const UP_TO_A_DAY: RangeInclusive<Duration> = Duration::ZERO..=DAY;
+
+    fn read<F: FnOnce(&Section<'_, '_>)>(text: &str, f: F) -> Vec<Problem> {
         let doc = Doc::new(Path::new("t.toml"), text);
         if let Some(t) = parse(&doc, text) {
-            let s = Section::new(&doc, t.get_ref(), "", t.span(), known);
+            let s = Section::new(&doc, t.get_ref(), "", t.span());
             f(&s);
         }
         doc.into_problems()
     }
 
     #[test]
-    fn unknown_keys_are_reported_with_position_and_suggestion() {
-        let p = read(
-            "a = 1\nconect_timeout = \"1s\"\n",
-            &["a", "connect_timeout"],
-            |_| {},
-        );
+    fn keys_not_asked_for_are_reported_with_position_and_suggestion() {
+        let p = read("a = 1\nconect_timeout = \"1s\"\n", |s| {
+            s.uint("a", 10);
+            s.duration("connect_timeout", UP_TO_A_DAY);
+        });
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].position, Some((2, 1)));
         assert_eq!(p[0].key, "conect_timeout");
-        assert!(p[0].fix.as_deref().unwrap().contains("connect_timeout"));
+        assert_eq!(p[0].message, "unknown key");
+        assert_eq!(p[0].fix.as_deref(), Some("did you mean `connect_timeout`?"));
+    }
+
+    #[test]
+    fn a_misspelled_getter_does_not_accept_the_key_it_never_reads() {
+        let p = read("connect_timeout = \"1s\"\n", |s| {
+            assert_eq!(s.duration("conect_timeout", UP_TO_A_DAY), None);
+        });
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "connect_timeout");
+        assert_eq!(p[0].fix.as_deref(), Some("did you mean `conect_timeout`?"));
+    }
+
+    #[test]
+    fn unknown_keys_of_nested_tables_are_reported_and_known_keys_listed() {
+        let p = read("[t]\nx = 1\nzzz = 2\n", |s| {
+            if let Some(t) = s.table("t") {
+                t.uint("x", 10);
+                t.uint("y", 10);
+            }
+        });
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "t.zzz");
+        assert_eq!(p[0].fix.as_deref(), Some("known keys here: x, y"));
+    }
+
+    #[test]
+    fn keys_read_are_recorded_per_table_without_indices() {
+        let text = "[[r]]\na = 1\n[[r]]\nb = 2\n";
+        let doc = Doc::new(Path::new("t.toml"), text);
+        if let Some(t) = parse(&doc, text) {
+            let s = Section::new(&doc, t.get_ref(), "", t.span());
+            for (i, r) in s.tables("r").into_iter().enumerate() {
+                r.uint(if i == 0 { "a" } else { "b" }, 10);
+            }
+        }
+        let keys = doc.keys_read();
+        assert_eq!(keys[""], BTreeSet::from(["r"]));
+        assert_eq!(keys["r"], BTreeSet::from(["a", "b"]));
+    }
+
+    #[test]
+    fn keys_read_by_a_reader_are_learnt_on_an_empty_table() {
+        let keys = Section::keys_read_by(|s| {
+            s.string("x");
+            s.problem("x", "missing", None);
+            s.bool("y");
+        });
+        assert_eq!(keys, ["x", "y"]);
     }
 
     #[test]
     fn all_problems_are_collected() {
-        let p = read("d = \"ten\"\nn = \"x\"\nz = 3\n", &["d", "n"], |s| {
-            assert!(s.duration("d").is_none());
+        let p = read("d = \"ten\"\nn = \"x\"\nz = 3\n", |s| {
+            assert!(s.duration("d", UP_TO_A_DAY).is_none());
             assert!(s.uint("n", 10).is_none());
         });
         assert_eq!(p.len(), 3, "{p:?}");
@@ -504,28 +627,88 @@ mod tests {
 
     #[test]
     fn durations_and_sizes_parse() {
-        let p = read(
-            "d = \"1m 30s\"\ns = \"2MiB\"\nb = 512\n",
-            &["d", "s", "b"],
-            |s| {
-                assert_eq!(s.duration("d"), Some(Duration::from_secs(90)));
-                assert_eq!(s.size("s"), Some(2 * 1024 * 1024));
-                assert_eq!(s.size("b"), Some(512));
-            },
-        );
+        let p = read("d = \"1m 30s\"\ns = \"2MiB\"\nb = 512\n", |s| {
+            assert_eq!(s.duration("d", UP_TO_A_DAY), Some(Duration::from_secs(90)));
+            assert_eq!(s.size("s", u64::MAX), Some(2 * 1024 * 1024));
+            assert_eq!(s.size("b", u64::MAX), Some(512));
+        });
         assert!(p.is_empty(), "{p:?}");
     }
 
     #[test]
+    fn a_duration_outside_its_bounds_is_a_problem_that_names_them() {
+        let p = read("d = \"25h\"\ne = \"24h\"\nz = \"0s\"\nm = \"1ms\"\n", |s| {
+            let positive = Duration::from_secs(1)..=DAY;
+            assert_eq!(s.duration("d", positive.clone()), None);
+            assert_eq!(s.duration("e", positive.clone()), Some(DAY));
+            assert_eq!(s.duration("z", positive.clone()), None);
+            assert_eq!(s.duration("m", positive), None);
+        });
+        assert_eq!(p.len(), 3, "{p:?}");
+        let fix = "(fix: use a duration from \"1s\" to \"1day\")";
+        assert_eq!(
+            p[0].to_string(),
+            format!("t.toml:1:5: d: `25h` is longer than the longest allowed, 1day {fix}")
+        );
+        assert_eq!(
+            p[1].to_string(),
+            format!("t.toml:3:5: z: must be greater than zero {fix}")
+        );
+        assert_eq!(
+            p[2].to_string(),
+            format!("t.toml:4:5: m: `1ms` is shorter than the shortest allowed, 1s {fix}")
+        );
+    }
+
+    #[test]
+    fn a_size_over_its_bound_is_a_problem_that_names_the_bound() {
+        let p = read(
+            "s = \"2MiB\"\nb = 2097153\nz = \"500000000000EiB\"\nn = -1\n",
+            |s| {
+                assert_eq!(s.size("s", 2 << 20), Some(2 << 20));
+                assert_eq!(s.size("b", 2 << 20), None);
+                assert_eq!(s.size("z", u64::MAX - 1), None);
+                assert_eq!(s.size("n", 2 << 20), None);
+            },
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert_eq!(
+            p[0].to_string(),
+            "t.toml:2:5: b: 2097153 is out of range (fix: use a size from 0 to \"2MiB\")"
+        );
+        assert!(
+            p[1].to_string()
+                .contains("\"500000000000EiB\" is out of range")
+        );
+        assert!(p[2].to_string().contains("-1 is out of range"));
+    }
+
+    #[test]
+    fn sizes_are_written_in_their_largest_exact_unit() {
+        assert_eq!(size_text(16 << 20), "16MiB");
+        assert_eq!(size_text(1 << 40), "1TiB");
+        assert_eq!(size_text(1536), "1536");
+        assert_eq!(size_text(0), "0");
+    }
+
+    #[test]
+    fn a_position_inside_a_character_does_not_panic() {
+        let text = "a = \"é\"\n";
+        let doc = Doc::new(Path::new("t.toml"), text);
+        assert_eq!(doc.position(6), (1, 6));
+        assert_eq!(doc.position(100), (2, 1));
+    }
+
+    #[test]
     fn syntax_errors_have_positions() {
-        let p = read("a = 1\nb = \n", &["a", "b"], |_| {});
+        let p = read("a = 1\nb = \n", |_| {});
         assert!(!p.is_empty());
         assert_eq!(p[0].position.map(|x| x.0), Some(2));
     }
 
     #[test]
     fn out_of_range_integer() {
-        let p = read("n = 70000\n", &["n"], |s| {
+        let p = read("n = 70000\n", |s| {
             assert!(s.uint("n", 65535).is_none());
         });
         assert_eq!(p.len(), 1);

@@ -1,0 +1,353 @@
+//! What LLM routes (`kind = "anthropic"` or `"openai"`) read:
+//! `[[route.upstreams]]`, `[[route.models]]` and their timeouts and limits.
+
+use super::*;
+
+pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> {
+    let mut ok = true;
+    let sections = t.tables("upstreams");
+    if sections.is_empty() {
+        t.problem(
+            "upstreams",
+            "an LLM route needs at least one upstream",
+            Some(format!(
+                "add `[[route.upstreams]]` with `name` and `url = \"{}\"`",
+                match protocol {
+                    Protocol::Anthropic => "https://api.anthropic.com",
+                    Protocol::OpenAi => "https://api.openai.com",
+                }
+            )),
+        );
+    }
+    let mut upstreams: Vec<LlmUpstreamConfig> = Vec::new();
+    for u in sections {
+        match upstream(&u, protocol, &upstreams) {
+            Some(upstream) => upstreams.push(upstream),
+            None => ok = false,
+        }
+    }
+    let choices = |list: Vec<At<String>>| -> Option<Vec<Choice>> {
+        let mut out = Vec::new();
+        let mut good = true;
+        for entry in list {
+            let (name, model) = match entry.value.split_once(':') {
+                Some((n, m)) => (n, Some(m.to_string())),
+                None => (entry.value.as_str(), None),
+            };
+            match upstreams.iter().position(|u| u.name == name) {
+                Some(upstream) => out.push(Choice { upstream, model }),
+                None => {
+                    entry.problem(
+                        t.doc(),
+                        format!("no upstream named `{name}` in this route"),
+                        Some(format!(
+                            "use one of: {}",
+                            upstreams
+                                .iter()
+                                .map(|u| u.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    );
+                    good = false;
+                }
+            }
+        }
+        good.then_some(out)
+    };
+    let mut models = Vec::new();
+    for m in t.tables("models") {
+        let name = m.string("name");
+        let list = m.string_list("upstreams");
+        let Some(name) = name else {
+            m.problem(
+                "name",
+                "missing",
+                Some("add `name = \"claude-sonnet-4-5\"`".into()),
+            );
+            ok = false;
+            continue;
+        };
+        if models.iter().any(|(n, _)| *n == name.value) {
+            name.problem(
+                t.doc(),
+                format!("model `{}` is listed twice", name.value),
+                Some("keep one `[[route.models]]` entry per model".into()),
+            );
+            ok = false;
+        }
+        let Some(list) = list.filter(|l| !l.is_empty()) else {
+            m.problem(
+                "upstreams",
+                "a model needs at least one upstream",
+                Some("add `upstreams = [\"primary\", \"backup:other-model-id\"]`".into()),
+            );
+            ok = false;
+            continue;
+        };
+        match choices(list) {
+            Some(c) => models.push((name.value, c)),
+            None => ok = false,
+        }
+    }
+    let default_upstreams = match t.string_list("default_upstreams") {
+        Some(list) => choices(list).unwrap_or_else(|| {
+            ok = false;
+            Vec::new()
+        }),
+        None if models.is_empty() => (0..upstreams.len())
+            .map(|upstream| Choice {
+                upstream,
+                model: None,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let client_tokens = secrets::client_tokens(t);
+    let max_concurrent_per_token = t
+        .uint("max_concurrent_per_token", MAX_SEMAPHORE_PERMITS)
+        .unwrap_or(0) as usize;
+    let first_byte_timeout =
+        timer(t, "first_byte_timeout").unwrap_or(defaults::LLM_FIRST_BYTE_TIMEOUT);
+    let first_token_timeout =
+        timer(t, "first_token_timeout").unwrap_or(defaults::LLM_FIRST_TOKEN_TIMEOUT);
+    let stream_idle_timeout =
+        timer(t, "stream_idle_timeout").unwrap_or(defaults::LLM_STREAM_IDLE_TIMEOUT);
+    let sse_keepalive = timer(t, "sse_keepalive").unwrap_or(defaults::LLM_SSE_KEEPALIVE);
+    let failover_on = match t.uint_list("failover_on", 599) {
+        Some(list) => list.into_iter().map(|s| s.value as u16).collect(),
+        None => defaults::LLM_FAILOVER_ON.to_vec(),
+    };
+    let served_by_header = t.bool("served_by_header").unwrap_or(false);
+    let settings = LlmSettings {
+        protocol,
+        upstreams,
+        models,
+        default_upstreams,
+        client_tokens: client_tokens?,
+        max_concurrent_per_token,
+        first_byte_timeout,
+        first_token_timeout,
+        stream_idle_timeout,
+        sse_keepalive,
+        failover_on,
+        served_by_header,
+    };
+    ok.then_some(settings)
+}
+
+/// One `[[route.upstreams]]` entry; `before` are the entries already read.
+fn upstream(
+    u: &Section<'_, '_>,
+    protocol: Protocol,
+    before: &[LlmUpstreamConfig],
+) -> Option<LlmUpstreamConfig> {
+    let name = u.string("name");
+    let url = u.string("url");
+    let credential = secrets::secret(u, "api_key_env", "api_key_file", "the API key");
+    let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
+    let api = upstream_api(u, protocol);
+    let Some(name) = name else {
+        u.problem("name", "missing", Some("add `name = \"primary\"`".into()));
+        return None;
+    };
+    let mut ok = true;
+    if name.value.is_empty() || name.value.contains(':') {
+        name.problem(
+            u.doc(),
+            "an upstream name must be non-empty and cannot contain `:`",
+            Some("`:` separates an upstream from a model id in `upstreams` lists".into()),
+        );
+        ok = false;
+    }
+    if before.iter().any(|x| x.name == name.value) {
+        name.problem(
+            u.doc(),
+            format!("upstream `{}` is defined twice in this route", name.value),
+            Some("give each upstream a distinct `name`".into()),
+        );
+        ok = false;
+    }
+    let url = match url {
+        Some(url) => upstream_uri(u, &url),
+        None => {
+            u.problem("url", "missing", Some("add `url = \"https://...\"`".into()));
+            None
+        }
+    };
+    // Neither `api_key_env` nor `api_key_file`: the client's own
+    // credential is passed through.
+    let credential = match credential {
+        Ok(Some((key, _))) => Some(Credential::Key(key)),
+        Ok(None) => Some(Credential::Passthrough),
+        Err(secrets::Reported) => None,
+    };
+    match (url, credential, api) {
+        (Some(url), Some(credential), Some(api)) if ok => Some(LlmUpstreamConfig {
+            name: name.value,
+            url,
+            credential,
+            connect_timeout,
+            api,
+        }),
+        _ => None,
+    }
+}
+
+/// The API an upstream speaks, from its `protocol` key.
+fn upstream_api(u: &Section<'_, '_>, route: Protocol) -> Option<UpstreamApi> {
+    let p = u.string("protocol");
+    let asked = match p.as_ref().map(|p| p.value.as_str()) {
+        None => None,
+        Some("anthropic") => Some(UpstreamApi::Anthropic),
+        Some("openai") => Some(UpstreamApi::OpenAi),
+        Some("openai_responses") => Some(UpstreamApi::OpenAiResponses),
+        Some("openai_chat") => Some(UpstreamApi::OpenAiChat),
+        Some(other) => {
+            u.problem(
+                "protocol",
+                format!("unknown protocol `{other}`"),
+                Some("use \"anthropic\", \"openai_responses\", \"openai_chat\" or \"openai\" (both OpenAI APIs)".into()),
+            );
+            return None;
+        }
+    };
+    match serving_api(route, asked) {
+        Ok(api) => Some(api),
+        Err(Refused { message, fix }) => {
+            u.problem("protocol", message, Some(fix.into()));
+            None
+        }
+    }
+}
+
+/// Why a route cannot be served by an upstream API.
+#[derive(Debug, PartialEq)]
+struct Refused {
+    message: &'static str,
+    fix: &'static str,
+}
+
+/// Which upstream API serves a route of protocol `route`: `asked` (the
+/// upstream's `protocol` key) or, without one, the route's own. The one
+/// place the config decides which upstream API can serve which client API.
+fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamApi, Refused> {
+    match (route, asked) {
+        (Protocol::Anthropic, None) => Ok(UpstreamApi::Anthropic),
+        (Protocol::OpenAi, None) => Ok(UpstreamApi::OpenAi),
+        (Protocol::Anthropic, Some(UpstreamApi::OpenAi)) => Err(Refused {
+            message: "an Anthropic route must say which OpenAI API the upstream is translated to",
+            fix: "use \"openai_responses\" or \"openai_chat\"",
+        }),
+        (_, Some(api)) => Ok(api),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::problems;
+    use super::*;
+
+    #[test]
+    fn llm_routes_are_validated_with_every_problem_named() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nname = \"a\"\nkind = \"anthropic\"\nupstream = \"http://x\"\n\
+             [[route.upstreams]]\nname = \"one\"\nurl = \"http://127.0.0.1:1\"\n\
+             api_key_env = \"WEIR_TEST_SURELY_UNSET_VARIABLE\"\n\
+             [[route.upstreams]]\nname = \"two\"\nurl = \"ftp://x\"\n\
+             [[route.models]]\nname = \"m\"\nupstreams = [\"one\", \"three:id\"]\n\
+             [[route]]\nname = \"b\"\nkind = \"gemini\"\n\
+             [[route]]\nname = \"c\"\nupstream = \"http://x\"\nsse_keepalive = \"1s\"\n",
+        );
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].upstream: `upstream` does not apply to anthropic routes",
+            "WEIR_TEST_SURELY_UNSET_VARIABLE` is not set",
+            "must start with http:// or https://",
+            "no upstream named `three`",
+            "unknown route kind `gemini`",
+            "route[2].sse_keepalive: `sse_keepalive` does not apply to proxy routes",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn an_llm_route_defaults_to_all_upstreams_and_32_mib() {
+        let c = parse(
+            Path::new("w.toml"),
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"openai\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route.upstreams]]\nname = \"b\"\nurl = \"http://127.0.0.1:2/base\"\n",
+        )
+        .expect("valid");
+        let r = &c.routes[0];
+        assert_eq!(r.max_request_body, Some(defaults::LLM_MAX_REQUEST_BODY));
+        let RouteKind::Llm(llm) = &r.kind else {
+            panic!("an LLM route");
+        };
+        assert_eq!(llm.protocol, Protocol::OpenAi);
+        let order: Vec<usize> = llm
+            .choices("anything")
+            .expect("default")
+            .iter()
+            .map(|c| c.upstream)
+            .collect();
+        assert_eq!(order, vec![0, 1]);
+        assert_eq!(llm.failover_on, defaults::LLM_FAILOVER_ON);
+        assert!(
+            llm.upstreams
+                .iter()
+                .all(|u| u.credential == Credential::Passthrough)
+        );
+    }
+
+    #[test]
+    fn an_anthropic_route_must_name_the_openai_api() {
+        assert_eq!(
+            serving_api(Protocol::Anthropic, None),
+            Ok(UpstreamApi::Anthropic)
+        );
+        assert_eq!(serving_api(Protocol::OpenAi, None), Ok(UpstreamApi::OpenAi));
+        assert_eq!(
+            serving_api(Protocol::OpenAi, Some(UpstreamApi::Anthropic)),
+            Ok(UpstreamApi::Anthropic)
+        );
+        assert!(serving_api(Protocol::Anthropic, Some(UpstreamApi::OpenAi)).is_err());
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\nprotocol = \"openai\"\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "w.toml:8:12: route[0].upstreams[0].protocol: an Anthropic route must say which \
+              OpenAI API the upstream is translated to (fix: use \"openai_responses\" or \"openai_chat\")"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_upstream_or_model_without_a_name_reports_only_that() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"openai\"\n\
+             [[route.upstreams]]\nurl = \"http://127.0.0.1:1\"\nconnect_timeout = \"1s\"\n\
+             [[route.models]]\nupstreams = [\"a\"]\n",
+        );
+        assert_eq!(p.len(), 2, "{p:#?}");
+        assert!(
+            p[0].contains("route[0].upstreams[0].name: missing"),
+            "{}",
+            p[0]
+        );
+        assert!(
+            p[1].contains("route[0].models[0].name: missing"),
+            "{}",
+            p[1]
+        );
+    }
+}

@@ -1,0 +1,346 @@
+//! TOML text → validated [`Config`], collecting every problem on the way.
+//!
+//! One file per part of the config: [`process`] (`[server]`,
+//! `[connections]`, `[http1]`, `[http2]`, `[log]`, `[admin]`,
+//! `[upstream]`), [`listeners`] (`[[listener]]` and its TLS certificates),
+//! [`acme`] (`[listener.tls.acme]`), [`routes`] (`[[route]]` and proxy
+//! routes), [`llm`] (what LLM routes add) and [`secrets`] (keys and tokens
+//! read from files and the environment). Each key is named once, in the
+//! getter that reads it (see [`reader`]); the helpers shared by several
+//! parts, and the bounds on durations and sizes, are here.
+
+mod acme;
+#[cfg(test)]
+mod docs;
+mod listeners;
+mod llm;
+mod process;
+mod routes;
+mod secrets;
+
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::reader::{self, At, Doc, Problems, Section};
+use super::*;
+
+/// The request gate is a semaphore; tokio's holds at most this many permits.
+const MAX_SEMAPHORE_PERMITS: u64 = (usize::MAX >> 3) as u64;
+
+/// Every timer (timeouts, intervals, periods): more than zero and at most a
+/// day. No deadline weir computes from one can then overflow, and a value
+/// beyond a day is a mistake (a unit written wrong) rather than a wish.
+const TIMER: RangeInclusive<Duration> = Duration::from_millis(1)..=Duration::from_secs(24 * 3600);
+/// Timers where zero means "at once" (`shutdown_timeout`,
+/// `pool_idle_timeout`), with the same upper bound.
+const TIMER_OR_ZERO: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(24 * 3600);
+/// A byte size with no tighter bound of its own: a body limit or a memory
+/// budget beyond 1 TiB is a mistake.
+const MAX_SIZE: u64 = 1 << 40;
+
+pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
+    let doc = Doc::new(path, text);
+    match read(&doc, path, text) {
+        Some(config) if !doc.has_problems() => Ok(config),
+        _ => Err(Problems(doc.into_problems())),
+    }
+}
+
+/// Every key the loader asks for in `text`, per table (for the docs test).
+#[cfg(test)]
+fn keys_read(path: &Path, text: &str) -> reader::KeysRead {
+    let doc = Doc::new(path, text);
+    let _ = read(&doc, path, text);
+    doc.keys_read()
+}
+
+/// Read the whole document. The top-level section is dropped on return,
+/// which reports its unknown keys, before the caller looks at the problems.
+fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
+    let root = reader::parse(doc, text)?;
+    let top = Section::new(doc, root.get_ref(), "", root.span());
+    let server = process::server(&top);
+    let connections = process::connections(&top);
+    let http1 = process::http1(&top);
+    let http2 = process::http2(&top);
+    let log = process::log(&top);
+    let admin = process::admin(&top);
+    let routes = routes::routes(&top);
+    let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
+    let upstream = process::upstream(&top);
+    Some(Config {
+        source: path.to_path_buf(),
+        server,
+        connections,
+        http1,
+        http2,
+        log,
+        admin,
+        listeners,
+        routes,
+        upstream,
+    })
+}
+
+/// A timer: more than zero, at most a day.
+fn timer(t: &Section<'_, '_>, key: &'static str) -> Option<Duration> {
+    t.duration(key, TIMER)
+}
+
+fn socket_addr(t: &Section<'_, '_>, key: &'static str) -> Option<SocketAddr> {
+    let s = t.string(key)?;
+    match s.value.parse::<SocketAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            s.problem(
+                t.doc(),
+                format!("`{}` is not an IP:port address", s.value),
+                Some("write it like \"0.0.0.0:443\" or \"[::]:443\"".into()),
+            );
+            None
+        }
+    }
+}
+
+/// A required address; reports it missing.
+fn required_socket_addr(
+    t: &Section<'_, '_>,
+    key: &'static str,
+    example: &str,
+) -> Option<SocketAddr> {
+    if !t.raw_present(key) {
+        t.problem(key, "missing", Some(format!("add `{key} = \"{example}\"`")));
+        return None;
+    }
+    socket_addr(t, key)
+}
+
+/// A path, resolved against the config file's directory.
+fn path_opt(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
+    let s = t.string(key)?;
+    Some(At {
+        value: t.doc().base_dir().join(&s.value),
+        span: s.span,
+        key: s.key,
+    })
+}
+
+/// A required path to a PEM file; reports it missing.
+fn required_path(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
+    if !t.raw_present(key) {
+        t.problem(
+            key,
+            "missing",
+            Some(format!("add `{key} = \"path/to/file.pem\"`")),
+        );
+        return None;
+    }
+    path_opt(t, key)
+}
+
+fn upstream_uri(t: &Section<'_, '_>, u: &At<String>) -> Option<http::Uri> {
+    let fix =
+        Some("write it like \"http://127.0.0.1:3000\" or \"https://backend.internal\"".to_string());
+    let uri = match u.value.parse::<http::Uri>() {
+        Ok(uri) => uri,
+        Err(e) => {
+            u.problem(t.doc(), format!("`{}` is not a URL: {e}", u.value), fix);
+            return None;
+        }
+    };
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => {
+            u.problem(
+                t.doc(),
+                format!("`{}` must start with http:// or https://", u.value),
+                fix,
+            );
+            return None;
+        }
+    }
+    if uri.authority().is_none_or(|a| a.host().is_empty()) {
+        u.problem(t.doc(), format!("`{}` has no host", u.value), fix);
+        return None;
+    }
+    if uri.query().is_some() {
+        u.problem(
+            t.doc(),
+            "an upstream URL cannot have a query",
+            Some("remove the `?...` part".into()),
+        );
+        return None;
+    }
+    Some(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn problems(text: &str) -> Vec<String> {
+        match parse(Path::new("w.toml"), text) {
+            Ok(_) => Vec::new(),
+            Err(p) => p.0.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    pub(super) const MINIMAL: &str =
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nupstream = \"http://127.0.0.1:1\"\n";
+
+    #[test]
+    fn minimal_config_is_valid_with_defaults() {
+        let c = parse(Path::new("w.toml"), MINIMAL).expect("valid");
+        assert_eq!(c.routes[0].path, "/");
+        assert_eq!(c.routes[0].connect_timeout, defaults::CONNECT_TIMEOUT);
+        assert!(c.routes[0].preserve_host);
+        assert_eq!(c.server.shutdown_timeout, defaults::SHUTDOWN_TIMEOUT);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let p = problems(
+            "[server]\nshutdown_timout = \"1s\"\n\
+             [[listener]]\naddress = \"nope\"\n\
+             [[route]]\nhost = \"bad host\"\npath = \"api\"\nupstream = \"ftp://x\"\nconnect_timeout = \"soon\"\n",
+        );
+        assert_eq!(p.len(), 6, "{p:#?}");
+        assert!(p[0].starts_with("w.toml:2:1: server.shutdown_timout: unknown key (fix: did you mean `shutdown_timeout`?)"), "{}", p[0]);
+        assert!(
+            p.iter()
+                .any(|l| l.contains("listener[0].address") && l.contains("not an IP:port"))
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("route[0].host") && l.contains("bad host"))
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("route[0].upstream") && l.contains("http://"))
+        );
+        assert!(p.iter().any(|l| l.contains("route[0].connect_timeout")));
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_in_every_table() {
+        let p = problems(&format!(
+            "colour = 1\n[server]\nworkers = 1\nwrkers = 2\n{MINIMAL}\
+             [[listener]]\naddress = \"127.0.0.1:1\"\ntls = {{ certificates = [{{ cert = \"c\", key = \"k\", pass = \"x\" }}] }}\n\
+             [[route]]\npath = \"/l\"\nkind = \"openai\"\nmodels = [{{ name = \"m\", upstreams = [\"a\"], weight = 1 }}]\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://a\"\napi_key = \"sk\"\n"
+        ))
+        .join("\n");
+        for want in [
+            "w.toml:1:1: colour: unknown key (fix: known keys here: server, connections,",
+            "server.wrkers: unknown key (fix: did you mean `workers`?)",
+            "listener[1].tls.certificates[0].pass: unknown key",
+            "route[1].models[0].weight: unknown key",
+            "route[1].upstreams[0].api_key: unknown key (fix: did you mean `api_key_env`?)",
+        ] {
+            assert!(p.contains(want), "missing {want:?} in:\n{p}");
+        }
+    }
+
+    #[test]
+    fn a_timer_beyond_a_day_is_refused_with_the_range() {
+        let p = problems(&format!(
+            "[connections]\nkeepalive_timeout = \"2days\"\nsend_timeout = \"24h\"\n{MINIMAL}"
+        ));
+        assert_eq!(
+            p,
+            [
+                "w.toml:2:21: connections.keepalive_timeout: `2days` is longer than the longest allowed, 1day \
+                 (fix: use a duration from \"1ms\" to \"1day\")"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_timer_of_zero_is_refused_unless_zero_means_at_once() {
+        let p = problems(&format!(
+            "[server]\nshutdown_timeout = \"0s\"\n[upstream]\npool_idle_timeout = \"0s\"\n\
+             [connections]\nsend_timeout = \"0s\"\n{MINIMAL}"
+        ));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].contains("connections.send_timeout: must be greater than zero"),
+            "{}",
+            p[0]
+        );
+    }
+
+    /// Regression (issue 23): this passed validation and overflowed
+    /// `Instant + Duration` in the relay.
+    #[test]
+    fn a_keepalive_of_years_is_a_config_error() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\nsse_keepalive = \"500000000000y\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n",
+        );
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].starts_with(
+                "w.toml:5:17: route[0].sse_keepalive: `500000000000y` is longer than the longest allowed, 1day"
+            ),
+            "{}",
+            p[0]
+        );
+        assert!(
+            p[0].contains("(fix: use a duration from \"1ms\" to \"1day\")"),
+            "{}",
+            p[0]
+        );
+    }
+
+    #[test]
+    fn every_duration_key_is_bounded() {
+        // The config that exercises every key writes each duration as
+        // "1s" on a line of its own; a year must be refused for each.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = docs::EVERY_KEY.replace("\"1s\"", "\"400days\"");
+        let p = match parse(&dir.path().join("w.toml"), &text) {
+            Ok(_) => String::new(),
+            Err(p) => p.to_string(),
+        };
+        let mut durations = 0;
+        for line in docs::EVERY_KEY.lines().filter(|l| l.ends_with("= \"1s\"")) {
+            let key = line.trim_end_matches(" = \"1s\"");
+            assert!(
+                p.contains(&format!(
+                    ".{key}: `400days` is longer than the longest allowed"
+                )),
+                "{key} accepts 400 days:\n{p}"
+            );
+            durations += 1;
+        }
+        assert_eq!(durations, 16, "duration keys exercised");
+        assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
+    }
+
+    #[test]
+    fn a_size_beyond_its_bound_is_refused_with_the_range() {
+        let p = problems(&format!(
+            "[server]\nmax_buffered_body_bytes = \"2TiB\"\n\
+             [http2]\nmax_header_list_size = \"17MiB\"\n\
+             [connections]\nmin_body_rate = \"2GiB\"\n{MINIMAL}max_request_body = \"500000000000EiB\"\n"
+        ));
+        assert_eq!(p.len(), 4, "{p:#?}");
+        for (got, want) in p.iter().zip([
+            "server.max_buffered_body_bytes: \"2TiB\" is out of range (fix: use a size from 0 to \"1TiB\")",
+            "http2.max_header_list_size: \"17MiB\" is out of range (fix: use a size from 0 to \"16MiB\")",
+            "connections.min_body_rate: \"2GiB\" is out of range (fix: use a size from 0 to \"1GiB\")",
+            "route[0].max_request_body: \"500000000000EiB\" is out of range (fix: use a size from 0 to \"1TiB\")",
+        ]) {
+            assert!(got.contains(want), "{got}\nwant {want}");
+        }
+    }
+
+    #[test]
+    fn missing_listener_and_route_are_reported() {
+        let p = problems("");
+        assert_eq!(p.len(), 2, "{p:#?}");
+    }
+}

@@ -1,0 +1,372 @@
+//! `[[route]]` tables: what every route reads (match, limits, response
+//! headers), its kind, and proxy routes; LLM routes are in [`super::llm`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::*;
+
+/// HSTS `max-age`: up to two years (hstspreload.org asks for at least one;
+/// browsers cap what they keep).
+const HSTS_MAX_AGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(2 * 31_557_600);
+
+pub(super) fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
+    let sections = top.tables("route");
+    if !top.raw_present("route") {
+        top.problem(
+            "route",
+            "no route is configured: every request would get 404",
+            Some("add a `[[route]]` table with `upstream = \"http://127.0.0.1:3000\"`".into()),
+        );
+    }
+    let mut out: Vec<RouteConfig> = Vec::new();
+    let mut seen_match: HashMap<(Option<HostPattern>, String), String> = HashMap::new();
+    let mut seen_name: HashMap<String, String> = HashMap::new();
+    for t in sections {
+        let name = t.string("name").map(|n| n.value);
+        let hosts: Vec<HostPattern> = t
+            .string_list("host")
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|h| host_pattern(&t, &h))
+            .collect();
+        let path = match t.string("path") {
+            Some(p) if !p.value.starts_with('/') => {
+                p.problem(
+                    t.doc(),
+                    "a route path must start with `/`",
+                    Some(format!("write \"/{}\"", p.value)),
+                );
+                None
+            }
+            Some(p) => Some(p.value),
+            None => Some("/".to_string()),
+        };
+        let kind = route_kind(&t);
+        let connect_timeout = timer(&t, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
+        let max_request_body = t.size("max_request_body", MAX_SIZE).or(match kind {
+            Some(Kind {
+                kind: RouteKind::Llm(_),
+                ..
+            }) => Some(defaults::LLM_MAX_REQUEST_BODY),
+            _ => None,
+        });
+        let strip_prefix = t.bool("strip_prefix").unwrap_or(false);
+        let max_concurrent_requests = t
+            .uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
+            .unwrap_or(0) as usize;
+        let rate_limit = rate_limit(&t);
+        let headers = response_headers(&t);
+        let (Some(path), Some(kind)) = (path, kind) else {
+            continue;
+        };
+        let name = name.unwrap_or_else(|| match hosts.first() {
+            Some(h) => format!("{h}{path}"),
+            None => format!("*{path}"),
+        });
+        if let Some(first) = seen_name.get(&name) {
+            t.problem(
+                "name",
+                format!("route name `{name}` is already used by {first}"),
+                Some("give each route a distinct `name`".into()),
+            );
+        } else {
+            seen_name.insert(name.clone(), t.path().to_string());
+        }
+        let keys: Vec<Option<HostPattern>> = if hosts.is_empty() {
+            vec![None]
+        } else {
+            hosts.iter().cloned().map(Some).collect()
+        };
+        for k in keys {
+            let display = k.as_ref().map_or("any host".to_string(), |h| h.to_string());
+            if let Some(first) = seen_match.insert((k, path.clone()), t.path().to_string()) {
+                t.problem(
+                    "path",
+                    format!("{display} with path `{path}` is already routed by {first}"),
+                    Some("remove one of the two routes or change its host or path".into()),
+                );
+            }
+        }
+        out.push(RouteConfig {
+            name,
+            hosts,
+            path,
+            kind: kind.kind,
+            connect_timeout,
+            response_timeout: kind.response_timeout,
+            max_request_body,
+            preserve_host: kind.preserve_host,
+            strip_prefix,
+            max_concurrent_requests,
+            rate_limit,
+            headers,
+        });
+    }
+    out
+}
+
+/// Per-client rate limit: (requests per second, burst).
+fn rate_limit(t: &Section<'_, '_>) -> Option<(u32, u32)> {
+    match (
+        t.uint("rate_limit_per_second", u64::from(u32::MAX)),
+        t.uint("rate_limit_burst", u64::from(u32::MAX)),
+    ) {
+        (Some(0), _) => {
+            t.problem(
+                "rate_limit_per_second",
+                "must be at least 1",
+                Some("remove the key for no limit".into()),
+            );
+            None
+        }
+        (Some(rps), burst) => Some((rps as u32, burst.unwrap_or(rps).max(1) as u32)),
+        (None, Some(_)) => {
+            t.problem(
+                "rate_limit_burst",
+                "a burst needs `rate_limit_per_second`",
+                Some("add `rate_limit_per_second = 10`".into()),
+            );
+            None
+        }
+        (None, None) => None,
+    }
+}
+
+/// HSTS and the `Server` header a route sets.
+fn response_headers(t: &Section<'_, '_>) -> ResponseHeaders {
+    let mut h = ResponseHeaders::default();
+    let age = t.duration("hsts_max_age", HSTS_MAX_AGE);
+    let include_subdomains = t.bool("hsts_include_subdomains");
+    let preload = t.bool("hsts_preload");
+    if let Some(age) = age {
+        let mut v = format!("max-age={}", age.as_secs());
+        if include_subdomains.unwrap_or(false) {
+            v.push_str("; includeSubDomains");
+        }
+        if preload.unwrap_or(false) {
+            v.push_str("; preload");
+        }
+        h.hsts = http::HeaderValue::from_str(&v).ok();
+    } else if !t.raw_present("hsts_max_age") {
+        for (key, set) in [
+            ("hsts_include_subdomains", include_subdomains),
+            ("hsts_preload", preload),
+        ] {
+            if set.is_some() {
+                t.problem(
+                    key,
+                    "needs `hsts_max_age`",
+                    Some("add `hsts_max_age = \"365d\"`".into()),
+                );
+            }
+        }
+    }
+    if let Some(s) = t.string("server_header") {
+        h.server = match s.value.as_str() {
+            "pass" => ServerHeader::Pass,
+            "remove" => ServerHeader::Remove,
+            other => match http::HeaderValue::from_str(other) {
+                Ok(v) => ServerHeader::Set(v),
+                Err(_) => {
+                    s.problem(
+                        t.doc(),
+                        format!("`{other}` is not a valid header value"),
+                        Some("use \"pass\", \"remove\" or a printable value".into()),
+                    );
+                    ServerHeader::Pass
+                }
+            },
+        };
+    }
+    h
+}
+
+/// What a route's kind decides.
+struct Kind {
+    kind: RouteKind,
+    response_timeout: Duration,
+    preserve_host: bool,
+}
+
+/// The route's kind and its kind-specific settings. A key only the other
+/// kind reads is refused by name; which keys those are is learnt from the
+/// other kind's reader, so no list repeats them.
+fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
+    let proxy_keys = || {
+        Section::keys_read_by(|s| {
+            proxy(s);
+        })
+    };
+    let llm_keys = || {
+        Section::keys_read_by(|s| {
+            llm::llm_settings(s, Protocol::Anthropic);
+        })
+    };
+    let kind = t.string("kind");
+    let protocol = match kind.as_ref().map(|k| k.value.as_str()) {
+        None | Some("proxy") => None,
+        Some("anthropic") => Some(Protocol::Anthropic),
+        Some("openai") => Some(Protocol::OpenAi),
+        Some(other) => {
+            t.problem(
+                "kind",
+                format!("unknown route kind `{other}`"),
+                Some("use \"proxy\" (the default), \"anthropic\" or \"openai\"".into()),
+            );
+            // Which kind's keys apply is unknown: take any kind's (asking
+            // for a key accepts it); other keys are still unknown.
+            for key in proxy_keys().into_iter().chain(llm_keys()) {
+                t.raw_present(key);
+            }
+            return None;
+        }
+    };
+    let (read, other_keys, fix) = match protocol {
+        None => (
+            proxy(t),
+            llm_keys(),
+            "set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key",
+        ),
+        Some(protocol) => (
+            llm::llm_settings(t, protocol).map(|s| Kind {
+                kind: RouteKind::Llm(Arc::new(s)),
+                response_timeout: defaults::RESPONSE_TIMEOUT,
+                preserve_host: true,
+            }),
+            proxy_keys(),
+            "remove the key; LLM routes take `[[route.upstreams]]`",
+        ),
+    };
+    let kind_name = kind.as_ref().map_or("proxy", |k| k.value.as_str());
+    for key in other_keys {
+        if t.raw_present(key) {
+            t.problem(
+                key,
+                format!("`{key}` does not apply to {kind_name} routes"),
+                Some(fix.into()),
+            );
+        }
+    }
+    read
+}
+
+/// The keys only proxy routes read.
+fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
+    let upstream = t.string("upstream");
+    let response_timeout = timer(t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
+    let preserve_host = t.bool("preserve_host").unwrap_or(true);
+    let Some(upstream) = upstream else {
+        t.problem(
+            "upstream",
+            "missing",
+            Some("add `upstream = \"http://127.0.0.1:3000\"`".into()),
+        );
+        return None;
+    };
+    upstream_uri(t, &upstream).map(|upstream| Kind {
+        kind: RouteKind::Proxy { upstream },
+        response_timeout,
+        preserve_host,
+    })
+}
+
+fn host_pattern(t: &Section<'_, '_>, h: &At<String>) -> Option<HostPattern> {
+    let lower = h.value.to_ascii_lowercase();
+    let (wildcard, name) = match lower.strip_prefix("*.") {
+        Some(rest) => (true, rest),
+        None => (false, lower.as_str()),
+    };
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !valid {
+        h.problem(
+            t.doc(),
+            format!("`{}` is not a host name or `*.domain` pattern", h.value),
+            Some("write a name like \"example.com\" or \"*.example.com\", without a port".into()),
+        );
+        return None;
+    }
+    Some(if wildcard {
+        HostPattern::Wildcard(format!(".{name}"))
+    } else {
+        HostPattern::Exact(name.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{MINIMAL, problems};
+    use super::*;
+
+    #[test]
+    fn duplicate_routes_and_addresses_are_rejected() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:80\"\n[[listener]]\naddress = \"127.0.0.1:80\"\n\
+             [[route]]\nupstream = \"http://a\"\n[[route]]\nupstream = \"http://b\"\npath = \"/\"\n",
+        );
+        assert!(
+            p.iter()
+                .any(|l| l.contains("listener[1].address") && l.contains("already used")),
+            "{p:#?}"
+        );
+        assert!(
+            p.iter().any(|l| l.contains("already routed by route[0]")),
+            "{p:#?}"
+        );
+    }
+
+    #[test]
+    fn hsts_max_age_is_bounded_at_two_years() {
+        let c = parse(
+            Path::new("w.toml"),
+            &format!("{MINIMAL}hsts_max_age = \"2y\"\nhsts_preload = true\n"),
+        )
+        .expect("two years is valid");
+        let hsts = c.routes[0].headers.hsts.as_ref().expect("hsts");
+        assert_eq!(hsts, "max-age=63115200; preload");
+        let p = problems(&format!(
+            "{MINIMAL}hsts_max_age = \"3y\"\nhsts_preload = true\n"
+        ));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].contains("route[0].hsts_max_age: `3y` is longer than the longest allowed, 2years (fix: use a duration from \"0s\" to \"2years\")"),
+            "{}",
+            p[0]
+        );
+    }
+
+    #[test]
+    fn keys_of_the_other_kind_are_refused_by_name_and_unknown_kinds_alone() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nname = \"a\"\nkind = \"anthropic\"\nupstream = \"http://x\"\npreserve_host = false\n\
+             [[route.upstreams]]\nname = \"one\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route]]\nname = \"b\"\nkind = \"gemini\"\nupstream = \"http://x\"\nsse_keepalive = \"1s\"\nupstraem = 1\n\
+             [[route]]\nname = \"c\"\npath = \"/c\"\nupstream = \"http://x\"\nmodels = []\nfailover_on = [500]\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "w.toml:6:12: route[0].upstream: `upstream` does not apply to anthropic routes \
+                 (fix: remove the key; LLM routes take `[[route.upstreams]]`)",
+                "w.toml:7:17: route[0].preserve_host: `preserve_host` does not apply to anthropic routes \
+                 (fix: remove the key; LLM routes take `[[route.upstreams]]`)",
+                "w.toml:13:8: route[1].kind: unknown route kind `gemini` \
+                 (fix: use \"proxy\" (the default), \"anthropic\" or \"openai\")",
+                "w.toml:16:1: route[1].upstraem: unknown key (fix: did you mean `upstream`?)",
+                "w.toml:21:10: route[2].models: `models` does not apply to proxy routes \
+                 (fix: set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key)",
+                "w.toml:22:15: route[2].failover_on: `failover_on` does not apply to proxy routes \
+                 (fix: set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key)",
+            ]
+        );
+    }
+}
