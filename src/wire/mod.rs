@@ -39,6 +39,13 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Every protocol, with the name the config uses for it.
+    pub const ALL: [Protocol; 2] = [Protocol::Anthropic, Protocol::OpenAi];
+
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Anthropic => "anthropic",
@@ -59,6 +66,21 @@ impl Protocol {
         match self {
             Protocol::Anthropic => UpstreamApi::Anthropic,
             Protocol::OpenAi => UpstreamApi::OpenAi,
+        }
+    }
+
+    /// The API an upstream of this route speaks when it names `asked`, or
+    /// why it cannot: an upstream speaking a whole family of APIs that is
+    /// not the route's own must say which one to translate to.
+    pub fn upstream_api(self, asked: Option<UpstreamApi>) -> Result<UpstreamApi, String> {
+        match asked {
+            None => Ok(self.default_upstream()),
+            Some(api) if !api.is_specific() && !self.is_native(api) => Err(format!(
+                "`{}` names more than one API; on a route of kind `{}` say which one the upstream is translated to",
+                api.name(),
+                self.name()
+            )),
+            Some(api) => Ok(api),
         }
     }
 

@@ -12,10 +12,7 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
             "an LLM route needs at least one upstream",
             Some(format!(
                 "add `[[route.upstreams]]` with `name` and `url = \"{}\"`",
-                match protocol {
-                    Protocol::Anthropic => "https://api.anthropic.com",
-                    Protocol::OpenAi => "https://api.openai.com",
-                }
+                protocol.default_base_url()
             )),
         );
     }
@@ -199,48 +196,63 @@ fn upstream_api(u: &Section<'_, '_>, route: Protocol) -> Option<UpstreamApi> {
     let p = u.string("protocol");
     let asked = match p.as_ref().map(|p| p.value.as_str()) {
         None => None,
-        Some("anthropic") => Some(UpstreamApi::Anthropic),
-        Some("openai") => Some(UpstreamApi::OpenAi),
-        Some("openai_responses") => Some(UpstreamApi::OpenAiResponses),
-        Some("openai_chat") => Some(UpstreamApi::OpenAiChat),
-        Some(other) => {
-            u.problem(
-                "protocol",
-                format!("unknown protocol `{other}`"),
-                Some("use \"anthropic\", \"openai_responses\", \"openai_chat\" or \"openai\" (both OpenAI APIs)".into()),
-            );
-            return None;
-        }
+        Some(name) => match UpstreamApi::from_name(name) {
+            Some(api) => Some(api),
+            None => {
+                u.problem(
+                    "protocol",
+                    format!("unknown protocol `{name}`"),
+                    Some(format!(
+                        "use {}",
+                        names(UpstreamApi::ALL.map(UpstreamApi::name))
+                    )),
+                );
+                return None;
+            }
+        },
     };
     match serving_api(route, asked) {
         Ok(api) => Some(api),
         Err(Refused { message, fix }) => {
-            u.problem("protocol", message, Some(fix.into()));
+            u.problem("protocol", message, Some(fix));
             None
         }
+    }
+}
+
+/// `"a", "b" or "c"`.
+pub(super) fn names<const N: usize>(names: [&str; N]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.join(""),
     }
 }
 
 /// Why a route cannot be served by an upstream API.
 #[derive(Debug, PartialEq)]
 struct Refused {
-    message: &'static str,
-    fix: &'static str,
+    message: String,
+    fix: String,
 }
 
 /// Which upstream API serves a route of protocol `route`: `asked` (the
-/// upstream's `protocol` key) or, without one, the route's own. The one
-/// place the config decides which upstream API can serve which client API.
+/// upstream's `protocol` key) or, without one, the route's own. The rule
+/// is the wire module's (`Protocol::upstream_api`); the fix names the APIs
+/// that would do.
 fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamApi, Refused> {
-    match (route, asked) {
-        (Protocol::Anthropic, None) => Ok(UpstreamApi::Anthropic),
-        (Protocol::OpenAi, None) => Ok(UpstreamApi::OpenAi),
-        (Protocol::Anthropic, Some(UpstreamApi::OpenAi)) => Err(Refused {
-            message: "an Anthropic route must say which OpenAI API the upstream is translated to",
-            fix: "use \"openai_responses\" or \"openai_chat\"",
-        }),
-        (_, Some(api)) => Ok(api),
-    }
+    route.upstream_api(asked).map_err(|message| {
+        let apis: Vec<&str> = UpstreamApi::ALL
+            .into_iter()
+            .filter(|a| a.is_specific() && !route.is_native(*a))
+            .map(UpstreamApi::name)
+            .collect();
+        let quoted: Vec<String> = apis.iter().map(|n| format!("\"{n}\"")).collect();
+        Refused {
+            message,
+            fix: format!("use {}", quoted.join(" or ")),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -324,8 +336,9 @@ mod tests {
         assert_eq!(
             p,
             [
-                "w.toml:8:12: route[0].upstreams[0].protocol: an Anthropic route must say which \
-              OpenAI API the upstream is translated to (fix: use \"openai_responses\" or \"openai_chat\")"
+                "w.toml:8:12: route[0].upstreams[0].protocol: `openai` names more than one API; \
+              on a route of kind `anthropic` say which one the upstream is translated to \
+              (fix: use \"openai_responses\" or \"openai_chat\")"
             ]
         );
     }

@@ -206,13 +206,16 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
     let kind = t.string("kind");
     let protocol = match kind.as_ref().map(|k| k.value.as_str()) {
         None | Some("proxy") => None,
-        Some("anthropic") => Some(Protocol::Anthropic),
-        Some("openai") => Some(Protocol::OpenAi),
+        Some(other) if Protocol::from_name(other).is_some() => Protocol::from_name(other),
         Some(other) => {
+            let kinds = Protocol::ALL.map(Protocol::name);
             t.problem(
                 "kind",
                 format!("unknown route kind `{other}`"),
-                Some("use \"proxy\" (the default), \"anthropic\" or \"openai\"".into()),
+                Some(format!(
+                    "use \"proxy\" (the default), {}",
+                    llm::names(kinds)
+                )),
             );
             // Which kind's keys apply is unknown: take any kind's (asking
             // for a key accepts it); other keys are still unknown.
