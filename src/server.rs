@@ -106,7 +106,8 @@ impl Reloadable {
             }
         }
         self.restart_changed_acme(config);
-        self.settings.store(Arc::new(ConnSettings::new(config)));
+        self.settings
+            .store(Arc::new(ConnSettings::new(&config.http1, &config.http2)));
         self.deadlines
             .store(Arc::new(Deadlines::new(&config.connections)));
         self.registry.set_max_per_ip(config.connections.max_per_ip);
@@ -406,7 +407,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
     let challenges = Arc::new(Challenges::default());
     let gateway = Arc::new(Gateway::new(config, metrics.clone(), challenges.clone())?);
-    let settings = Arc::new(ArcSwap::from_pointee(ConnSettings::new(config)));
+    let settings = Arc::new(ArcSwap::from_pointee(ConnSettings::new(
+        &config.http1,
+        &config.http2,
+    )));
     let deadlines = Arc::new(ArcSwap::from_pointee(Deadlines::new(&config.connections)));
     let registry = Registry::new(config.connections.max, config.connections.max_per_ip);
 
@@ -469,7 +473,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         sweeper_rx,
     ));
     let shared = Arc::new(Shared {
-        gateway: gateway.clone(),
+        handler: gateway.clone(),
         settings: settings.clone(),
         registry: registry.clone(),
         metrics: metrics.clone(),
