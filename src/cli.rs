@@ -191,7 +191,9 @@ fn serve_on(
         loop {
             match signals.next().await {
                 Signal::Reload => {
-                    let _ = running.reload();
+                    // Off this runtime, which may also be serving; the
+                    // outcome is logged by the reload itself.
+                    let _ = running.reload().await;
                 }
                 Signal::ReopenLogs => reopen_logs(),
                 Signal::Upgrade => {
