@@ -335,39 +335,80 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const HEADERS: u8 = 1;
+const GOAWAY: u8 = 7;
+
+/// An empty SETTINGS, then GET / on stream 1 (HPACK: :method GET,
+/// :scheme http, :path /, :authority a) with END_STREAM | END_HEADERS.
+fn settings_and_get() -> Vec<u8> {
+    let mut bytes = frame(4, 0, 0, &[]);
+    bytes.extend(frame(
+        HEADERS,
+        0x5,
+        1,
+        &[0x82, 0x86, 0x84, 0x41, 0x01, b'a'],
+    ));
+    bytes
+}
+
+/// The next HTTP/2 frame's type and stream; `None` once the server closed.
+async fn next_frame(client: &mut DuplexStream) -> Option<(u8, u32)> {
+    let mut head = [0u8; 9];
+    client.read_exact(&mut head).await.ok()?;
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    client.read_exact(&mut payload).await.ok()?;
+    Some((
+        head[3],
+        u32::from_be_bytes([head[5], head[6], head[7], head[8]]),
+    ))
+}
+
+/// Read frames until the response to stream 1 begins.
+async fn response_headers(client: &mut DuplexStream) {
+    within("the response's HEADERS", async {
+        while next_frame(client).await.expect("a frame") != (HEADERS, 1) {}
+    })
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_http2_preface_is_recognised_split_across_reads() {
-    const HEADERS: u8 = 1;
     let mut c = serve_one(None);
-    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    for piece in [&preface[..1], &preface[1..10], &preface[10..]] {
+    for piece in [&PREFACE[..1], &PREFACE[1..10], &PREFACE[10..]] {
         send(&mut c.client, piece).await;
         // The server reads each piece on its own.
         settle().await;
     }
-    send(&mut c.client, &frame(4, 0, 0, &[])).await; // SETTINGS
-    // GET / on stream 1 (HPACK: :method GET, :scheme http, :path /,
-    // :authority a), END_STREAM | END_HEADERS.
-    let request = [0x82, 0x86, 0x84, 0x41, 0x01, b'a'];
-    send(&mut c.client, &frame(HEADERS, 0x5, 1, &request)).await;
+    send(&mut c.client, &settings_and_get()).await;
+    response_headers(&mut c.client).await;
+    let seen = c.handler.seen.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(*seen, [(Version::HTTP_2, "/".to_string())]);
+}
 
-    within("the response's HEADERS", async {
-        loop {
-            let mut head = [0u8; 9];
-            c.client.read_exact(&mut head).await.expect("a frame");
-            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-            let mut payload = vec![0u8; len];
-            c.client
-                .read_exact(&mut payload)
-                .await
-                .expect("its payload");
-            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
-            if head[3] == HEADERS && stream == 1 {
-                return;
-            }
+/// HTTP/2's graceful close needs the client to answer GOAWAY's PING; one
+/// that never does cannot hold the drain open past the grace.
+#[tokio::test(start_paused = true)]
+async fn an_http2_client_that_ignores_goaway_is_dropped_after_the_grace() {
+    let mut c = serve_one(Some(true));
+    send(&mut c.client, PREFACE).await;
+    send(&mut c.client, &settings_and_get()).await;
+    response_headers(&mut c.client).await;
+    until("idle", || c.state.phase() == Phase::Idle).await;
+    let drain = Instant::now();
+    c.shutdown.send_replace(true);
+    let mut goaway = false;
+    within("the close", async {
+        while let Some((kind, _)) = next_frame(&mut c.client).await {
+            goaway |= kind == GOAWAY;
         }
     })
     .await;
-    let seen = c.handler.seen.lock().unwrap_or_else(|e| e.into_inner());
-    assert_eq!(*seen, [(Version::HTTP_2, "/".to_string())]);
+    assert!(goaway, "GOAWAY first");
+    let waited = drain.elapsed();
+    assert!(
+        (GRACEFUL_CLOSE_GRACE..GRACEFUL_CLOSE_GRACE * 2).contains(&waited),
+        "dropped after {waited:?}"
+    );
 }
