@@ -105,8 +105,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The runtime `main` blocks on: signals, reloads, the admin API and the
-/// sweeper run here, and with one worker the connections too. More
+/// The runtime `main` blocks on: signals, the admin API and the sweeper
+/// run here (a reload on its blocking pool), and with one worker the
+/// connections too. More
 /// workers get a thread and a runtime each (see [`crate::worker`]), so
 /// this one never needs work-stealing either.
 fn runtime() -> Option<tokio::runtime::Runtime> {
@@ -191,7 +192,9 @@ fn serve_on(
         loop {
             match signals.next().await {
                 Signal::Reload => {
-                    let _ = running.reload();
+                    // Off this runtime, which may also be serving; the
+                    // outcome is logged by the reload itself.
+                    let _ = running.reload().await;
                 }
                 Signal::ReopenLogs => reopen_logs(),
                 Signal::Upgrade => {

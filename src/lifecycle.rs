@@ -31,8 +31,8 @@ use hyper::body::Incoming;
 use crate::acme::Challenges;
 use crate::admit::rate::Client;
 use crate::config::{Config, RedirectSettings, normalise_host};
-use crate::conn::info::ConnInfo;
 use crate::conn::state::CloseReason;
+use crate::conn::{self, info::ConnInfo};
 use crate::llm;
 use crate::proxy::{self, ClientSide};
 use crate::respond::{
@@ -84,12 +84,16 @@ impl Gateway {
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.load_full()
     }
+}
 
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.standing.metrics
-    }
+/// Every request of every connection enters here (the connection driver is
+/// generic over [`conn::Handler`], so this call is not dynamic): phases 1
+/// and 9 around `Gateway::phases` — the request record opened here ends
+/// with the response body.
+impl conn::Handler for Gateway {
+    type Body = ResponseBody;
 
-    pub async fn handle(&self, req: Request<Incoming>, conn: &ConnInfo) -> Response<ResponseBody> {
+    async fn handle(&self, req: Request<Incoming>, conn: &ConnInfo) -> Response<ResponseBody> {
         let start = Instant::now();
         let snapshot = self.current.load_full();
         let metrics = &self.standing.metrics;
@@ -145,7 +149,9 @@ impl Gateway {
         record.status = resp.status().as_u16();
         resp.map(|body| Recorded::new(body, Some(record)))
     }
+}
 
+impl Gateway {
     /// Phases 2 to 8; any failure is a [`Rescue`] for the caller to answer.
     async fn phases(
         &self,
@@ -292,8 +298,6 @@ fn route_headers(route: &crate::config::RouteConfig, tls: bool, h: &mut http::He
     }
 }
 
-/// 308 to the same host and path over HTTPS — only for hosts some route
-/// serves, so the listener cannot be used as an open redirector.
 /// Where RFC 8555 §8.3 puts an http-01 answer.
 const ACME_CHALLENGE_PATH: &str = "/.well-known/acme-challenge/";
 
@@ -306,6 +310,8 @@ fn acme_answer(key_authorization: &str) -> Response<Payload> {
     resp
 }
 
+/// 308 to the same host and path over HTTPS — only for hosts some route
+/// serves, so the listener cannot be used as an open redirector.
 fn redirect_to_https(
     snapshot: &Snapshot,
     req: &Request<Incoming>,

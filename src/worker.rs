@@ -9,8 +9,9 @@
 //!
 //! One worker (or a machine with one core) serves on the runtime that
 //! started the server, with no extra thread. Control work — signals,
-//! reloads, the admin API, the deadline sweeper, ACME — stays on that
-//! runtime in both cases.
+//! the admin API, the deadline sweeper, ACME — stays on that runtime in
+//! both cases; a config reload is asked for there and run on its blocking
+//! pool, so it never stalls the connections that runtime may serve.
 
 use std::cell::Cell;
 use std::sync::mpsc;

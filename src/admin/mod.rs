@@ -1,14 +1,20 @@
 //! The admin listener: `/health` for load balancers and `/metrics` for
 //! Prometheus, open to whoever can reach the listener (loopback by
-//! default); and `POST /admin/reload` behind a bearer token — without a
-//! configured token, `/admin/*` answers 404. It has its own socket and
+//! default); and `/admin/*` behind a bearer token — reload, reopen-logs,
+//! status (rendered here from what the running server reports) and the
+//! effective config — which, without a configured token, answers 404. It
+//! has its own socket and
 //! accept loop, outside the request path, so it keeps answering while the
 //! proxy listeners are busy or draining — and reports the drain, so a load
 //! balancer can stop sending.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -21,29 +27,89 @@ use tokio::net::TcpListener;
 use subtle::ConstantTimeEq;
 
 use crate::admit::rate::{Client, RateLimit};
-use crate::config::Secret;
+use crate::config::{Config, RouteKind, Secret};
 use crate::listen::accept::{AcceptLoop, SpareFd};
 use crate::respond::{ErrorShape, Payload, error_response, render};
 use crate::telemetry::Metrics;
 
 /// What a successful reload reports.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReloadReport {
+    /// The generation of the snapshot now serving.
     pub generation: u64,
+    /// Settings that changed in the file but only take effect at restart.
     pub restart_needed: Vec<&'static str>,
 }
+
+/// A reload under way: every problem found, or what the reload did.
+pub type Reloading = Pin<Box<dyn Future<Output = Result<ReloadReport, Vec<String>>> + Send>>;
 
 /// What the admin API acts on and reports (implemented by the running
 /// server, so this module does not import its caller).
 pub trait Reload: Send + Sync {
-    /// Reload the config from its file: every problem found, or what the
-    /// reload did.
-    fn reload(&self) -> Result<ReloadReport, Vec<String>>;
-    /// Version, uptime, config generation, listeners, routes, connections,
-    /// requests in flight, sheds.
-    fn status(&self) -> serde_json::Value;
+    /// Reload the config from its file, off the caller's runtime: every
+    /// problem found, or what the reload did.
+    fn reload(self: Arc<Self>) -> Reloading;
+    /// What `/admin/status` reports, as it is now.
+    fn status(&self) -> Status;
     /// The effective config, secrets redacted.
     fn config(&self) -> String;
+}
+
+/// The running server's state that `/admin/status` reports (with the
+/// requests in flight and shed, from the metrics).
+pub struct Status {
+    /// The config now running.
+    pub config: Config,
+    pub generation: u64,
+    pub uptime: Duration,
+    /// When the running config was loaded (Unix seconds).
+    pub loaded_at_unix: u64,
+    pub listeners: Vec<(String, SocketAddr)>,
+    pub open_connections: usize,
+}
+
+impl Status {
+    /// Version, uptime, config source and generation, listeners, routes,
+    /// connections, requests in flight, sheds.
+    fn json(&self, metrics: &Metrics) -> serde_json::Value {
+        let routes: Vec<serde_json::Value> = self
+            .config
+            .routes
+            .iter()
+            .map(|r| {
+                let kind = match &r.kind {
+                    RouteKind::Proxy { .. } => "proxy",
+                    RouteKind::Llm(l) => l.protocol.name(),
+                };
+                serde_json::json!({
+                    "name": r.name,
+                    "kind": kind,
+                    "hosts": r.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "path": r.path,
+                })
+            })
+            .collect();
+        let listeners: Vec<serde_json::Value> = self
+            .listeners
+            .iter()
+            .map(|(n, a)| serde_json::json!({"name": n, "address": a.to_string()}))
+            .collect();
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": self.uptime.as_secs(),
+            "config": {
+                "source": self.config.source.display().to_string(),
+                "generation": self.generation,
+                "loaded_at_unix": self.loaded_at_unix,
+            },
+            "listeners": listeners,
+            "routes": routes,
+            "open_connections": self.open_connections,
+            "requests_in_flight": metrics.in_flight(),
+            "requests_shed": metrics.shed_total(),
+        })
+    }
 }
 
 /// State the admin endpoints report on and act through.
@@ -139,21 +205,16 @@ async fn admin_api(
         return resp;
     }
     match (req.method(), req.uri().path()) {
-        (&Method::POST, "/admin/reload") => {
-            let reloader = state.reload.clone();
-            let done = tokio::task::spawn_blocking(move || reloader.reload()).await;
-            match done {
-                Ok(Ok(r)) => json(
-                    StatusCode::OK,
-                    serde_json::json!({"status": "reloaded", "generation": r.generation, "restart_needed": r.restart_needed}),
-                ),
-                Ok(Err(problems)) => json(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    serde_json::json!({"status": "failed", "problems": problems}),
-                ),
-                Err(_) => error_response(shape, StatusCode::INTERNAL_SERVER_ERROR),
-            }
-        }
+        (&Method::POST, "/admin/reload") => match state.reload.clone().reload().await {
+            Ok(r) => json(
+                StatusCode::OK,
+                serde_json::json!({"status": "reloaded", "generation": r.generation, "restart_needed": r.restart_needed}),
+            ),
+            Err(problems) => json(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                serde_json::json!({"status": "failed", "problems": problems}),
+            ),
+        },
         (_, "/admin/reload") => error_response(shape, StatusCode::METHOD_NOT_ALLOWED),
         (&Method::POST, "/admin/reopen-logs") => {
             let problems = crate::telemetry::logfile::reopen_all();
@@ -166,7 +227,9 @@ async fn admin_api(
                 )
             }
         }
-        (&Method::GET, "/admin/status") => json(StatusCode::OK, state.reload.status()),
+        (&Method::GET, "/admin/status") => {
+            json(StatusCode::OK, state.reload.status().json(&state.metrics))
+        }
         (&Method::GET, "/admin/config") => {
             let mut resp = Response::new(Payload::text(state.reload.config()));
             resp.headers_mut().insert(

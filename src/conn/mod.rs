@@ -5,6 +5,11 @@
 //! begins. An HTTP/1.1 connection idle for a second is parked: hyper's
 //! connection and its buffers go, and only the socket waits for the next
 //! request (see `serve_http`).
+//!
+//! The requests themselves are answered by a [`Handler`] the caller hands
+//! in (the gateway, in weir): this module imports nothing above it on the
+//! data path, and the driver — sniffing, parking, the drain and its grace —
+//! is unit tested below with a handler of a few lines.
 
 pub mod deadline;
 pub mod info;
@@ -13,13 +18,19 @@ pub mod registry;
 pub mod state;
 pub mod tls;
 
+#[cfg(test)]
+mod tests;
+
 use std::convert::Infallible;
+use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -28,11 +39,32 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::Config;
-use crate::lifecycle::Gateway;
+use crate::config::{Http1Settings, Http2Settings};
+use crate::telemetry::Metrics;
 use info::ConnInfo;
 use io::TrackedIo;
 use state::{CloseReason, ConnState, Park, Phase, Wake};
+
+/// What answers the requests a connection carries: the gateway in weir
+/// (`lifecycle::Gateway`), a few lines in this module's tests. The driver
+/// is generic over it, so each connection's service is monomorphised: no
+/// boxed call and no allocation per request for the indirection.
+///
+/// The handler marks each request on `conn.slot.state`:
+/// `request_started()` when it begins and `request_finished()` when its
+/// response body is done or dropped. The phase those marks set is what the
+/// drain, parking and the idle deadline read.
+pub trait Handler: Send + Sync + 'static {
+    type Body: http_body::Body<Data = Bytes, Error: Into<Box<dyn StdError + Send + Sync>>>
+        + Send
+        + 'static;
+
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+        conn: &ConnInfo,
+    ) -> impl Future<Output = Response<Self::Body>> + Send;
+}
 
 /// Connection-level settings shared by every listener. A connection uses
 /// the settings current when it was accepted.
@@ -43,22 +75,22 @@ pub struct ConnSettings {
 }
 
 impl ConnSettings {
-    pub fn new(config: &Config) -> Self {
+    pub fn new(http1: &Http1Settings, http2: &Http2Settings) -> Self {
         let mut h1 = http1::Builder::new();
         // No timer, so no hyper head timer: it would also run while a
         // keep-alive connection is idle and cost a timer update per
         // request. The head and idle deadlines are the sweeper's.
-        h1.max_headers(config.http1.max_headers)
-            .max_buf_size(config.http1.max_head_size);
+        h1.max_headers(http1.max_headers)
+            .max_buf_size(http1.max_head_size);
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
-            .max_concurrent_streams(config.http2.max_concurrent_streams)
-            .max_header_list_size(config.http2.max_header_list_size)
-            .max_pending_accept_reset_streams(config.http2.max_pending_resets);
+            .max_concurrent_streams(http2.max_concurrent_streams)
+            .max_header_list_size(http2.max_header_list_size)
+            .max_pending_accept_reset_streams(http2.max_pending_resets);
         ConnSettings {
             h1,
             h2,
-            h2_max_control_frames_per_second: config.http2.max_control_frames_per_second,
+            h2_max_control_frames_per_second: http2.max_control_frames_per_second,
         }
     }
 }
@@ -68,12 +100,14 @@ impl ConnSettings {
 /// connection is dropped, so a client cannot hold a close open.
 const GRACEFUL_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
-/// Serve one accepted connection to completion.
-pub async fn serve(
+/// Serve one accepted connection to completion: its requests go to
+/// `handler`; how it ends is counted in `metrics`.
+pub async fn serve<H: Handler>(
     stream: TcpStream,
     info: ConnInfo,
     tls: Option<TlsAcceptor>,
-    gateway: Arc<Gateway>,
+    handler: Arc<H>,
+    metrics: Arc<Metrics>,
     settings: Arc<ConnSettings>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -88,17 +122,23 @@ pub async fn serve(
                 None,
                 settings.h2_max_control_frames_per_second,
             );
-            Box::pin(serve_http(io, info, gateway, &settings)).await;
+            Box::pin(serve_http(io, info, handler, metrics, &settings)).await;
         }
-        Some(acceptor) => Box::pin(serve_tls(stream, acceptor, info, gateway, settings)).await,
+        Some(acceptor) => {
+            Box::pin(serve_tls(
+                stream, acceptor, info, handler, metrics, settings,
+            ))
+            .await
+        }
     }
 }
 
-async fn serve_tls(
+async fn serve_tls<H: Handler>(
     stream: TcpStream,
     acceptor: TlsAcceptor,
     info: ConnInfo,
-    gateway: Arc<Gateway>,
+    handler: Arc<H>,
+    metrics: Arc<Metrics>,
     settings: Arc<ConnSettings>,
 ) {
     let state = info.slot.state.clone();
@@ -109,7 +149,7 @@ async fn serve_tls(
         _ = state.close_requested(CloseReason::None) => Err(()),
     };
     let Ok(tls_stream) = handshake else {
-        count_close(&state, gateway.metrics());
+        count_close(&state, &metrics);
         return;
     };
     let alpn = tls_stream.get_ref().1.alpn_protocol();
@@ -129,7 +169,7 @@ async fn serve_tls(
         Some(h2),
         settings.h2_max_control_frames_per_second,
     );
-    Box::pin(serve_http(io, info, gateway, &settings)).await;
+    Box::pin(serve_http(io, info, handler, metrics, &settings)).await;
 }
 
 async fn close_tls(mut tls: tokio_rustls::server::TlsStream<TcpStream>) {
@@ -141,7 +181,7 @@ async fn close_tls(mut tls: tokio_rustls::server::TlsStream<TcpStream>) {
 /// here, once, before the socket closes — so whoever sees the close also
 /// sees it counted. A body-rate close is counted where its 408 is answered
 /// (`Rescue`), since that close goes through hyper's Connection: close.
-fn count_close(state: &ConnState, metrics: &crate::telemetry::Metrics) {
+fn count_close(state: &ConnState, metrics: &Metrics) {
     let reason = state.close_reason();
     if reason != CloseReason::None && state.first_count() {
         metrics.connection_closed(reason.label());
@@ -151,17 +191,18 @@ fn count_close(state: &ConnState, metrics: &crate::telemetry::Metrics) {
 /// The HTTP server on a connection whose protocol is known (ALPN) or is
 /// sniffed here from the first bytes (cleartext: the HTTP/2 preface or
 /// not).
-async fn serve_http<T>(
+async fn serve_http<T, H>(
     mut io: TrackedIo<T>,
     info: ConnInfo,
-    gateway: Arc<Gateway>,
+    handler: Arc<H>,
+    metrics: Arc<Metrics>,
     settings: &ConnSettings,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Handler,
 {
     let peer = info.peer;
     let state = info.slot.state.clone();
-    let metrics = gateway.metrics().clone();
     let mut shutdown = info.shutdown.clone();
     // The sniffing and serving states are boxed so that a parked
     // connection's future is only as large as its parked state.
@@ -171,9 +212,9 @@ async fn serve_http<T>(
     }
     let info = Arc::new(info);
     let handle = move |req| {
-        let gateway = gateway.clone();
+        let handler = handler.clone();
         let info = info.clone();
-        async move { Ok::<_, Infallible>(gateway.handle(req, &info).await) }
+        async move { Ok::<_, Infallible>(handler.handle(req, &info).await) }
     };
     if io.is_h2() {
         // Boxed once here: a request's future is large, and hyper's HTTP/2
@@ -297,7 +338,7 @@ where
 async fn drive<C: Served + ?Sized>(
     mut conn: Pin<&mut C>,
     state: &ConnState,
-    metrics: &crate::telemetry::Metrics,
+    metrics: &Metrics,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
     peer: std::net::SocketAddr,
 ) -> Outcome {

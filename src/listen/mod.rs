@@ -4,7 +4,9 @@
 //! Each accepted connection is admitted through the
 //! [`crate::conn::registry::Registry`]
 //! (which may evict an unproductive connection to make room, or refuse),
-//! then served in its own task by [`crate::conn::serve`]. Accept errors go
+//! then served in its own task by [`crate::conn::serve`], which hands its
+//! requests to the handler every loop shares ([`Shared::handler`]: the
+//! gateway, in weir; this module only knows the trait). Accept errors go
 //! through the policy in [`accept`]. The loop stops when shutdown begins,
 //! which closes the listening socket so new clients are refused by the
 //! kernel rather than left in the backlog.
@@ -27,8 +29,7 @@ use crate::conn::info::ConnInfo;
 use crate::conn::registry::{Refused, Registry};
 use crate::conn::state::Phase;
 use crate::conn::tls::Certificates;
-use crate::conn::{self, ConnSettings};
-use crate::lifecycle::Gateway;
+use crate::conn::{self, ConnSettings, Handler};
 use crate::pki::PkiError;
 use crate::telemetry::Metrics;
 use accept::{AcceptLoop, LogDedup, SpareFd};
@@ -60,9 +61,10 @@ pub struct Listener {
     pub inherited: usize,
 }
 
-/// What every accept loop shares.
-pub struct Shared {
-    pub gateway: Arc<Gateway>,
+/// What every accept loop shares; `handler` answers the requests of every
+/// connection accepted (the gateway, in weir).
+pub struct Shared<H> {
+    pub handler: Arc<H>,
     /// Read once per accepted connection, so a reload reaches new ones.
     pub settings: Arc<ArcSwap<ConnSettings>>,
     pub registry: Arc<Registry>,
@@ -181,7 +183,10 @@ impl Listener {
     }
 
     /// One accept loop per socket; the `i`th is meant for worker `i`.
-    pub fn accept_loops(self, shared: &Arc<Shared>) -> Vec<impl Future<Output = ()> + use<>> {
+    pub fn accept_loops<H: Handler>(
+        self,
+        shared: &Arc<Shared<H>>,
+    ) -> Vec<impl Future<Output = ()> + use<H>> {
         let Listener {
             name,
             config,
@@ -224,12 +229,12 @@ fn bind_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::ne
 }
 
 /// Accept until shutdown begins.
-async fn accept_loop(
+async fn accept_loop<H: Handler>(
     socket: std::net::TcpListener,
     name: Arc<str>,
     redirect: Option<crate::config::RedirectSettings>,
     tls: Option<TlsAcceptor>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<H>>,
     log: Arc<std::sync::Mutex<LogDedup>>,
 ) {
     let socket = match TcpListener::from_std(socket) {
@@ -294,7 +299,8 @@ async fn accept_loop(
             stream,
             info,
             tls.clone(),
-            shared.gateway.clone(),
+            shared.handler.clone(),
+            shared.metrics.clone(),
             shared.settings.load_full(),
         ));
     }

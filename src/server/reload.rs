@@ -1,0 +1,522 @@
+//! Applying a new config to the running server.
+//!
+//! Three triggers reload from the config file — SIGHUP (the CLI's signal
+//! loop, through [`Running::reload`]), `POST /admin/reload` (through the
+//! [`admin::Reload`] trait) and the file watcher ([`watch_config`]) — and
+//! all three go through one function, [`reload`]. It reads, validates
+//! (exactly as `weir check` does) and applies the file on a blocking
+//! thread, never on the runtime that asked: with one worker that runtime
+//! also serves connections, and reading and building a config blocks.
+//! Reloads run one at a time.
+//!
+//! What a new config changes while running: the request snapshot (routes,
+//! upstreams, per-route limits, trusted proxies, the access-log switch,
+//! the per-connection request cap, the body rate), connection deadlines
+//! and the per-IP cap, HTTP/1 and HTTP/2 limits for new connections, TLS
+//! certificates and ACME settings. What it cannot is [`RESTART_ONLY`]: each
+//! of those sizes or owns something built once at start. A change to one
+//! is logged as taking effect only after a restart (and listed by the
+//! admin API); the rest of the file applies.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use super::start::start_acme;
+use super::{Running, StartError};
+use crate::acme::{self, Challenges};
+use crate::admin;
+use crate::config::Config;
+use crate::conn::ConnSettings;
+use crate::conn::deadline::Deadlines;
+use crate::conn::registry::Registry;
+use crate::conn::tls::Certificates;
+use crate::lifecycle::Gateway;
+use crate::listen::budget;
+use crate::telemetry::Metrics;
+
+/// What a reload did.
+pub type Reloaded = admin::ReloadReport;
+
+/// The parts of a running server a new config is applied to, and the
+/// config now running. Shared by [`Running`], the admin API and the file
+/// watcher.
+pub(super) struct Reloadable {
+    pub(super) gateway: Arc<Gateway>,
+    pub(super) settings: Arc<ArcSwap<ConnSettings>>,
+    pub(super) deadlines: Arc<ArcSwap<Deadlines>>,
+    pub(super) certificates: HashMap<String, Arc<Certificates>>,
+    /// ACME certificate keepers, by listener name.
+    pub(super) acme: Mutex<HashMap<String, acme::Manager>>,
+    pub(super) challenges: Arc<Challenges>,
+    pub(super) registry: Arc<Registry>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) current: Mutex<Config>,
+    /// The file text the running config came from; held while a reload
+    /// runs, so reloads happen one at a time.
+    pub(super) text: Mutex<Option<Vec<u8>>>,
+    pub(super) started: std::time::Instant,
+    /// When the running config was loaded (Unix seconds).
+    pub(super) loaded_at: AtomicU64,
+    pub(super) listeners: Vec<(String, SocketAddr)>,
+}
+
+pub(super) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Trigger {
+    /// SIGHUP.
+    Signal,
+    /// `POST /admin/reload`.
+    Admin,
+    /// The config file changed.
+    Watcher,
+}
+
+impl Trigger {
+    fn label(self) -> &'static str {
+        match self {
+            Trigger::Signal => "signal",
+            Trigger::Admin => "admin",
+            Trigger::Watcher => "watcher",
+        }
+    }
+}
+
+/// Every reload, whatever asked for it: on a blocking thread, so the
+/// runtime that asked keeps serving. `None`: the watcher found the file's
+/// text unchanged and left it alone.
+pub(super) async fn reload(
+    reloadable: Arc<Reloadable>,
+    trigger: Trigger,
+) -> Option<Result<Reloaded, Vec<String>>> {
+    tokio::task::spawn_blocking(move || reloadable.reload_file(trigger))
+        .await
+        .unwrap_or_else(|e| Some(Err(vec![format!("the reload failed: {e}")])))
+}
+
+/// A reload an operator asked for (SIGHUP, admin API): never skipped.
+async fn reload_now(
+    reloadable: Arc<Reloadable>,
+    trigger: Trigger,
+) -> Result<Reloaded, Vec<String>> {
+    reload(reloadable, trigger)
+        .await
+        .unwrap_or_else(|| Err(vec!["reload skipped".into()]))
+}
+
+impl Reloadable {
+    /// Apply a validated config: on error nothing has changed.
+    fn apply(&self, config: &Config) -> Result<Reloaded, StartError> {
+        // Everything that can fail comes first.
+        let mut certificates = Vec::new();
+        for l in &config.listeners {
+            if let (Some(tls), Some(certs)) = (&l.tls, self.certificates.get(&l.name)) {
+                certificates.push((certs, tls));
+            }
+        }
+        let generation = self.gateway.replace(config)?;
+        for (certs, tls) in certificates {
+            // Cannot fail: validation guarantees a certificate per TLS listener.
+            if let Err(source) = certs.replace(tls) {
+                tracing::error!(error = %source, "certificates not replaced");
+            }
+        }
+        self.restart_changed_acme(config);
+        self.settings
+            .store(Arc::new(ConnSettings::new(&config.http1, &config.http2)));
+        self.deadlines
+            .store(Arc::new(Deadlines::new(&config.connections)));
+        self.registry.set_max_per_ip(config.connections.max_per_ip);
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let restart_needed = restart_only_changes(&current, config);
+        *current = config.clone();
+        self.loaded_at.store(unix_now(), Ordering::Relaxed);
+        Ok(Reloaded {
+            generation,
+            restart_needed,
+        })
+    }
+
+    /// A listener whose `acme` settings changed gets a new keeper (it
+    /// finds the certificates already on disk, so nothing is ordered again
+    /// unless names were added); one that lost its `acme` table, none.
+    fn restart_changed_acme(&self, config: &Config) {
+        let mut managers = self.acme.lock().unwrap_or_else(|e| e.into_inner());
+        for l in &config.listeners {
+            let Some(certs) = self.certificates.get(&l.name) else {
+                continue;
+            };
+            let wanted = l.tls.as_ref().and_then(|t| t.acme.as_ref());
+            let running = managers.get(&l.name).map(|m| &m.settings);
+            if wanted == running {
+                continue;
+            }
+            managers.remove(&l.name);
+            if let Some(settings) = wanted {
+                managers.insert(
+                    l.name.clone(),
+                    start_acme(&l.name, settings, certs, &self.challenges, &self.metrics),
+                );
+            }
+        }
+    }
+
+    /// Re-read the running config's file, validate it exactly as `weir
+    /// check` does (descriptor budget included), and apply it. On any
+    /// problem the running config stays; every problem is returned.
+    ///
+    /// The watcher leaves an unchanged file alone; SIGHUP and the admin API
+    /// always reload, since certificates and key files may have changed on
+    /// disk while the config did not. Blocks: see [`reload`].
+    fn reload_file(&self, trigger: Trigger) -> Option<Result<Reloaded, Vec<String>>> {
+        let mut text = self.text.lock().unwrap_or_else(|e| e.into_inner());
+        let source = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .source
+            .clone();
+        let read = std::fs::read(&source);
+        if trigger == Trigger::Watcher
+            && let Ok(new) = &read
+            && text.as_ref() == Some(new)
+        {
+            return None;
+        }
+        crate::systemd::reloading();
+        let result = read
+            .map_err(|e| vec![format!("{}: cannot read the file: {e}", source.display())])
+            .and_then(|bytes| {
+                let config = std::str::from_utf8(&bytes)
+                    .map_err(|e| vec![format!("{}: not UTF-8: {e}", source.display())])
+                    .and_then(|t| {
+                        Config::parse(&source, t)
+                            .map_err(|p| p.0.iter().map(ToString::to_string).collect())
+                    })?;
+                budget::check(&config, budget::raise_nofile_limit())
+                    .map_err(|p| vec![p.to_string()])?;
+                let done = self.apply(&config).map_err(|e| vec![e.to_string()])?;
+                *text = Some(bytes);
+                Ok(done)
+            });
+        crate::systemd::ready();
+        let generation = self.gateway.snapshot().generation;
+        self.metrics.config_reload(result.is_ok(), generation);
+        // The log lines of a reload, whatever triggered it.
+        let trigger = trigger.label();
+        match &result {
+            Ok(r) => {
+                tracing::info!(generation = r.generation, trigger, "config reloaded");
+                for field in &r.restart_needed {
+                    tracing::warn!(
+                        field,
+                        "config reloaded, but `{field}` changed and only takes effect after a restart"
+                    );
+                }
+            }
+            Err(problems) => {
+                for p in problems {
+                    tracing::error!(problem = %p, trigger, "config reload failed; the running config stays");
+                }
+            }
+        }
+        Some(result)
+    }
+}
+
+/// Reload when the config file changes: the parent directory is watched,
+/// so an editor's write-and-rename and a Kubernetes ConfigMap's symlink
+/// swap are seen; events are debounced (editors write in steps) and a
+/// file whose text did not change is left alone. The returned watcher
+/// must be kept alive.
+pub(super) fn watch_config(
+    reloadable: Arc<Reloadable>,
+    path: PathBuf,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let signal = changed.clone();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            signal.notify_one();
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the config file; reload with SIGHUP");
+            return None;
+        }
+    };
+    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
+        tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the config directory; reload with SIGHUP");
+        return None;
+    }
+    tokio::spawn(async move {
+        loop {
+            changed.notified().await;
+            // Quiet for a moment before reading.
+            loop {
+                tokio::select! {
+                    _ = changed.notified() => {}
+                    _ = tokio::time::sleep(CONFIG_SETTLE) => break,
+                }
+            }
+            reload(reloadable.clone(), Trigger::Watcher).await;
+        }
+    });
+    Some(watcher)
+}
+
+/// How long the config directory must be quiet before a change is read.
+const CONFIG_SETTLE: Duration = Duration::from_millis(250);
+
+impl admin::Reload for Reloadable {
+    fn reload(self: Arc<Self>) -> admin::Reloading {
+        Box::pin(reload_now(self, Trigger::Admin))
+    }
+
+    fn status(&self) -> admin::Status {
+        admin::Status {
+            config: self
+                .current
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            generation: self.gateway.snapshot().generation,
+            uptime: self.started.elapsed(),
+            loaded_at_unix: self.loaded_at.load(Ordering::Relaxed),
+            listeners: self.listeners.clone(),
+            open_connections: self.registry.open(),
+        }
+    }
+
+    fn config(&self) -> String {
+        // Secrets (keys, tokens) print as `Secret(..)`; certificate keys
+        // are never printed.
+        format!(
+            "{:#?}\n",
+            self.current.lock().unwrap_or_else(|e| e.into_inner())
+        )
+    }
+}
+
+/// Whether a setting differs between the running config and a new one.
+type Changed = fn(&Config, &Config) -> bool;
+
+/// One `section.key` of the config, named as the file spells it.
+macro_rules! setting {
+    ($section:ident . $key:ident) => {
+        (
+            concat!(stringify!($section), ".", stringify!($key)),
+            |a: &Config, b: &Config| a.$section.$key != b.$section.$key,
+        )
+    };
+}
+
+/// The settings fixed at start, by the name a reload reports them under,
+/// and what each sizes or owns: the listeners' sockets and accept loops
+/// (a listener added, removed or renamed, its address, TLS or not, its
+/// redirect), the connection registry, the request gate and the byte
+/// budget (semaphores), the worker threads, the drain's timeout, the config
+/// watcher, the admin listener and its token, the log writers.
+pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
+    ("listener", |a, b| listeners(a) != listeners(b)),
+    setting!(connections.max),
+    setting!(server.max_concurrent_requests),
+    setting!(server.workers),
+    setting!(server.max_buffered_body_bytes),
+    setting!(server.shutdown_timeout),
+    setting!(server.watch_config),
+    ("admin", |a, b| admin(a) != admin(b)),
+    ("log", |a, b| log(a) != log(b)),
+];
+
+fn listeners(c: &Config) -> Vec<(&str, SocketAddr, bool, Option<u16>)> {
+    c.listeners
+        .iter()
+        .map(|l| {
+            (
+                l.name.as_str(),
+                l.address,
+                l.tls.is_some(),
+                l.redirect_https.map(|r| r.https_port),
+            )
+        })
+        .collect()
+}
+
+fn admin(c: &Config) -> Option<(SocketAddr, Option<&crate::config::Secret>)> {
+    c.admin.as_ref().map(|a| (a.address, a.token.as_ref()))
+}
+
+fn log(c: &Config) -> impl PartialEq + '_ {
+    let l = &c.log;
+    (&l.format, &l.level, &l.file, &l.access_file)
+}
+
+/// Settings fixed at start that differ between `old` and `new`.
+fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    RESTART_ONLY
+        .iter()
+        .filter(|(_, changed)| changed(old, new))
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+impl Running {
+    /// Apply a validated config to the running server: a new request
+    /// snapshot, connection settings and deadlines, the per-IP cap, and the
+    /// certificates of listeners that keep their name. On error nothing has
+    /// changed. Returns the new snapshot's generation.
+    pub fn apply(&self, config: &Config) -> Result<u64, StartError> {
+        self.reloadable.apply(config).map(|r| r.generation)
+    }
+
+    /// Reload from the config file, as SIGHUP asks (the admin API and the
+    /// watcher take the same path): every problem, or what changed.
+    pub async fn reload(&self) -> Result<Reloaded, Vec<String>> {
+        reload_now(self.reloadable.clone(), Trigger::Signal).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::admin::Reload;
+
+    fn config_text(max_connections: usize, watch: bool) -> String {
+        format!(
+            "[server]\nwatch_config = {watch}\n[connections]\nmax = {max_connections}\n\
+             [[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nupstream = \"http://127.0.0.1:1\"\n"
+        )
+    }
+
+    fn parse(text: &str) -> Config {
+        Config::parse(std::path::Path::new("weir.toml"), text).expect("valid")
+    }
+
+    /// Another thread holds the reload lock until released: a reload
+    /// blocks on it meanwhile.
+    struct Held {
+        release: mpsc::Sender<()>,
+        /// Whether the test released it (rather than giving up).
+        released: std::thread::JoinHandle<bool>,
+    }
+
+    fn hold(reloadable: &Arc<Reloadable>) -> Held {
+        let reloadable = reloadable.clone();
+        let (locked, is_locked) = mpsc::channel();
+        let (release, on_release) = mpsc::channel();
+        let released = std::thread::spawn(move || {
+            let _held = reloadable.text.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = locked.send(());
+            // A reload blocking the test's runtime would keep the test from
+            // ever releasing this: give up, so it fails rather than hangs.
+            on_release.recv_timeout(Duration::from_secs(10)).is_ok()
+        });
+        let _ = is_locked.recv();
+        Held { release, released }
+    }
+
+    /// The default test runtime has one thread, as weir's with one worker:
+    /// a reload run on it would stall everything else on it.
+    #[tokio::test]
+    async fn every_trigger_reloads_off_the_runtime_that_asked_with_the_same_result() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("weir.toml");
+        std::fs::write(&path, config_text(100, false)).expect("write");
+        let config = Config::load(&path).expect("valid");
+        let running = super::super::start(&config).await.expect("starts");
+        let triggers = [Trigger::Signal, Trigger::Admin, Trigger::Watcher];
+        for (n, trigger) in (1..).zip(triggers) {
+            // A changed file (so the watcher reloads too), with a
+            // restart-only change in it.
+            std::fs::write(&path, config_text(100 + n, false)).expect("write");
+            let held = hold(&running.reloadable);
+            let reloadable = running.reloadable.clone();
+            let (done, ()) = tokio::join!(
+                async {
+                    match trigger {
+                        Trigger::Signal => running.reload().await,
+                        Trigger::Admin => reloadable.reload().await,
+                        Trigger::Watcher => reload(reloadable, Trigger::Watcher)
+                            .await
+                            .expect("the file changed"),
+                    }
+                },
+                async {
+                    tokio::task::yield_now().await;
+                    let _ = held.release.send(());
+                }
+            );
+            let released = held.released.join().expect("no panic");
+            assert!(released, "{trigger:?}: the reload stalled its runtime");
+            assert_eq!(
+                done,
+                Ok(Reloaded {
+                    generation: 1 + n as u64,
+                    restart_needed: vec!["connections.max"],
+                }),
+                "{trigger:?}"
+            );
+        }
+        // The watcher leaves an unchanged file alone; the others do not.
+        assert_eq!(
+            reload(running.reloadable.clone(), Trigger::Watcher).await,
+            None
+        );
+        assert!(running.reload().await.is_ok());
+    }
+
+    #[test]
+    fn a_watch_config_or_redirect_port_change_is_restart_only() {
+        let base = parse(&config_text(100, false));
+        let watched = parse(&config_text(100, true));
+        assert_eq!(
+            restart_only_changes(&base, &watched),
+            ["server.watch_config"]
+        );
+        let redirect = |port: u16| {
+            parse(&format!(
+                "{}[[listener]]\nname = \"r\"\naddress = \"127.0.0.1:0\"\n\
+                 redirect_https = true\nhttps_port = {port}\n",
+                config_text(100, false)
+            ))
+        };
+        assert_eq!(
+            restart_only_changes(&redirect(443), &redirect(8443)),
+            ["listener"]
+        );
+        assert!(restart_only_changes(&base, &base).is_empty());
+    }
+
+    #[test]
+    fn the_architecture_doc_names_every_restart_only_setting() {
+        let docs = include_str!("../../docs/architecture.md");
+        for (name, _) in RESTART_ONLY {
+            assert!(
+                docs.contains(&format!("`{name}`")),
+                "`{name}` is not in docs/architecture.md"
+            );
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! How a running server ends: handing its listening sockets to a new
+//! binary (an upgrade, after which this process drains), and the graceful
+//! drain itself.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::Running;
+use crate::listen::handover;
+
+impl Running {
+    /// Start the same binary (or a new one at the same path) with this
+    /// process's listening sockets, and wait until it is ready: then this
+    /// process should drain and exit. Returns the new process's pid; on
+    /// failure the new process is gone and this one keeps serving.
+    pub async fn upgrade(&self) -> Result<u32, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find weir's binary: {e}"))?;
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut sockets = Vec::new();
+        for (name, socket) in &self.handover {
+            let dup = socket
+                .try_clone()
+                .map_err(|e| format!("cannot duplicate the `{name}` socket: {e}"))?;
+            sockets.push((name.clone(), dup));
+        }
+        // It waits for the new process: off the runtime's threads.
+        tokio::task::spawn_blocking(move || handover::start_successor(&sockets, exe, args))
+            .await
+            .map_err(|e| format!("the upgrade task failed: {e}"))?
+    }
+
+    /// Stop accepting, let in-flight requests finish within the shutdown
+    /// timeout (idle keep-alive connections and tunnels are closed at once),
+    /// then stop. Returns false when the timeout cut the drain short.
+    pub async fn shutdown(mut self) -> bool {
+        self.admin_state.draining.store(true, Ordering::Relaxed);
+        let _ = self.shutdown.send(true);
+        while self.accept_loops.join_next().await.is_some() {}
+        tracing::info!(open_connections = self.registry.open(), timeout = ?self.shutdown_timeout, "draining");
+        let registry = self.registry.clone();
+        let drained = tokio::time::timeout(self.shutdown_timeout, async move {
+            while registry.open() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .is_ok();
+        if drained {
+            tracing::info!("drained");
+        } else {
+            tracing::warn!(
+                open_connections = self.registry.open(),
+                "shutdown timeout reached with requests still in flight"
+            );
+        }
+        let _ = self.sweeper_stop.send(true);
+        if let Some(t) = self.admin_task {
+            t.abort();
+        }
+        // Connections the timeout gave up on go with their worker.
+        if let Some(w) = self.workers {
+            w.stop();
+        }
+        drained
+    }
+}
