@@ -18,7 +18,7 @@
 //! with [`wire`] (what each LLM API means on the wire, one module per
 //! API), [`fields`] (header fields parsed one way), [`config`] (data and
 //! validation), [`pki`] (certificates and keys),
-//! [`worker`] (per-core runtimes and per-worker values), [`admin`],
+//! [`sync`] (lock recovery, decided once), [`worker`] (per-core runtimes and per-worker values), [`admin`],
 //! [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
 //! [`cli`] and [`demo`] alongside.
 
@@ -42,6 +42,7 @@ pub mod respond;
 pub mod route;
 pub mod server;
 pub mod snapshot;
+pub mod sync;
 pub mod systemd;
 pub mod telemetry;
 pub mod wire;

@@ -30,6 +30,7 @@ use crate::llm::{ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
 use crate::proxy::{BodyRate, Upstream};
 use crate::route::{Route, Router, Target};
+use crate::sync::Locked;
 use crate::telemetry::Metrics;
 
 /// Why a snapshot could not be built from a validated config.
@@ -159,7 +160,7 @@ impl Snapshot {
             .map(|p| (p.clone(), std::fs::read(p).unwrap_or_default()));
         // A panic elsewhere while holding these locks leaves maps that are
         // still consistent; keep going.
-        let mut states = standing.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut states = standing.routes.locked();
         let workers = crate::worker::count(config.server.workers);
         let mut kept = HashMap::with_capacity(config.routes.len());
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -234,10 +235,7 @@ impl Snapshot {
         // snapshots still serving them, then drop.
         *states = kept;
         drop(states);
-        let mut generation = standing
-            .generation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut generation = standing.generation.locked();
         *generation += 1;
         let c = &config.connections;
         Ok(Snapshot {

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use crate::sync::RwLocked;
+
 use arc_swap::ArcSwap;
 use rustls::sign::CertifiedKey;
 
@@ -54,18 +56,13 @@ pub struct Challenges {
 impl Challenges {
     /// The key authorization to answer `GET /.well-known/acme-challenge/<token>`.
     pub fn http01(&self, token: &str) -> Option<Arc<str>> {
-        self.http01
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned()
+        self.http01.read_locked().get(token).cloned()
     }
 
     /// The challenge certificate for a handshake offering only `acme-tls/1`.
     pub fn tls_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         self.tls_alpn01
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_locked()
             .get(&name.to_ascii_lowercase())
             .cloned()
     }
@@ -73,8 +70,7 @@ impl Challenges {
     /// Publish an http-01 answer until the guard is dropped.
     pub(super) fn publish_http01(&self, token: &str, key_authorization: &str) -> Published<'_> {
         self.http01
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .write_locked()
             .insert(token.to_string(), key_authorization.into());
         Published {
             challenges: self,
@@ -84,10 +80,7 @@ impl Challenges {
 
     /// Publish a tls-alpn-01 certificate until the guard is dropped.
     pub(super) fn publish_tls_alpn01(&self, name: &str, key: Arc<CertifiedKey>) -> Published<'_> {
-        self.tls_alpn01
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), key);
+        self.tls_alpn01.write_locked().insert(name.to_string(), key);
         Published {
             challenges: self,
             entry: Entry::TlsAlpn01(name.to_string()),
@@ -111,18 +104,10 @@ impl Drop for Published<'_> {
     fn drop(&mut self) {
         match &self.entry {
             Entry::Http01(token) => {
-                self.challenges
-                    .http01
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(token);
+                self.challenges.http01.write_locked().remove(token);
             }
             Entry::TlsAlpn01(name) => {
-                self.challenges
-                    .tls_alpn01
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(name);
+                self.challenges.tls_alpn01.write_locked().remove(name);
             }
         }
     }

@@ -30,6 +30,7 @@ use crate::admit::rate::{Client, RateLimit};
 use crate::config::{Config, RouteKind, Secret};
 use crate::listen::accept::{AcceptLoop, SpareFd};
 use crate::respond::{ErrorShape, Payload, error_response, render};
+use crate::sync::Locked;
 use crate::telemetry::Metrics;
 
 /// What a successful reload reports.
@@ -170,12 +171,7 @@ async fn admin_api(
     // minute.
     let key = Client::ip(peer);
     let now = std::time::Instant::now();
-    let blocked_until = state
-        .auth_blocked
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .copied();
+    let blocked_until = state.auth_blocked.locked().get(&key).copied();
     if let Some(until) = blocked_until.filter(|u| *u > now) {
         let secs = until.duration_since(now).as_secs();
         return render(shape, StatusCode::TOO_MANY_REQUESTS, None, Some(secs));
@@ -183,7 +179,7 @@ async fn admin_api(
     if !authorized(&req, token) {
         // Failures alone spend the client's budget.
         if let Err(limited) = state.auth_failures_by_client.check(key) {
-            let mut blocked = state.auth_blocked.lock().unwrap_or_else(|e| e.into_inner());
+            let mut blocked = state.auth_blocked.locked();
             if blocked.len() > 10_000 {
                 blocked.retain(|_, until| *until > now);
             }
@@ -194,7 +190,7 @@ async fn admin_api(
         }
         static LAST_LOG: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
         let n = state.auth_failures.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut last = LAST_LOG.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = LAST_LOG.locked();
         if last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10)) {
             *last = Some(std::time::Instant::now());
             tracing::warn!(failures_so_far = n, "admin API: authentication failed");

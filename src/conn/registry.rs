@@ -40,6 +40,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::state::{CloseReason, ConnState, Phase};
+use crate::sync::Locked;
 
 /// Why a new connection was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +167,7 @@ impl Registry {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding this lock cannot leave the maps half-updated
         // in a way that matters more than refusing to serve; keep going.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     pub fn open(&self) -> usize {

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::registry::Registry;
 use super::*;
+use crate::sync::Locked;
 
 /// Answers 200 with the request's path as the body. `/slow` waits for
 /// `release` first, so a test holds a request in flight.
@@ -33,10 +34,7 @@ impl Handler for Echo {
         conn.slot.state.request_started();
         let finished = Finished(conn.slot.state.clone());
         let path = req.uri().path().to_string();
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((req.version(), path.clone()));
+        self.seen.locked().push((req.version(), path.clone()));
         if path == "/slow" {
             self.started.notify_one();
             self.release.notified().await;
@@ -383,7 +381,7 @@ async fn the_http2_preface_is_recognised_split_across_reads() {
     }
     send(&mut c.client, &settings_and_get()).await;
     response_headers(&mut c.client).await;
-    let seen = c.handler.seen.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = c.handler.seen.locked();
     assert_eq!(*seen, [(Version::HTTP_2, "/".to_string())]);
 }
 

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::sync::Locked;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -286,11 +287,7 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
     }
 
     fn log(&mut self, label: &'static str, err: &io::Error, delay: Duration) {
-        let action = self
-            .dedup
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(label, Instant::now());
+        let action = self.dedup.locked().record(label, Instant::now());
         match action {
             LogAction::First => {
                 self.log_lines += 1;
@@ -314,7 +311,7 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
         }
         self.last_failure = None;
         self.backoff = None;
-        let unreported = self.dedup.lock().unwrap_or_else(|e| e.into_inner()).drain();
+        let unreported = self.dedup.locked().drain();
         for (kind, suppressed) in unreported {
             self.log_lines += 1;
             tracing::warn!(listener = %self.listener_name, kind, suppressed, "accept recovered; repeats were suppressed");

@@ -36,6 +36,7 @@ use super::{Context, LlmRoute};
 use crate::config::Choice;
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue, StreamBody};
+use crate::sync::Locked;
 use crate::wire::Endpoint;
 
 /// A failed attempt weir may relay if nothing better comes.
@@ -62,7 +63,7 @@ pub async fn run(
     let mut tally = Attempts::default();
     let note_failover = |reason: &'static str| {
         cx.metrics.llm_failover(cx.route_name, model_label, reason);
-        let mut f = cx.facts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = cx.facts.locked();
         f.failovers += 1;
     };
     for choice in choices {
@@ -89,7 +90,7 @@ pub async fn run(
             Prepared::Busy => return Err(super::busy()),
         };
         tally.tried += 1;
-        cx.facts.lock().unwrap_or_else(|e| e.into_inner()).upstream = Some(name.clone());
+        cx.facts.locked().upstream = Some(name.clone());
         let resp = match send(upstream, req, settings.first_byte_timeout).await {
             Sent::Response(r) => r,
             Sent::Refused => {

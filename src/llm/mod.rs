@@ -46,6 +46,7 @@ use crate::admit::{Admission, Gate};
 use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
 use crate::proxy::{BodyRate, RequestBody};
 use crate::respond::{Payload, Rescue, SharedLlmFacts};
+use crate::sync::Locked;
 use crate::telemetry::Metrics;
 use crate::wire::Endpoint;
 
@@ -224,7 +225,7 @@ pub async fn serve(
         })
     })?;
     {
-        let mut f = cx.facts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = cx.facts.locked();
         f.model = Some(model.name.clone());
     }
     let label: Arc<str> = match settings.models.iter().find(|(m, _)| *m == model.name) {

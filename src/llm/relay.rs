@@ -33,6 +33,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::translate;
 use crate::respond::{BoxError, SharedLlmFacts};
+use crate::sync::Locked;
 use crate::telemetry::Metrics;
 use crate::wire::sse::{self, Framer};
 use crate::wire::{Api, EventClass, Usage, Watch};
@@ -53,12 +54,12 @@ impl Tally {
         let elapsed = self.started.elapsed();
         self.metrics
             .llm_first_token(&self.route, &self.model_label, elapsed.as_secs_f64());
-        let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.facts.locked();
         f.first_token_ms.get_or_insert(elapsed.as_millis() as u64);
     }
 
     fn usage(&self, u: Usage) {
-        let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.facts.locked();
         // Streams report running totals: keep the largest seen.
         f.input_tokens = f.input_tokens.max(u.input);
         f.output_tokens = f.output_tokens.max(u.output);
@@ -69,7 +70,7 @@ impl Tally {
     fn finish(&self, outcome: &'static str) {
         self.metrics
             .llm_request(&self.route, &self.model_label, &self.upstream, outcome);
-        let f = self.facts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let f = self.facts.locked().clone();
         for (kind, n) in [
             ("input", f.input_tokens),
             ("output", f.output_tokens),

@@ -14,6 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
 use crate::config::{LlmUpstreamConfig, UpstreamSettings};
+use crate::sync::Locked;
 use crate::worker::PerWorker;
 
 pub type LlmClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -64,7 +65,7 @@ impl LlmUpstream {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, CooldownState> {
-        self.cooldown.lock().unwrap_or_else(|e| e.into_inner())
+        self.cooldown.locked()
     }
 
     /// Whether failover should skip this upstream now, and until when.

@@ -13,6 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::admit::Admission;
 use crate::conn::state::ConnState;
+use crate::sync::Locked;
 use crate::telemetry::{Metrics, RouteMetrics};
 
 /// Marks a request in flight on its connection until dropped, so the
@@ -103,7 +104,7 @@ impl RequestRecord {
         if self.access_log
             && let Some(llm) = &self.llm
         {
-            let f = llm.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let f = llm.locked().clone();
             tracing::info!(
                 target: "weir::access",
                 client = %self.client,

@@ -38,6 +38,7 @@ use crate::conn::registry::Registry;
 use crate::conn::tls::Certificates;
 use crate::lifecycle::Gateway;
 use crate::listen::budget;
+use crate::sync::Locked;
 use crate::telemetry::Metrics;
 
 /// What a reload did.
@@ -138,7 +139,7 @@ impl Reloadable {
         self.deadlines
             .store(Arc::new(Deadlines::new(&config.connections)));
         self.registry.set_max_per_ip(config.connections.max_per_ip);
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.current.locked();
         let restart_needed = restart_only_changes(&current, config);
         *current = config.clone();
         self.loaded_at.store(unix_now(), Ordering::Relaxed);
@@ -152,7 +153,7 @@ impl Reloadable {
     /// finds the certificates already on disk, so nothing is ordered again
     /// unless names were added); one that lost its `acme` table, none.
     fn restart_changed_acme(&self, config: &Config) {
-        let mut managers = self.acme.lock().unwrap_or_else(|e| e.into_inner());
+        let mut managers = self.acme.locked();
         for l in &config.listeners {
             let Some(certs) = self.certificates.get(&l.name) else {
                 continue;
@@ -180,13 +181,8 @@ impl Reloadable {
     /// always reload, since certificates and key files may have changed on
     /// disk while the config did not. Blocks: see [`reload`].
     fn reload_file(&self, trigger: Trigger) -> Option<Result<Reloaded, Vec<String>>> {
-        let mut text = self.text.lock().unwrap_or_else(|e| e.into_inner());
-        let source = self
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .source
-            .clone();
+        let mut text = self.text.locked();
+        let source = self.current.locked().source.clone();
         let read = std::fs::read(&source);
         if trigger == Trigger::Watcher
             && let Ok(new) = &read
@@ -293,11 +289,7 @@ impl admin::Reload for Reloadable {
 
     fn status(&self) -> admin::Status {
         admin::Status {
-            config: self
-                .current
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            config: self.current.locked().clone(),
             generation: self.gateway.snapshot().generation,
             uptime: self.started.elapsed(),
             loaded_at_unix: self.loaded_at.load(Ordering::Relaxed),
@@ -309,10 +301,7 @@ impl admin::Reload for Reloadable {
     fn config(&self) -> String {
         // Secrets (keys, tokens) print as `Secret(..)`; certificate keys
         // are never printed.
-        format!(
-            "{:#?}\n",
-            self.current.lock().unwrap_or_else(|e| e.into_inner())
-        )
+        format!("{:#?}\n", self.current.locked())
     }
 }
 
@@ -427,7 +416,7 @@ mod tests {
         let (locked, is_locked) = mpsc::channel();
         let (release, on_release) = mpsc::channel();
         let released = std::thread::spawn(move || {
-            let _held = reloadable.text.lock().unwrap_or_else(|e| e.into_inner());
+            let _held = reloadable.text.locked();
             let _ = locked.send(());
             // A reload blocking the test's runtime would keep the test from
             // ever releasing this: give up, so it fails rather than hangs.

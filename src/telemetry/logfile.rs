@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::sync::Locked;
 use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 /// Lines queued for one file before new ones are dropped.
@@ -37,21 +38,18 @@ impl LogFile {
     /// rotation).
     pub fn reopen(&self) -> io::Result<()> {
         let fresh = open(&self.path)?;
-        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        *self.file.locked() = fresh;
         Ok(())
     }
 }
 
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write(buf)
+        self.file.locked().write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.file.lock().unwrap_or_else(|e| e.into_inner()).flush()
+        self.file.locked().flush()
     }
 }
 
@@ -80,7 +78,7 @@ pub fn writer(path: &Path) -> io::Result<NonBlocking> {
         .lossy(true)
         .buffered_lines_limit(QUEUE_LINES)
         .finish(file.clone());
-    let mut open = open_files().lock().unwrap_or_else(|e| e.into_inner());
+    let mut open = open_files().locked();
     open.dropped.push(writer.error_counter());
     open.files.push(file);
     open._guards.push(guard);
@@ -90,7 +88,7 @@ pub fn writer(path: &Path) -> io::Result<NonBlocking> {
 /// Reopen every log file (after logrotate moved them); the problems, if
 /// any, one per file.
 pub fn reopen_all() -> Vec<String> {
-    let open = open_files().lock().unwrap_or_else(|e| e.into_inner());
+    let open = open_files().locked();
     open.files
         .iter()
         .filter_map(|f| {
@@ -103,6 +101,6 @@ pub fn reopen_all() -> Vec<String> {
 
 /// Log lines dropped because a file's queue was full (the disk stalled).
 pub fn dropped_lines() -> u64 {
-    let open = open_files().lock().unwrap_or_else(|e| e.into_inner());
+    let open = open_files().locked();
     open.dropped.iter().map(|c| c.dropped_lines() as u64).sum()
 }

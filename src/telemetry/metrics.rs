@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::sync::Locked;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -615,8 +616,7 @@ impl Metrics {
     pub fn certificate_installed(&self, name: &str, not_after_unix: i64) {
         self.certificates
             .not_after
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .insert(name.to_string(), not_after_unix);
     }
 
@@ -635,13 +635,7 @@ impl Metrics {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        for (name, not_after) in self
-            .certificates
-            .not_after
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        for (name, not_after) in self.certificates.not_after.locked().iter() {
             self.certificates
                 .expiry
                 .get_or_create(&NameLabels { name: name.clone() })

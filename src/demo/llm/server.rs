@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::sync::Locked;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -93,7 +94,7 @@ pub struct MockLlm {
 impl MockLlm {
     /// Requests received so far.
     pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.seen.locked().clone()
     }
 
     /// Replies sent to the end.
@@ -191,10 +192,7 @@ async fn answer(req: Request<Incoming>, script: &Script, mock: &MockLlm) -> Resp
         body,
     };
     let reply = script(&seen);
-    mock.seen
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(seen);
+    mock.seen.locked().push(seen);
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
