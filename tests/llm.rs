@@ -323,18 +323,28 @@ async fn the_most_useful_failure_is_relayed_and_none_answered_is_502() {
             .with_header("anthropic-ratelimit-requests-reset", "2030-01-01T00:00:00Z")
     })
     .await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("a", overloaded.url()), ("b", limited.url())],
-        "",
-    ))
-    .await;
-    let (s, headers, body) = messages(&weir, "m", false).await;
-    assert_eq!(s, 429, "a 429 before a 5xx: {body}");
-    assert_eq!(error_type(&body), "rate_limit_error");
+    // The 429 first, then the 529: relaying the last failure would answer
+    // 529. And the other way round: relaying the first would too.
+    for order in [
+        [("limited", limited.url()), ("overloaded", overloaded.url())],
+        [("overloaded", overloaded.url()), ("limited", limited.url())],
+    ] {
+        let weir = Weir::start(&llm_config("anthropic", &order, "")).await;
+        let (s, headers, body) = messages(&weir, "m", false).await;
+        assert_eq!(
+            s, 429,
+            "a 429 is more useful than a 5xx ({order:?}): {body}"
+        );
+        assert_eq!(error_type(&body), "rate_limit_error");
+        assert_eq!(
+            headers["anthropic-ratelimit-requests-reset"],
+            "2030-01-01T00:00:00Z"
+        );
+    }
     assert_eq!(
-        headers["anthropic-ratelimit-requests-reset"],
-        "2030-01-01T00:00:00Z"
+        (limited.seen().len(), overloaded.seen().len()),
+        (2, 2),
+        "both were tried, in both orders"
     );
 
     let weir = Weir::start(&llm_config(
@@ -628,17 +638,28 @@ async fn a_client_that_leaves_cancels_the_upstream_request() {
 
 #[tokio::test]
 async fn count_tokens_is_forwarded_or_answered_501() {
-    let up = serving(WORDS).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
-    let (s, _, body) = post(
-        &weir,
-        "/v1/messages/count_tokens?beta=true",
-        &messages_body("m", false),
-        &[],
-    )
+    // A count no local tokenizer would arrive at for "hi": only the
+    // upstream's answer carries it.
+    let up = mock(|seen| match Api::of(seen) {
+        Some(Api::CountTokens) => Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            delay: Duration::ZERO,
+            body: vec![Step::Send(Bytes::from_static(b"{\"input_tokens\":987654}"))],
+        },
+        _ => success(seen, WORDS, Duration::ZERO),
+    })
     .await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let request = messages_body("m", false);
+    let (s, _, body) = post(&weir, "/v1/messages/count_tokens?beta=true", &request, &[]).await;
     assert_eq!(s, 200, "{body}");
-    assert!(body.contains("input_tokens"));
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["input_tokens"], 987654, "the upstream's count: {body}");
+    let seen = up.seen();
+    assert_eq!(seen.len(), 1, "the upstream was asked");
+    assert_eq!(seen[0].path, "/v1/messages/count_tokens?beta=true");
+    assert_eq!(seen[0].body, Bytes::from(request), "the request as sent");
 
     let without = mock(|seen| error(seen, 404, "not_found_error", "no")).await;
     let weir = Weir::start(&llm_config("anthropic", &[("up", without.url())], "")).await;

@@ -17,34 +17,33 @@ use serde_json::{Value, json};
 const WORDS: &[&str] = &["Hello", " there", "."];
 
 /// An LLM route of `kind` over `(name, url, protocol)` upstreams, each
-/// with the key `sk-upstream-<name>` unless `passthrough`.
-fn config(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> String {
-    let mut text = format!(
-        "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
-         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
-         [[route]]\nname = \"llm\"\nkind = \"{kind}\"\n"
-    );
-    for (name, url, protocol) in upstreams {
-        text.push_str(&format!(
-            "[[route.upstreams]]\nname = \"{name}\"\nurl = \"{url}\"\nprotocol = \"{protocol}\"\n"
-        ));
-        if !passthrough {
-            text.push_str(&format!("api_key_file = \"{{dir}}/key-{name}\"\n"));
-        }
-    }
-    text
+/// with the key `sk-upstream-<name>` unless `passthrough`, plus `extra`
+/// route keys; the keys are written into the weir's directory.
+async fn start(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> Weir {
+    start_with(kind, upstreams, passthrough, "").await
 }
 
-async fn start(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> Weir {
+async fn start_with(
+    kind: &str,
+    upstreams: &[(&str, String, &str)],
+    passthrough: bool,
+    extra: &str,
+) -> Weir {
     let dir = tempfile::tempdir().expect("tempdir");
-    for (name, _, _) in upstreams {
-        std::fs::write(
-            dir.path().join(format!("key-{name}")),
-            format!("sk-upstream-{name}"),
-        )
-        .expect("key");
+    let mut entries = Vec::new();
+    for (name, url, protocol) in upstreams {
+        let mut keys = format!("protocol = \"{protocol}\"\n");
+        if !passthrough {
+            std::fs::write(
+                dir.path().join(format!("key-{name}")),
+                format!("sk-upstream-{name}"),
+            )
+            .expect("key");
+            keys.push_str(&format!("api_key_file = \"{{dir}}/key-{name}\"\n"));
+        }
+        entries.push((*name, url.clone(), keys));
     }
-    Weir::start_in(dir, &config(kind, upstreams, passthrough)).await
+    Weir::start_in(dir, &llm_config_with(kind, &entries, extra)).await
 }
 
 async fn post(
@@ -358,7 +357,14 @@ async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream()
 #[tokio::test]
 async fn count_tokens_and_models_are_answered_by_weir_on_translated_routes() {
     let up = serving(WORDS).await;
-    let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
+    let weir = start_with(
+        "anthropic",
+        &[("gpt", up.url(), "openai_responses")],
+        false,
+        "[[route.models]]\nname = \"claude-sonnet-4\"\nupstreams = [\"gpt:gpt-5\"]\n\
+         [[route.models]]\nname = \"claude-haiku-4\"\nupstreams = [\"gpt:gpt-5-mini\"]",
+    )
+    .await;
     let (status, _, body) = post(
         &weir,
         "/v1/messages/count_tokens",
@@ -373,10 +379,17 @@ async fn count_tokens_and_models_are_answered_by_weir_on_translated_routes() {
     assert!((3..50).contains(&n), "{n}");
     assert!(up.seen().is_empty(), "counted locally");
 
+    // The route's own model names in Anthropic's list format, not the
+    // upstream's ids (which it was never asked for).
     let (status, _, body) = get(&h1_client(), &weir.url("web", "/v1/models")).await;
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).expect("json");
-    assert!(v["data"].is_array(), "{body}");
+    let data = v["data"].as_array().expect("data");
+    let ids: Vec<&str> = data.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, ["claude-sonnet-4", "claude-haiku-4"], "{body}");
+    assert!(data.iter().all(|m| m["type"] == "model"), "{body}");
+    assert_eq!(v["first_id"], "claude-sonnet-4", "{body}");
+    assert_eq!(v["last_id"], "claude-haiku-4", "{body}");
     assert!(up.seen().is_empty());
 }
 

@@ -26,14 +26,23 @@ pub async fn serving(words: &'static [&'static str]) -> MockLlm {
 /// named upstreams (`name = url`), every model served by all of them in
 /// order, plus `extra` route keys (and sub-tables after them).
 pub fn llm_config(kind: &str, upstreams: &[(&str, String)], extra: &str) -> String {
+    let upstreams: Vec<(&str, String, String)> = upstreams
+        .iter()
+        .map(|(name, url)| (*name, url.clone(), String::new()))
+        .collect();
+    llm_config_with(kind, &upstreams, extra)
+}
+
+/// [`llm_config`] with keys of each upstream's own: `(name, url, keys)`.
+pub fn llm_config_with(kind: &str, upstreams: &[(&str, String, String)], extra: &str) -> String {
     let mut text = format!(
         "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
          [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
          [[route]]\nname = \"llm\"\nkind = \"{kind}\"\n{extra}\n"
     );
-    for (name, url) in upstreams {
+    for (name, url, keys) in upstreams {
         text.push_str(&format!(
-            "[[route.upstreams]]\nname = \"{name}\"\nurl = \"{url}\"\n"
+            "[[route.upstreams]]\nname = \"{name}\"\nurl = \"{url}\"\n{keys}\n"
         ));
     }
     text
