@@ -354,3 +354,31 @@ pub async fn eventually_metric(weir: &Weir, name: &str, want: u64) -> bool {
     })
     .await
 }
+
+/// Whether a test that needs an external tool can run. With the tool
+/// `found`, yes. Without it the test is skipped, but visibly: a `SKIPPED`
+/// line on the process's own stderr (libtest does not capture it, so a
+/// green run still shows it) naming the test, what is missing and how to
+/// enable it. With the environment variable `require` set (CI sets it), a
+/// missing tool fails the test instead.
+pub fn can_run(found: bool, missing: &str, enable: &str, require: &str) -> bool {
+    if found {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test>")
+        .to_string();
+    let test = format!("{}::{test}", env!("CARGO_CRATE_NAME"));
+    assert!(
+        std::env::var_os(require).is_none(),
+        "{test}: {missing}, and {require} says it is required. To run it: {enable}."
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {missing}. To run it: {enable}. \
+         With {require}=1 a missing tool fails the test instead."
+    );
+    false
+}
