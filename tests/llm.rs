@@ -13,48 +13,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http::Request;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const WORDS: &[&str] = &["Hello", " there", "."];
-
-async fn post(
-    weir: &Weir,
-    path: &str,
-    body: &str,
-    headers: &[(&str, &str)],
-) -> (http::StatusCode, http::HeaderMap, String) {
-    let mut req = Request::post(weir.url("web", path))
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
-    split(h1_client().request(req).await.expect("response")).await
-}
 
 async fn messages(
     weir: &Weir,
     model: &str,
     stream: bool,
 ) -> (http::StatusCode, http::HeaderMap, String) {
-    post(weir, "/v1/messages", &messages_body(model, stream), &[]).await
-}
-
-/// The `event:` names of an SSE body, in order.
-fn event_names(body: &str) -> Vec<String> {
-    body.split("\n\n")
-        .filter_map(|e| {
-            e.lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .map(str::to_string)
-        })
-        .collect()
+    post(
+        weir,
+        "/v1/messages",
+        messages_body(model, stream),
+        &[("anthropic-version", "2023-06-01")],
+    )
+    .await
 }
 
 fn error_type(body: &str) -> String {
@@ -85,22 +61,19 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
     })
     .collect();
     let expected: Vec<u8> = events.iter().flat_map(|b| b.to_vec()).collect();
-    let up = mock(move |_| Reply {
-        status: 200,
-        headers: vec![
-            ("content-type".into(), "text/event-stream".into()),
-            ("request-id".into(), "req_upstream".into()),
-            ("anthropic-ratelimit-requests-remaining".into(), "99".into()),
-        ],
-        delay: Duration::ZERO,
+    let up = mock(move |_| {
         // Split across writes in awkward places.
-        body: events
-            .iter()
-            .flat_map(|e| {
-                let mid = e.len() / 2;
-                [Step::Send(e.slice(..mid)), Step::Send(e.slice(mid..))]
-            })
-            .collect(),
+        sse_reply(
+            events
+                .iter()
+                .flat_map(|e| {
+                    let mid = e.len() / 2;
+                    [Step::Send(e.slice(..mid)), Step::Send(e.slice(mid..))]
+                })
+                .collect(),
+        )
+        .with_header("request-id", "req_upstream")
+        .with_header("anthropic-ratelimit-requests-remaining", "99")
     })
     .await;
     let weir = Weir::start(&llm_config(
@@ -115,6 +88,7 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
         "/v1/messages?beta=true",
         request,
         &[
+            ("anthropic-version", "2023-06-01"),
             (
                 "anthropic-beta",
                 "prompt-caching-2024-07-31,fine-grained-tool-streaming-2025-05-14",
@@ -221,18 +195,13 @@ async fn an_error_after_the_preamble_still_fails_over() {
     // response.created, then an error event: what no other gateway fails over on.
     let bad = mock(|seen| {
         let events = stream_events(Api::Responses, "m", &[]);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: vec![
+        sse_reply(vec![
                 Step::Send(events[0].clone()),
                 Step::Send(events[1].clone()),
                 Step::Send(Bytes::from_static(
                     b"event: error\ndata: {\"type\":\"error\",\"code\":\"insufficient_quota\",\"message\":\"quota\",\"param\":null,\"sequence_number\":2}\n\n",
                 )),
-            ],
-        }
+            ])
         .with_header("x-test", "bad")
         .with_header("x-model", &seen.model())
     })
@@ -268,19 +237,14 @@ async fn a_cut_after_content_ends_with_an_error_event_not_a_clean_end() {
         let up = mock(move |_| {
             let events = stream_events(api, "m", WORDS);
             let half = events[4].slice(..events[4].len() / 2);
-            Reply {
-                status: 200,
-                headers: vec![("content-type".into(), "text/event-stream".into())],
-                delay: Duration::ZERO,
-                body: vec![
-                    Step::Send(events[0].clone()),
-                    Step::Send(events[1].clone()),
-                    Step::Send(events[2].clone()),
-                    Step::Send(events[3].clone()),
-                    Step::Send(half),
-                    Step::Cut,
-                ],
-            }
+            sse_reply(vec![
+                Step::Send(events[0].clone()),
+                Step::Send(events[1].clone()),
+                Step::Send(events[2].clone()),
+                Step::Send(events[3].clone()),
+                Step::Send(half),
+                Step::Cut,
+            ])
         })
         .await;
         let weir = Weir::start(&llm_config(kind, &[("up", up.url())], "")).await;
@@ -303,15 +267,7 @@ async fn a_cut_after_content_ends_with_an_error_event_not_a_clean_end() {
             "{path}: no success terminator: {out}"
         );
         // Whole events only: the half event was never passed on.
-        for event in out.trim_end().split("\n\n") {
-            let data = event
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .expect("data line");
-            serde_json::from_str::<serde_json::Value>(data).unwrap_or_else(|e| {
-                panic!("{path}: a broken event reached the client ({e}): {event}")
-            });
-        }
+        events(&out);
     }
 }
 
@@ -490,12 +446,13 @@ async fn a_token_over_its_bound_gets_429_and_others_still_pass() {
         ),
     ))
     .await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .header("x-api-key", "tok-a")
-        .body(Full::new(Bytes::from(messages_body("m", true))))
-        .expect("request");
-    let held = h1_client().request(req).await.expect("response");
+    let held = open_stream(
+        &weir,
+        "/v1/messages",
+        messages_body("m", true),
+        &[("x-api-key", "tok-a")],
+    )
+    .await;
     assert_eq!(held.status(), 200);
     let (s, h, body) = post(
         &weir,
@@ -528,12 +485,7 @@ async fn keepalives_arrive_between_events_never_inside_one() {
         body.push(Step::Wait(Duration::from_millis(450)));
         body.push(Step::Send(events[3].slice(split..)));
         body.extend(events[4..].iter().cloned().map(Step::Send));
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body,
-        }
+        sse_reply(body)
     })
     .await;
     let weir = Weir::start(&llm_config(
@@ -548,13 +500,7 @@ async fn keepalives_arrive_between_events_never_inside_one() {
     let pings = names.iter().filter(|n| *n == "ping").count();
     assert!(pings >= 2, "keep-alives during the pause: {names:?}");
     // Every event is whole: the split delta arrived intact, pings around it.
-    for event in body.trim_end().split("\n\n") {
-        let data = event
-            .lines()
-            .find_map(|l| l.strip_prefix("data: "))
-            .expect("data");
-        serde_json::from_str::<serde_json::Value>(data).unwrap_or_else(|e| panic!("{e}: {event}"));
-    }
+    events(&body);
     assert_eq!(names.last().map(String::as_str), Some("message_stop"));
 }
 
@@ -562,17 +508,12 @@ async fn keepalives_arrive_between_events_never_inside_one() {
 async fn a_silent_upstream_ends_the_stream_with_an_error_event() {
     let up = mock(|_| {
         let events = stream_events(Api::Messages, "m", WORDS);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: vec![
-                Step::Send(events[0].clone()),
-                Step::Send(events[1].clone()),
-                Step::Send(events[3].clone()),
-                Step::Stall,
-            ],
-        }
+        sse_reply(vec![
+            Step::Send(events[0].clone()),
+            Step::Send(events[1].clone()),
+            Step::Send(events[3].clone()),
+            Step::Stall,
+        ])
     })
     .await;
     let weir = Weir::start(&llm_config(
@@ -606,11 +547,7 @@ async fn a_client_that_leaves_cancels_the_upstream_request() {
     })
     .await;
     let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(messages_body("m", true))))
-        .expect("request");
-    let resp = h1_client().request(req).await.expect("response");
+    let resp = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let mut body = resp.into_body();
     body.frame().await.expect("first event").expect("ok");
     drop(body);
@@ -641,12 +578,7 @@ async fn count_tokens_is_forwarded_or_answered_501() {
     // A count no local tokenizer would arrive at for "hi": only the
     // upstream's answer carries it.
     let up = mock(|seen| match Api::of(seen) {
-        Some(Api::CountTokens) => Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            delay: Duration::ZERO,
-            body: vec![Step::Send(Bytes::from_static(b"{\"input_tokens\":987654}"))],
-        },
+        Some(Api::CountTokens) => json_reply(200, b"{\"input_tokens\":987654}"),
         _ => success(seen, WORDS, Duration::ZERO),
     })
     .await;
@@ -718,11 +650,7 @@ async fn a_shed_on_an_llm_route_tells_the_sdk_to_retry() {
         "max_concurrent_requests = 1",
     ))
     .await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(messages_body("m", true))))
-        .expect("request");
-    let held = h1_client().request(req).await.expect("response");
+    let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let (s, h, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 503);
     assert_eq!(error_type(&body), "overloaded_error");
@@ -760,12 +688,7 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
         )));
         body.extend((0..24).map(|_| Step::Send(Bytes::from(vec![b'x'; 64 * 1024]))));
         body.push(Step::Stall);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body,
-        }
+        sse_reply(body)
     })
     .await;
     let weir = Weir::start(&llm_config("anthropic", &[("up", endless.url())], "")).await;
@@ -786,12 +709,7 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
         body.push(Step::Send(Bytes::from_static(
             b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"late\"}}\n\n",
         )));
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body,
-        }
+        sse_reply(body)
     })
     .await;
     let good = serving(WORDS).await;

@@ -13,8 +13,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http::Request;
-use http_body_util::Full;
 use serde_json::Value;
 
 const WORDS: &[&str] = &["Hello", " there", "."];
@@ -83,21 +81,6 @@ async fn sdk(weir: &Weir, scenario: &str, model: &str, key: &str, retries: u32) 
     })
 }
 
-fn cut_after_content(api: Api) -> Reply {
-    let events = stream_events(api, "m", WORDS);
-    Reply {
-        status: 200,
-        headers: vec![("content-type".into(), "text/event-stream".into())],
-        delay: Duration::ZERO,
-        body: events[..4]
-            .iter()
-            .cloned()
-            .map(Step::Send)
-            .chain([Step::Cut])
-            .collect(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_style_requests_fail_over_without_sdk_retries() {
     let bad = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
@@ -150,7 +133,7 @@ async fn claude_code_style_requests_fail_over_without_sdk_retries() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_anthropic_sdk_sees_a_cut_stream_as_an_error() {
-    let up = mock(|_| cut_after_content(Api::Messages)).await;
+    let up = mock(|_| cut_after_content(Api::Messages, WORDS)).await;
     let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
     let r = sdk(&weir, "anthropic_stream_partial", "m", "k", 0).await;
     assert_eq!(
@@ -185,15 +168,7 @@ async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
         "max_concurrent_requests = 1",
     ))
     .await;
-    let held = h1_client()
-        .request(
-            Request::post(weir.url("web", "/v1/messages"))
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(messages_body("m", true))))
-                .expect("request"),
-        )
-        .await
-        .expect("held stream");
+    let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let r = sdk(&weir, "anthropic_create", "m", "k", 0).await;
     assert_eq!(r["raised"], "ServiceUnavailableError", "{r}");
     assert_eq!(r["status"], 503);
@@ -228,17 +203,12 @@ async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
     // response.created, then an error: the case no other gateway fails over on.
     let bad = mock(|_| {
         let events = stream_events(Api::Responses, "m", &[]);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: vec![
-                Step::Send(events[0].clone()),
-                Step::Send(Bytes::from_static(
-                    b"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"overloaded\",\"param\":null,\"sequence_number\":1}\n\n",
-                )),
-            ],
-        }
+        sse_reply(vec![
+            Step::Send(events[0].clone()),
+            Step::Send(Bytes::from_static(
+                b"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"overloaded\",\"param\":null,\"sequence_number\":1}\n\n",
+            )),
+        ])
     })
     .await;
     let good = serving(WORDS).await;
@@ -269,7 +239,7 @@ async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_sdk_sees_a_cut_chat_stream_as_an_error() {
-    let up = mock(|_| cut_after_content(Api::Chat)).await;
+    let up = mock(|_| cut_after_content(Api::Chat, WORDS)).await;
     let weir = Weir::start(&llm_config("openai", &[("up", up.url())], "")).await;
     let r = sdk(&weir, "openai_chat_stream_partial", "m", "k", 0).await;
     assert_eq!(r["raised"], "APIError", "not a clean end: {r}");

@@ -7,11 +7,8 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http::Request;
-use http_body_util::Full;
 use serde_json::{Value, json};
 
 const WORDS: &[&str] = &["Hello", " there", "."];
@@ -44,36 +41,6 @@ async fn start_with(
         entries.push((*name, url.clone(), keys));
     }
     Weir::start_in(dir, &llm_config_with(kind, &entries, extra)).await
-}
-
-async fn post(
-    weir: &Weir,
-    path: &str,
-    body: &Value,
-    headers: &[(&str, &str)],
-) -> (http::StatusCode, http::HeaderMap, String) {
-    let mut req = Request::post(weir.url("web", path)).header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
-    split(h1_client().request(req).await.expect("response")).await
-}
-
-/// The events of an SSE body: (event name, data as JSON).
-fn events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter_map(|e| {
-            let name = e.lines().find_map(|l| l.strip_prefix("event: "))?;
-            let data = e.lines().find_map(|l| l.strip_prefix("data: "))?;
-            Some((
-                name.to_string(),
-                serde_json::from_str(data).expect("json data"),
-            ))
-        })
-        .collect()
 }
 
 fn claude_request(stream: bool) -> Value {
@@ -276,12 +243,7 @@ async fn errors_keep_their_status_in_the_clients_envelope() {
     assert_eq!(v["error"]["type"], "rate_limit_error");
     assert_eq!(v["error"]["message"], "Rate limit reached for requests");
 
-    let overflow = mock(|_| Reply {
-        status: 400,
-        headers: vec![("content-type".into(), "application/json".into())],
-        delay: std::time::Duration::ZERO,
-        body: vec![Step::Send(Bytes::from_static(br#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#))],
-    })
+    let overflow = mock(|_| json_reply(400, br#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#))
     .await;
     let weir = start(
         "anthropic",
@@ -419,11 +381,7 @@ async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_cl
     })
     .await;
     let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(claude_request(true).to_string())))
-        .expect("request");
-    let resp = h1_client().request(req).await.expect("response");
+    let resp = open_stream(&weir, "/v1/messages", claude_request(true), &[]).await;
     let mut body = resp.into_body();
     body.frame().await.expect("first event").expect("ok");
     drop(body);
@@ -434,21 +392,7 @@ async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_cl
 
     // An Anthropic upstream cut after content: Codex gets the error and
     // its terminal response.failed, in sequence.
-    let cut = mock(|seen| {
-        let events = stream_events(Api::of(seen).expect("api"), "m", WORDS);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: events[..4]
-                .iter()
-                .cloned()
-                .map(Step::Send)
-                .chain([Step::Cut])
-                .collect(),
-        }
-    })
-    .await;
+    let cut = mock(|seen| cut_after_content(Api::of(seen).expect("api"), WORDS)).await;
     let weir = start("openai", &[("claude", cut.url(), "anthropic")], false).await;
     let req = json!({"model": "m", "input": "hi", "stream": true});
     let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;

@@ -4,6 +4,14 @@
 #![allow(dead_code, unused_imports)]
 
 use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use super::Weir;
 
 pub use weir::demo::llm::{
     AGENT_ARGUMENT_PIECES, AGENT_TOOL, Api, MockLlm, Reply, Seen, Step, agent, error,
@@ -68,4 +76,91 @@ pub fn messages_body(model: &str, stream: bool) -> String {
 /// An OpenAI Responses request body.
 pub fn responses_body(model: &str, stream: bool) -> String {
     serde_json::json!({"model": model, "input": "hi", "stream": stream}).to_string()
+}
+
+/// A POST of `body` (JSON text) to `path` on weir's `web` listener with
+/// `headers`, the whole answer read.
+pub async fn post(
+    weir: &Weir,
+    path: &str,
+    body: impl ToString,
+    headers: &[(&str, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    super::post_json(&weir.url("web", path), body.to_string(), headers).await
+}
+
+/// [`post`], the answer's head only: a stream the test holds open, reads
+/// a little of, or leaves.
+pub async fn open_stream(
+    weir: &Weir,
+    path: &str,
+    body: impl ToString,
+    headers: &[(&str, &str)],
+) -> Response<Incoming> {
+    super::post_open(&weir.url("web", path), body.to_string(), headers).await
+}
+
+/// An event stream of `body` with status 200, as the mock sends it.
+pub fn sse_reply(body: Vec<Step>) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        delay: Duration::ZERO,
+        body,
+    }
+}
+
+/// A JSON answer `body` with `status`.
+pub fn json_reply(status: u16, body: &'static [u8]) -> Reply {
+    Reply {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        delay: Duration::ZERO,
+        body: vec![Step::Send(Bytes::from_static(body))],
+    }
+}
+
+/// The first four events of `api`'s stream (the preamble and the first
+/// piece of content), then the connection cut.
+pub fn cut_after_content(api: Api, words: &[&str]) -> Reply {
+    let events = stream_events(api, "m", words);
+    sse_reply(
+        events[..4]
+            .iter()
+            .cloned()
+            .map(Step::Send)
+            .chain([Step::Cut])
+            .collect(),
+    )
+}
+
+/// The `event:` names of an SSE body, in order.
+pub fn event_names(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|e| {
+            e.lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Every event of an SSE body: its `event:` name ("" without one) and its
+/// `data:` as JSON. Panics on an event without data or with data that is
+/// not whole JSON: a broken event reached the client.
+pub fn events(body: &str) -> Vec<(String, Value)> {
+    body.trim_end()
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let name = e.lines().find_map(|l| l.strip_prefix("event: "));
+            let data = e
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or_else(|| panic!("an event without data: {e:?} in\n{body}"));
+            let data = serde_json::from_str(data)
+                .unwrap_or_else(|err| panic!("a broken event ({err}): {e:?} in\n{body}"));
+            (name.unwrap_or("").to_string(), data)
+        })
+        .collect()
 }

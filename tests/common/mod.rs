@@ -7,6 +7,8 @@
 
 pub mod h2raw;
 pub mod llm;
+pub mod load;
+pub mod process;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -248,6 +250,31 @@ pub async fn get(client: &PlainClient, url: &str) -> (http::StatusCode, http::He
         .await
         .expect("request");
     split(resp).await
+}
+
+/// A POST of the JSON text `body` to `url` over HTTP/1.1 with `headers`:
+/// the response once its head has arrived, the body left to read (a
+/// stream the test holds open, reads a little of, or drops).
+pub async fn post_open(
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Response<Incoming> {
+    let mut req = Request::post(url).header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body.into())).expect("request");
+    h1_client().request(req).await.expect("response")
+}
+
+/// [`post_open`], the whole answer read.
+pub async fn post_json(
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    split(post_open(url, body, headers).await).await
 }
 
 pub async fn split(resp: Response<Incoming>) -> (http::StatusCode, http::HeaderMap, String) {
