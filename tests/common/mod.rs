@@ -252,20 +252,57 @@ pub async fn get(client: &PlainClient, url: &str) -> (http::StatusCode, http::He
     split(resp).await
 }
 
-/// A POST of the JSON text `body` to `url` over HTTP/1.1 with `headers`:
-/// the response once its head has arrived, the body left to read (a
-/// stream the test holds open, reads a little of, or drops).
-pub async fn post_open(
+/// A request with `headers` and `body` over HTTP/1.1: the response once
+/// its head has arrived, the body left to read (a stream the test holds
+/// open, reads a little of, or drops).
+pub async fn send(
+    method: http::Method,
     url: &str,
-    body: impl Into<Bytes>,
     headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
 ) -> Response<Incoming> {
-    let mut req = Request::post(url).header("content-type", "application/json");
+    let mut req = Request::builder().method(method).uri(url);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
     let req = req.body(Full::new(body.into())).expect("request");
     h1_client().request(req).await.expect("response")
+}
+
+/// A GET of `url` with `headers`, the whole answer read.
+pub async fn get_with(
+    url: &str,
+    headers: &[(&str, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    split(send(http::Method::GET, url, headers, Bytes::new()).await).await
+}
+
+/// A stream held open: a GET of `url` with `headers` answered 200, its
+/// body once the first piece of it arrived.
+pub async fn held_stream(
+    url: &str,
+    headers: &[(&str, &str)],
+) -> http_body_util::BodyDataStream<Incoming> {
+    let resp = send(http::Method::GET, url, headers, Bytes::new()).await;
+    assert_eq!(resp.status(), 200, "the stream is answered");
+    let mut body = resp.into_body().into_data_stream();
+    futures_util::StreamExt::next(&mut body)
+        .await
+        .expect("first event")
+        .expect("ok");
+    body
+}
+
+/// A POST of the JSON text `body` to `url` with `headers`: the response
+/// once its head has arrived.
+pub async fn post_open(
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Response<Incoming> {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    send(http::Method::POST, url, &all, body).await
 }
 
 /// [`post_open`], the whole answer read.
