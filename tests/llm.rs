@@ -13,7 +13,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -29,6 +28,21 @@ async fn messages(
         "/v1/messages",
         messages_body(model, stream),
         &[("anthropic-version", "2023-06-01")],
+    )
+    .await
+}
+
+/// An Anthropic route over `up` admitting the client tokens `tok-a` and
+/// `tok-b`, plus `extra` route keys.
+async fn with_two_tokens(up: &MockLlm, extra: &str) -> Weir {
+    let (dir, tokens) = client_tokens("tok-a\ntok-b\n");
+    Weir::start_in(
+        dir,
+        &llm_config(
+            "anthropic",
+            &[("up", up.url())],
+            &format!("{extra}{tokens}"),
+        ),
     )
     .await
 }
@@ -347,15 +361,8 @@ async fn a_retry_hint_cools_an_upstream_and_all_cooling_answers_at_once() {
 #[tokio::test]
 async fn client_tokens_are_checked_before_the_body_and_never_forwarded() {
     let up = serving(WORDS).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "# team tokens\ntok-alice\ntok-bob\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        &format!("client_tokens_file = \"{}\"", tokens.display()),
-    ))
-    .await;
+    let (dir, tokens) = client_tokens("# team tokens\ntok-alice\ntok-bob\n");
+    let weir = Weir::start_in(dir, &llm_config("anthropic", &[("up", up.url())], tokens)).await;
     let (s, _, body) = messages(&weir, "m", false).await;
     assert_eq!(s, 401);
     assert_eq!(error_type(&body), "authentication_error");
@@ -434,18 +441,7 @@ async fn an_upstream_key_replaces_the_clients_credential() {
 #[tokio::test]
 async fn a_token_over_its_bound_gets_429_and_others_still_pass() {
     let up = mock(|seen| success(seen, &["a", "b", "c", "d"], Duration::from_millis(200))).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "tok-a\ntok-b\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        &format!(
-            "max_concurrent_per_token = 1\nclient_tokens_file = \"{}\"",
-            tokens.display()
-        ),
-    ))
-    .await;
+    let weir = with_two_tokens(&up, "max_concurrent_per_token = 1\n").await;
     let held = open_stream(
         &weir,
         "/v1/messages",
@@ -547,10 +543,7 @@ async fn a_client_that_leaves_cancels_the_upstream_request() {
     })
     .await;
     let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
-    let resp = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
-    let mut body = resp.into_body();
-    body.frame().await.expect("first event").expect("ok");
-    drop(body);
+    leave_after_first_event(&weir, "/v1/messages", messages_body("m", true)).await;
     assert!(
         eventually(Duration::from_secs(3), || up.abandoned() == 1).await,
         "streaming request cancelled upstream"
@@ -732,18 +725,7 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
 #[tokio::test]
 async fn with_client_tokens_the_rate_limit_counts_each_token() {
     let up = serving(WORDS).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "tok-a\ntok-b\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        &format!(
-            "rate_limit_per_second = 1\nrate_limit_burst = 1\nclient_tokens_file = \"{}\"",
-            tokens.display()
-        ),
-    ))
-    .await;
+    let weir = with_two_tokens(&up, "rate_limit_per_second = 1\nrate_limit_burst = 1\n").await;
     let as_token = |t: &'static str| [("x-api-key", t)];
     let (s, _, _) = post(
         &weir,

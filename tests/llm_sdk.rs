@@ -85,14 +85,15 @@ async fn sdk(weir: &Weir, scenario: &str, model: &str, key: &str, retries: u32) 
 async fn claude_code_style_requests_fail_over_without_sdk_retries() {
     let bad = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
     let good = serving(WORDS).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "team-token\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("bad", bad.url()), ("good", good.url())],
-        &format!("client_tokens_file = \"{}\"", tokens.display()),
-    ))
+    let (dir, tokens) = client_tokens("team-token\n");
+    let weir = Weir::start_in(
+        dir,
+        &llm_config(
+            "anthropic",
+            &[("bad", bad.url()), ("good", good.url())],
+            tokens,
+        ),
+    )
     .await;
     // max_retries = 0: any success is weir's failover, not the SDK's retry.
     let r = sdk(

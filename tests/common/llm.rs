@@ -56,6 +56,14 @@ pub fn llm_config_with(kind: &str, upstreams: &[(&str, String, String)], extra: 
     text
 }
 
+/// A fresh directory for [`Weir::start_in`] holding the client token file
+/// `text`, and the route key that names it.
+pub fn client_tokens(text: &str) -> (tempfile::TempDir, &'static str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("tokens"), text).expect("tokens");
+    (dir, "client_tokens_file = \"{dir}/tokens\"\n")
+}
+
 /// A URL nothing listens on.
 pub async fn refusing() -> String {
     let addr: SocketAddr = super::closed_port().await;
@@ -98,6 +106,14 @@ pub async fn open_stream(
     headers: &[(&str, &str)],
 ) -> Response<Incoming> {
     super::post_open(&weir.url("web", path), body.to_string(), headers).await
+}
+
+/// A streamed POST of `body` to `path` that the client leaves after the
+/// first piece of the answer: the connection is closed under weir.
+pub async fn leave_after_first_event(weir: &Weir, path: &str, body: impl ToString) {
+    use http_body_util::BodyExt;
+    let mut answer = open_stream(weir, path, body, &[]).await.into_body();
+    answer.frame().await.expect("first event").expect("ok");
 }
 
 /// An event stream of `body` with status 200, as the mock sends it.
