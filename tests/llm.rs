@@ -141,12 +141,7 @@ async fn failover_triggers_move_on_and_other_statuses_are_relayed() {
     for status in [429u16, 500, 502, 503, 504, 529] {
         let bad = mock(move |seen| error(seen, status, "overloaded_error", "busy")).await;
         let good = serving(WORDS).await;
-        let weir = Weir::start(&llm_config(
-            "anthropic",
-            &[("bad", bad.url()), ("good", good.url())],
-            "",
-        ))
-        .await;
+        let weir = failover_pair("anthropic", &bad, &good).await;
         let (s, _, body) = messages(&weir, "m", true).await;
         assert_eq!(s, 200, "{status} fails over: {body}");
         assert!(body.contains("message_stop"), "{status}: {body}");
@@ -155,12 +150,7 @@ async fn failover_triggers_move_on_and_other_statuses_are_relayed() {
     for status in [400u16, 401, 403, 404, 413] {
         let bad = mock(move |seen| error(seen, status, "invalid_request_error", "no")).await;
         let good = serving(WORDS).await;
-        let weir = Weir::start(&llm_config(
-            "anthropic",
-            &[("bad", bad.url()), ("good", good.url())],
-            "",
-        ))
-        .await;
+        let weir = failover_pair("anthropic", &bad, &good).await;
         let (s, _, body) = messages(&weir, "m", true).await;
         assert_eq!(s.as_u16(), status, "{status} is relayed: {body}");
         assert!(body.contains("\"message\":\"no\""), "verbatim: {body}");
@@ -221,12 +211,7 @@ async fn an_error_after_the_preamble_still_fails_over() {
     })
     .await;
     let good = serving(WORDS).await;
-    let weir = Weir::start(&llm_config(
-        "openai",
-        &[("bad", bad.url()), ("good", good.url())],
-        "",
-    ))
-    .await;
+    let weir = failover_pair("openai", &bad, &good).await;
     let (s, headers, body) = post(&weir, "/v1/responses", &responses_body("m", true), &[]).await;
     assert_eq!(s, 200);
     assert!(headers.get("x-test").is_none(), "the good upstream's head");
@@ -534,14 +519,7 @@ async fn a_silent_upstream_ends_the_stream_with_an_error_event() {
 #[tokio::test]
 async fn a_client_that_leaves_cancels_the_upstream_request() {
     // Streaming: the client reads the first event, then goes.
-    let up = mock(|seen| {
-        success(
-            seen,
-            &["a", "b", "c", "d", "e", "f", "g", "h"],
-            Duration::from_millis(200),
-        )
-    })
-    .await;
+    let up = trickling().await;
     let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
     leave_after_first_event(&weir, "/v1/messages", messages_body("m", true)).await;
     assert!(

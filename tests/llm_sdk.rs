@@ -213,12 +213,7 @@ async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
     })
     .await;
     let good = serving(WORDS).await;
-    let weir = Weir::start(&llm_config(
-        "openai",
-        &[("bad", bad.url()), ("good", good.url())],
-        "",
-    ))
-    .await;
+    let weir = failover_pair("openai", &bad, &good).await;
     let r = sdk(&weir, "openai_responses_stream", "gpt-5-codex", "k", 0).await;
     assert_eq!(r["text"], "Hello there.", "{r}");
     let events: Vec<&str> = r["events"]

@@ -371,14 +371,7 @@ async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_cl
     use std::time::Duration;
     // The client reads the first event and goes: the Responses request
     // upstream is closed under it.
-    let up = mock(|seen| {
-        success(
-            seen,
-            &["a", "b", "c", "d", "e", "f", "g", "h"],
-            Duration::from_millis(200),
-        )
-    })
-    .await;
+    let up = trickling().await;
     let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
     leave_after_first_event(&weir, "/v1/messages", claude_request(true)).await;
     assert!(

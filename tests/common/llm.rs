@@ -30,6 +30,29 @@ pub async fn serving(words: &'static [&'static str]) -> MockLlm {
     mock(move |seen| success(seen, words, std::time::Duration::ZERO)).await
 }
 
+/// A mock streaming eight words 200 ms apart: a stream long enough for a
+/// client to hold, or to leave in the middle of.
+pub async fn trickling() -> MockLlm {
+    mock(|seen| {
+        success(
+            seen,
+            &["a", "b", "c", "d", "e", "f", "g", "h"],
+            Duration::from_millis(200),
+        )
+    })
+    .await
+}
+
+/// weir with one LLM route of `kind` over `bad` then `good`.
+pub async fn failover_pair(kind: &str, bad: &MockLlm, good: &MockLlm) -> Weir {
+    Weir::start(&llm_config(
+        kind,
+        &[("bad", bad.url()), ("good", good.url())],
+        "",
+    ))
+    .await
+}
+
 /// A weir config with one LLM route `llm` of `kind` at `path` over the
 /// named upstreams (`name = url`), every model served by all of them in
 /// order, plus `extra` route keys (and sub-tables after them).
