@@ -90,11 +90,11 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
         .with_header("anthropic-ratelimit-requests-remaining", "99")
     })
     .await;
-    let weir = Weir::start(&llm_config(
+    let weir = weir_over(
         "anthropic",
-        &[("up", up.url())],
+        &up,
         "[[route.models]]\nname = \"client-id\"\nupstreams = [\"up:up-id\"]",
-    ))
+    )
     .await;
     let request = r#"{"model":"client-id","max_tokens":64,"stream":true,"system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"weather?","cache_control":{"type":"ephemeral","ttl":"1h"}}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}"#;
     let (status, headers, body) = post(
@@ -246,7 +246,7 @@ async fn a_cut_after_content_ends_with_an_error_event_not_a_clean_end() {
             ])
         })
         .await;
-        let weir = Weir::start(&llm_config(kind, &[("up", up.url())], "")).await;
+        let weir = weir_over(kind, &up, "").await;
         let body = match api {
             Api::Messages => messages_body("m", true),
             Api::Chat => serde_json::json!({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}).to_string(),
@@ -469,12 +469,7 @@ async fn keepalives_arrive_between_events_never_inside_one() {
         sse_reply(body)
     })
     .await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        "sse_keepalive = \"100ms\"",
-    ))
-    .await;
+    let weir = weir_over("anthropic", &up, "sse_keepalive = \"100ms\"").await;
     let (s, _, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 200);
     let names = event_names(&body);
@@ -497,11 +492,11 @@ async fn a_silent_upstream_ends_the_stream_with_an_error_event() {
         ])
     })
     .await;
-    let weir = Weir::start(&llm_config(
+    let weir = weir_over(
         "anthropic",
-        &[("up", up.url())],
+        &up,
         "stream_idle_timeout = \"300ms\"\nsse_keepalive = \"10s\"",
-    ))
+    )
     .await;
     let (s, _, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 200);
@@ -520,7 +515,7 @@ async fn a_silent_upstream_ends_the_stream_with_an_error_event() {
 async fn a_client_that_leaves_cancels_the_upstream_request() {
     // Streaming: the client reads the first event, then goes.
     let up = trickling().await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let weir = weir_over("anthropic", &up, "").await;
     leave_after_first_event(&weir, "/v1/messages", messages_body("m", true)).await;
     assert!(
         eventually(Duration::from_secs(3), || up.abandoned() == 1).await,
@@ -531,7 +526,7 @@ async fn a_client_that_leaves_cancels_the_upstream_request() {
     // Not streaming: the client leaves while weir waits for the head.
     let slow =
         mock(|seen| success(seen, WORDS, Duration::ZERO).delayed(Duration::from_millis(600))).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", slow.url())], "")).await;
+    let weir = weir_over("anthropic", &slow, "").await;
     let mut sock = TcpStream::connect(weir.addr("web")).await.expect("connect");
     let body = messages_body("m", false);
     sock.write_all(format!("POST /v1/messages HTTP/1.1\r\nHost: a\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).as_bytes()).await.expect("write");
@@ -553,7 +548,7 @@ async fn count_tokens_is_forwarded_or_answered_501() {
         _ => success(seen, WORDS, Duration::ZERO),
     })
     .await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let weir = weir_over("anthropic", &up, "").await;
     let request = messages_body("m", false);
     let (s, _, body) = post(&weir, "/v1/messages/count_tokens?beta=true", &request, &[]).await;
     assert_eq!(s, 200, "{body}");
@@ -565,7 +560,7 @@ async fn count_tokens_is_forwarded_or_answered_501() {
     assert_eq!(seen[0].body, Bytes::from(request), "the request as sent");
 
     let without = mock(|seen| error(seen, 404, "not_found_error", "no")).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", without.url())], "")).await;
+    let weir = weir_over("anthropic", &without, "").await;
     let (s, _, body) = post(
         &weir,
         "/v1/messages/count_tokens",
@@ -580,11 +575,11 @@ async fn count_tokens_is_forwarded_or_answered_501() {
 #[tokio::test]
 async fn errors_weir_generates_use_the_routes_protocol() {
     let up = serving(WORDS).await;
-    let weir = Weir::start(&llm_config(
+    let weir = weir_over(
         "openai",
-        &[("up", up.url())],
+        &up,
         "[[route.models]]\nname = \"known\"\nupstreams = [\"up\"]",
-    ))
+    )
     .await;
     let (s, h, body) = post(
         &weir,
@@ -615,12 +610,7 @@ async fn errors_weir_generates_use_the_routes_protocol() {
 #[tokio::test]
 async fn a_shed_on_an_llm_route_tells_the_sdk_to_retry() {
     let up = mock(|seen| success(seen, &["a", "b", "c", "d"], Duration::from_millis(200))).await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        "max_concurrent_requests = 1",
-    ))
-    .await;
+    let weir = weir_over("anthropic", &up, "max_concurrent_requests = 1").await;
     let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let (s, h, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 503);
@@ -662,7 +652,7 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
         sse_reply(body)
     })
     .await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", endless.url())], "")).await;
+    let weir = weir_over("anthropic", &endless, "").await;
     let (s, _, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 200);
     assert_eq!(event_names(&body).last().map(String::as_str), Some("error"));

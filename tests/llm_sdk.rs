@@ -135,7 +135,7 @@ async fn claude_code_style_requests_fail_over_without_sdk_retries() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_anthropic_sdk_sees_a_cut_stream_as_an_error() {
     let up = mock(|_| cut_after_content(Api::Messages, WORDS)).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let weir = weir_over("anthropic", &up, "").await;
     let r = sdk(&weir, "anthropic_stream_partial", "m", "k", 0).await;
     assert_eq!(
         r["text"], "Hello",
@@ -148,12 +148,12 @@ async fn the_anthropic_sdk_sees_a_cut_stream_as_an_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn count_tokens_answers_or_says_not_supported() {
     let up = serving(WORDS).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let weir = weir_over("anthropic", &up, "").await;
     let r = sdk(&weir, "anthropic_count_tokens", "m", "k", 0).await;
     assert_eq!(r["input_tokens"], 12, "{r}");
 
     let without = mock(|seen| error(seen, 404, "not_found_error", "Not Found")).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", without.url())], "")).await;
+    let weir = weir_over("anthropic", &without, "").await;
     let r = sdk(&weir, "anthropic_count_tokens", "m", "k", 0).await;
     assert_eq!(r["status"], 501, "{r}");
     assert_eq!(r["body"]["error"]["type"], "not_supported");
@@ -163,12 +163,7 @@ async fn count_tokens_answers_or_says_not_supported() {
 async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
     let slow =
         mock(|seen| success(seen, &["a", "b", "c", "d", "e"], Duration::from_millis(300))).await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", slow.url())],
-        "max_concurrent_requests = 1",
-    ))
-    .await;
+    let weir = weir_over("anthropic", &slow, "max_concurrent_requests = 1").await;
     let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let r = sdk(&weir, "anthropic_create", "m", "k", 0).await;
     assert_eq!(r["raised"], "ServiceUnavailableError", "{r}");
@@ -189,7 +184,7 @@ async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
         .with_header("anthropic-ratelimit-requests-remaining", "0")
     })
     .await;
-    let weir = Weir::start(&llm_config("openai", &[("up", limited.url())], "")).await;
+    let weir = weir_over("openai", &limited, "").await;
     let r = sdk(&weir, "openai_responses", "m", "k", 0).await;
     assert_eq!(r["raised"], "RateLimitError", "{r}");
     assert_eq!(
@@ -236,7 +231,7 @@ async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_sdk_sees_a_cut_chat_stream_as_an_error() {
     let up = mock(|_| cut_after_content(Api::Chat, WORDS)).await;
-    let weir = Weir::start(&llm_config("openai", &[("up", up.url())], "")).await;
+    let weir = weir_over("openai", &up, "").await;
     let r = sdk(&weir, "openai_chat_stream_partial", "m", "k", 0).await;
     assert_eq!(r["raised"], "APIError", "not a clean end: {r}");
     assert_eq!(r["text"], "Hello there.", "{r}");

@@ -43,6 +43,12 @@ pub async fn trickling() -> MockLlm {
     .await
 }
 
+/// weir with one LLM route of `kind` over the one upstream `up`, plus
+/// `extra` route keys.
+pub async fn weir_over(kind: &str, up: &MockLlm, extra: &str) -> Weir {
+    Weir::start(&llm_config(kind, &[("up", up.url())], extra)).await
+}
+
 /// weir with one LLM route of `kind` over `bad` then `good`.
 pub async fn failover_pair(kind: &str, bad: &MockLlm, good: &MockLlm) -> Weir {
     Weir::start(&llm_config(
