@@ -2,6 +2,13 @@
 //! config, start real upstreams on port 0, and talk to both with real
 //! clients (hyper's pooled client over rustls for HTTP/1.1 and HTTP/2, raw
 //! TCP for byte-exact input).
+//!
+//! Every test file uses it (`mod common;`); a helper two files need lives
+//! here, not in both. Beside this file: [`llm`] (mock providers, LLM route
+//! configs, SSE parsing), [`process`] (the real binary as a child process),
+//! [`load`] (background traffic while something changes) and [`h2raw`]
+//! (raw HTTP/2 frames). A test that needs an external tool skips through
+//! [`can_run`], visibly.
 
 #![allow(dead_code)]
 
