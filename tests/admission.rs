@@ -10,8 +10,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::h2raw::*;
 use common::*;
-use futures_util::StreamExt;
-use http::Request;
 use http_body_util::{BodyExt, Full};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -27,18 +25,7 @@ async fn gated(limit: usize, extra_route: &str) -> Weir {
 
 /// An SSE stream held open; returns once its first event arrived.
 async fn open_stream(weir: &Weir) -> http_body_util::BodyDataStream<hyper::body::Incoming> {
-    let resp = h1_client()
-        .get(
-            weir.url("web", "/sse?n=1000&interval_ms=50")
-                .parse()
-                .expect("url"),
-        )
-        .await
-        .expect("stream");
-    assert_eq!(resp.status(), 200);
-    let mut body = resp.into_body().into_data_stream();
-    body.next().await.expect("first event").expect("ok");
-    body
+    held_stream(&weir.url("web", "/sse?n=1000&interval_ms=50"), &[]).await
 }
 
 #[tokio::test]
@@ -59,11 +46,8 @@ async fn full_gate_sheds_with_retry_after_and_frees_when_a_stream_ends() {
     );
 
     // The route's error shape applies to sheds too.
-    let req = Request::get(weir.url("web", "/echo"))
-        .header("accept", "application/json")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let (status, headers, body) = split(h1_client().request(req).await.expect("response")).await;
+    let (status, headers, body) =
+        get_with(&weir.url("web", "/echo"), &[("accept", "application/json")]).await;
     assert_eq!(status, 503);
     assert_eq!(headers["retry-after"], "1");
     assert_eq!(
@@ -112,22 +96,12 @@ async fn unknown_routes_are_gated_too() {
          [[route]]\nhost = \"known.test\"\nupstream = \"http://{up}\"\n"
     ))
     .await;
-    let resp = h1_client()
-        .request(
-            Request::get(weir.url("web", "/sse?n=1000&interval_ms=50"))
-                .header("host", "known.test")
-                .body(Full::new(Bytes::new()))
-                .expect("request"),
-        )
-        .await
-        .expect("stream");
-    let mut held = resp.into_body().into_data_stream();
-    held.next().await.expect("event").expect("ok");
-    let req = Request::get(weir.url("web", "/"))
-        .header("host", "unknown.test")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let (status, _, _) = split(h1_client().request(req).await.expect("response")).await;
+    let _held = held_stream(
+        &weir.url("web", "/sse?n=1000&interval_ms=50"),
+        &[("host", "known.test")],
+    )
+    .await;
+    let (status, _, _) = get_with(&weir.url("web", "/"), &[("host", "unknown.test")]).await;
     assert_eq!(status, 503, "the gate comes before routing");
 }
 
@@ -251,17 +225,19 @@ async fn zero_means_no_bound_even_past_1024_concurrent_requests() {
             }));
         }
     }
-    let mut peak = 0;
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < deadline {
-        peak = peak.max(metric(&weir, "weir_requests_in_flight").await.unwrap_or(0));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let peak = std::cell::Cell::new(0);
+    let past = eventually_async(Duration::from_secs(5), || async {
+        let now = metric(&weir, "weir_requests_in_flight").await.unwrap_or(0);
+        peak.set(peak.get().max(now));
+        now > 1024
+    })
+    .await;
+    assert!(
+        past,
+        "more than 1024 in flight at once without a gate: peak {}",
+        peak.get()
+    );
     for t in tasks {
         assert_eq!(t.await.expect("task"), 200);
     }
-    assert!(
-        peak > 1024,
-        "more than 1024 in flight at once without a gate: peak {peak}"
-    );
 }

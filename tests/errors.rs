@@ -5,10 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::*;
-use http::Request;
-use http_body_util::Full;
 
 #[tokio::test]
 async fn unreachable_upstream_is_502_without_leaking_details() {
@@ -35,11 +32,8 @@ async fn unreachable_upstream_is_502_without_leaking_details() {
 async fn generated_errors_answer_json_when_asked() {
     let dead = closed_port().await;
     let weir = Weir::start(&simple_config(dead, "")).await;
-    let req = Request::get(weir.url("web", "/"))
-        .header("accept", "application/json")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let (status, headers, b) = split(h1_client().request(req).await.expect("response")).await;
+    let (status, headers, b) =
+        get_with(&weir.url("web", "/"), &[("accept", "application/json")]).await;
     assert_eq!(status, 502);
     assert_eq!(headers["content-type"], "application/json");
     let v: serde_json::Value = serde_json::from_str(&b).expect("json");
@@ -71,22 +65,10 @@ async fn unknown_host_is_404_and_missing_host_is_400() {
          [[route]]\nhost = \"example.com\"\nupstream = \"http://{up}\"\n"
     ))
     .await;
-    let client = h1_client();
-    let req = |host: &str| {
-        Request::get(weir.url("web", "/echo"))
-            .header("host", host)
-            .body(Full::new(Bytes::new()))
-            .expect("request")
-    };
-    let (status, _, _) = split(
-        client
-            .request(req("EXAMPLE.com:80"))
-            .await
-            .expect("response"),
-    )
-    .await;
+    let url = weir.url("web", "/echo");
+    let (status, _, _) = get_with(&url, &[("host", "EXAMPLE.com:80")]).await;
     assert_eq!(status, 200, "host match ignores case and port");
-    let (status, _, b) = split(client.request(req("other.test")).await.expect("response")).await;
+    let (status, _, b) = get_with(&url, &[("host", "other.test")]).await;
     assert_eq!(status, 404);
     assert_eq!(b, "no route for this host and path\n");
     let out = raw(
@@ -168,15 +150,11 @@ async fn every_generated_error_goes_through_the_one_renderer() {
     let addr = weir.addr("web");
     let json = "Accept: application/json\r\nConnection: close\r\n";
     // Hold the one.test route's only slot.
-    let held = h1_client()
-        .request(
-            Request::get(weir.url("web", "/sse?n=1000&interval_ms=50"))
-                .header("host", "one.test")
-                .body(Full::new(Bytes::new()))
-                .expect("request"),
-        )
-        .await
-        .expect("stream");
+    let held = held_stream(
+        &weir.url("web", "/sse?n=1000&interval_ms=50"),
+        &[("host", "one.test")],
+    )
+    .await;
     let cases = [
         (400, format!("GET / HTTP/1.1\r\n{json}\r\n")),
         (

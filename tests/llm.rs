@@ -13,48 +13,38 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http::Request;
-use http_body_util::{BodyExt, Full};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const WORDS: &[&str] = &["Hello", " there", "."];
-
-async fn post(
-    weir: &Weir,
-    path: &str,
-    body: &str,
-    headers: &[(&str, &str)],
-) -> (http::StatusCode, http::HeaderMap, String) {
-    let mut req = Request::post(weir.url("web", path))
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
-    split(h1_client().request(req).await.expect("response")).await
-}
 
 async fn messages(
     weir: &Weir,
     model: &str,
     stream: bool,
 ) -> (http::StatusCode, http::HeaderMap, String) {
-    post(weir, "/v1/messages", &messages_body(model, stream), &[]).await
+    post(
+        weir,
+        "/v1/messages",
+        messages_body(model, stream),
+        &[("anthropic-version", "2023-06-01")],
+    )
+    .await
 }
 
-/// The `event:` names of an SSE body, in order.
-fn event_names(body: &str) -> Vec<String> {
-    body.split("\n\n")
-        .filter_map(|e| {
-            e.lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .map(str::to_string)
-        })
-        .collect()
+/// An Anthropic route over `up` admitting the client tokens `tok-a` and
+/// `tok-b`, plus `extra` route keys.
+async fn with_two_tokens(up: &MockLlm, extra: &str) -> Weir {
+    let (dir, tokens) = client_tokens("tok-a\ntok-b\n");
+    Weir::start_in(
+        dir,
+        &llm_config(
+            "anthropic",
+            &[("up", up.url())],
+            &format!("{extra}{tokens}"),
+        ),
+    )
+    .await
 }
 
 fn error_type(body: &str) -> String {
@@ -85,29 +75,26 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
     })
     .collect();
     let expected: Vec<u8> = events.iter().flat_map(|b| b.to_vec()).collect();
-    let up = mock(move |_| Reply {
-        status: 200,
-        headers: vec![
-            ("content-type".into(), "text/event-stream".into()),
-            ("request-id".into(), "req_upstream".into()),
-            ("anthropic-ratelimit-requests-remaining".into(), "99".into()),
-        ],
-        delay: Duration::ZERO,
+    let up = mock(move |_| {
         // Split across writes in awkward places.
-        body: events
-            .iter()
-            .flat_map(|e| {
-                let mid = e.len() / 2;
-                [Step::Send(e.slice(..mid)), Step::Send(e.slice(mid..))]
-            })
-            .collect(),
+        sse_reply(
+            events
+                .iter()
+                .flat_map(|e| {
+                    let mid = e.len() / 2;
+                    [Step::Send(e.slice(..mid)), Step::Send(e.slice(mid..))]
+                })
+                .collect(),
+        )
+        .with_header("request-id", "req_upstream")
+        .with_header("anthropic-ratelimit-requests-remaining", "99")
     })
     .await;
-    let weir = Weir::start(&llm_config(
+    let weir = weir_over(
         "anthropic",
-        &[("up", up.url())],
+        &up,
         "[[route.models]]\nname = \"client-id\"\nupstreams = [\"up:up-id\"]",
-    ))
+    )
     .await;
     let request = r#"{"model":"client-id","max_tokens":64,"stream":true,"system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"weather?","cache_control":{"type":"ephemeral","ttl":"1h"}}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}"#;
     let (status, headers, body) = post(
@@ -115,6 +102,7 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
         "/v1/messages?beta=true",
         request,
         &[
+            ("anthropic-version", "2023-06-01"),
             (
                 "anthropic-beta",
                 "prompt-caching-2024-07-31,fine-grained-tool-streaming-2025-05-14",
@@ -153,12 +141,7 @@ async fn failover_triggers_move_on_and_other_statuses_are_relayed() {
     for status in [429u16, 500, 502, 503, 504, 529] {
         let bad = mock(move |seen| error(seen, status, "overloaded_error", "busy")).await;
         let good = serving(WORDS).await;
-        let weir = Weir::start(&llm_config(
-            "anthropic",
-            &[("bad", bad.url()), ("good", good.url())],
-            "",
-        ))
-        .await;
+        let weir = failover_pair("anthropic", &bad, &good).await;
         let (s, _, body) = messages(&weir, "m", true).await;
         assert_eq!(s, 200, "{status} fails over: {body}");
         assert!(body.contains("message_stop"), "{status}: {body}");
@@ -167,12 +150,7 @@ async fn failover_triggers_move_on_and_other_statuses_are_relayed() {
     for status in [400u16, 401, 403, 404, 413] {
         let bad = mock(move |seen| error(seen, status, "invalid_request_error", "no")).await;
         let good = serving(WORDS).await;
-        let weir = Weir::start(&llm_config(
-            "anthropic",
-            &[("bad", bad.url()), ("good", good.url())],
-            "",
-        ))
-        .await;
+        let weir = failover_pair("anthropic", &bad, &good).await;
         let (s, _, body) = messages(&weir, "m", true).await;
         assert_eq!(s.as_u16(), status, "{status} is relayed: {body}");
         assert!(body.contains("\"message\":\"no\""), "verbatim: {body}");
@@ -221,29 +199,19 @@ async fn an_error_after_the_preamble_still_fails_over() {
     // response.created, then an error event: what no other gateway fails over on.
     let bad = mock(|seen| {
         let events = stream_events(Api::Responses, "m", &[]);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: vec![
+        sse_reply(vec![
                 Step::Send(events[0].clone()),
                 Step::Send(events[1].clone()),
                 Step::Send(Bytes::from_static(
                     b"event: error\ndata: {\"type\":\"error\",\"code\":\"insufficient_quota\",\"message\":\"quota\",\"param\":null,\"sequence_number\":2}\n\n",
                 )),
-            ],
-        }
+            ])
         .with_header("x-test", "bad")
         .with_header("x-model", &seen.model())
     })
     .await;
     let good = serving(WORDS).await;
-    let weir = Weir::start(&llm_config(
-        "openai",
-        &[("bad", bad.url()), ("good", good.url())],
-        "",
-    ))
-    .await;
+    let weir = failover_pair("openai", &bad, &good).await;
     let (s, headers, body) = post(&weir, "/v1/responses", &responses_body("m", true), &[]).await;
     assert_eq!(s, 200);
     assert!(headers.get("x-test").is_none(), "the good upstream's head");
@@ -268,22 +236,17 @@ async fn a_cut_after_content_ends_with_an_error_event_not_a_clean_end() {
         let up = mock(move |_| {
             let events = stream_events(api, "m", WORDS);
             let half = events[4].slice(..events[4].len() / 2);
-            Reply {
-                status: 200,
-                headers: vec![("content-type".into(), "text/event-stream".into())],
-                delay: Duration::ZERO,
-                body: vec![
-                    Step::Send(events[0].clone()),
-                    Step::Send(events[1].clone()),
-                    Step::Send(events[2].clone()),
-                    Step::Send(events[3].clone()),
-                    Step::Send(half),
-                    Step::Cut,
-                ],
-            }
+            sse_reply(vec![
+                Step::Send(events[0].clone()),
+                Step::Send(events[1].clone()),
+                Step::Send(events[2].clone()),
+                Step::Send(events[3].clone()),
+                Step::Send(half),
+                Step::Cut,
+            ])
         })
         .await;
-        let weir = Weir::start(&llm_config(kind, &[("up", up.url())], "")).await;
+        let weir = weir_over(kind, &up, "").await;
         let body = match api {
             Api::Messages => messages_body("m", true),
             Api::Chat => serde_json::json!({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}).to_string(),
@@ -291,9 +254,11 @@ async fn a_cut_after_content_ends_with_an_error_event_not_a_clean_end() {
         };
         let (s, _, out) = post(&weir, path, &body, &[]).await;
         assert_eq!(s, 200, "{path}");
-        let last = out.trim_end().rsplit("\n\n").next().expect("last event");
+        // Whole events only: the half event was never passed on.
+        let whole = events(&out);
+        let (name, data) = whole.last().expect("events");
         assert!(
-            last.contains("error"),
+            name.contains("error") || data.to_string().contains("error"),
             "{path} ends with an error event: {out}"
         );
         assert!(
@@ -302,16 +267,6 @@ async fn a_cut_after_content_ends_with_an_error_event_not_a_clean_end() {
                 && !out.contains("[DONE]"),
             "{path}: no success terminator: {out}"
         );
-        // Whole events only: the half event was never passed on.
-        for event in out.trim_end().split("\n\n") {
-            let data = event
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .expect("data line");
-            serde_json::from_str::<serde_json::Value>(data).unwrap_or_else(|e| {
-                panic!("{path}: a broken event reached the client ({e}): {event}")
-            });
-        }
     }
 }
 
@@ -323,18 +278,28 @@ async fn the_most_useful_failure_is_relayed_and_none_answered_is_502() {
             .with_header("anthropic-ratelimit-requests-reset", "2030-01-01T00:00:00Z")
     })
     .await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("a", overloaded.url()), ("b", limited.url())],
-        "",
-    ))
-    .await;
-    let (s, headers, body) = messages(&weir, "m", false).await;
-    assert_eq!(s, 429, "a 429 before a 5xx: {body}");
-    assert_eq!(error_type(&body), "rate_limit_error");
+    // The 429 first, then the 529: relaying the last failure would answer
+    // 529. And the other way round: relaying the first would too.
+    for order in [
+        [("limited", limited.url()), ("overloaded", overloaded.url())],
+        [("overloaded", overloaded.url()), ("limited", limited.url())],
+    ] {
+        let weir = Weir::start(&llm_config("anthropic", &order, "")).await;
+        let (s, headers, body) = messages(&weir, "m", false).await;
+        assert_eq!(
+            s, 429,
+            "a 429 is more useful than a 5xx ({order:?}): {body}"
+        );
+        assert_eq!(error_type(&body), "rate_limit_error");
+        assert_eq!(
+            headers["anthropic-ratelimit-requests-reset"],
+            "2030-01-01T00:00:00Z"
+        );
+    }
     assert_eq!(
-        headers["anthropic-ratelimit-requests-reset"],
-        "2030-01-01T00:00:00Z"
+        (limited.seen().len(), overloaded.seen().len()),
+        (2, 2),
+        "both were tried, in both orders"
     );
 
     let weir = Weir::start(&llm_config(
@@ -381,15 +346,8 @@ async fn a_retry_hint_cools_an_upstream_and_all_cooling_answers_at_once() {
 #[tokio::test]
 async fn client_tokens_are_checked_before_the_body_and_never_forwarded() {
     let up = serving(WORDS).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "# team tokens\ntok-alice\ntok-bob\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        &format!("client_tokens_file = \"{}\"", tokens.display()),
-    ))
-    .await;
+    let (dir, tokens) = client_tokens("# team tokens\ntok-alice\ntok-bob\n");
+    let weir = Weir::start_in(dir, &llm_config("anthropic", &[("up", up.url())], tokens)).await;
     let (s, _, body) = messages(&weir, "m", false).await;
     assert_eq!(s, 401);
     assert_eq!(error_type(&body), "authentication_error");
@@ -468,24 +426,14 @@ async fn an_upstream_key_replaces_the_clients_credential() {
 #[tokio::test]
 async fn a_token_over_its_bound_gets_429_and_others_still_pass() {
     let up = mock(|seen| success(seen, &["a", "b", "c", "d"], Duration::from_millis(200))).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "tok-a\ntok-b\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        &format!(
-            "max_concurrent_per_token = 1\nclient_tokens_file = \"{}\"",
-            tokens.display()
-        ),
-    ))
+    let weir = with_two_tokens(&up, "max_concurrent_per_token = 1\n").await;
+    let held = open_stream(
+        &weir,
+        "/v1/messages",
+        messages_body("m", true),
+        &[("x-api-key", "tok-a")],
+    )
     .await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .header("x-api-key", "tok-a")
-        .body(Full::new(Bytes::from(messages_body("m", true))))
-        .expect("request");
-    let held = h1_client().request(req).await.expect("response");
     assert_eq!(held.status(), 200);
     let (s, h, body) = post(
         &weir,
@@ -518,33 +466,17 @@ async fn keepalives_arrive_between_events_never_inside_one() {
         body.push(Step::Wait(Duration::from_millis(450)));
         body.push(Step::Send(events[3].slice(split..)));
         body.extend(events[4..].iter().cloned().map(Step::Send));
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body,
-        }
+        sse_reply(body)
     })
     .await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        "sse_keepalive = \"100ms\"",
-    ))
-    .await;
+    let weir = weir_over("anthropic", &up, "sse_keepalive = \"100ms\"").await;
     let (s, _, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 200);
     let names = event_names(&body);
     let pings = names.iter().filter(|n| *n == "ping").count();
     assert!(pings >= 2, "keep-alives during the pause: {names:?}");
     // Every event is whole: the split delta arrived intact, pings around it.
-    for event in body.trim_end().split("\n\n") {
-        let data = event
-            .lines()
-            .find_map(|l| l.strip_prefix("data: "))
-            .expect("data");
-        serde_json::from_str::<serde_json::Value>(data).unwrap_or_else(|e| panic!("{e}: {event}"));
-    }
+    events(&body);
     assert_eq!(names.last().map(String::as_str), Some("message_stop"));
 }
 
@@ -552,24 +484,19 @@ async fn keepalives_arrive_between_events_never_inside_one() {
 async fn a_silent_upstream_ends_the_stream_with_an_error_event() {
     let up = mock(|_| {
         let events = stream_events(Api::Messages, "m", WORDS);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: vec![
-                Step::Send(events[0].clone()),
-                Step::Send(events[1].clone()),
-                Step::Send(events[3].clone()),
-                Step::Stall,
-            ],
-        }
+        sse_reply(vec![
+            Step::Send(events[0].clone()),
+            Step::Send(events[1].clone()),
+            Step::Send(events[3].clone()),
+            Step::Stall,
+        ])
     })
     .await;
-    let weir = Weir::start(&llm_config(
+    let weir = weir_over(
         "anthropic",
-        &[("up", up.url())],
+        &up,
         "stream_idle_timeout = \"300ms\"\nsse_keepalive = \"10s\"",
-    ))
+    )
     .await;
     let (s, _, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 200);
@@ -587,23 +514,9 @@ async fn a_silent_upstream_ends_the_stream_with_an_error_event() {
 #[tokio::test]
 async fn a_client_that_leaves_cancels_the_upstream_request() {
     // Streaming: the client reads the first event, then goes.
-    let up = mock(|seen| {
-        success(
-            seen,
-            &["a", "b", "c", "d", "e", "f", "g", "h"],
-            Duration::from_millis(200),
-        )
-    })
-    .await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(messages_body("m", true))))
-        .expect("request");
-    let resp = h1_client().request(req).await.expect("response");
-    let mut body = resp.into_body();
-    body.frame().await.expect("first event").expect("ok");
-    drop(body);
+    let up = trickling().await;
+    let weir = weir_over("anthropic", &up, "").await;
+    leave_after_first_event(&weir, "/v1/messages", messages_body("m", true)).await;
     assert!(
         eventually(Duration::from_secs(3), || up.abandoned() == 1).await,
         "streaming request cancelled upstream"
@@ -613,7 +526,7 @@ async fn a_client_that_leaves_cancels_the_upstream_request() {
     // Not streaming: the client leaves while weir waits for the head.
     let slow =
         mock(|seen| success(seen, WORDS, Duration::ZERO).delayed(Duration::from_millis(600))).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", slow.url())], "")).await;
+    let weir = weir_over("anthropic", &slow, "").await;
     let mut sock = TcpStream::connect(weir.addr("web")).await.expect("connect");
     let body = messages_body("m", false);
     sock.write_all(format!("POST /v1/messages HTTP/1.1\r\nHost: a\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).as_bytes()).await.expect("write");
@@ -628,20 +541,26 @@ async fn a_client_that_leaves_cancels_the_upstream_request() {
 
 #[tokio::test]
 async fn count_tokens_is_forwarded_or_answered_501() {
-    let up = serving(WORDS).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
-    let (s, _, body) = post(
-        &weir,
-        "/v1/messages/count_tokens?beta=true",
-        &messages_body("m", false),
-        &[],
-    )
+    // A count no local tokenizer would arrive at for "hi": only the
+    // upstream's answer carries it.
+    let up = mock(|seen| match Api::of(seen) {
+        Some(Api::CountTokens) => json_reply(200, b"{\"input_tokens\":987654}"),
+        _ => success(seen, WORDS, Duration::ZERO),
+    })
     .await;
+    let weir = weir_over("anthropic", &up, "").await;
+    let request = messages_body("m", false);
+    let (s, _, body) = post(&weir, "/v1/messages/count_tokens?beta=true", &request, &[]).await;
     assert_eq!(s, 200, "{body}");
-    assert!(body.contains("input_tokens"));
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["input_tokens"], 987654, "the upstream's count: {body}");
+    let seen = up.seen();
+    assert_eq!(seen.len(), 1, "the upstream was asked");
+    assert_eq!(seen[0].path, "/v1/messages/count_tokens?beta=true");
+    assert_eq!(seen[0].body, Bytes::from(request), "the request as sent");
 
     let without = mock(|seen| error(seen, 404, "not_found_error", "no")).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", without.url())], "")).await;
+    let weir = weir_over("anthropic", &without, "").await;
     let (s, _, body) = post(
         &weir,
         "/v1/messages/count_tokens",
@@ -656,11 +575,11 @@ async fn count_tokens_is_forwarded_or_answered_501() {
 #[tokio::test]
 async fn errors_weir_generates_use_the_routes_protocol() {
     let up = serving(WORDS).await;
-    let weir = Weir::start(&llm_config(
+    let weir = weir_over(
         "openai",
-        &[("up", up.url())],
+        &up,
         "[[route.models]]\nname = \"known\"\nupstreams = [\"up\"]",
-    ))
+    )
     .await;
     let (s, h, body) = post(
         &weir,
@@ -691,17 +610,8 @@ async fn errors_weir_generates_use_the_routes_protocol() {
 #[tokio::test]
 async fn a_shed_on_an_llm_route_tells_the_sdk_to_retry() {
     let up = mock(|seen| success(seen, &["a", "b", "c", "d"], Duration::from_millis(200))).await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        "max_concurrent_requests = 1",
-    ))
-    .await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(messages_body("m", true))))
-        .expect("request");
-    let held = h1_client().request(req).await.expect("response");
+    let weir = weir_over("anthropic", &up, "max_concurrent_requests = 1").await;
+    let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let (s, h, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 503);
     assert_eq!(error_type(&body), "overloaded_error");
@@ -739,15 +649,10 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
         )));
         body.extend((0..24).map(|_| Step::Send(Bytes::from(vec![b'x'; 64 * 1024]))));
         body.push(Step::Stall);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body,
-        }
+        sse_reply(body)
     })
     .await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", endless.url())], "")).await;
+    let weir = weir_over("anthropic", &endless, "").await;
     let (s, _, body) = messages(&weir, "m", true).await;
     assert_eq!(s, 200);
     assert_eq!(event_names(&body).last().map(String::as_str), Some("error"));
@@ -765,12 +670,7 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
         body.push(Step::Send(Bytes::from_static(
             b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"late\"}}\n\n",
         )));
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body,
-        }
+        sse_reply(body)
     })
     .await;
     let good = serving(WORDS).await;
@@ -793,18 +693,7 @@ async fn what_weir_holds_of_a_stream_is_bounded() {
 #[tokio::test]
 async fn with_client_tokens_the_rate_limit_counts_each_token() {
     let up = serving(WORDS).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "tok-a\ntok-b\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", up.url())],
-        &format!(
-            "rate_limit_per_second = 1\nrate_limit_burst = 1\nclient_tokens_file = \"{}\"",
-            tokens.display()
-        ),
-    ))
-    .await;
+    let weir = with_two_tokens(&up, "rate_limit_per_second = 1\nrate_limit_burst = 1\n").await;
     let as_token = |t: &'static str| [("x-api-key", t)];
     let (s, _, _) = post(
         &weir,

@@ -13,8 +13,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http::Request;
-use http_body_util::Full;
 use serde_json::Value;
 
 const WORDS: &[&str] = &["Hello", " there", "."];
@@ -83,33 +81,19 @@ async fn sdk(weir: &Weir, scenario: &str, model: &str, key: &str, retries: u32) 
     })
 }
 
-fn cut_after_content(api: Api) -> Reply {
-    let events = stream_events(api, "m", WORDS);
-    Reply {
-        status: 200,
-        headers: vec![("content-type".into(), "text/event-stream".into())],
-        delay: Duration::ZERO,
-        body: events[..4]
-            .iter()
-            .cloned()
-            .map(Step::Send)
-            .chain([Step::Cut])
-            .collect(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_code_style_requests_fail_over_without_sdk_retries() {
     let bad = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
     let good = serving(WORDS).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "team-token\n").expect("write");
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("bad", bad.url()), ("good", good.url())],
-        &format!("client_tokens_file = \"{}\"", tokens.display()),
-    ))
+    let (dir, tokens) = client_tokens("team-token\n");
+    let weir = Weir::start_in(
+        dir,
+        &llm_config(
+            "anthropic",
+            &[("bad", bad.url()), ("good", good.url())],
+            tokens,
+        ),
+    )
     .await;
     // max_retries = 0: any success is weir's failover, not the SDK's retry.
     let r = sdk(
@@ -150,8 +134,8 @@ async fn claude_code_style_requests_fail_over_without_sdk_retries() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_anthropic_sdk_sees_a_cut_stream_as_an_error() {
-    let up = mock(|_| cut_after_content(Api::Messages)).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let up = mock(|_| cut_after_content(Api::Messages, WORDS)).await;
+    let weir = weir_over("anthropic", &up, "").await;
     let r = sdk(&weir, "anthropic_stream_partial", "m", "k", 0).await;
     assert_eq!(
         r["text"], "Hello",
@@ -164,12 +148,12 @@ async fn the_anthropic_sdk_sees_a_cut_stream_as_an_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn count_tokens_answers_or_says_not_supported() {
     let up = serving(WORDS).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let weir = weir_over("anthropic", &up, "").await;
     let r = sdk(&weir, "anthropic_count_tokens", "m", "k", 0).await;
     assert_eq!(r["input_tokens"], 12, "{r}");
 
     let without = mock(|seen| error(seen, 404, "not_found_error", "Not Found")).await;
-    let weir = Weir::start(&llm_config("anthropic", &[("up", without.url())], "")).await;
+    let weir = weir_over("anthropic", &without, "").await;
     let r = sdk(&weir, "anthropic_count_tokens", "m", "k", 0).await;
     assert_eq!(r["status"], 501, "{r}");
     assert_eq!(r["body"]["error"]["type"], "not_supported");
@@ -179,21 +163,8 @@ async fn count_tokens_answers_or_says_not_supported() {
 async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
     let slow =
         mock(|seen| success(seen, &["a", "b", "c", "d", "e"], Duration::from_millis(300))).await;
-    let weir = Weir::start(&llm_config(
-        "anthropic",
-        &[("up", slow.url())],
-        "max_concurrent_requests = 1",
-    ))
-    .await;
-    let held = h1_client()
-        .request(
-            Request::post(weir.url("web", "/v1/messages"))
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(messages_body("m", true))))
-                .expect("request"),
-        )
-        .await
-        .expect("held stream");
+    let weir = weir_over("anthropic", &slow, "max_concurrent_requests = 1").await;
+    let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let r = sdk(&weir, "anthropic_create", "m", "k", 0).await;
     assert_eq!(r["raised"], "ServiceUnavailableError", "{r}");
     assert_eq!(r["status"], 503);
@@ -213,7 +184,7 @@ async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
         .with_header("anthropic-ratelimit-requests-remaining", "0")
     })
     .await;
-    let weir = Weir::start(&llm_config("openai", &[("up", limited.url())], "")).await;
+    let weir = weir_over("openai", &limited, "").await;
     let r = sdk(&weir, "openai_responses", "m", "k", 0).await;
     assert_eq!(r["raised"], "RateLimitError", "{r}");
     assert_eq!(
@@ -228,26 +199,16 @@ async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
     // response.created, then an error: the case no other gateway fails over on.
     let bad = mock(|_| {
         let events = stream_events(Api::Responses, "m", &[]);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: vec![
-                Step::Send(events[0].clone()),
-                Step::Send(Bytes::from_static(
-                    b"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"overloaded\",\"param\":null,\"sequence_number\":1}\n\n",
-                )),
-            ],
-        }
+        sse_reply(vec![
+            Step::Send(events[0].clone()),
+            Step::Send(Bytes::from_static(
+                b"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"overloaded\",\"param\":null,\"sequence_number\":1}\n\n",
+            )),
+        ])
     })
     .await;
     let good = serving(WORDS).await;
-    let weir = Weir::start(&llm_config(
-        "openai",
-        &[("bad", bad.url()), ("good", good.url())],
-        "",
-    ))
-    .await;
+    let weir = failover_pair("openai", &bad, &good).await;
     let r = sdk(&weir, "openai_responses_stream", "gpt-5-codex", "k", 0).await;
     assert_eq!(r["text"], "Hello there.", "{r}");
     let events: Vec<&str> = r["events"]
@@ -269,8 +230,8 @@ async fn codex_style_requests_stream_and_fail_over_past_a_failed_preamble() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_sdk_sees_a_cut_chat_stream_as_an_error() {
-    let up = mock(|_| cut_after_content(Api::Chat)).await;
-    let weir = Weir::start(&llm_config("openai", &[("up", up.url())], "")).await;
+    let up = mock(|_| cut_after_content(Api::Chat, WORDS)).await;
+    let weir = weir_over("openai", &up, "").await;
     let r = sdk(&weir, "openai_chat_stream_partial", "m", "k", 0).await;
     assert_eq!(r["raised"], "APIError", "not a clean end: {r}");
     assert_eq!(r["text"], "Hello there.", "{r}");

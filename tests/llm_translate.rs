@@ -7,74 +7,40 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::llm::*;
 use common::*;
-use http::Request;
-use http_body_util::Full;
 use serde_json::{Value, json};
 
 const WORDS: &[&str] = &["Hello", " there", "."];
 
 /// An LLM route of `kind` over `(name, url, protocol)` upstreams, each
-/// with the key `sk-upstream-<name>` unless `passthrough`.
-fn config(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> String {
-    let mut text = format!(
-        "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
-         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
-         [[route]]\nname = \"llm\"\nkind = \"{kind}\"\n"
-    );
-    for (name, url, protocol) in upstreams {
-        text.push_str(&format!(
-            "[[route.upstreams]]\nname = \"{name}\"\nurl = \"{url}\"\nprotocol = \"{protocol}\"\n"
-        ));
-        if !passthrough {
-            text.push_str(&format!("api_key_file = \"{{dir}}/key-{name}\"\n"));
-        }
-    }
-    text
-}
-
+/// with the key `sk-upstream-<name>` unless `passthrough`, plus `extra`
+/// route keys; the keys are written into the weir's directory.
 async fn start(kind: &str, upstreams: &[(&str, String, &str)], passthrough: bool) -> Weir {
+    start_with(kind, upstreams, passthrough, "").await
+}
+
+async fn start_with(
+    kind: &str,
+    upstreams: &[(&str, String, &str)],
+    passthrough: bool,
+    extra: &str,
+) -> Weir {
     let dir = tempfile::tempdir().expect("tempdir");
-    for (name, _, _) in upstreams {
-        std::fs::write(
-            dir.path().join(format!("key-{name}")),
-            format!("sk-upstream-{name}"),
-        )
-        .expect("key");
+    let mut entries = Vec::new();
+    for (name, url, protocol) in upstreams {
+        let mut keys = format!("protocol = \"{protocol}\"\n");
+        if !passthrough {
+            std::fs::write(
+                dir.path().join(format!("key-{name}")),
+                format!("sk-upstream-{name}"),
+            )
+            .expect("key");
+            keys.push_str(&format!("api_key_file = \"{{dir}}/key-{name}\"\n"));
+        }
+        entries.push((*name, url.clone(), keys));
     }
-    Weir::start_in(dir, &config(kind, upstreams, passthrough)).await
-}
-
-async fn post(
-    weir: &Weir,
-    path: &str,
-    body: &Value,
-    headers: &[(&str, &str)],
-) -> (http::StatusCode, http::HeaderMap, String) {
-    let mut req = Request::post(weir.url("web", path)).header("content-type", "application/json");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("request");
-    split(h1_client().request(req).await.expect("response")).await
-}
-
-/// The events of an SSE body: (event name, data as JSON).
-fn events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter_map(|e| {
-            let name = e.lines().find_map(|l| l.strip_prefix("event: "))?;
-            let data = e.lines().find_map(|l| l.strip_prefix("data: "))?;
-            Some((
-                name.to_string(),
-                serde_json::from_str(data).expect("json data"),
-            ))
-        })
-        .collect()
+    Weir::start_in(dir, &llm_config_with(kind, &entries, extra)).await
 }
 
 fn claude_request(stream: bool) -> Value {
@@ -277,12 +243,7 @@ async fn errors_keep_their_status_in_the_clients_envelope() {
     assert_eq!(v["error"]["type"], "rate_limit_error");
     assert_eq!(v["error"]["message"], "Rate limit reached for requests");
 
-    let overflow = mock(|_| Reply {
-        status: 400,
-        headers: vec![("content-type".into(), "application/json".into())],
-        delay: std::time::Duration::ZERO,
-        body: vec![Step::Send(Bytes::from_static(br#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#))],
-    })
+    let overflow = mock(|_| json_reply(400, br#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#))
     .await;
     let weir = start(
         "anthropic",
@@ -358,7 +319,14 @@ async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream()
 #[tokio::test]
 async fn count_tokens_and_models_are_answered_by_weir_on_translated_routes() {
     let up = serving(WORDS).await;
-    let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
+    let weir = start_with(
+        "anthropic",
+        &[("gpt", up.url(), "openai_responses")],
+        false,
+        "[[route.models]]\nname = \"claude-sonnet-4\"\nupstreams = [\"gpt:gpt-5\"]\n\
+         [[route.models]]\nname = \"claude-haiku-4\"\nupstreams = [\"gpt:gpt-5-mini\"]",
+    )
+    .await;
     let (status, _, body) = post(
         &weir,
         "/v1/messages/count_tokens",
@@ -373,10 +341,17 @@ async fn count_tokens_and_models_are_answered_by_weir_on_translated_routes() {
     assert!((3..50).contains(&n), "{n}");
     assert!(up.seen().is_empty(), "counted locally");
 
+    // The route's own model names in Anthropic's list format, not the
+    // upstream's ids (which it was never asked for).
     let (status, _, body) = get(&h1_client(), &weir.url("web", "/v1/models")).await;
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).expect("json");
-    assert!(v["data"].is_array(), "{body}");
+    let data = v["data"].as_array().expect("data");
+    let ids: Vec<&str> = data.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, ["claude-sonnet-4", "claude-haiku-4"], "{body}");
+    assert!(data.iter().all(|m| m["type"] == "model"), "{body}");
+    assert_eq!(v["first_id"], "claude-sonnet-4", "{body}");
+    assert_eq!(v["last_id"], "claude-haiku-4", "{body}");
     assert!(up.seen().is_empty());
 }
 
@@ -393,27 +368,12 @@ async fn an_endpoint_weir_cannot_translate_is_501() {
 
 #[tokio::test]
 async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_clients_error() {
-    use http_body_util::BodyExt;
     use std::time::Duration;
     // The client reads the first event and goes: the Responses request
     // upstream is closed under it.
-    let up = mock(|seen| {
-        success(
-            seen,
-            &["a", "b", "c", "d", "e", "f", "g", "h"],
-            Duration::from_millis(200),
-        )
-    })
-    .await;
+    let up = trickling().await;
     let weir = start("anthropic", &[("gpt", up.url(), "openai_responses")], false).await;
-    let req = Request::post(weir.url("web", "/v1/messages"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(claude_request(true).to_string())))
-        .expect("request");
-    let resp = h1_client().request(req).await.expect("response");
-    let mut body = resp.into_body();
-    body.frame().await.expect("first event").expect("ok");
-    drop(body);
+    leave_after_first_event(&weir, "/v1/messages", claude_request(true)).await;
     assert!(
         eventually(Duration::from_secs(3), || up.abandoned() == 1).await,
         "the translated stream's upstream request was cancelled"
@@ -421,21 +381,7 @@ async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_cl
 
     // An Anthropic upstream cut after content: Codex gets the error and
     // its terminal response.failed, in sequence.
-    let cut = mock(|seen| {
-        let events = stream_events(Api::of(seen).expect("api"), "m", WORDS);
-        Reply {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-            delay: Duration::ZERO,
-            body: events[..4]
-                .iter()
-                .cloned()
-                .map(Step::Send)
-                .chain([Step::Cut])
-                .collect(),
-        }
-    })
-    .await;
+    let cut = mock(|seen| cut_after_content(Api::of(seen).expect("api"), WORDS)).await;
     let weir = start("openai", &[("claude", cut.url(), "anthropic")], false).await;
     let req = json!({"model": "m", "input": "hi", "stream": true});
     let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 use http::{HeaderValue, Request, Response};
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -19,15 +19,16 @@ use tokio_tungstenite::tungstenite::Message;
 async fn echo_sets_forwarded_headers_and_keeps_host() {
     let up = demo_upstream().await;
     let weir = Weir::start(&simple_config(up, "")).await;
-    let req = Request::get(weir.url("web", "/echo?a=1"))
-        .header("host", "app.example.com")
-        .header("x-forwarded-for", "6.6.6.6")
-        .header("x-real-ip", "6.6.6.6")
-        .header("x-forwarded-proto", "https")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let resp = h1_client().request(req).await.expect("response");
-    let (status, _, body) = split(resp).await;
+    let (status, _, body) = get_with(
+        &weir.url("web", "/echo?a=1"),
+        &[
+            ("host", "app.example.com"),
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+            ("x-forwarded-proto", "https"),
+        ],
+    )
+    .await;
     assert_eq!(status, 200);
     let echo = echo_json(&body);
     let h = &echo["headers"];
@@ -51,11 +52,11 @@ async fn trusted_proxy_chain_is_appended() {
         simple_config(up, "")
     ))
     .await;
-    let req = Request::get(weir.url("web", "/echo"))
-        .header("x-forwarded-for", "203.0.113.7")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let (_, _, body) = split(h1_client().request(req).await.expect("response")).await;
+    let (_, _, body) = get_with(
+        &weir.url("web", "/echo"),
+        &[("x-forwarded-for", "203.0.113.7")],
+    )
+    .await;
     let echo = echo_json(&body);
     assert_eq!(
         echo["headers"]["x-forwarded-for"][0],
@@ -80,15 +81,17 @@ async fn hop_by_hop_headers_are_removed_both_ways() {
     })
     .await;
     let weir = Weir::start(&simple_config(up.addr, "")).await;
-    let req = Request::get(weir.url("web", "/"))
-        .header("connection", "x-client-private")
-        .header("x-client-private", "1")
-        .header("keep-alive", "timeout=1")
-        .header("proxy-authorization", "Basic eA==")
-        .header("x-kept", "1")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let (status, headers, seen) = split(h1_client().request(req).await.expect("response")).await;
+    let (status, headers, seen) = get_with(
+        &weir.url("web", "/"),
+        &[
+            ("connection", "x-client-private"),
+            ("x-client-private", "1"),
+            ("keep-alive", "timeout=1"),
+            ("proxy-authorization", "Basic eA=="),
+            ("x-kept", "1"),
+        ],
+    )
+    .await;
     assert_eq!(status, 200);
     let seen: Vec<&str> = seen.split(',').collect();
     assert!(seen.contains(&"x-kept"), "{seen:?}");
@@ -244,11 +247,13 @@ fn trailer_upstream()
 async fn trailers_pass_to_http1_clients_that_accept_them() {
     let up = upstream(trailer_upstream()).await;
     let weir = Weir::start(&simple_config(up.addr, "")).await;
-    let req = Request::get(weir.url("web", "/"))
-        .header("te", "trailers")
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let resp = h1_client().request(req).await.expect("response");
+    let resp = send(
+        http::Method::GET,
+        &weir.url("web", "/"),
+        &[("te", "trailers")],
+        Bytes::new(),
+    )
+    .await;
     let collected = resp.into_body().collect().await.expect("body");
     let trailers = collected.trailers().cloned().expect("trailers arrived");
     assert_eq!(trailers["x-checksum"], "abc123");
@@ -370,10 +375,14 @@ async fn chunked_body_crossing_the_limit_is_cut_with_413_and_closed() {
 async fn body_under_the_limit_passes() {
     let up = demo_upstream().await;
     let weir = Weir::start(&simple_config(up, "max_request_body = 1000")).await;
-    let req = Request::post(weir.url("web", "/echo"))
-        .body(Full::new(Bytes::from(vec![b'y'; 1000])))
-        .expect("request");
-    let (status, _, b) = split(h1_client().request(req).await.expect("response")).await;
+    let resp = send(
+        http::Method::POST,
+        &weir.url("web", "/echo"),
+        &[],
+        vec![b'y'; 1000],
+    )
+    .await;
+    let (status, _, b) = split(resp).await;
     assert_eq!(status, 200);
     assert_eq!(echo_json(&b)["body_length"], 1000);
 }

@@ -327,29 +327,14 @@ async fn redirect_listener_sends_308_for_known_hosts_only() {
          [[route]]\nhost = [\"example.com\", \"*.example.org\"]\nupstream = \"http://{up}\"\n"
     ))
     .await;
-    let client = h1_client();
-    let req = |host: &str| {
-        Request::get(weir.url("plain", "/a/b?c=d"))
-            .header("host", host)
-            .body(Full::new(Bytes::new()))
-            .expect("request")
-    };
-    let resp = client.request(req("example.com")).await.expect("response");
-    assert_eq!(resp.status(), 308);
-    assert_eq!(
-        resp.headers()["location"],
-        "https://example.com:8443/a/b?c=d"
-    );
-    let resp = client
-        .request(req("www.example.org:80"))
-        .await
-        .expect("response");
-    assert_eq!(
-        resp.headers()["location"],
-        "https://www.example.org:8443/a/b?c=d"
-    );
-    let resp = client.request(req("evil.test")).await.expect("response");
-    assert_eq!(resp.status(), 404, "no open redirect to unknown hosts");
+    let url = weir.url("plain", "/a/b?c=d");
+    let (status, headers, _) = get_with(&url, &[("host", "example.com")]).await;
+    assert_eq!(status, 308);
+    assert_eq!(headers["location"], "https://example.com:8443/a/b?c=d");
+    let (_, headers, _) = get_with(&url, &[("host", "www.example.org:80")]).await;
+    assert_eq!(headers["location"], "https://www.example.org:8443/a/b?c=d");
+    let (status, _, _) = get_with(&url, &[("host", "evil.test")]).await;
+    assert_eq!(status, 404, "no open redirect to unknown hosts");
 }
 
 #[tokio::test]

@@ -2,11 +2,20 @@
 //! config, start real upstreams on port 0, and talk to both with real
 //! clients (hyper's pooled client over rustls for HTTP/1.1 and HTTP/2, raw
 //! TCP for byte-exact input).
+//!
+//! Every test file uses it (`mod common;`); a helper two files need lives
+//! here, not in both. Beside this file: [`llm`] (mock providers, LLM route
+//! configs, SSE parsing), [`process`] (the real binary as a child process),
+//! [`load`] (background traffic while something changes) and [`h2raw`]
+//! (raw HTTP/2 frames). A test that needs an external tool skips through
+//! [`can_run`], visibly.
 
 #![allow(dead_code)]
 
 pub mod h2raw;
 pub mod llm;
+pub mod load;
+pub mod process;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -250,6 +259,68 @@ pub async fn get(client: &PlainClient, url: &str) -> (http::StatusCode, http::He
     split(resp).await
 }
 
+/// A request with `headers` and `body` over HTTP/1.1: the response once
+/// its head has arrived, the body left to read (a stream the test holds
+/// open, reads a little of, or drops).
+pub async fn send(
+    method: http::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Response<Incoming> {
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body.into())).expect("request");
+    h1_client().request(req).await.expect("response")
+}
+
+/// A GET of `url` with `headers`, the whole answer read.
+pub async fn get_with(
+    url: &str,
+    headers: &[(&str, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    split(send(http::Method::GET, url, headers, Bytes::new()).await).await
+}
+
+/// A stream held open: a GET of `url` with `headers` answered 200, its
+/// body once the first piece of it arrived.
+pub async fn held_stream(
+    url: &str,
+    headers: &[(&str, &str)],
+) -> http_body_util::BodyDataStream<Incoming> {
+    let resp = send(http::Method::GET, url, headers, Bytes::new()).await;
+    assert_eq!(resp.status(), 200, "the stream is answered");
+    let mut body = resp.into_body().into_data_stream();
+    futures_util::StreamExt::next(&mut body)
+        .await
+        .expect("first event")
+        .expect("ok");
+    body
+}
+
+/// A POST of the JSON text `body` to `url` with `headers`: the response
+/// once its head has arrived.
+pub async fn post_open(
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Response<Incoming> {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    send(http::Method::POST, url, &all, body).await
+}
+
+/// [`post_open`], the whole answer read.
+pub async fn post_json(
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    split(post_open(url, body, headers).await).await
+}
+
 pub async fn split(resp: Response<Incoming>) -> (http::StatusCode, http::HeaderMap, String) {
     let (parts, b) = resp.into_parts();
     let bytes = b.collect().await.expect("body").to_bytes();
@@ -353,4 +424,32 @@ pub async fn eventually_metric(weir: &Weir, name: &str, want: u64) -> bool {
         metric(weir, name).await == Some(want)
     })
     .await
+}
+
+/// Whether a test that needs an external tool can run. With the tool
+/// `found`, yes. Without it the test is skipped, but visibly: a `SKIPPED`
+/// line on the process's own stderr (libtest does not capture it, so a
+/// green run still shows it) naming the test, what is missing and how to
+/// enable it. With the environment variable `require` set (CI sets it), a
+/// missing tool fails the test instead.
+pub fn can_run(found: bool, missing: &str, enable: &str, require: &str) -> bool {
+    if found {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test>")
+        .to_string();
+    let test = format!("{}::{test}", env!("CARGO_CRATE_NAME"));
+    assert!(
+        std::env::var_os(require).is_none(),
+        "{test}: {missing}, and {require} says it is required. To run it: {enable}."
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {missing}. To run it: {enable}. \
+         With {require}=1 a missing tool fails the test instead."
+    );
+    false
 }
