@@ -102,7 +102,7 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
         "/v1/messages?beta=true",
         request,
         &[
-            ("anthropic-version", "2023-06-01"),
+            ("anthropic-version", "2023-01-01"),
             (
                 "anthropic-beta",
                 "prompt-caching-2024-07-31,fine-grained-tool-streaming-2025-05-14",
@@ -128,7 +128,10 @@ async fn a_streamed_answer_and_the_request_pass_byte_for_byte() {
         seen.headers["anthropic-beta"],
         "prompt-caching-2024-07-31,fine-grained-tool-streaming-2025-05-14"
     );
-    assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(
+        seen.headers["anthropic-version"], "2023-01-01",
+        "the client's own version, not the one weir adds when none is sent"
+    );
     assert_eq!(seen.headers["x-stainless-retry-count"], "0");
     assert_eq!(
         seen.headers["x-api-key"], "sk-client",
