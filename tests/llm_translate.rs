@@ -397,3 +397,43 @@ async fn a_translated_stream_is_cancelled_upstream_and_cut_streams_end_in_the_cl
         assert_eq!(d["sequence_number"], i as u64, "{body}");
     }
 }
+
+/// A translator that fails anyway (a panic no fuzzing found) ends the
+/// client's stream in its own API: Codex gets `error` and its terminal
+/// `response.failed` after the content it already had, not a silent cut.
+#[tokio::test]
+async fn a_failing_translator_still_ends_the_stream_in_the_clients_api() {
+    let up = mock(|seen| {
+        let events = stream_events(Api::of(seen).expect("api"), "m", WORDS);
+        let fail = bytes::Bytes::from(format!(
+            "event: {}\ndata: {{}}\n\n",
+            weir::llm::translate::FAIL_EVENT
+        ));
+        sse_reply(
+            events[..4]
+                .iter()
+                .cloned()
+                .chain([fail])
+                .chain(events[4..].iter().cloned())
+                .map(Step::Send)
+                .collect(),
+        )
+    })
+    .await;
+    let weir = start("openai", &[("claude", up.url(), "anthropic")], false).await;
+    let req = json!({"model": "m", "input": "hi", "stream": true});
+    let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    assert_eq!(status, 200);
+    let ev = events(&body);
+    let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"response.output_text.delta"), "{body}");
+    assert_eq!(
+        names[names.len() - 2..],
+        ["error", "response.failed"],
+        "{body}"
+    );
+    assert!(!names.contains(&"response.completed"), "{body}");
+    for (i, (_, d)) in ev.iter().enumerate() {
+        assert_eq!(d["sequence_number"], i as u64, "{body}");
+    }
+}

@@ -119,6 +119,8 @@ pub struct Relay {
     translator: Option<translate::Stream>,
     /// The client's events one upstream event became, not yet taken.
     translated: VecDeque<Bytes>,
+    /// The translator failed: the stream is ended with an error.
+    translation_failed: bool,
     ready: VecDeque<Bytes>,
     /// Reads the client's events as they pass: what each means, and how a
     /// broken stream is ended in the client's API.
@@ -152,6 +154,7 @@ impl Relay {
             framer: Framer::default(),
             translator,
             translated: VecDeque::new(),
+            translation_failed: false,
             ready: VecDeque::new(),
             watch: api.watch(),
             api,
@@ -217,6 +220,10 @@ impl Relay {
                 let class = self.observe(name, &data);
                 return Poll::Ready(Next::Event(event, class));
             }
+            if self.translation_failed {
+                self.upstream = None;
+                return Poll::Ready(Next::Failed);
+            }
             if self.framer.pending() > MAX_EVENT {
                 tracing::debug!("LLM upstream event over the size bound");
                 self.upstream = None;
@@ -257,7 +264,20 @@ impl Relay {
             };
             let (name, data) = sse::fields(&event);
             let mut out = Vec::new();
-            t.event(name, &data, &mut out);
+            // A translator that fails anyway (every known panic is fixed
+            // and fuzzed against) must not end the stream silently: the
+            // client still gets its API's error and terminal event.
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                t.event(name, &data, &mut out)
+            }));
+            if step.is_err() {
+                tracing::error!(
+                    "translating an upstream stream event failed; the stream ends with an error"
+                );
+                self.translator = None;
+                self.translation_failed = true;
+                return None;
+            }
             self.translated.extend(out);
             if let Some(first) = self.translated.pop_front() {
                 return Some(first);

@@ -147,6 +147,10 @@ impl Pair {
     }
 }
 
+/// An upstream event name that makes a translator fail, for tests.
+#[cfg(feature = "test-steps")]
+pub const FAIL_EVENT: &str = "weir.test.translator_failure";
+
 /// One streamed answer being translated, event by event.
 pub enum Stream {
     FromResponses(responses_in::Stream),
@@ -158,6 +162,12 @@ impl Stream {
     /// The client's events for one upstream event (`name` is its SSE
     /// `event:` field, `data` its data), appended to `out`.
     pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
+        // Tests reach the relay's handling of a failed translator with
+        // this event; the release binary has no such hook.
+        #[cfg(feature = "test-steps")]
+        if name == Some(FAIL_EVENT) {
+            panic!("translator failure requested by a test");
+        }
         match self {
             Stream::FromResponses(s) => s.event(name, data, out),
             Stream::FromChat(s) => s.event(data, out),
