@@ -7,6 +7,7 @@
 
 pub mod h2raw;
 pub mod llm;
+pub mod process;
 
 use std::convert::Infallible;
 use std::future::Future;
