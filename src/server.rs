@@ -372,7 +372,9 @@ pub struct Running {
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,
     registry: Arc<Registry>,
-    /// Tells accept loops, connections and tunnels that shutdown began.
+    /// Tells the accept loops to stop: the first step of a shutdown.
+    stop_accepting: watch::Sender<bool>,
+    /// Tells connections and tunnels to drain, once no socket accepts.
     shutdown: watch::Sender<bool>,
     /// Stops the deadline sweeper once the drain is over.
     sweeper_stop: watch::Sender<bool>,
@@ -461,6 +463,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
     }
 
+    let (stop_accepting, stop_accepting_rx) = watch::channel(false);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (sweeper_stop, sweeper_rx) = watch::channel(false);
     tokio::spawn(deadline::sweep(
@@ -473,6 +476,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         settings: settings.clone(),
         registry: registry.clone(),
         metrics: metrics.clone(),
+        stop_accepting: stop_accepting_rx,
         shutdown: shutdown_rx,
     });
     // One worker serves on this runtime; more get a thread each.
@@ -538,6 +542,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         admin,
         admin_state,
         registry,
+        stop_accepting,
         shutdown,
         sweeper_stop,
         accept_loops,
@@ -604,8 +609,17 @@ impl Running {
     /// then stop. Returns false when the timeout cut the drain short.
     pub async fn shutdown(mut self) -> bool {
         self.admin_state.draining.store(true, Ordering::Relaxed);
-        let _ = self.shutdown.send(true);
+        // Sockets close before any connection drains: a client told to
+        // reconnect (Connection: close, GOAWAY) must not land in the
+        // backlog of a socket about to close. The second descriptors kept
+        // for an upgrade go first (a successor holds its own): while one
+        // is open the socket still listens — a second instance on the
+        // port (SO_REUSEPORT) would share new connections with a backlog
+        // nobody accepts from, all reset at exit.
+        self.handover.clear();
+        let _ = self.stop_accepting.send(true);
         while self.accept_loops.join_next().await.is_some() {}
+        let _ = self.shutdown.send(true);
         tracing::info!(open_connections = self.registry.open(), timeout = ?self.shutdown_timeout, "draining");
         let registry = self.registry.clone();
         let drained = tokio::time::timeout(self.shutdown_timeout, async move {

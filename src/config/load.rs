@@ -22,6 +22,7 @@ const TOP: &[&str] = &[
 ];
 const SERVER: &[&str] = &[
     "shutdown_timeout",
+    "drain_grace",
     "trusted_proxies",
     "workers",
     "max_concurrent_requests",
@@ -163,6 +164,20 @@ fn server(top: &Section<'_, '_>) -> ServerSettings {
     };
     if let Some(d) = t.duration("shutdown_timeout") {
         s.shutdown_timeout = d;
+    }
+    if let Some(d) = t.duration("drain_grace") {
+        if d > defaults::DRAIN_GRACE_MAX {
+            t.problem(
+                "drain_grace",
+                "too long",
+                Some(format!(
+                    "use at most \"{}s\"; the default is \"1s\"",
+                    defaults::DRAIN_GRACE_MAX.as_secs()
+                )),
+            );
+        } else {
+            s.drain_grace = d;
+        }
     }
     if let Some(n) = t.uint("workers", 1024) {
         s.workers = n as usize;
@@ -1637,6 +1652,24 @@ mod tests {
         assert_eq!(c.routes[0].connect_timeout, defaults::CONNECT_TIMEOUT);
         assert!(c.routes[0].preserve_host);
         assert_eq!(c.server.shutdown_timeout, defaults::SHUTDOWN_TIMEOUT);
+        assert_eq!(c.server.drain_grace, defaults::DRAIN_GRACE);
+    }
+
+    #[test]
+    fn drain_grace_is_read_and_bounded() {
+        let c = parse(
+            Path::new("w.toml"),
+            &format!("[server]\ndrain_grace = \"250ms\"\n{MINIMAL}"),
+        )
+        .expect("valid");
+        assert_eq!(c.server.drain_grace, std::time::Duration::from_millis(250));
+        let p = problems(&format!(
+            "[server]\ndrain_grace = \"500000000000y\"\n{MINIMAL}"
+        ));
+        assert!(
+            p.iter().any(|l| l.contains("server.drain_grace: too long")),
+            "{p:?}"
+        );
     }
 
     #[test]
