@@ -141,10 +141,18 @@ impl conn::Handler for Gateway {
             // The per-connection request cap: finish this one, then close
             // (Connection: close on HTTP/1.1, GOAWAY on HTTP/2).
             conn_state.close(CloseReason::MaxRequests);
-            if http1 {
-                resp.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
+        }
+        // In a drain (shutdown or hand-over) every HTTP/1.1 answer is the
+        // connection's last: hyper closes after it, and the client's next
+        // request goes to a new connection — to whoever listens now. (An
+        // upgrade's 101 keeps its own Connection header.)
+        let draining = *conn.shutdown.borrow();
+        if http1
+            && (last_on_connection || draining)
+            && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
+        {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         record.status = resp.status().as_u16();
         resp.map(|body| Recorded::new(body, Some(record)))

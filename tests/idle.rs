@@ -130,9 +130,9 @@ async fn a_parked_connection_is_closed_at_its_idle_timeout() {
 }
 
 #[tokio::test]
-async fn shutdown_closes_parked_connections_at_once() {
+async fn shutdown_closes_a_silent_parked_connection_after_the_drain_grace() {
     let up = demo_upstream().await;
-    let mut weir = Weir::start(&simple_config(up, "")).await;
+    let mut weir = Weir::start(&drain_grace_config(up, "300ms")).await;
     let mut s = TcpStream::connect(weir.addr("web")).await.expect("connect");
     s.write_all(b"GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
@@ -140,13 +140,49 @@ async fn shutdown_closes_parked_connections_at_once() {
     assert!(response(&mut s).await.starts_with("HTTP/1.1 200"));
     assert!(parked(&weir, 1).await);
     let started = tokio::time::Instant::now();
-    assert!(weir.shutdown().await, "drained");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    let drained = tokio::spawn(weir.shutdown());
     assert!(read_until_close(&mut s, Duration::from_secs(2)).await.1);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(1),
+        "closed after {waited:?}"
+    );
+    assert!(drained.await.expect("task"), "drained");
+}
+
+#[tokio::test]
+async fn a_request_on_a_parked_connection_in_a_drain_is_answered_with_close() {
+    let up = demo_upstream().await;
+    let mut weir = Weir::start(&drain_grace_config(up, "10s")).await;
+    let addr = weir.addr("web");
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(b"GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("write");
+    assert!(response(&mut s).await.starts_with("HTTP/1.1 200"));
+    assert!(parked(&weir, 1).await);
+    let drained = tokio::spawn(weir.shutdown());
+    // Once the listener refuses, the drain is microseconds away; the
+    // answer is decided 200 ms after the request arrives.
+    assert!(
+        eventually_async(Duration::from_secs(5), || async {
+            TcpStream::connect(addr).await.is_err()
+        })
+        .await
+    );
+    s.write_all(b"GET /slow?ms=200 HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, closed) = read_until_close(&mut s, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert!(closed, "closed after the answer");
+    assert!(drained.await.expect("task"), "drained");
 }
 
 #[tokio::test]

@@ -26,6 +26,9 @@ pub mod defaults {
     use std::time::Duration;
 
     pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+    /// The longest `server.drain_grace` accepted.
+    pub const DRAIN_GRACE_MAX: Duration = Duration::from_secs(60);
     pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
     pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -84,6 +87,10 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     pub shutdown_timeout: Duration,
+    /// In a drain, how long an HTTP/1.1 connection with nothing arriving
+    /// is kept open before it is closed (a request on its way is answered,
+    /// with `Connection: close`).
+    pub drain_grace: Duration,
     /// Peers whose X-Forwarded-* headers are believed and appended to.
     pub trusted_proxies: Vec<IpNet>,
     /// Runtime worker threads; 0 means one per core.
@@ -484,6 +491,7 @@ impl Default for ServerSettings {
     fn default() -> Self {
         ServerSettings {
             shutdown_timeout: defaults::SHUTDOWN_TIMEOUT,
+            drain_grace: defaults::DRAIN_GRACE,
             trusted_proxies: Vec::new(),
             workers: 0,
             max_concurrent_requests: defaults::MAX_CONCURRENT_REQUESTS,

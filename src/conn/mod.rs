@@ -72,10 +72,12 @@ pub struct ConnSettings {
     h1: http1::Builder,
     h2: http2::Builder<TokioExecutor>,
     h2_max_control_frames_per_second: u32,
+    /// `server.drain_grace`: see [`drive`].
+    drain_grace: Duration,
 }
 
 impl ConnSettings {
-    pub fn new(http1: &Http1Settings, http2: &Http2Settings) -> Self {
+    pub fn new(http1: &Http1Settings, http2: &Http2Settings, drain_grace: Duration) -> Self {
         let mut h1 = http1::Builder::new();
         // No timer, so no hyper head timer: it would also run while a
         // keep-alive connection is idle and cost a timer update per
@@ -91,13 +93,15 @@ impl ConnSettings {
             h1,
             h2,
             h2_max_control_frames_per_second: http2.max_control_frames_per_second,
+            drain_grace,
         }
     }
 }
 
 /// How long a gracefully closing connection with nothing in flight may
 /// take to go (an HTTP/2 client must answer the GOAWAY's PING); past it the
-/// connection is dropped, so a client cannot hold a close open.
+/// connection is dropped, so a client cannot hold a close open. (An
+/// HTTP/1.1 connection in a drain waits `server.drain_grace` instead.)
 const GRACEFUL_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serve one accepted connection to completion: its requests go to
@@ -206,7 +210,8 @@ async fn serve_http<T, H>(
     let mut shutdown = info.shutdown.clone();
     // The sniffing and serving states are boxed so that a parked
     // connection's future is only as large as its parked state.
-    if io.sniffing() && !Box::pin(sniff(&mut io, &state, &mut shutdown)).await {
+    let grace = settings.drain_grace;
+    if io.sniffing() && !Box::pin(sniff(&mut io, &state, &mut shutdown, grace)).await {
         count_close(&state, &metrics);
         return;
     }
@@ -223,7 +228,7 @@ async fn serve_http<T, H>(
         // where a box would cost +3 %).
         let service = service_fn(move |req| Box::pin(handle(req)));
         let mut conn = Box::pin(settings.h2.serve_connection(TokioIo::new(io), service));
-        drive(conn.as_mut(), &state, &metrics, &mut shutdown, peer).await;
+        drive(conn.as_mut(), &state, &metrics, &mut shutdown, peer, grace).await;
         count_close(&state, &metrics);
         return;
     }
@@ -237,7 +242,15 @@ async fn serve_http<T, H>(
                 .serve_connection(TokioIo::new(io), service.clone())
                 .with_upgrades(),
         );
-        let outcome = Box::pin(drive(conn.as_mut(), &state, &metrics, &mut shutdown, peer)).await;
+        let outcome = Box::pin(drive(
+            conn.as_mut(),
+            &state,
+            &metrics,
+            &mut shutdown,
+            peer,
+            grace,
+        ))
+        .await;
         if outcome != Outcome::Parked {
             break;
         }
@@ -265,7 +278,7 @@ async fn serve_http<T, H>(
         // client sends its next request.
         state.park_waiting();
         let counted = ParkedGauge::inc(metrics.parked_gauge());
-        let next = wait_parked(&mut io, &state, &mut shutdown).await;
+        let next = wait_parked(&mut io, &state, &mut shutdown, grace).await;
         drop(counted);
         state.unpark();
         if !next {
@@ -335,20 +348,32 @@ where
 
 /// Poll `conn` to its end, closing it when weir asks (deadlines, defences,
 /// shutdown) and parking it when the sweeper asks.
+///
+/// When shutdown begins (a drain: SIGTERM, or a hand-over), an HTTP/2
+/// connection gets hyper's graceful close: GOAWAY with the highest stream
+/// id, a PING round trip, then GOAWAY with the last stream processed, so
+/// streams the client opened meanwhile are served. An HTTP/1.1 connection
+/// is *not* handed to hyper's graceful close, which closes a connection
+/// between requests at once — a request the client is writing, or that is
+/// unread in the socket, would be lost. Instead every answer from then on
+/// carries `Connection: close` (see `lifecycle`), after which hyper ends
+/// the connection; and one with nothing of a request arriving for `grace`
+/// ([`ConnState::quiet_for_us`]) is closed.
 async fn drive<C: Served + ?Sized>(
     mut conn: Pin<&mut C>,
     state: &ConnState,
     metrics: &Metrics,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
     peer: std::net::SocketAddr,
+    grace: Duration,
 ) -> Outcome {
     let mut seen = CloseReason::None;
     let mut draining = false;
-    // Shutdown began while a head was awaited: close once the grace is over.
-    let mut close_pending = false;
+    // An HTTP/1.1 drain: waiting for the connection to be quiet for `grace`.
+    let mut quiet_wait = false;
     // Armed only when needed: an unarmed timer is never registered.
-    let mut grace = pin!(tokio::time::sleep(Duration::MAX));
-    let mut grace_armed = false;
+    let mut timer = pin!(tokio::time::sleep(Duration::MAX));
+    let mut timer_armed = false;
     loop {
         tokio::select! {
             biased;
@@ -377,8 +402,8 @@ async fn drive<C: Served + ?Sized>(
                         // Finish in-flight requests, then close (GOAWAY on HTTP/2).
                         draining = true;
                         conn.as_mut().graceful();
-                        grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
-                        grace_armed = true;
+                        timer.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                        timer_armed = true;
                     } else if !reason.graceful() {
                         tracing::debug!(%peer, reason = reason.label(), "connection closed");
                         // Counted before the 408 below reaches the client.
@@ -393,27 +418,38 @@ async fn drive<C: Served + ?Sized>(
             },
             _ = shutdown_begun(shutdown), if !draining => {
                 draining = true;
-                if state.phase() == Phase::ReadingHead {
-                    // A request may already be on the wire, unread: closing
-                    // now would drop it unanswered (a new connection at a
-                    // drain or an upgrade). Give it the grace to arrive;
-                    // the close follows.
-                    close_pending = true;
+                if state.is_h2() {
+                    conn.as_mut().graceful();
+                    timer.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else {
-                    conn.as_mut().graceful();
+                    quiet_wait = true;
+                    timer.as_mut().reset(Instant::now() + grace);
                 }
-                grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
-                grace_armed = true;
+                timer_armed = true;
             }
-            _ = grace.as_mut(), if grace_armed => {
-                if close_pending {
-                    close_pending = false;
-                    conn.as_mut().graceful();
-                    grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
-                    grace_armed = true;
+            _ = timer.as_mut(), if timer_armed => {
+                if quiet_wait {
+                    // `conn` was polled first (biased), so bytes waiting in
+                    // the socket have been read and counted by now.
+                    match state.quiet_for_us().map(Duration::from_micros) {
+                        Some(quiet) if quiet >= grace => {
+                            quiet_wait = false;
+                            if state.phase() != Phase::Idle {
+                                // New and silent: hyper would wait for a head.
+                                tracing::debug!(%peer, "silent new connection closed by the drain");
+                                return Outcome::Ended;
+                            }
+                            // Idle between requests: hyper closes it at once.
+                            conn.as_mut().graceful();
+                            timer.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                        }
+                        Some(quiet) => timer.as_mut().reset(Instant::now() + (grace - quiet)),
+                        // A head arriving, a request in flight, a tunnel:
+                        // their deadlines bound them.
+                        None => timer.as_mut().reset(Instant::now() + grace),
+                    }
                 } else if matches!(state.phase(), Phase::Active | Phase::Tunnel) {
-                    grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
-                    grace_armed = true;
+                    timer.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
                 } else {
                     tracing::debug!(%peer, "graceful close not completed by the client; dropping");
                     return Outcome::Ended;
@@ -425,18 +461,20 @@ async fn drive<C: Served + ?Sized>(
 
 /// Read a cleartext connection's first bytes until they are or are not the
 /// HTTP/2 preface, and keep them for the server. `false`: the connection
-/// ended (the client left, a deadline passed, or shutdown's grace).
+/// ended (the client left, a deadline passed, or a drain found it silent
+/// for `grace`).
 async fn sniff<T>(
     io: &mut TrackedIo<T>,
     state: &ConnState,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    grace: Duration,
 ) -> bool
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let mut first = [0u8; 24];
     let mut n = 0;
-    let mut grace = pin!(tokio::time::sleep(Duration::MAX));
+    let mut timer = pin!(tokio::time::sleep(Duration::MAX));
     let mut draining = false;
     while io.sniffing() && n < first.len() {
         tokio::select! {
@@ -448,9 +486,10 @@ where
             _ = shutdown_begun(shutdown), if !draining => {
                 // As in `drive`: a request may be on its way.
                 draining = true;
-                grace.as_mut().reset(Instant::now() + GRACEFUL_CLOSE_GRACE);
+                timer.as_mut().reset(Instant::now() + grace);
             }
-            _ = grace.as_mut(), if draining => return false,
+            // Once bytes arrive, the head deadline bounds the wait.
+            _ = timer.as_mut(), if draining && n == 0 => return false,
         }
     }
     io.unread(Bytes::copy_from_slice(&first[..n]));
@@ -459,26 +498,39 @@ where
 
 /// A parked connection: wait for the client's next byte with nothing but
 /// the socket. `false`: the connection ends (the client left, weir closes
-/// it — idle timeout, reclaim — or shutdown began).
+/// it — idle timeout, reclaim — or a drain found it silent for `grace`).
 async fn wait_parked<T>(
     io: &mut TrackedIo<T>,
     state: &ConnState,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    grace: Duration,
 ) -> bool
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let mut next = [0u8; 1];
-    tokio::select! {
-        read = io.read(&mut next) => match read {
-            Ok(1) => {
-                io.unread(Bytes::copy_from_slice(&next));
-                true
+    let mut timer = pin!(tokio::time::sleep(Duration::MAX));
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            biased;
+            read = io.read(&mut next) => return match read {
+                Ok(1) => {
+                    io.unread(Bytes::copy_from_slice(&next));
+                    true
+                }
+                _ => false,
+            },
+            _ = state.close_requested(CloseReason::None) => return false,
+            // Like any idle HTTP/1.1 connection in a drain: closed only
+            // after `grace` with nothing arriving; a request that does
+            // arrive is served and answered with `Connection: close`.
+            _ = shutdown_begun(shutdown), if !draining => {
+                draining = true;
+                timer.as_mut().reset(Instant::now() + grace);
             }
-            _ => false,
-        },
-        _ = state.close_requested(CloseReason::None) => false,
-        _ = shutdown_begun(shutdown) => false,
+            _ = timer.as_mut(), if draining => return false,
+        }
     }
 }
 

@@ -117,6 +117,10 @@ pub struct ConnState {
     /// When the client last made progress on any response.
     client_progress_us: AtomicU64,
     is_h2: AtomicBool,
+    /// Bytes of the next request head have arrived (cleared when the head
+    /// is parsed): an HTTP/1.1 connection with this set is not idle, and
+    /// a drain does not close it.
+    head_heard: AtomicBool,
     close: AtomicU8,
     /// See [`Park`].
     park: AtomicU8,
@@ -163,6 +167,7 @@ impl ConnState {
             awaiting_client: AtomicU32::new(0),
             client_progress_us: AtomicU64::new(0),
             is_h2: AtomicBool::new(false),
+            head_heard: AtomicBool::new(false),
             close: AtomicU8::new(0),
             park: AtomicU8::new(Park::No as u8),
             counted: AtomicBool::new(false),
@@ -270,14 +275,37 @@ impl ConnState {
     /// Bytes arrived: an idle HTTP/1.1 connection is now sending a head.
     /// (HTTP/2 frames while idle — PINGs — are not a new request.)
     pub fn bytes_received(&self) {
-        if self.phase() == Phase::Idle && !self.is_h2.load(Ordering::Relaxed) {
-            self.set_phase(Phase::ReadingHead);
+        match self.phase() {
+            Phase::Idle if !self.is_h2.load(Ordering::Relaxed) => {
+                self.head_heard.store(true, Ordering::Relaxed);
+                self.set_phase(Phase::ReadingHead);
+            }
+            Phase::ReadingHead if !self.head_heard.load(Ordering::Relaxed) => {
+                self.head_heard.store(true, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Microseconds an HTTP/1.1 connection has waited with nothing of a
+    /// request arrived: idle between requests, or new and silent. `None`
+    /// while a head is arriving, a request is in flight, or it is a
+    /// tunnel — a drain closes a connection only once this has lasted its
+    /// grace.
+    pub fn quiet_for_us(&self) -> Option<u64> {
+        match self.phase() {
+            Phase::Idle => Some(self.phase_age_us()),
+            Phase::Handshake | Phase::ReadingHead if !self.head_heard.load(Ordering::Acquire) => {
+                Some(self.phase_age_us())
+            }
+            _ => None,
         }
     }
 
     /// A request head was parsed. Returns how many requests this
     /// connection has now started.
     pub fn request_started(&self) -> u64 {
+        self.head_heard.store(false, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         if self.phase() != Phase::Tunnel {
             self.set_phase(Phase::Active);

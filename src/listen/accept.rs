@@ -286,6 +286,11 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
         }
     }
 
+    /// The listener back, when accepting has stopped.
+    pub fn into_listener(self) -> L {
+        self.listener
+    }
+
     fn log(&mut self, label: &'static str, err: &io::Error, delay: Duration) {
         let action = self.dedup.locked().record(label, Instant::now());
         match action {

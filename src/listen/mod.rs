@@ -69,6 +69,10 @@ pub struct Shared<H> {
     pub settings: Arc<ArcSwap<ConnSettings>>,
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
+    /// Set first at shutdown: the accept loops stop and close their
+    /// sockets.
+    pub stop_accepting: watch::Receiver<bool>,
+    /// Set once every accept loop has stopped: connections drain.
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -225,8 +229,12 @@ fn bind_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::ne
         socket.set_reuseport(true)?;
     }
     socket.bind(address)?;
-    socket.listen(1024)?.into_std()
+    socket.listen(BACKLOG_AT_STOP as u32)?.into_std()
 }
+
+/// At most this many connections waiting in a socket's backlog are taken
+/// when accepting stops (the listen backlog's size).
+const BACKLOG_AT_STOP: usize = 1024;
 
 /// Accept until shutdown begins.
 async fn accept_loop<H: Handler>(
@@ -249,16 +257,11 @@ async fn accept_loop<H: Handler>(
     accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
     accepts.wake_on(shared.registry.freed());
     accepts.log_with(log);
-    let mut stop = shared.shutdown.clone();
+    let mut stop = shared.stop_accepting.clone();
     let open_gauge = shared.metrics.open_connections(&name);
     let accepted = shared.metrics.connections_accepted(&name);
     let worker_accepted = shared.metrics.worker_accepted(crate::worker::index());
-    loop {
-        let (stream, peer) = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => break,
-            accepted = accepts.next() => accepted,
-        };
+    let serve = |stream: tokio::net::TcpStream, peer: std::net::SocketAddr| {
         accepted.inc();
         worker_accepted.inc();
         let phase = if tls.is_some() {
@@ -284,7 +287,7 @@ async fn accept_loop<H: Handler>(
                 shared.metrics.connection_refused(reason);
                 tracing::debug!(%peer, listener = %name, reason, "connection refused");
                 drop(stream);
-                continue;
+                return;
             }
         };
         let info = ConnInfo {
@@ -303,11 +306,56 @@ async fn accept_loop<H: Handler>(
             shared.metrics.clone(),
             shared.settings.load_full(),
         ));
+    };
+    loop {
+        let (stream, peer) = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            accepted = accepts.next() => accepted,
+        };
+        serve(stream, peer);
     }
-    if accepts.shed > 0 {
-        tracing::warn!(listener = %name, shed = accepts.shed, "connections closed at once while out of descriptors");
+    // Connections the kernel has completed but not handed over yet would
+    // be reset when the socket closes — some with a request written. They
+    // are served instead, under the drain's rules. (A connection completed
+    // between the last accept and the close is still reset; on Linux
+    // `net.ipv4.tcp_migrate_req = 1` moves it to another socket on the
+    // port.)
+    let shed = accepts.shed;
+    take_backlog(accepts.into_listener(), &name, serve);
+    if shed > 0 {
+        tracing::warn!(listener = %name, shed, "connections closed at once while out of descriptors");
     }
     tracing::info!(listener = %name, worker = crate::worker::index(), "stopped accepting");
+}
+
+/// Serve what waits in a listening socket's backlog, without waiting for
+/// more; the socket closes on return. Accepts directly (non-blocking), as
+/// the runtime would only try once it has seen the socket readable.
+fn take_backlog(
+    socket: TcpListener,
+    name: &str,
+    mut serve: impl FnMut(tokio::net::TcpStream, std::net::SocketAddr),
+) {
+    let socket = match socket.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(listener = %name, error = %e, "cannot take the backlog");
+            return;
+        }
+    };
+    for _ in 0..BACKLOG_AT_STOP {
+        let Ok((stream, peer)) = socket.accept() else {
+            // WouldBlock: nothing waits (other errors: nothing to do now).
+            return;
+        };
+        let stream = stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(stream));
+        if let Ok(stream) = stream {
+            serve(stream, peer);
+        }
+    }
 }
 
 /// A second descriptor of a listening socket (for a later handover).

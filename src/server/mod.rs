@@ -59,7 +59,9 @@ pub struct Running {
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,
     registry: Arc<Registry>,
-    /// Tells accept loops, connections and tunnels that shutdown began.
+    /// Tells the accept loops to stop: the first step of a shutdown.
+    stop_accepting: watch::Sender<bool>,
+    /// Tells connections and tunnels to drain, once no socket accepts.
     shutdown: watch::Sender<bool>,
     /// Stops the deadline sweeper once the drain is over.
     sweeper_stop: watch::Sender<bool>,

@@ -134,8 +134,11 @@ impl Reloadable {
             }
         }
         self.restart_changed_acme(config);
-        self.settings
-            .store(Arc::new(ConnSettings::new(&config.http1, &config.http2)));
+        self.settings.store(Arc::new(ConnSettings::new(
+            &config.http1,
+            &config.http2,
+            config.server.drain_grace,
+        )));
         self.deadlines
             .store(Arc::new(Deadlines::new(&config.connections)));
         self.registry.set_max_per_ip(config.connections.max_per_ip);

@@ -34,8 +34,17 @@ impl Running {
     /// then stop. Returns false when the timeout cut the drain short.
     pub async fn shutdown(mut self) -> bool {
         self.admin_state.draining.store(true, Ordering::Relaxed);
-        let _ = self.shutdown.send(true);
+        // Sockets close before any connection drains: a client told to
+        // reconnect (Connection: close, GOAWAY) must not land in the
+        // backlog of a socket about to close. The second descriptors kept
+        // for an upgrade go first (a successor holds its own): while one
+        // is open the socket still listens — a second instance on the
+        // port (SO_REUSEPORT) would share new connections with a backlog
+        // nobody accepts from, all reset at exit.
+        self.handover.clear();
+        let _ = self.stop_accepting.send(true);
         while self.accept_loops.join_next().await.is_some() {}
+        let _ = self.shutdown.send(true);
         tracing::info!(open_connections = self.registry.open(), timeout = ?self.shutdown_timeout, "draining");
         let registry = self.registry.clone();
         let drained = tokio::time::timeout(self.shutdown_timeout, async move {

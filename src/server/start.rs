@@ -50,6 +50,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let settings = Arc::new(ArcSwap::from_pointee(ConnSettings::new(
         &config.http1,
         &config.http2,
+        config.server.drain_grace,
     )));
     let deadlines = Arc::new(ArcSwap::from_pointee(Deadlines::new(&config.connections)));
     let registry = Registry::new(config.connections.max, config.connections.max_per_ip);
@@ -105,6 +106,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
     }
 
+    let (stop_accepting, stop_accepting_rx) = watch::channel(false);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (sweeper_stop, sweeper_rx) = watch::channel(false);
     tokio::spawn(deadline::sweep(
@@ -117,6 +119,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         settings: settings.clone(),
         registry: registry.clone(),
         metrics: metrics.clone(),
+        stop_accepting: stop_accepting_rx,
         shutdown: shutdown_rx,
     });
     // One worker serves on this runtime; more get a thread each.
@@ -182,6 +185,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         admin,
         admin_state,
         registry,
+        stop_accepting,
         shutdown,
         sweeper_stop,
         accept_loops,

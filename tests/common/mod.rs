@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod h2raw;
+pub mod keepalive;
 pub mod llm;
 pub mod load;
 pub mod process;
@@ -364,6 +365,14 @@ pub fn simple_config(upstream: SocketAddr, extra_route: &str) -> String {
         "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
          [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
          [[route]]\nname = \"main\"\nupstream = \"http://{upstream}\"\n{extra_route}\n"
+    )
+}
+
+/// [`simple_config`] with `server.drain_grace` set to `grace`.
+pub fn drain_grace_config(upstream: SocketAddr, grace: &str) -> String {
+    format!(
+        "[server]\ndrain_grace = \"{grace}\"\n{}",
+        simple_config(upstream, "")
     )
 }
 

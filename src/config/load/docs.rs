@@ -19,6 +19,7 @@ const DOCS: &str = include_str!("../../../docs/configuration.md");
 pub(super) const EVERY_KEY: &str = r#"
 [server]
 shutdown_timeout = "1s"
+drain_grace = "1s"
 trusted_proxies = ["10.0.0.0/8"]
 workers = 1
 max_concurrent_requests = 10

@@ -21,6 +21,12 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
     if let Some(d) = t.duration("shutdown_timeout", TIMER_OR_ZERO) {
         s.shutdown_timeout = d;
     }
+    if let Some(d) = t.duration(
+        "drain_grace",
+        std::time::Duration::ZERO..=defaults::DRAIN_GRACE_MAX,
+    ) {
+        s.drain_grace = d;
+    }
     if let Some(n) = t.uint("workers", 1024) {
         s.workers = n as usize;
     }
