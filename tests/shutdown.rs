@@ -255,3 +255,28 @@ async fn the_listening_socket_closes_when_the_drain_begins_not_when_it_ends() {
     assert_eq!(status, 200);
     assert!(drained.await.expect("task"));
 }
+
+#[tokio::test]
+async fn a_preface_arriving_keeps_a_draining_cleartext_connection_open_past_the_grace() {
+    use common::h2raw::*;
+    let up = demo_upstream().await;
+    let mut weir = Weir::start(&drain_grace_config(up, "200ms")).await;
+    let addr = weir.addr("web");
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    // Still undecided between HTTP/1.1 and HTTP/2: weir is sniffing.
+    s.write_all(&PREFACE[..10]).await.expect("write");
+    let drained = tokio::spawn(weir.shutdown());
+    listener_closed(addr).await;
+    // Three graces pass with the preface half there: the connection stays.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut rest = PREFACE[10..].to_vec();
+    rest.extend(frame(SETTINGS, 0, 0, &[]));
+    s.write_all(&rest).await.expect("write");
+    let (bytes, _) = read_bytes_until_close(&mut s, Duration::from_secs(5)).await;
+    let frames = parse_frames(&bytes);
+    assert!(
+        frames.iter().any(|(kind, _, _)| *kind == GOAWAY),
+        "served as HTTP/2, and drained with a GOAWAY: {frames:?}"
+    );
+    assert!(drained.await.expect("task"));
+}

@@ -29,9 +29,11 @@ impl Running {
             .map_err(|e| format!("the upgrade task failed: {e}"))?
     }
 
-    /// Stop accepting, let in-flight requests finish within the shutdown
-    /// timeout (idle keep-alive connections and tunnels are closed at once),
-    /// then stop. Returns false when the timeout cut the drain short.
+    /// Stop accepting, then drain connections within the shutdown timeout
+    /// (requests in flight or arriving are answered; idle HTTP/1.1
+    /// connections close after `server.drain_grace` with nothing arriving;
+    /// tunnels close at once — docs/operations.md has the rules), then
+    /// stop. Returns false when the timeout cut the drain short.
     pub async fn shutdown(mut self) -> bool {
         self.admin_state.draining.store(true, Ordering::Relaxed);
         // Sockets close before any connection drains: a client told to

@@ -13,8 +13,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// A client connection, plain or TLS.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+type Conn = Box<dyn Io>;
+
+/// TLS for the load: a connector and the name to ask for.
+#[derive(Clone)]
+pub struct Tls {
+    pub connector: tokio_rustls::TlsConnector,
+    pub name: rustls_pki_types::ServerName<'static>,
+}
 
 /// How many requests ended which way.
 #[derive(Debug, Default, Clone)]
@@ -61,11 +73,17 @@ pub struct Load {
 pub const BODY_LEN: usize = 1024;
 
 impl Load {
-    /// `connections` clients sending POST `path` to `addr`.
-    pub fn start(addr: SocketAddr, connections: usize, path: &'static str) -> Load {
+    /// `connections` clients sending POST `path` to `addr`, over TLS
+    /// when `tls` is given.
+    pub fn start(
+        addr: SocketAddr,
+        tls: Option<Tls>,
+        connections: usize,
+        path: &'static str,
+    ) -> Load {
         let shared = Arc::new(Shared::default());
         let tasks = (0..connections)
-            .map(|_| tokio::spawn(client(addr, path, shared.clone())))
+            .map(|_| tokio::spawn(client(addr, tls.clone(), path, shared.clone())))
             .collect();
         Load { shared, tasks }
     }
@@ -104,7 +122,7 @@ enum Ended {
     Failed(String),
 }
 
-async fn client(addr: SocketAddr, path: &'static str, shared: Arc<Shared>) {
+async fn client(addr: SocketAddr, tls: Option<Tls>, path: &'static str, shared: Arc<Shared>) {
     let request = {
         let mut r = format!(
             "POST {path} HTTP/1.1\r\nHost: drain.test\r\nContent-Length: {BODY_LEN}\r\n\r\n"
@@ -113,10 +131,10 @@ async fn client(addr: SocketAddr, path: &'static str, shared: Arc<Shared>) {
         r.extend(std::iter::repeat_n(b'x', BODY_LEN));
         r
     };
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Conn> = None;
     while !shared.stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        let ended = one(&mut conn, addr, &request).await;
+        let ended = one(&mut conn, addr, tls.as_ref(), &request).await;
         let reconnect = record(&shared, ended, started);
         if reconnect {
             conn = None;
@@ -161,29 +179,34 @@ fn record(shared: &Shared, ended: Ended, started: Instant) -> bool {
 }
 
 /// One request on the open connection, or on a new one.
-async fn one(conn: &mut Option<TcpStream>, addr: SocketAddr, request: &[u8]) -> Ended {
+async fn one(
+    conn: &mut Option<Conn>,
+    addr: SocketAddr,
+    tls: Option<&Tls>,
+    request: &[u8],
+) -> Ended {
     if let Some(s) = conn {
         // What a pooling client does before reusing a connection: one
         // the server already closed is not written to.
         let mut probe = [0u8; 1];
-        match s.try_read(&mut probe) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Ok(0) | Err(_) => return Ended::Refused,
-            Ok(_) => return Ended::Failed("bytes before a request".into()),
+        match futures_util::FutureExt::now_or_never(s.read(&mut probe)) {
+            None => {}
+            Some(Ok(0) | Err(_)) => return Ended::Refused,
+            Some(Ok(_)) => return Ended::Failed("bytes before a request".into()),
         }
     }
     let s = match conn {
         Some(s) => s,
-        None => match TcpStream::connect(addr).await {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                conn.insert(s)
-            }
-            Err(_) => return Ended::Refused,
+        None => match connect(addr, tls).await {
+            Some(s) => conn.insert(s),
+            None => return Ended::Refused,
         },
     };
     if let Err(e) = s.write_all(request).await {
         return Ended::Lost(format!("write: {e}"));
+    }
+    if let Err(e) = s.flush().await {
+        return Ended::Lost(format!("flush: {e}"));
     }
     match tokio::time::timeout(Duration::from_secs(10), read_answer(s)).await {
         Ok(Ok((200, close))) => Ended::Ok { close },
@@ -193,9 +216,22 @@ async fn one(conn: &mut Option<TcpStream>, addr: SocketAddr, request: &[u8]) -> 
     }
 }
 
+/// A new connection (with its TLS handshake done); `None` if refused.
+async fn connect(addr: SocketAddr, tls: Option<&Tls>) -> Option<Conn> {
+    let tcp = TcpStream::connect(addr).await.ok()?;
+    let _ = tcp.set_nodelay(true);
+    match tls {
+        None => Some(Box::new(tcp)),
+        Some(t) => {
+            let s = t.connector.connect(t.name.clone(), tcp).await.ok()?;
+            Some(Box::new(s))
+        }
+    }
+}
+
 /// Read one answer (Content-Length framed): its status and whether it
 /// carries `Connection: close`.
-async fn read_answer(s: &mut TcpStream) -> Result<(u16, bool), String> {
+async fn read_answer(s: &mut Conn) -> Result<(u16, bool), String> {
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
     let head_end = loop {
