@@ -53,6 +53,28 @@ pub(super) fn adopt_headers(headers: &mut HeaderMap, passthrough: bool) {
     }
 }
 
+/// How Claude Code's billing block starts: the first system block, with a
+/// nonce that changes on every request. It is for Anthropic's billing,
+/// not an instruction to the model.
+pub const BILLING_BLOCK_PREFIX: &str = "x-anthropic-billing-header";
+
+/// The system prompt's text for a model of another vendor: text blocks
+/// joined, without Claude Code's billing block — sent on, its per-request
+/// nonce at the front of the prompt would defeat every prefix cache
+/// (OpenAI's, vLLM's, llama.cpp's, Ollama's).
+pub fn system_text(system: &Value) -> String {
+    match system {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .filter(|t| !t.starts_with(BILLING_BLOCK_PREFIX))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 /// The `error.type` for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {

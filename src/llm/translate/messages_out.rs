@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::text_of;
-use crate::wire::{openai, responses};
+use crate::wire::{anthropic, openai, responses};
 
 /// `thinking.budget_tokens` → a reasoning effort.
 fn effort(budget: u64) -> &'static str {
@@ -136,7 +136,7 @@ fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
 pub fn to_responses(v: &Value, model: &str) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
-    let system = text_of(&v["system"]);
+    let system = anthropic::system_text(&v["system"]);
     if !system.is_empty() {
         out.insert("instructions".into(), system.into());
     }
@@ -233,7 +233,7 @@ pub fn to_chat(v: &Value, model: &str) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut messages = Vec::new();
-    let system = text_of(&v["system"]);
+    let system = anthropic::system_text(&v["system"]);
     if !system.is_empty() {
         messages.push(json!({"role": "system", "content": system}));
     }
@@ -389,6 +389,25 @@ mod tests {
                 "reasoning": {"effort": "medium", "summary": "auto"},
                 "store": false,
             })
+        );
+    }
+
+    /// Claude Code's first system block carries a per-request nonce; at the
+    /// front of `instructions` or the system message it would defeat the
+    /// upstream's prefix cache on every request.
+    #[test]
+    fn the_billing_block_never_reaches_another_vendor() {
+        let mut v = request();
+        v["system"] = json!([
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=sdk-cli; cch=8f3a1;"},
+            {"type": "text", "text": "You are terse."},
+        ]);
+        let responses = to_responses(&v, "gpt-5");
+        assert_eq!(responses["instructions"], "You are terse.");
+        let chat = to_chat(&v, "llama-3");
+        assert_eq!(
+            chat["messages"][0],
+            json!({"role": "system", "content": "You are terse."})
         );
     }
 
