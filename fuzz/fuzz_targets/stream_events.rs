@@ -12,7 +12,7 @@ fuzz_target!(|input: (u8, Vec<(Option<String>, String)>)| {
     let (which, events) = input;
     let pair = Pair::ALL[usize::from(which) % Pair::ALL.len()];
     let api = Api::ALL[usize::from(which) % Api::ALL.len()];
-    let mut stream = pair.stream("model");
+    let mut stream = pair.stream("model", Default::default());
     let mut watch = api.watch();
     let mut out = Vec::new();
     for (name, data) in &events {

@@ -8,8 +8,7 @@ use http::StatusCode;
 use http::header::{self, HeaderValue};
 use http_body_util::{BodyExt, Limited};
 
-use super::outgoing::Outgoing;
-use super::translate::Pair;
+use super::outgoing::{Outgoing, Translation};
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue};
 
@@ -58,7 +57,7 @@ const MAX_TRANSLATED_BODY: usize = 32 * 1024 * 1024;
 /// error keeps its status in the client's envelope; a success is
 /// assembled into the client's object.
 pub async fn translate_whole(
-    pair: Pair,
+    translation: Translation,
     resp: Response<hyper::body::Incoming>,
     request: &Outgoing,
     timeout: std::time::Duration,
@@ -74,13 +73,15 @@ pub async fn translate_whole(
         }
     };
     let translated = if parts.status.is_success() {
-        pair.response(&bytes, request.model.as_deref().unwrap_or_default())
+        let model = request.model.as_deref().unwrap_or_default();
+        (translation.pair)
+            .response(&bytes, model, &translation.names)
             .ok_or_else(|| {
                 Rescue::status(StatusCode::BAD_GATEWAY)
                     .saying("the upstream's answer could not be translated")
             })?
     } else {
-        pair.error(parts.status, &bytes)
+        translation.pair.error(parts.status, &bytes)
     };
     remove_hop_by_hop(&mut parts.headers);
     json_content(&mut parts.headers);

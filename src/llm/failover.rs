@@ -78,8 +78,8 @@ pub async fn run(
         let prepared = request
             .for_upstream(upstream, endpoint, choice.model.as_deref(), &llm.offload)
             .await;
-        let (req, pair) = match prepared {
-            Prepared::Ready(req, pair) => (*req, pair),
+        let (req, translation) = match prepared {
+            Prepared::Ready(req, translation) => (*req, translation),
             Prepared::Skip => {
                 tally.skipped += 1;
                 continue;
@@ -126,8 +126,8 @@ pub async fn run(
             };
             let (mut parts, body) = resp.into_parts();
             let mut body = read_error_body(body, settings.first_byte_timeout).await;
-            if let Some(p) = pair {
-                body = p.error(parts.status, &body);
+            if let Some(t) = &translation {
+                body = t.pair.error(parts.status, &body);
                 json_content(&mut parts.headers);
             }
             note_failover(if rank == 3 {
@@ -169,10 +169,10 @@ pub async fn run(
             }
             cx.metrics
                 .llm_request(cx.route_name, model_label, &name, outcome);
-            return Ok(match pair {
+            return Ok(match translation {
                 None => relay_verbatim(resp, served_by),
-                Some(p) => {
-                    translate_whole(p, resp, request, settings.stream_idle_timeout, served_by)
+                Some(t) => {
+                    translate_whole(t, resp, request, settings.stream_idle_timeout, served_by)
                         .await?
                 }
             });
@@ -184,7 +184,7 @@ pub async fn run(
         let mut relay = Relay::new(
             body,
             client_api,
-            pair.map(|p| p.stream(client_model)),
+            translation.map(|t| t.pair.stream(client_model, t.names)),
             settings.sse_keepalive,
             settings.stream_idle_timeout,
             tally,

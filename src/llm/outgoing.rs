@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::body::splice;
 use super::offload::{Busy, Offload};
-use super::translate::Pair;
+use super::translate::{Pair, ToolNames};
 use super::upstream::LlmUpstream;
 use crate::config::Credential;
 use crate::proxy::headers::clean_request;
@@ -29,10 +29,17 @@ pub struct Outgoing {
     pub model: Option<String>,
 }
 
+/// How one attempt's answer is translated back: the pair, and the tool
+/// names shortened in its request.
+pub struct Translation {
+    pub pair: Pair,
+    pub names: ToolNames,
+}
+
 /// A request made ready for one upstream.
 pub enum Prepared {
-    /// Send it; translate the answer back when a pair is given.
-    Ready(Box<http::Request<Full<Bytes>>>, Option<Pair>),
+    /// Send it; translate the answer back when a translation is given.
+    Ready(Box<http::Request<Full<Bytes>>>, Option<Translation>),
     /// This upstream cannot serve this endpoint (no translation exists).
     Skip,
     /// The client's body could not be translated: a 400 for the client.
@@ -110,6 +117,7 @@ impl Outgoing {
             header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
         );
+        let mut translation = None;
         let body = match (pair, model, &self.model_span) {
             (Some(p), _, _) => {
                 let model = model
@@ -121,12 +129,16 @@ impl Outgoing {
                     .run(body.len(), move || p.request(&body, &model))
                     .await;
                 match translated {
-                    Ok(Ok(b)) => {
+                    Ok(Ok(t)) => {
                         headers.insert(
                             header::CONTENT_TYPE,
                             HeaderValue::from_static("application/json"),
                         );
-                        b
+                        translation = Some(Translation {
+                            pair: p,
+                            names: t.names,
+                        });
+                        t.body
                     }
                     Ok(Err(e)) => return Prepared::Invalid(e.to_string()),
                     Err(Busy) => return Prepared::Busy,
@@ -139,7 +151,7 @@ impl Outgoing {
         *req.method_mut() = self.parts.method.clone();
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
-        Prepared::Ready(Box::new(req), pair)
+        Prepared::Ready(Box::new(req), translation)
     }
 }
 

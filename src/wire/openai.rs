@@ -34,6 +34,29 @@ pub fn user(id: &str) -> String {
     format!("weir-{hex}")
 }
 
+/// The longest function (tool) name both APIs accept.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// A tool name that fits [`MAX_TOOL_NAME`]: as is when it does, else its
+/// first 55 bytes (at a character boundary), `_`, and 8 hex digits of its
+/// SHA-256 — stable, and distinct for names that share a long prefix.
+/// (Claude Code's MCP tools, `mcp__<server>__<tool>`, can be longer.)
+pub fn short_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= MAX_TOOL_NAME {
+        return name.into();
+    }
+    let mut cut = MAX_TOOL_NAME - 9;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
+    let hex: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}_{hex}", &name[..cut]).into()
+}
+
 pub(super) fn key_header(key: &str) -> (HeaderName, String) {
     (AUTHORIZATION, format!("Bearer {key}"))
 }
@@ -155,6 +178,18 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_tool_names_become_short_stable_and_distinct() {
+        let a = format!("mcp__{}__read_file", "s".repeat(60));
+        let b = format!("mcp__{}__read_dir", "s".repeat(60));
+        assert!(short_tool_name(&a).len() <= MAX_TOOL_NAME);
+        assert_eq!(short_tool_name(&a), short_tool_name(&a));
+        assert_ne!(short_tool_name(&a), short_tool_name(&b));
+        assert_eq!(short_tool_name("read"), "read");
+        let wide = "é".repeat(40);
+        assert!(short_tool_name(&wide).len() <= MAX_TOOL_NAME);
+    }
 
     #[test]
     fn a_long_user_id_becomes_a_stable_short_one() {

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::errors;
+use super::{ToolNames, errors};
 use crate::wire::{anthropic, chat, sse};
 
 fn stop_reason(finish: Option<&str>) -> &'static str {
@@ -39,11 +39,14 @@ pub struct Stream {
     finish: Option<String>,
     usage: Value,
     done: bool,
+    /// Tool names shortened in the request, restored here.
+    names: ToolNames,
 }
 
 impl Stream {
-    pub fn new(model: &str) -> Self {
+    pub fn new(model: &str, names: ToolNames) -> Self {
         Stream {
+            names,
             model: model.to_string(),
             started: false,
             next_index: 0,
@@ -163,7 +166,7 @@ impl Stream {
             } else {
                 self.ensure(
                     Open::Tool(n),
-                    json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": {}}),
+                    json!({"type": "tool_use", "id": call["id"], "name": self.names.original(&f["name"]), "input": {}}),
                     out,
                 )
             };
@@ -183,7 +186,7 @@ impl Stream {
 }
 
 /// A whole chat completion → a Messages object.
-pub fn whole(v: &Value, model: &str) -> Option<Value> {
+pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let choice = v["choices"].get(0)?;
     let m = &choice["message"];
     let mut content = Vec::new();
@@ -198,7 +201,7 @@ pub fn whole(v: &Value, model: &str) -> Option<Value> {
             .as_str()
             .and_then(|a| serde_json::from_str(a).ok())
             .unwrap_or_else(|| json!({}));
-        content.push(json!({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": input}));
+        content.push(json!({"type": "tool_use", "id": call["id"], "name": names.original(&call["function"]["name"]), "input": input}));
     }
     Some(json!({
         "id": format!("msg_{}", v["id"].as_str().unwrap_or("translated")),
@@ -217,7 +220,7 @@ mod tests {
     use super::*;
 
     fn run(chunks: &[&str]) -> Vec<(String, Value)> {
-        let mut s = Stream::new("claude-x");
+        let mut s = Stream::new("claude-x", ToolNames::default());
         let mut out = Vec::new();
         for c in chunks {
             s.event(c, &mut out);
@@ -302,7 +305,7 @@ mod tests {
     #[test]
     fn a_whole_completion_is_assembled() {
         let v: Value = serde_json::from_str(r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi","tool_calls":[{"id":"t","type":"function","function":{"name":"ls","arguments":"{\"a\":2}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#).expect("json");
-        let m = whole(&v, "claude").expect("message");
+        let m = whole(&v, "claude", &ToolNames::default()).expect("message");
         assert_eq!(
             m["content"],
             json!([{"type": "text", "text": "Hi"}, {"type": "tool_use", "id": "t", "name": "ls", "input": {"a": 2}}])

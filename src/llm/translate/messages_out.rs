@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::text_of;
+use super::{ToolNames, text_of};
 use crate::wire::{anthropic, openai, responses};
 
 /// `thinking.budget_tokens` → a reasoning effort.
@@ -77,7 +77,7 @@ enum Api {
 
 /// `tools` (`input_schema` → function `parameters`) and `tool_choice`
 /// (auto / any / tool / none; `disable_parallel_tool_use`).
-fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api) {
+fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api, names: &ToolNames) {
     let function = |name: &Value, mut fields: Map<String, Value>| {
         fields.insert("name".into(), name.clone());
         match api {
@@ -106,7 +106,7 @@ fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api) {
                 // Anthropic schema is not written for that.
                 fields.insert("strict".into(), false.into());
             }
-            function(&t["name"], fields)
+            function(&names.short(&t["name"]), fields)
         })
         .collect();
     if !tools.is_empty() {
@@ -116,7 +116,7 @@ fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api) {
         let mapped = match choice["type"].as_str() {
             Some("any") => json!("required"),
             Some("none") => json!("none"),
-            Some("tool") => function(&choice["name"], Map::new()),
+            Some("tool") => function(&names.short(&choice["name"]), Map::new()),
             _ => json!("auto"),
         };
         out.insert("tool_choice".into(), mapped);
@@ -133,7 +133,7 @@ fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
 }
 
 /// Messages → Responses.
-pub fn to_responses(v: &Value, model: &str) -> Value {
+pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let system = anthropic::system_text(&v["system"]);
@@ -171,7 +171,7 @@ pub fn to_responses(v: &Value, model: &str) -> Value {
                     input.push(json!({
                         "type": "function_call",
                         "call_id": b["id"],
-                        "name": b["name"],
+                        "name": names.short(&b["name"]),
                         "arguments": b["input"].to_string(),
                     }));
                 }
@@ -204,7 +204,7 @@ pub fn to_responses(v: &Value, model: &str) -> Value {
         flush(&mut parts, &mut input);
     }
     out.insert("input".into(), input.into());
-    tools_and_choice(v, &mut out, Api::Responses);
+    tools_and_choice(v, &mut out, Api::Responses, names);
     if let Some(n) = v["max_tokens"].as_u64() {
         out.insert(
             "max_output_tokens".into(),
@@ -229,7 +229,7 @@ pub fn to_responses(v: &Value, model: &str) -> Value {
 }
 
 /// Messages → Chat Completions.
-pub fn to_chat(v: &Value, model: &str) -> Value {
+pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut messages = Vec::new();
@@ -256,7 +256,7 @@ pub fn to_chat(v: &Value, model: &str) -> Value {
                 Some("tool_use") => tool_calls.push(json!({
                     "id": b["id"],
                     "type": "function",
-                    "function": {"name": b["name"], "arguments": b["input"].to_string()},
+                    "function": {"name": names.short(&b["name"]), "arguments": b["input"].to_string()},
                 })),
                 Some("tool_result") => {
                     tool_messages.push(json!({
@@ -303,7 +303,7 @@ pub fn to_chat(v: &Value, model: &str) -> Value {
         }
     }
     out.insert("messages".into(), messages.into());
-    tools_and_choice(v, &mut out, Api::Chat);
+    tools_and_choice(v, &mut out, Api::Chat, names);
     copy(v, "max_tokens", &mut out, "max_completion_tokens");
     copy(v, "temperature", &mut out, "temperature");
     copy(v, "top_p", &mut out, "top_p");
@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn messages_to_responses_golden() {
-        let out = to_responses(&request(), "gpt-5");
+        let out = to_responses(&request(), "gpt-5", &ToolNames::default());
         assert_eq!(
             out,
             json!({
@@ -402,9 +402,9 @@ mod tests {
             {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=sdk-cli; cch=8f3a1;"},
             {"type": "text", "text": "You are terse."},
         ]);
-        let responses = to_responses(&v, "gpt-5");
+        let responses = to_responses(&v, "gpt-5", &ToolNames::default());
         assert_eq!(responses["instructions"], "You are terse.");
-        let chat = to_chat(&v, "llama-3");
+        let chat = to_chat(&v, "llama-3", &ToolNames::default());
         assert_eq!(
             chat["messages"][0],
             json!({"role": "system", "content": "You are terse."})
@@ -425,8 +425,8 @@ mod tests {
         );
         claude_code["metadata"]["user_id"] = long_id.clone().into();
         claude_code["max_tokens"] = 1.into();
-        let responses = to_responses(&claude_code, "gpt-5");
-        let chat = to_chat(&claude_code, "llama-3");
+        let responses = to_responses(&claude_code, "gpt-5", &ToolNames::default());
+        let chat = to_chat(&claude_code, "llama-3", &ToolNames::default());
         for out in [&responses, &chat] {
             let user = out["user"].as_str().expect("user");
             assert!(user.len() <= 64, "{user}");
@@ -439,7 +439,7 @@ mod tests {
         );
         let mut named = request();
         named["tool_choice"] = json!({"type": "tool", "name": "read"});
-        let out = to_responses(&named, "gpt-5");
+        let out = to_responses(&named, "gpt-5", &ToolNames::default());
         assert_eq!(
             out["tool_choice"],
             json!({"type": "function", "name": "read"})
@@ -448,7 +448,7 @@ mod tests {
 
     #[test]
     fn messages_to_chat_golden() {
-        let out = to_chat(&request(), "llama-3");
+        let out = to_chat(&request(), "llama-3", &ToolNames::default());
         assert_eq!(
             out,
             json!({
@@ -485,7 +485,7 @@ mod tests {
         let mut r = request();
         r["tool_choice"] = json!({"type": "tool", "name": "read"});
         r["thinking"]["budget_tokens"] = 1024.into();
-        let out = to_responses(&r, "m");
+        let out = to_responses(&r, "m", &ToolNames::default());
         assert_eq!(
             out["tool_choice"],
             json!({"type": "function", "name": "read"})
@@ -493,11 +493,14 @@ mod tests {
         assert_eq!(out["reasoning"]["effort"], "low");
         r["tool_choice"] = json!({"type": "none"});
         r["thinking"] = json!({"type": "disabled"});
-        let out = to_chat(&r, "m");
+        let out = to_chat(&r, "m", &ToolNames::default());
         assert_eq!(out["tool_choice"], "none");
         assert!(out.get("reasoning_effort").is_none());
         r["thinking"] = json!({"type": "enabled", "budget_tokens": 32000});
-        assert_eq!(to_chat(&r, "m")["reasoning_effort"], "high");
+        assert_eq!(
+            to_chat(&r, "m", &ToolNames::default())["reasoning_effort"],
+            "high"
+        );
     }
 
     #[test]
@@ -508,12 +511,12 @@ mod tests {
                 {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "AAA"}},
             ]},
         ]}]});
-        let out = to_responses(&r, "m");
+        let out = to_responses(&r, "m", &ToolNames::default());
         assert_eq!(
             out["input"][0]["output"],
             json!([{"type": "input_text", "text": "screenshot"}, {"type": "input_image", "image_url": "data:image/jpeg;base64,AAA"}])
         );
-        let out = to_chat(&r, "m");
+        let out = to_chat(&r, "m", &ToolNames::default());
         assert_eq!(out["messages"][0]["content"], "screenshot");
         assert_eq!(
             out["messages"][1],

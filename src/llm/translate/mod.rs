@@ -57,6 +57,70 @@ const PAIRS: [(Api, Api, Pair); 3] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Untranslatable;
 
+/// Tool names an upstream would refuse as too long, by the short form sent
+/// in their place: found in the client's request, used to shorten its
+/// names on the way up and to restore them in the answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolNames(Vec<(String, String)>);
+
+impl ToolNames {
+    /// The long names of a Messages request (its tools, its tool choice,
+    /// the tool calls in its history).
+    fn of_messages_request(v: &Value) -> Self {
+        let mut names = Vec::new();
+        let mut note = |name: &Value| {
+            if let Some(n) = name.as_str()
+                && let short = crate::wire::openai::short_tool_name(n)
+                && short != n
+                && !names.iter().any(|(_, long): &(String, String)| long == n)
+            {
+                names.push((short.into_owned(), n.to_string()));
+            }
+        };
+        for t in v["tools"].as_array().into_iter().flatten() {
+            note(&t["name"]);
+        }
+        note(&v["tool_choice"]["name"]);
+        for m in v["messages"].as_array().into_iter().flatten() {
+            for b in m["content"].as_array().into_iter().flatten() {
+                if b["type"] == "tool_use" {
+                    note(&b["name"]);
+                }
+            }
+        }
+        ToolNames(names)
+    }
+
+    /// The name to send upstream.
+    pub fn short(&self, name: &Value) -> Value {
+        match name.as_str() {
+            Some(n) => match self.0.iter().find(|(_, long)| long == n) {
+                Some((short, _)) => short.as_str().into(),
+                None => name.clone(),
+            },
+            None => name.clone(),
+        }
+    }
+
+    /// The client's name for one the upstream answered with.
+    pub fn original(&self, name: &Value) -> Value {
+        match name.as_str() {
+            Some(n) => match self.0.iter().find(|(short, _)| short == n) {
+                Some((_, long)) => long.as_str().into(),
+                None => name.clone(),
+            },
+            None => name.clone(),
+        }
+    }
+}
+
+/// A request translated for the upstream.
+#[derive(Debug)]
+pub struct Translated {
+    pub body: Bytes,
+    pub names: ToolNames,
+}
+
 /// A request body weir could not translate.
 #[derive(Debug, thiserror::Error)]
 pub enum TranslateError {
@@ -97,27 +161,40 @@ impl Pair {
             .map_or(Api::Messages, |(_, to, _)| *to)
     }
 
-    /// The request body for the upstream, naming `model`.
-    pub fn request(self, body: &[u8], model: &str) -> Result<Bytes, TranslateError> {
+    /// The request body for the upstream, naming `model`, and the tool
+    /// names shortened on the way.
+    pub fn request(self, body: &[u8], model: &str) -> Result<Translated, TranslateError> {
         let v: Value = serde_json::from_slice(body).map_err(|_| TranslateError::NotAnObject)?;
         if !v.is_object() {
             return Err(TranslateError::NotAnObject);
         }
-        let out = match self {
-            Pair::MessagesToResponses => messages_out::to_responses(&v, model),
-            Pair::MessagesToChat => messages_out::to_chat(&v, model),
-            Pair::ResponsesToMessages => responses_client::to_messages(&v, model)?,
+        let (out, names) = match self {
+            Pair::MessagesToResponses => {
+                let names = ToolNames::of_messages_request(&v);
+                (messages_out::to_responses(&v, model, &names), names)
+            }
+            Pair::MessagesToChat => {
+                let names = ToolNames::of_messages_request(&v);
+                (messages_out::to_chat(&v, model, &names), names)
+            }
+            Pair::ResponsesToMessages => (
+                responses_client::to_messages(&v, model)?,
+                ToolNames::default(),
+            ),
         };
-        Ok(Bytes::from(out.to_string()))
+        Ok(Translated {
+            body: Bytes::from(out.to_string()),
+            names,
+        })
     }
 
     /// A whole (non-streamed) upstream answer in the client's API;
     /// `None` when the upstream's body is not what its API returns.
-    pub fn response(self, body: &[u8], client_model: &str) -> Option<Bytes> {
+    pub fn response(self, body: &[u8], client_model: &str, names: &ToolNames) -> Option<Bytes> {
         let v: Value = serde_json::from_slice(body).ok()?;
         let out = match self {
-            Pair::MessagesToResponses => responses_in::whole(&v, client_model)?,
-            Pair::MessagesToChat => chat_in::whole(&v, client_model)?,
+            Pair::MessagesToResponses => responses_in::whole(&v, client_model, names)?,
+            Pair::MessagesToChat => chat_in::whole(&v, client_model, names)?,
             Pair::ResponsesToMessages => responses_client::whole(&v, client_model)?,
         };
         Some(Bytes::from(out.to_string()))
@@ -134,12 +211,12 @@ impl Pair {
     }
 
     /// A translator for one streamed answer.
-    pub fn stream(self, client_model: &str) -> Stream {
+    pub fn stream(self, client_model: &str, names: ToolNames) -> Stream {
         match self {
             Pair::MessagesToResponses => {
-                Stream::FromResponses(responses_in::Stream::new(client_model))
+                Stream::FromResponses(responses_in::Stream::new(client_model, names))
             }
-            Pair::MessagesToChat => Stream::FromChat(chat_in::Stream::new(client_model)),
+            Pair::MessagesToChat => Stream::FromChat(chat_in::Stream::new(client_model, names)),
             Pair::ResponsesToMessages => {
                 Stream::ToResponses(responses_client::Stream::new(client_model))
             }
@@ -193,6 +270,56 @@ fn text_of(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tool names over 64 characters (Claude Code's MCP tools) are refused
+    /// by OpenAI: sent short, and the client gets its own names back in
+    /// whole answers and streams.
+    #[test]
+    fn long_tool_names_go_short_and_come_back() {
+        let long = format!(
+            "mcp__{}__search_issues",
+            "github_enterprise_server".repeat(3)
+        );
+        assert!(long.len() > 64);
+        let request = serde_json::json!({
+            "model": "m", "max_tokens": 100,
+            "tools": [{"name": long, "description": "", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "tool", "name": long},
+            "messages": [
+                {"role": "user", "content": "find it"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": long, "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "none"}]},
+            ],
+        });
+        let t = Pair::MessagesToResponses
+            .request(request.to_string().as_bytes(), "gpt")
+            .expect("translated");
+        let sent: Value = serde_json::from_slice(&t.body).expect("json");
+        let short = sent["tools"][0]["name"].as_str().expect("name").to_string();
+        assert!(short.len() <= 64, "{short}");
+        assert_eq!(sent["tool_choice"]["name"], short.as_str());
+        assert_eq!(sent["input"][1]["name"], short.as_str(), "{sent}");
+
+        let answer = serde_json::json!({"id": "r", "output": [{"type": "function_call", "call_id": "c", "name": short, "arguments": "{}"}]});
+        let back = Pair::MessagesToResponses
+            .response(answer.to_string().as_bytes(), "claude", &t.names)
+            .expect("answer");
+        let back: Value = serde_json::from_slice(&back).expect("json");
+        assert_eq!(back["content"][0]["name"], long.as_str());
+
+        let chat = Pair::MessagesToChat
+            .request(request.to_string().as_bytes(), "llama")
+            .expect("translated");
+        let mut stream = Pair::MessagesToChat.stream("claude", chat.names);
+        let mut out = Vec::new();
+        let chunk = serde_json::json!({"id": "c", "choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": short, "arguments": ""}}]}}]});
+        stream.event(None, &chunk.to_string(), &mut out);
+        let text: String = out
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        assert!(text.contains(&format!("\"name\":\"{long}\"")), "{text}");
+    }
 
     #[test]
     fn which_pairs_translate() {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::errors;
+use super::{ToolNames, errors};
 use crate::wire::{anthropic, responses, sse};
 
 /// Anthropic's usage from a Responses `usage`.
@@ -50,11 +50,14 @@ pub struct Stream {
     open: HashMap<(u64, u64), Block>,
     used_tools: bool,
     finished: bool,
+    /// Tool names shortened in the request, restored here.
+    names: ToolNames,
 }
 
 impl Stream {
-    pub fn new(model: &str) -> Self {
+    pub fn new(model: &str, names: ToolNames) -> Self {
         Stream {
+            names,
             model: model.to_string(),
             started: false,
             next_index: 0,
@@ -161,7 +164,7 @@ impl Stream {
                 self.open(
                     (at("output_index"), u64::MAX),
                     Kind::Tool,
-                    json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": {}}),
+                    json!({"type": "tool_use", "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
                     out,
                 );
             }
@@ -236,7 +239,7 @@ impl Stream {
 }
 
 /// A whole Responses object → a Messages object.
-pub fn whole(v: &Value, model: &str) -> Option<Value> {
+pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let output = v["output"].as_array()?;
     let mut content = Vec::new();
     let mut used_tools = false;
@@ -256,7 +259,7 @@ pub fn whole(v: &Value, model: &str) -> Option<Value> {
                     .as_str()
                     .and_then(|a| serde_json::from_str(a).ok())
                     .unwrap_or_else(|| json!({}));
-                content.push(json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": input}));
+                content.push(json!({"type": "tool_use", "id": item["call_id"], "name": names.original(&item["name"]), "input": input}));
             }
             Some("reasoning") => {
                 let text = super::text_of(&item["summary"]);
@@ -285,7 +288,7 @@ mod tests {
 
     /// Feed `(event, data)` pairs; the client's events as (name, data).
     fn run(events: &[(&str, Value)]) -> Vec<(String, Value)> {
-        let mut s = Stream::new("claude-sonnet-4");
+        let mut s = Stream::new("claude-sonnet-4", ToolNames::default());
         let mut out = Vec::new();
         for (name, data) in events {
             s.event(Some(name), &data.to_string(), &mut out);
@@ -550,7 +553,7 @@ mod tests {
             {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{\"d\":1}"},
         ], "usage": {"input_tokens": 3, "output_tokens": 4}});
         assert_eq!(
-            whole(&v, "claude").expect("message"),
+            whole(&v, "claude", &ToolNames::default()).expect("message"),
             json!({"id": "msg_resp_2", "type": "message", "role": "assistant", "model": "claude",
                 "content": [
                     {"type": "thinking", "thinking": "plan", "signature": ""},
