@@ -437,3 +437,63 @@ async fn a_failing_translator_still_ends_the_stream_in_the_clients_api() {
         assert_eq!(d["sequence_number"], i as u64, "{body}");
     }
 }
+
+/// Claude Code's plain request through a fresh weir over `upstreams`.
+async fn claude_through(
+    upstreams: &[(&str, String, &str)],
+) -> (http::StatusCode, http::HeaderMap, String) {
+    let weir = start("anthropic", upstreams, false).await;
+    post(
+        &weir,
+        "/v1/messages",
+        &claude_request(false),
+        CLAUDE_HEADERS,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_refused_translation_moves_on_and_never_hides_an_earlier_rate_limit() {
+    let limited = mock(|seen| {
+        error(seen, 429, "rate_limit_error", "slow down").with_header("retry-after", "9")
+    })
+    .await;
+    let strict = mock(|_| {
+        json_reply(
+            400,
+            br#"{"error":{"message":"Unsupported parameter: 'temperature'","type":"invalid_request_error","param":"temperature","code":"unsupported_parameter"}}"#,
+        )
+    })
+    .await;
+    let (status, headers, body) = claude_through(&[
+        ("claude", limited.url(), "anthropic"),
+        ("gpt", strict.url(), "openai_responses"),
+    ])
+    .await;
+    assert_eq!(
+        status, 429,
+        "the rate limit, not the translation's 400: {body}"
+    );
+    assert_eq!(headers["retry-after"], "9");
+    assert_eq!(strict.seen().len(), 1, "the translated upstream was tried");
+
+    // A refused translation moves on to an upstream that takes the
+    // client's request as it is; alone, it is relayed in the client's
+    // envelope.
+    let good = serving(WORDS).await;
+    let (status, _, body) = claude_through(&[
+        ("gpt", strict.url(), "openai_responses"),
+        ("claude", good.url(), "anthropic"),
+    ])
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(good.seen().len(), 1);
+    let (status, _, body) = claude_through(&[("gpt", strict.url(), "openai_responses")]).await;
+    assert_eq!(status, 400, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        v["error"]["message"],
+        "Unsupported parameter: 'temperature'"
+    );
+}

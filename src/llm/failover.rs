@@ -6,9 +6,11 @@
 //! a duplicate generation may be billed. An attempt is passed over when the
 //! upstream cannot be reached, gives no response head within
 //! `first_byte_timeout`, answers a status in `failover_on`, or opens a
-//! stream and reports an error before any content. Anything else — a
-//! success, or a status the client must see (400, 401, 403, 404, 413) — is
-//! relayed at once.
+//! stream and reports an error before any content; also when it refuses a
+//! translated request as invalid (400/422: what weir made of the request,
+//! not what the client sent, may be the cause). Anything else — a success,
+//! or a status the client must see (400, 401, 403, 404, 413) — is relayed
+//! at once.
 //!
 //! When every upstream fails, the most useful failure is relayed verbatim
 //! (a 429 before a 5xx: its headers tell the client when to come back);
@@ -29,11 +31,11 @@ use super::answer::{
     is_event_stream, json_content, read_error_body, relay_verbatim, served_by_header,
     translate_whole,
 };
-use super::outgoing::{Outgoing, Prepared, Sent, send};
+use super::outgoing::{Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
 use super::upstream::{Cooling, LlmUpstream, retry_hint};
 use super::{Context, LlmRoute};
-use crate::config::Choice;
+use crate::config::{Choice, LlmSettings};
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
@@ -42,11 +44,35 @@ use crate::wire::Endpoint;
 /// A failed attempt weir may relay if nothing better comes.
 struct Answered {
     /// 3: rate limited (tells the client when to return); 2: overloaded,
-    /// server error, or an error inside the stream.
+    /// server error, or an error inside the stream; 1: a translated
+    /// request refused as invalid.
     rank: u8,
     status: StatusCode,
     headers: http::HeaderMap,
     body: Bytes,
+}
+
+impl Answered {
+    /// A failed attempt's answer, its error in the client's envelope.
+    async fn read(
+        resp: Response<hyper::body::Incoming>,
+        rank: u8,
+        translation: Option<&Translation>,
+        settings: &LlmSettings,
+    ) -> Answered {
+        let (mut parts, body) = resp.into_parts();
+        let mut body = read_error_body(body, settings.first_byte_timeout).await;
+        if let Some(t) = translation {
+            body = t.pair.error(parts.status, &body);
+            json_content(&mut parts.headers);
+        }
+        Answered {
+            rank,
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    }
 }
 
 /// The messages, responses and chat completions endpoints.
@@ -124,26 +150,22 @@ pub async fn run(
             } else {
                 2
             };
-            let (mut parts, body) = resp.into_parts();
-            let mut body = read_error_body(body, settings.first_byte_timeout).await;
-            if let Some(t) = &translation {
-                body = t.pair.error(parts.status, &body);
-                json_content(&mut parts.headers);
-            }
             note_failover(if rank == 3 {
                 "status_429"
             } else {
                 "status_5xx"
             });
-            keep_best(
-                &mut best,
-                Answered {
-                    rank,
-                    status: parts.status,
-                    headers: parts.headers,
-                    body,
-                },
-            );
+            let failed = Answered::read(resp, rank, translation.as_ref(), settings).await;
+            keep_best(&mut best, failed);
+            continue;
+        }
+        if translation.is_some() && refused_as_translated(status) {
+            // This upstream could not take what weir made of the request;
+            // another may take the client's own, and an earlier 429/529
+            // says more to the client than this 400 does.
+            note_failover("translated_refused");
+            let failed = Answered::read(resp, 1, translation.as_ref(), settings).await;
+            keep_best(&mut best, failed);
             continue;
         }
         let tally = Tally {
@@ -289,6 +311,13 @@ fn exhausted(
     )))
 }
 
+/// Whether a translated request's answer says the upstream refused what
+/// weir sent (not the client's credentials, size or rate): the request
+/// moves on rather than ending there.
+fn refused_as_translated(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 400 | 422)
+}
+
 /// Keep the more useful of two failures; the earlier on a tie.
 fn keep_best(best: &mut Option<Answered>, new: Answered) {
     if best.as_ref().is_none_or(|b| new.rank > b.rank) {
@@ -339,6 +368,23 @@ mod tests {
             Some(500),
             "the first on a tie"
         );
+    }
+
+    #[test]
+    fn a_refused_translation_never_hides_an_earlier_rate_limit_or_overload() {
+        for earlier in [(3, 429), (2, 529)] {
+            let mut best = None;
+            keep_best(&mut best, failed(earlier.0, earlier.1));
+            keep_best(&mut best, failed(1, 400));
+            assert_eq!(best.map(|b| b.status.as_u16()), Some(earlier.1));
+        }
+        let mut best = None;
+        keep_best(&mut best, failed(1, 422));
+        keep_best(&mut best, failed(2, 503));
+        assert_eq!(best.map(|b| b.status.as_u16()), Some(503));
+        assert!(refused_as_translated(StatusCode::BAD_REQUEST));
+        assert!(!refused_as_translated(StatusCode::UNAUTHORIZED));
+        assert!(!refused_as_translated(StatusCode::PAYLOAD_TOO_LARGE));
     }
 
     #[test]

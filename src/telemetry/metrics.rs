@@ -207,7 +207,7 @@ impl LlmMetrics {
         );
         registry.register(
             "llm_failovers",
-            "Moves to the next upstream before any content, by reason (connect, timeout, status_429, status_5xx, preamble_error, cooling)",
+            "Moves to the next upstream before any content, by reason (connect, timeout, status_429, status_5xx, translated_refused, preamble_error, cooling)",
             m.failovers.clone(),
         );
         registry.register(
