@@ -497,3 +497,60 @@ async fn a_refused_translation_moves_on_and_never_hides_an_earlier_rate_limit() 
         "Unsupported parameter: 'temperature'"
     );
 }
+
+#[tokio::test]
+async fn a_translated_request_carries_only_what_the_upstreams_model_takes() {
+    let mut request = claude_request(false);
+    request["temperature"] = 0.3.into();
+    request["thinking"] = json!({"type": "enabled", "budget_tokens": 2048});
+    let sent = |up: &MockLlm| up.seen().last().expect("a request").json();
+
+    let gpt = serving(WORDS).await;
+    let weir = start(
+        "anthropic",
+        &[("gpt", gpt.url(), "openai_responses")],
+        false,
+    )
+    .await;
+    for (model, reasoning) in [("gpt-5", true), ("gpt-4.1", false)] {
+        request["model"] = model.into();
+        let (status, _, body) = post(&weir, "/v1/messages", &request, CLAUDE_HEADERS).await;
+        assert_eq!(status, 200, "{body}");
+        let sent = sent(&gpt);
+        assert_eq!(sent["model"], model);
+        assert_eq!(
+            sent.get("reasoning").is_some(),
+            reasoning,
+            "{model}: {sent}"
+        );
+        assert_eq!(
+            sent.get("temperature").is_none(),
+            reasoning,
+            "{model}: {sent}"
+        );
+    }
+
+    // A local server on the Chat API: told it reasons, and given the
+    // limit in both fields (Ollama reads only `max_tokens`).
+    let local = serving(WORDS).await;
+    let keys = "protocol = \"openai_chat\"\nreasoning = \"yes\"".to_string();
+    let weir = Weir::start(&llm_config_with(
+        "anthropic",
+        &[("local", local.url(), keys)],
+        "",
+    ))
+    .await;
+    request["model"] = "qwen3:8b".into();
+    let (status, _, body) = post(&weir, "/v1/messages", &request, CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let sent = sent(&local);
+    assert_eq!(
+        (&sent["max_tokens"], &sent["max_completion_tokens"]),
+        (&json!(256), &json!(256))
+    );
+    assert_eq!(
+        sent["reasoning_effort"], "low",
+        "2,048 tokens of thinking: {sent}"
+    );
+    assert!(sent.get("temperature").is_none(), "{sent}");
+}

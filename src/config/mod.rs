@@ -389,6 +389,7 @@ pub enum RouteKind {
 
 /// Which LLM API family a route speaks to its clients, and which API an
 /// upstream speaks: what they mean on the wire is [`crate::wire`]'s.
+pub use crate::wire::openai::Accepts;
 pub use crate::wire::{Protocol, UpstreamApi};
 
 /// A secret read from a file or the environment; never printed.
@@ -420,6 +421,9 @@ pub struct LlmUpstreamConfig {
     /// The API the upstream speaks; when it is not the client's, weir
     /// translates.
     pub api: UpstreamApi,
+    /// What an OpenAI-API upstream accepts, for the requests weir
+    /// translates to it.
+    pub accepts: Accepts,
 }
 
 /// One step of a model's failover order: an upstream (index into

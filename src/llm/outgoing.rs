@@ -125,8 +125,9 @@ impl Outgoing {
                     .unwrap_or_default()
                     .to_string();
                 let body = self.body.clone();
+                let accepts = upstream.config.accepts;
                 let translated = offload
-                    .run(body.len(), move || p.request(&body, &model))
+                    .run(body.len(), move || p.request_for(&body, &model, accepts))
                     .await;
                 match translated {
                     Ok(Ok(t)) => {

@@ -140,6 +140,7 @@ mod tests {
                 credential: Credential::Passthrough,
                 connect_timeout: Duration::from_secs(1),
                 api: crate::config::UpstreamApi::Anthropic,
+                accepts: crate::config::Accepts::default(),
             },
             &UpstreamSettings::default(),
             &tls,

@@ -12,6 +12,31 @@ pub const PATH: &str = "/v1/chat/completions";
 /// The data of the event that ends a stream.
 pub const DONE: &str = "[DONE]";
 
+/// A translated request made fit for a Chat Completions upstream: the
+/// reasoning or sampling parameters its model would refuse left out, and
+/// the output limit in the field(s) it reads.
+pub fn fit(
+    body: &mut serde_json::Map<String, Value>,
+    reasoning: bool,
+    field: super::openai::MaxTokensField,
+) {
+    use super::openai::MaxTokensField;
+    super::openai::fit_reasoning(body, reasoning, "reasoning_effort");
+    match field {
+        MaxTokensField::MaxCompletionTokens => {}
+        MaxTokensField::MaxTokens => {
+            if let Some(n) = body.remove("max_completion_tokens") {
+                body.insert("max_tokens".into(), n);
+            }
+        }
+        MaxTokensField::Both => {
+            if let Some(n) = body.get("max_completion_tokens").cloned() {
+                body.insert("max_tokens".into(), n);
+            }
+        }
+    }
+}
+
 pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
     (path == PATH).then_some(super::Endpoint::ChatCompletions)
 }

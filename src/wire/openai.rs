@@ -57,6 +57,132 @@ pub fn short_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
     format!("{}_{hex}", &name[..cut]).into()
 }
 
+/// Whether an OpenAI-API upstream's models are reasoning models, which
+/// take `reasoning` (Responses) / `reasoning_effort` (Chat) and refuse a
+/// non-default `temperature` or `top_p` with `unsupported_parameter`; the
+/// others refuse `reasoning` the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reasoning {
+    /// By the model's name ([`is_reasoning_model`]).
+    Auto,
+    Yes,
+    No,
+}
+
+impl Reasoning {
+    pub const ALL: [Reasoning; 3] = [Reasoning::Auto, Reasoning::Yes, Reasoning::No];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Reasoning::Auto => "auto",
+            Reasoning::Yes => "yes",
+            Reasoning::No => "no",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Reasoning> {
+        Reasoning::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether `model` takes the reasoning parameter.
+    pub fn for_model(self, model: &str) -> bool {
+        match self {
+            Reasoning::Auto => is_reasoning_model(model),
+            Reasoning::Yes => true,
+            Reasoning::No => false,
+        }
+    }
+}
+
+/// OpenAI's reasoning model families (o1, o3, o4-mini, gpt-5 and its
+/// variants, codex-mini), with or without a router's `openai/` prefix.
+/// Other servers' models (vLLM, llama.cpp, Ollama) are not: they take the
+/// sampling parameters.
+pub fn is_reasoning_model(model: &str) -> bool {
+    let m = model.rsplit('/').next().unwrap_or(model);
+    let family = |prefix: &str| {
+        m.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.']))
+    };
+    ["o1", "o3", "o4", "o4-mini", "codex-mini"]
+        .iter()
+        .any(|p| family(p))
+        || m.starts_with("gpt-5")
+}
+
+/// Where a Chat Completions upstream reads the output limit: OpenAI wants
+/// `max_completion_tokens` (its reasoning models refuse `max_tokens`);
+/// some compatible servers read only `max_tokens` (Ollama ignores the
+/// other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokensField {
+    MaxCompletionTokens,
+    MaxTokens,
+    Both,
+}
+
+impl MaxTokensField {
+    pub const ALL: [MaxTokensField; 3] = [
+        MaxTokensField::MaxCompletionTokens,
+        MaxTokensField::MaxTokens,
+        MaxTokensField::Both,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::Both => "both",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<MaxTokensField> {
+        MaxTokensField::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// For a server at `host` when the config does not say: OpenAI's own
+    /// field for OpenAI, both elsewhere.
+    pub fn for_host(host: &str) -> MaxTokensField {
+        if host.eq_ignore_ascii_case("api.openai.com") {
+            MaxTokensField::MaxCompletionTokens
+        } else {
+            MaxTokensField::Both
+        }
+    }
+}
+
+/// What an OpenAI-API upstream accepts where servers and models differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepts {
+    pub reasoning: Reasoning,
+    pub max_tokens: MaxTokensField,
+}
+
+impl Default for Accepts {
+    fn default() -> Self {
+        Accepts {
+            reasoning: Reasoning::Auto,
+            max_tokens: MaxTokensField::MaxCompletionTokens,
+        }
+    }
+}
+
+/// Keeps one of a reasoning model's parameters and a sampling model's,
+/// whichever `model` is: the Responses `reasoning` object or Chat's
+/// `reasoning_effort` is `reasoning_key`.
+pub(super) fn fit_reasoning(
+    body: &mut serde_json::Map<String, Value>,
+    reasoning: bool,
+    reasoning_key: &str,
+) {
+    if reasoning {
+        body.remove("temperature");
+        body.remove("top_p");
+    } else {
+        body.remove(reasoning_key);
+    }
+}
+
 pub(super) fn key_header(key: &str) -> (HeaderName, String) {
     (AUTHORIZATION, format!("Bearer {key}"))
 }
@@ -178,6 +304,73 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_models_are_known_by_family() {
+        for m in [
+            "o1",
+            "o3",
+            "o3-mini",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5.1-codex",
+            "gpt-5-mini",
+            "openai/gpt-5",
+            "codex-mini-latest",
+        ] {
+            assert!(is_reasoning_model(m), "{m}");
+        }
+        for m in [
+            "gpt-4.1",
+            "gpt-4o",
+            "o10x",
+            "qwen3:8b",
+            "llama3",
+            "deepseek-chat",
+            "",
+        ] {
+            assert!(!is_reasoning_model(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_translated_request_keeps_only_what_its_model_takes() {
+        let body = || {
+            let v = serde_json::json!({
+                "max_completion_tokens": 100, "temperature": 0.2, "top_p": 0.9,
+                "reasoning": {"effort": "high"}, "reasoning_effort": "high",
+                "include": ["reasoning.encrypted_content"],
+            });
+            v.as_object().cloned().expect("object")
+        };
+        let mut r = body();
+        super::super::responses::fit(&mut r, true);
+        assert!(
+            r.contains_key("reasoning")
+                && !r.contains_key("temperature")
+                && !r.contains_key("top_p")
+        );
+        let mut r = body();
+        super::super::responses::fit(&mut r, false);
+        assert!(!r.contains_key("reasoning") && !r.contains_key("include"));
+        assert_eq!(r["temperature"], 0.2);
+
+        let mut c = body();
+        super::super::chat::fit(&mut c, false, MaxTokensField::Both);
+        assert!(!c.contains_key("reasoning_effort"));
+        assert_eq!(
+            (c["max_tokens"].clone(), c["max_completion_tokens"].clone()),
+            (100.into(), 100.into())
+        );
+        let mut c = body();
+        super::super::chat::fit(&mut c, true, MaxTokensField::MaxTokens);
+        assert_eq!(c["reasoning_effort"], "high");
+        assert!(!c.contains_key("max_completion_tokens") && !c.contains_key("temperature"));
+        assert_eq!(c["max_tokens"], 100);
+        let mut c = body();
+        super::super::chat::fit(&mut c, true, MaxTokensField::MaxCompletionTokens);
+        assert!(!c.contains_key("max_tokens"));
+    }
 
     #[test]
     fn long_tool_names_become_short_stable_and_distinct() {

@@ -14,6 +14,20 @@ pub const PATH: &str = "/v1/responses";
 /// probe asks for 1).
 pub const MIN_MAX_OUTPUT_TOKENS: u64 = 16;
 
+/// A translated request made fit for an upstream whose model is
+/// (`reasoning`) or is not a reasoning model: the parameters it would
+/// refuse are left out, and without reasoning nothing asks for encrypted
+/// reasoning either.
+pub fn fit(body: &mut serde_json::Map<String, Value>, reasoning: bool) {
+    super::openai::fit_reasoning(body, reasoning, "reasoning");
+    if !reasoning && let Some(Value::Array(include)) = body.get_mut("include") {
+        include.retain(|i| i != "reasoning.encrypted_content");
+        if include.is_empty() {
+            body.remove("include");
+        }
+    }
+}
+
 pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
     (path == PATH).then_some(super::Endpoint::Responses)
 }

@@ -120,6 +120,8 @@ protocol = "openai_chat"
 api_key_env = "WEIR_TEST_SURELY_UNSET_VARIABLE"
 api_key_file = "api-key"
 connect_timeout = "1s"
+reasoning = "auto"
+max_tokens_field = "both"
 [[route.models]]
 name = "m"
 upstreams = ["a"]
@@ -274,7 +276,10 @@ fn with_line(table: &str, line: &str) -> Vec<String> {
             format!("{LISTENER}{LLM}{line}\n{LLM_UPSTREAM}"),
             format!("{LISTENER}{PROXY}hsts_max_age = \"1d\"\n{line}\n"),
         ],
-        "route.upstreams" => vec![format!("{LISTENER}{LLM}{LLM_UPSTREAM}{line}\n")],
+        "route.upstreams" => vec![
+            format!("{LISTENER}{LLM}{LLM_UPSTREAM}{line}\n"),
+            format!("{LISTENER}{LLM}{LLM_UPSTREAM}protocol = \"openai_chat\"\n{line}\n"),
+        ],
         _ => Vec::new(),
     }
 }

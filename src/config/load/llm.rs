@@ -2,6 +2,8 @@
 //! `[[route.upstreams]]`, `[[route.models]]` and their timeouts and limits.
 
 use super::*;
+use crate::wire::Api;
+use crate::wire::openai::{MaxTokensField, Reasoning};
 
 pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> {
     let mut ok = true;
@@ -144,6 +146,18 @@ fn upstream(
     let credential = secrets::secret(u, "api_key_env", "api_key_file", "the API key");
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
+    let reasoning = named(
+        u,
+        "reasoning",
+        Reasoning::ALL.map(Reasoning::name),
+        Reasoning::from_name,
+    );
+    let max_tokens_field = named(
+        u,
+        "max_tokens_field",
+        MaxTokensField::ALL.map(MaxTokensField::name),
+        MaxTokensField::from_name,
+    );
     let Some(name) = name else {
         u.problem("name", "missing", Some("add `name = \"primary\"`".into()));
         return None;
@@ -179,15 +193,71 @@ fn upstream(
         Ok(None) => Some(Credential::Passthrough),
         Err(secrets::Reported) => None,
     };
+    if reasoning.is_none() || max_tokens_field.is_none() {
+        ok = false;
+    }
+    let (reasoning, max_tokens_field) = (reasoning.flatten(), max_tokens_field.flatten());
+    if let Some(api) = api
+        && !api
+            .apis()
+            .iter()
+            .any(|a| matches!(a, Api::Responses | Api::Chat))
+    {
+        for (key, set) in [
+            ("reasoning", reasoning.is_some()),
+            ("max_tokens_field", max_tokens_field.is_some()),
+        ] {
+            if set {
+                u.problem(
+                    key,
+                    "only an OpenAI-API upstream (`protocol = \"openai_responses\"`, \"openai_chat\" or \"openai\") reads it",
+                    Some(format!("remove `{key}`")),
+                );
+                ok = false;
+            }
+        }
+    }
     match (url, credential, api) {
-        (Some(url), Some(credential), Some(api)) if ok => Some(LlmUpstreamConfig {
-            name: name.value,
-            url,
-            credential,
-            connect_timeout,
-            api,
-        }),
+        (Some(url), Some(credential), Some(api)) if ok => {
+            let host = url.host().unwrap_or_default();
+            let accepts = Accepts {
+                reasoning: reasoning.unwrap_or(Reasoning::Auto),
+                max_tokens: max_tokens_field.unwrap_or_else(|| MaxTokensField::for_host(host)),
+            };
+            Some(LlmUpstreamConfig {
+                name: name.value,
+                url,
+                credential,
+                connect_timeout,
+                api,
+                accepts,
+            })
+        }
         _ => None,
+    }
+}
+
+/// A key whose value is one of `names`: `Some(None)` when unset,
+/// `None` when set to something else (reported).
+fn named<T, const N: usize>(
+    u: &Section<'_, '_>,
+    key: &'static str,
+    names: [&str; N],
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<Option<T>> {
+    let Some(v) = u.string(key) else {
+        return Some(None);
+    };
+    match parse(&v.value) {
+        Some(t) => Some(Some(t)),
+        None => {
+            v.problem(
+                u.doc(),
+                format!("unknown {key} `{}`", v.value),
+                Some(format!("use {}", self::names(names))),
+            );
+            None
+        }
     }
 }
 
@@ -259,6 +329,7 @@ fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamAp
 mod tests {
     use super::super::tests::problems;
     use super::*;
+    use crate::config::Accepts;
 
     #[test]
     fn llm_routes_are_validated_with_every_problem_named() {
@@ -280,6 +351,58 @@ mod tests {
             "no upstream named `three`",
             "unknown route kind `gemini`",
             "route[2].sse_keepalive: `sse_keepalive` does not apply to proxy routes",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn what_an_openai_upstream_accepts_is_read_checked_and_defaulted_by_host() {
+        let c = parse(
+            Path::new("w.toml"),
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"openai\"\nurl = \"https://api.openai.com\"\nprotocol = \"openai_chat\"\n\
+             [[route.upstreams]]\nname = \"ollama\"\nurl = \"http://127.0.0.1:11434\"\nprotocol = \"openai_chat\"\n\
+             [[route.upstreams]]\nname = \"set\"\nurl = \"http://127.0.0.1:1\"\nprotocol = \"openai_responses\"\n\
+             reasoning = \"no\"\nmax_tokens_field = \"max_tokens\"\n",
+        )
+        .expect("valid");
+        let RouteKind::Llm(llm) = &c.routes[0].kind else {
+            panic!("an LLM route");
+        };
+        let accepts: Vec<Accepts> = llm.upstreams.iter().map(|u| u.accepts).collect();
+        assert_eq!(
+            accepts,
+            [
+                Accepts {
+                    reasoning: Reasoning::Auto,
+                    max_tokens: MaxTokensField::MaxCompletionTokens
+                },
+                Accepts {
+                    reasoning: Reasoning::Auto,
+                    max_tokens: MaxTokensField::Both
+                },
+                Accepts {
+                    reasoning: Reasoning::No,
+                    max_tokens: MaxTokensField::MaxTokens
+                },
+            ]
+        );
+
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\nreasoning = \"yes\"\n\
+             [[route.upstreams]]\nname = \"b\"\nurl = \"http://127.0.0.1:1\"\nprotocol = \"openai_chat\"\n\
+             reasoning = \"maybe\"\nmax_tokens_field = \"tokens\"\n",
+        );
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].upstreams[0].reasoning: only an OpenAI-API upstream",
+            "unknown reasoning `maybe`",
+            "use \"auto\", \"yes\" or \"no\"",
+            "unknown max_tokens_field `tokens`",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
         }

@@ -24,7 +24,8 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::wire::{Api, Endpoint, UpstreamApi};
+use crate::wire::openai::Accepts;
+use crate::wire::{Api, Endpoint, UpstreamApi, chat, responses};
 
 /// A translation: the client's API → the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +165,27 @@ impl Pair {
     /// The request body for the upstream, naming `model`, and the tool
     /// names shortened on the way.
     pub fn request(self, body: &[u8], model: &str) -> Result<Translated, TranslateError> {
+        self.translate(body, model, None)
+    }
+
+    /// [`Pair::request`] made fit for what the upstream `accepts`: the
+    /// parameters its model would refuse left out (see
+    /// [`crate::wire::openai::Accepts`]).
+    pub fn request_for(
+        self,
+        body: &[u8],
+        model: &str,
+        accepts: Accepts,
+    ) -> Result<Translated, TranslateError> {
+        self.translate(body, model, Some(accepts))
+    }
+
+    fn translate(
+        self,
+        body: &[u8],
+        model: &str,
+        accepts: Option<Accepts>,
+    ) -> Result<Translated, TranslateError> {
         let v: Value = serde_json::from_slice(body).map_err(|_| TranslateError::NotAnObject)?;
         if !v.is_object() {
             return Err(TranslateError::NotAnObject);
@@ -182,6 +204,15 @@ impl Pair {
                 ToolNames::default(),
             ),
         };
+        let mut out = out;
+        if let (Some(accepts), Some(fields)) = (accepts, out.as_object_mut()) {
+            let reasoning = accepts.reasoning.for_model(model);
+            match self.upstream_api() {
+                Api::Responses => responses::fit(fields, reasoning),
+                Api::Chat => chat::fit(fields, reasoning, accepts.max_tokens),
+                Api::Messages => {}
+            }
+        }
         Ok(Translated {
             body: Bytes::from(out.to_string()),
             names,
