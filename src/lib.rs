@@ -28,6 +28,7 @@
 pub mod acme;
 pub mod admin;
 pub mod admit;
+pub mod balance;
 pub mod cli;
 pub mod config;
 pub mod conn;

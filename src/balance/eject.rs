@@ -1,0 +1,106 @@
+//! Passive health (outlier detection): a server that keeps failing is
+//! taken out for a back-off that doubles while it keeps failing.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// When a server is taken out, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ejection {
+    /// Consecutive failures that take a server out.
+    pub after: u32,
+    /// The first time out; each further one in a row doubles it.
+    pub base: Duration,
+    /// The longest time out.
+    pub max: Duration,
+    /// The largest share of the group (percent) out at once; at least one
+    /// server may always be.
+    pub max_share: u8,
+    /// A server coming back takes a share growing from a tenth to all of
+    /// its weight over this long (zero: all at once).
+    pub slow_start: Duration,
+}
+
+impl Default for Ejection {
+    fn default() -> Self {
+        Ejection {
+            after: 5,
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+            max_share: 50,
+            slow_start: Duration::ZERO,
+        }
+    }
+}
+
+impl Ejection {
+    /// How many of `n` servers may be out at once.
+    pub fn most_out(&self, n: usize) -> usize {
+        (n.saturating_mul(usize::from(self.max_share)) / 100).max(1)
+    }
+
+    /// The `nth` time out in a row (1-based).
+    fn back_off(&self, nth: u32) -> Duration {
+        let doubling = 2u32.saturating_pow(nth.saturating_sub(1).min(31));
+        self.base.saturating_mul(doubling).min(self.max)
+    }
+}
+
+/// One server's failures and time out.
+#[derive(Debug, Default)]
+pub(super) struct Health {
+    /// Failures since the last success.
+    consecutive: u32,
+    /// Times out in a row, with no success between: while non-zero the
+    /// server is on probation, and one failure takes it out again.
+    ejections: u32,
+    /// Out until then (past: back, on probation).
+    until: Option<Instant>,
+}
+
+impl Health {
+    pub(super) fn is_in(&self, now: Instant) -> bool {
+        self.until.is_none_or(|u| now >= u)
+    }
+
+    /// When it comes back, if it is out.
+    pub(super) fn out_until(&self, now: Instant) -> Option<Instant> {
+        self.until.filter(|u| *u > now)
+    }
+
+    pub(super) fn succeeded(&mut self) {
+        self.consecutive = 0;
+        self.ejections = 0;
+    }
+
+    /// A failure; `may_eject` when the group's cap allows one more out.
+    /// Whether this took the server out.
+    pub(super) fn failed(&mut self, rule: &Ejection, may_eject: bool, now: Instant) -> bool {
+        if !self.is_in(now) {
+            // A request sent before it went out; already counted.
+            return false;
+        }
+        self.consecutive = self.consecutive.saturating_add(1);
+        let due = self.ejections > 0 || self.consecutive >= rule.after.max(1);
+        if !(due && may_eject) {
+            return false;
+        }
+        self.ejections = self.ejections.saturating_add(1);
+        self.consecutive = 0;
+        self.until = Some(now + rule.back_off(self.ejections));
+        true
+    }
+
+    /// The share of its weight a server takes now: ramped from a tenth
+    /// after it comes back, over `window`.
+    pub(super) fn ramp(&self, now: Instant, window: Duration) -> f64 {
+        match self.until {
+            Some(back) if !window.is_zero() && now >= back => {
+                let elapsed = now.duration_since(back).as_secs_f64();
+                (elapsed / window.as_secs_f64()).clamp(0.1, 1.0)
+            }
+            _ => 1.0,
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! Which server of an upstream group takes a request, and which servers
+//! are out.
+//!
+//! A [`Group`] is a route's servers (each with a weight, some marked
+//! backup) and what weir has learnt about them: requests in flight, a
+//! latency average, consecutive failures and ejections. [`Group::pick`]
+//! chooses by the group's [`Policy`] among the servers that are in —
+//! primaries, or the backups when no primary is — and returns a [`Pick`],
+//! which counts the request in flight until it is dropped and is told how
+//! the request went ([`Pick::finish`]). When every server is out, `pick`
+//! says when the first comes back, so the route answers at once instead of
+//! queueing.
+//!
+//! Pure and clock-driven (tokio's `Instant`, so tests run on paused time);
+//! it knows nothing of HTTP. The proxy and the LLM routes own what a server
+//! *is* (the type parameter) and decide what counts as a failure.
+
+mod eject;
+mod ewma;
+mod ring;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use eject::Ejection;
+use eject::Health;
+use ewma::PeakEwma;
+use ring::Ring;
+pub use ring::key;
+
+use crate::sync::Locked;
+
+/// How a group chooses among the servers that are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Two servers at random, the one with the lower latency average ×
+    /// (requests in flight + 1) ÷ weight (Linkerd's and Envoy's default):
+    /// a slow or busy server gets a falling share, with no global scan.
+    P2cEwma,
+    /// Smooth weighted round robin (nginx's).
+    RoundRobin,
+    /// The fewest requests in flight per unit of weight; ties at random.
+    LeastInFlight,
+    /// A consistent-hash ring over the request's key: a key stays on one
+    /// server, and when a server leaves or returns only its keys move.
+    Hash,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 4] = [
+        Policy::P2cEwma,
+        Policy::RoundRobin,
+        Policy::LeastInFlight,
+        Policy::Hash,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::P2cEwma => "p2c_ewma",
+            Policy::RoundRobin => "round_robin",
+            Policy::LeastInFlight => "least_in_flight",
+            Policy::Hash => "hash",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// One server as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member<T> {
+    pub target: T,
+    /// Relative share, 1 or more.
+    pub weight: u32,
+    /// Used only when no primary is in.
+    pub backup: bool,
+}
+
+/// A server and what is known of it.
+#[derive(Debug)]
+struct Server<T> {
+    member: Member<T>,
+    in_flight: AtomicU32,
+    latency: std::sync::Mutex<PeakEwma>,
+    health: std::sync::Mutex<Health>,
+}
+
+/// How a request to a server went, as the caller judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer (whatever its status, unless the caller counts it as a
+    /// failure), after `latency`.
+    Answered(Duration),
+    /// No usable answer: refused, reset, timed out, or a status the
+    /// caller counts as the server failing.
+    Failed,
+    /// Neither: the client went away, or the caller cannot tell.
+    Unknown,
+}
+
+/// Why no server was picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllOut {
+    /// When the first ejected server comes back (none: every server was
+    /// excluded by the caller).
+    pub until: Option<Instant>,
+}
+
+/// A route's servers and their state.
+#[derive(Debug)]
+pub struct Group<T> {
+    servers: Box<[Server<T>]>,
+    policy: Policy,
+    ejection: Ejection,
+    /// Nginx's smooth weighted round robin: each server's current weight.
+    round_robin: std::sync::Mutex<Vec<i64>>,
+    ring: Option<Ring>,
+}
+
+impl<T> Group<T> {
+    pub fn new(members: Vec<Member<T>>, policy: Policy, ejection: Ejection) -> Self {
+        let ring = (policy == Policy::Hash).then(|| Ring::new(members.iter().map(|m| m.weight)));
+        let round_robin = std::sync::Mutex::new(vec![0; members.len()]);
+        Group {
+            servers: members
+                .into_iter()
+                .map(|member| Server {
+                    member,
+                    in_flight: AtomicU32::new(0),
+                    latency: std::sync::Mutex::new(PeakEwma::default()),
+                    health: std::sync::Mutex::new(Health::default()),
+                })
+                .collect(),
+            policy,
+            ejection,
+            round_robin,
+            ring,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    pub fn member(&self, index: usize) -> Option<&Member<T>> {
+        self.servers.get(index).map(|s| &s.member)
+    }
+
+    /// Whether server `index` is in at `now` (not ejected).
+    pub fn is_in(&self, index: usize, now: Instant) -> bool {
+        self.servers
+            .get(index)
+            .is_some_and(|s| s.health.locked().is_in(now))
+    }
+
+    /// Requests in flight on server `index`.
+    pub fn in_flight(&self, index: usize) -> u32 {
+        self.servers
+            .get(index)
+            .map_or(0, |s| s.in_flight.load(Ordering::Relaxed))
+    }
+
+    /// A server for one request: by the policy, among the servers that are
+    /// in and not in `exclude` (those already tried for this request);
+    /// `key` is the request's hash key, for [`Policy::Hash`].
+    pub fn pick(
+        self: &Arc<Self>,
+        key: Option<u64>,
+        exclude: &[usize],
+        now: Instant,
+    ) -> Result<Pick<T>, AllOut> {
+        let eligible = self.eligible(exclude, now);
+        if eligible.is_empty() {
+            let until = self
+                .servers
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !exclude.contains(i))
+                .filter_map(|(_, s)| s.health.locked().out_until(now))
+                .min();
+            return Err(AllOut { until });
+        }
+        let index = match self.policy {
+            Policy::P2cEwma => self.p2c(&eligible, now),
+            Policy::RoundRobin => self.round_robin(&eligible, now),
+            Policy::LeastInFlight => self.least_in_flight(&eligible, now),
+            Policy::Hash => match (key, &self.ring) {
+                (Some(key), Some(ring)) => ring.lookup(key, |i| eligible.contains(&i)),
+                _ => None,
+            }
+            .unwrap_or_else(|| self.p2c(&eligible, now)),
+        };
+        Ok(Pick::new(self.clone(), index, now))
+    }
+
+    /// The primaries that are in, else the backups that are in.
+    fn eligible(&self, exclude: &[usize], now: Instant) -> Vec<usize> {
+        let of = |backup: bool| -> Vec<usize> {
+            self.servers
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| {
+                    s.member.backup == backup
+                        && !exclude.contains(i)
+                        && s.health.locked().is_in(now)
+                })
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let primaries = of(false);
+        if primaries.is_empty() {
+            of(true)
+        } else {
+            primaries
+        }
+    }
+
+    /// A server's weight now: its configured weight, ramped up over the
+    /// slow-start window after it (re)joins.
+    fn weight(&self, index: usize, now: Instant) -> f64 {
+        let s = &self.servers[index];
+        let ramp = s.health.locked().ramp(now, self.ejection.slow_start);
+        f64::from(s.member.weight.max(1)) * ramp
+    }
+
+    fn p2c(&self, eligible: &[usize], now: Instant) -> usize {
+        let (a, b) = match eligible.len() {
+            0 | 1 => return eligible.first().copied().unwrap_or(0),
+            n => {
+                let a = fastrand::usize(..n);
+                let mut b = fastrand::usize(..n - 1);
+                if b >= a {
+                    b += 1;
+                }
+                (eligible[a], eligible[b])
+            }
+        };
+        let cost = |i: usize| {
+            let s = &self.servers[i];
+            let latency = s.latency.locked().value(now);
+            let pending = f64::from(s.in_flight.load(Ordering::Relaxed)) + 1.0;
+            latency * pending / self.weight(i, now)
+        };
+        if cost(b) < cost(a) { b } else { a }
+    }
+
+    fn round_robin(&self, eligible: &[usize], now: Instant) -> usize {
+        let mut current = self.round_robin.locked();
+        let mut total = 0i64;
+        let mut best: Option<usize> = None;
+        for &i in eligible {
+            // Whole units of a hundredth keep slow start's ramp in the
+            // integer arithmetic nginx's algorithm uses.
+            let w = (self.weight(i, now) * 100.0).ceil() as i64;
+            if let Some(c) = current.get_mut(i) {
+                *c = c.saturating_add(w);
+            }
+            total = total.saturating_add(w);
+            if best.is_none_or(|b| current[i] > current[b]) {
+                best = Some(i);
+            }
+        }
+        let chosen = best.unwrap_or(eligible[0]);
+        if let Some(c) = current.get_mut(chosen) {
+            *c = c.saturating_sub(total);
+        }
+        chosen
+    }
+
+    fn least_in_flight(&self, eligible: &[usize], now: Instant) -> usize {
+        let load = |i: usize| {
+            f64::from(self.servers[i].in_flight.load(Ordering::Relaxed)) / self.weight(i, now)
+        };
+        let least = eligible
+            .iter()
+            .map(|&i| load(i))
+            .fold(f64::INFINITY, f64::min);
+        let tied: Vec<usize> = eligible
+            .iter()
+            .copied()
+            .filter(|&i| load(i) <= least)
+            .collect();
+        tied.get(fastrand::usize(..tied.len().max(1)))
+            .copied()
+            .unwrap_or(eligible[0])
+    }
+
+    /// Record how a request to `index` went.
+    fn record(&self, index: usize, outcome: Outcome, now: Instant) {
+        let Some(s) = self.servers.get(index) else {
+            return;
+        };
+        match outcome {
+            Outcome::Answered(latency) => {
+                s.latency.locked().observe(latency, now);
+                s.health.locked().succeeded();
+            }
+            Outcome::Failed => {
+                // nginx's rule: a group of one is never taken out (there
+                // is nothing to send its requests to instead).
+                if self.servers.len() < 2 {
+                    return;
+                }
+                // Counted before the server's own lock is taken: never two
+                // servers' locks at once.
+                let out = self
+                    .servers
+                    .iter()
+                    .filter(|s| s.health.locked().out_until(now).is_some())
+                    .count();
+                let may_eject = out < self.ejection.most_out(self.servers.len());
+                s.health.locked().failed(&self.ejection, may_eject, now);
+            }
+            Outcome::Unknown => {}
+        }
+    }
+}
+
+/// One request's server: counted in flight until dropped.
+#[derive(Debug)]
+pub struct Pick<T> {
+    group: Arc<Group<T>>,
+    index: usize,
+    started: Instant,
+    finished: bool,
+}
+
+impl<T> Pick<T> {
+    fn new(group: Arc<Group<T>>, index: usize, now: Instant) -> Self {
+        if let Some(s) = group.servers.get(index) {
+            s.in_flight.fetch_add(1, Ordering::Relaxed);
+        }
+        Pick {
+            group,
+            index,
+            started: now,
+            finished: false,
+        }
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The server picked.
+    pub fn target(&self) -> &T {
+        &self.group.servers[self.index].member.target
+    }
+
+    /// When the request was sent.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// How the request went; only the first call counts. The request
+    /// stays in flight until the pick is dropped.
+    pub fn finish(&mut self, outcome: Outcome, now: Instant) {
+        if !self.finished {
+            self.finished = true;
+            self.group.record(self.index, outcome, now);
+        }
+    }
+}
+
+impl<T> Drop for Pick<T> {
+    fn drop(&mut self) {
+        if let Some(s) = self.group.servers.get(self.index) {
+            s.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,273 @@
+use std::collections::HashMap;
+
+use super::*;
+
+fn group(weights: &[(u32, bool)], policy: Policy, ejection: Ejection) -> Arc<Group<usize>> {
+    let members = weights
+        .iter()
+        .enumerate()
+        .map(|(target, &(weight, backup))| Member {
+            target,
+            weight,
+            backup,
+        })
+        .collect();
+    Arc::new(Group::new(members, policy, ejection))
+}
+
+/// How many of `n` picks each server got, each answered at once.
+fn shares(g: &Arc<Group<usize>>, n: usize, key: impl Fn(usize) -> Option<u64>) -> Vec<usize> {
+    let mut counts = vec![0; g.len()];
+    let now = Instant::now();
+    for i in 0..n {
+        let mut p = g.pick(key(i), &[], now).expect("a server");
+        counts[*p.target()] += 1;
+        p.finish(Outcome::Answered(Duration::from_millis(1)), now);
+    }
+    counts
+}
+
+#[tokio::test(start_paused = true)]
+async fn round_robin_and_hash_spread_by_weight() {
+    let rr = group(
+        &[(1, false), (2, false), (3, false)],
+        Policy::RoundRobin,
+        Ejection::default(),
+    );
+    assert_eq!(shares(&rr, 600, |_| None), vec![100, 200, 300], "exact");
+
+    let hash = group(
+        &[(1, false), (2, false), (3, false)],
+        Policy::Hash,
+        Ejection::default(),
+    );
+    let counts = shares(&hash, 60_000, |i| Some(key(format!("user-{i}").as_bytes())));
+    for (got, want) in counts.iter().zip([10_000, 20_000, 30_000]) {
+        let off = (*got as f64 - want as f64).abs() / want as f64;
+        assert!(
+            off < 0.08,
+            "{counts:?}: within a few percent of the weights"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn p2c_sends_less_to_a_slow_server_and_round_robin_does_not() {
+    for (policy, falls) in [(Policy::P2cEwma, true), (Policy::RoundRobin, false)] {
+        let g = group(&[(1, false); 3], policy, Ejection::default());
+        let mut counts = [0usize; 3];
+        for _ in 0..3_000 {
+            let now = Instant::now();
+            let mut p = g.pick(None, &[], now).expect("a server");
+            let slow = *p.target() == 0;
+            counts[*p.target()] += 1;
+            let latency = Duration::from_millis(if slow { 50 } else { 1 });
+            tokio::time::advance(Duration::from_millis(1)).await;
+            p.finish(Outcome::Answered(latency), Instant::now());
+        }
+        let share = counts[0] as f64 / 3_000.0;
+        if falls {
+            assert!(share < 0.1, "{policy:?}: {counts:?}");
+        } else {
+            assert!((share - 1.0 / 3.0).abs() < 0.01, "{policy:?}: {counts:?}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn least_in_flight_avoids_the_busy_server() {
+    let g = group(&[(1, false); 3], Policy::LeastInFlight, Ejection::default());
+    let now = Instant::now();
+    let mut held: Vec<_> = (0..3)
+        .map(|_| g.pick(None, &[], now).expect("pick"))
+        .collect();
+    let mut servers: Vec<usize> = held.iter().map(Pick::index).collect();
+    servers.sort_unstable();
+    assert_eq!(
+        servers,
+        [0, 1, 2],
+        "one each while each is busier than the rest"
+    );
+    let busy = held.pop().expect("one");
+    drop(held);
+    for _ in 0..20 {
+        assert_ne!(g.pick(None, &[], now).expect("pick").index(), busy.index());
+    }
+    assert_eq!(g.in_flight(busy.index()), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_server_is_out_for_a_back_off_that_doubles_then_back() {
+    let rule = Ejection {
+        after: 3,
+        base: Duration::from_secs(10),
+        max: Duration::from_secs(25),
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 2], Policy::RoundRobin, rule);
+    let fail = |g: &Arc<Group<usize>>, server: usize| {
+        let now = Instant::now();
+        let mut p = g.pick(None, &[1 - server], now).expect("pick");
+        assert_eq!(p.index(), server);
+        p.finish(Outcome::Failed, now);
+    };
+    fail(&g, 0);
+    fail(&g, 0);
+    assert!(g.is_in(0, Instant::now()), "two failures are not three");
+    fail(&g, 0);
+    assert!(!g.is_in(0, Instant::now()), "out after three in a row");
+    for _ in 0..4 {
+        assert_eq!(g.pick(None, &[], Instant::now()).expect("pick").index(), 1);
+    }
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(g.is_in(0, Instant::now()), "back after 10 s");
+    // On probation: one failure takes it out again, for twice as long,
+    // then the cap.
+    fail(&g, 0);
+    tokio::time::advance(Duration::from_secs(19)).await;
+    assert!(!g.is_in(0, Instant::now()), "20 s the second time");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    fail(&g, 0);
+    tokio::time::advance(Duration::from_secs(25)).await;
+    assert!(g.is_in(0, Instant::now()), "capped at 25 s");
+    // A success ends probation: it takes three failures again.
+    let now = Instant::now();
+    let mut p = g.pick(None, &[1], now).expect("pick");
+    p.finish(Outcome::Answered(Duration::from_millis(1)), now);
+    drop(p);
+    fail(&g, 0);
+    assert!(g.is_in(0, Instant::now()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn never_more_than_the_share_out_and_never_a_lone_server() {
+    let rule = Ejection {
+        after: 1,
+        max_share: 50,
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 4], Policy::RoundRobin, rule);
+    for server in 0..4 {
+        let now = Instant::now();
+        let others: Vec<usize> = (0..4).filter(|&i| i != server).collect();
+        if let Ok(mut p) = g.pick(None, &others, now) {
+            p.finish(Outcome::Failed, now);
+        }
+    }
+    let out = (0..4).filter(|&i| !g.is_in(i, Instant::now())).count();
+    assert_eq!(out, 2, "half of four");
+
+    let lone = group(&[(1, false)], Policy::RoundRobin, rule);
+    for _ in 0..10 {
+        let now = Instant::now();
+        let mut p = lone.pick(None, &[], now).expect("pick");
+        p.finish(Outcome::Failed, now);
+    }
+    assert!(
+        lone.is_in(0, Instant::now()),
+        "nginx: a group of one stays in"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn backups_serve_only_when_no_primary_is_in_and_all_out_says_until_when() {
+    let rule = Ejection {
+        after: 1,
+        max_share: 100,
+        base: Duration::from_secs(7),
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false), (1, true)], Policy::P2cEwma, rule);
+    for _ in 0..20 {
+        assert_eq!(g.pick(None, &[], Instant::now()).expect("pick").index(), 0);
+    }
+    let now = Instant::now();
+    g.pick(None, &[], now)
+        .expect("pick")
+        .finish(Outcome::Failed, now);
+    assert_eq!(
+        g.pick(None, &[], now).expect("pick").index(),
+        1,
+        "the backup"
+    );
+    g.pick(None, &[], now)
+        .expect("pick")
+        .finish(Outcome::Failed, now);
+    let all_out = g.pick(None, &[], now).expect_err("all out");
+    assert_eq!(all_out.until, Some(now + Duration::from_secs(7)));
+    assert_eq!(
+        g.pick(None, &[0, 1], now).expect_err("excluded").until,
+        None,
+        "every server already tried"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_stays_on_its_server_and_only_an_outs_keys_move() {
+    let rule = Ejection {
+        after: 1,
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 4], Policy::Hash, rule);
+    let now = Instant::now();
+    let keys: Vec<u64> = (0..4_000)
+        .map(|i| key(format!("k{i}").as_bytes()))
+        .collect();
+    let before: Vec<usize> = keys
+        .iter()
+        .map(|k| g.pick(Some(*k), &[], now).expect("pick").index())
+        .collect();
+    let again: Vec<usize> = keys
+        .iter()
+        .map(|k| g.pick(Some(*k), &[], now).expect("pick").index())
+        .collect();
+    assert_eq!(before, again, "a key stays");
+    g.pick(Some(keys[0]), &[], now)
+        .expect("pick")
+        .finish(Outcome::Failed, now);
+    let gone = before[0];
+    let after: Vec<usize> = keys
+        .iter()
+        .map(|k| g.pick(Some(*k), &[], now).expect("pick").index())
+        .collect();
+    let mut moved: HashMap<bool, usize> = HashMap::new();
+    for (b, a) in before.iter().zip(&after) {
+        assert!(*b == gone || a == b, "only the out server's keys move");
+        *moved.entry(a != b).or_default() += 1;
+    }
+    let share = moved[&true] as f64 / keys.len() as f64;
+    assert!((share - 0.25).abs() < 0.05, "about 1/N moved: {share}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_back_from_out_ramps_up_over_slow_start() {
+    let rule = Ejection {
+        after: 1,
+        base: Duration::from_secs(10),
+        slow_start: Duration::from_secs(100),
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 2], Policy::RoundRobin, rule);
+    let now = Instant::now();
+    g.pick(None, &[1], now)
+        .expect("pick")
+        .finish(Outcome::Failed, now);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let early = shares(&g, 1_100, |_| None)[0];
+    assert!(early < 150, "a tenth of its share at first: {early}");
+    tokio::time::advance(Duration::from_secs(100)).await;
+    let later = shares(&g, 1_000, |_| None)[0];
+    assert!(
+        (480..=520).contains(&later),
+        "all of it after the window: {later}"
+    );
+}
+
+#[test]
+fn hash_keys_are_stable_across_processes() {
+    // A fleet's weirs must agree: the value is fixed, not seeded.
+    assert_eq!(key(b"session-1"), KEY_OF_SESSION_1);
+    assert_ne!(key(b"session-1"), key(b"session-2"));
+}
+
+const KEY_OF_SESSION_1: u64 = 10_348_509_449_063_778_181;
