@@ -178,6 +178,10 @@ impl<T> Group<T> {
         exclude: &[usize],
         now: Instant,
     ) -> Result<Pick<T>, AllOut> {
+        // A group of one is never out and has nothing to choose.
+        if self.servers.len() == 1 && exclude.is_empty() {
+            return Ok(Pick::new(self.clone(), 0, now));
+        }
         let eligible = self.eligible(exclude, now);
         if eligible.is_empty() {
             let until = self
@@ -299,17 +303,18 @@ impl<T> Group<T> {
         let Some(s) = self.servers.get(index) else {
             return;
         };
+        // nginx's rule: a group of one is never taken out (there is
+        // nothing to send its requests to instead), and has no choice
+        // for the latency to inform.
+        if self.servers.len() < 2 {
+            return;
+        }
         match outcome {
             Outcome::Answered(latency) => {
                 s.latency.locked().observe(latency, now);
                 s.health.locked().succeeded();
             }
             Outcome::Failed => {
-                // nginx's rule: a group of one is never taken out (there
-                // is nothing to send its requests to instead).
-                if self.servers.len() < 2 {
-                    return;
-                }
                 // Counted before the server's own lock is taken: never two
                 // servers' locks at once.
                 let out = self

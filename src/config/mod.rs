@@ -381,11 +381,48 @@ pub enum ServerHeader {
 /// A route's kind and what only that kind needs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteKind {
-    /// Forward everything to one upstream URL.
-    Proxy { upstream: http::Uri },
+    /// Forward everything to a group of upstream servers (one, for
+    /// `upstream = URL`).
+    Proxy { upstream: UpstreamGroup },
     /// An LLM API gateway route.
     Llm(Arc<LlmSettings>),
 }
+
+/// A proxy route's servers and how one is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamGroup {
+    pub servers: Vec<Member<http::Uri>>,
+    pub policy: Policy,
+    /// What a request is hashed by, for [`Policy::Hash`].
+    pub hash_key: Option<HashKey>,
+    pub ejection: Ejection,
+}
+
+impl UpstreamGroup {
+    /// A group of one server, with the defaults.
+    pub fn one(uri: http::Uri) -> Self {
+        UpstreamGroup {
+            servers: vec![Member {
+                target: uri,
+                weight: 1,
+                backup: false,
+            }],
+            policy: Policy::P2cEwma,
+            hash_key: None,
+            ejection: Ejection::default(),
+        }
+    }
+}
+
+/// What a request is hashed by to choose its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    Header(http::HeaderName),
+    Cookie(String),
+    ClientIp,
+}
+
+pub use crate::balance::{Ejection, Member, Policy};
 
 /// Which LLM API family a route speaks to its clients, and which API an
 /// upstream speaks: what they mean on the wire is [`crate::wire`]'s.

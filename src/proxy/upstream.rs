@@ -14,11 +14,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::RequestBody;
-use crate::config::{RouteConfig, UpstreamSettings};
+use super::body::Attempt;
+use crate::balance::{Group, Member};
+use crate::config::{HashKey, RouteConfig, UpstreamGroup, UpstreamSettings};
 use crate::worker::PerWorker;
 
-pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, Attempt>;
 
 /// A pooled HTTP/1.1 client over TLS-or-plain, shared by every kind of
 /// upstream (proxy routes' and LLM routes'), generic over the request body.
@@ -48,31 +49,20 @@ where
         .build(connector)
 }
 
-/// Where a route sends its requests, and the clients that get them there:
-/// one pool per worker, so a worker reuses only connections driven by its
-/// own runtime.
-pub struct Upstream {
-    pub client: PerWorker<UpstreamClient>,
+/// One server of a route's group: where its requests go.
+#[derive(Debug)]
+pub struct Server {
     pub scheme: http::uri::Scheme,
     pub authority: http::uri::Authority,
-    /// The upstream URL's path without a trailing slash ("" for the root).
+    /// The server URL's path without a trailing slash ("" for the root).
     pub base_path: String,
-    /// The upstream URL as configured, for logs.
+    /// The server URL as configured, for logs.
     pub label: Arc<str>,
 }
 
-impl Upstream {
-    pub fn new(
-        route: &RouteConfig,
-        uri: &http::Uri,
-        settings: &UpstreamSettings,
-        tls: &rustls::ClientConfig,
-        workers: usize,
-    ) -> Self {
-        Upstream {
-            client: PerWorker::new(workers, || {
-                pooled_client(route.connect_timeout, settings, tls)
-            }),
+impl Server {
+    fn new(uri: &http::Uri) -> Self {
+        Server {
             scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
             // Validated by config loading: upstream URLs always have a host.
             authority: uri
@@ -81,6 +71,50 @@ impl Upstream {
                 .unwrap_or_else(|| http::uri::Authority::from_static("invalid")),
             base_path: uri.path().trim_end_matches('/').to_string(),
             label: uri.to_string().into(),
+        }
+    }
+}
+
+/// Where a route sends its requests — a group of servers and what weir
+/// knows of them — and the clients that get them there: one pool per
+/// worker (keyed by server inside), so a worker reuses only connections
+/// driven by its own runtime.
+pub struct Upstream {
+    pub client: PerWorker<UpstreamClient>,
+    pub group: Arc<Group<Server>>,
+    pub hash_key: Option<HashKey>,
+    /// The group as configured, for logs when no server was picked.
+    pub label: Arc<str>,
+}
+
+impl Upstream {
+    pub fn new(
+        route: &RouteConfig,
+        group: &UpstreamGroup,
+        settings: &UpstreamSettings,
+        tls: &rustls::ClientConfig,
+        workers: usize,
+    ) -> Self {
+        let members = group
+            .servers
+            .iter()
+            .map(|m| Member {
+                target: Server::new(&m.target),
+                weight: m.weight,
+                backup: m.backup,
+            })
+            .collect();
+        let label = match &group.servers[..] {
+            [one] => one.target.to_string(),
+            many => format!("{} servers", many.len()),
+        };
+        Upstream {
+            client: PerWorker::new(workers, || {
+                pooled_client(route.connect_timeout, settings, tls)
+            }),
+            group: Arc::new(Group::new(members, group.policy, group.ejection)),
+            hash_key: group.hash_key.clone(),
+            label: label.into(),
         }
     }
 }

@@ -46,6 +46,20 @@ pub enum UpstreamErrorKind {
     ResponseTimeout,
     /// The upstream broke the protocol or closed the connection early.
     Protocol,
+    /// Every server of the route's group is out (ejected); answered at
+    /// once, nothing sent.
+    NoServer,
+}
+
+impl UpstreamErrorKind {
+    /// Whether the request failed before any of it reached the server
+    /// (so it may go to another, whatever its method).
+    pub fn before_sending(self) -> bool {
+        matches!(
+            self,
+            UpstreamErrorKind::Connect | UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::Tls
+        )
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -100,6 +100,18 @@ hsts_preload = true
 server_header = "remove"
 
 [[route]]
+name = "group"
+path = "/group"
+servers = ["http://127.0.0.1:5", { url = "http://127.0.0.1:6", weight = 2, backup = true }]
+balance = "hash"
+hash_key = "client_ip"
+eject_after = 3
+eject_base = "1s"
+eject_max = "1s"
+max_ejected_percent = 50
+slow_start = "1s"
+
+[[route]]
 name = "llm"
 path = "/llm"
 kind = "anthropic"
