@@ -183,8 +183,14 @@ impl Snapshot {
                     let upstream = match &state.pool {
                         Some((k, up)) if *k == key => up.clone(),
                         _ => {
-                            let up =
-                                Arc::new(Upstream::new(r, uri, &config.upstream, &tls, workers));
+                            let up = Arc::new(Upstream::new(
+                                r,
+                                uri,
+                                &config.upstream,
+                                &tls,
+                                workers,
+                                &standing.metrics,
+                            ));
                             state.pool = Some((key, up.clone()));
                             up
                         }

@@ -124,6 +124,17 @@ async fn a_refused_server_is_passed_over_with_the_body_and_then_taken_out() {
         Some(2),
         "refused twice, then out of the rotation"
     );
+    let (dead, live) = (format!("http://{dead}/"), format!("http://{}/", live.addr));
+    for (name, server, want) in [
+        ("weir_upstream_server_up", &dead, 0),
+        ("weir_upstream_server_up", &live, 1),
+        ("weir_upstream_server_ejections_total", &dead, 1),
+        ("weir_upstream_server_picks_total", &dead, 2),
+        ("weir_upstream_server_picks_total", &live, 6),
+    ] {
+        let m = format!("{name}{{route=\"main\",server=\"{server}\"}}");
+        assert_eq!(metric(&weir, &m).await, Some(want), "{m}");
+    }
 }
 
 /// A server that reads a request head and resets the connection: the

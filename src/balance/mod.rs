@@ -103,6 +103,16 @@ pub enum Outcome {
     Unknown,
 }
 
+/// A server going out of its group or coming back, for the caller to log
+/// and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Taken out until then.
+    Out { until: Instant },
+    /// Answered after having been out.
+    Back,
+}
+
 /// Why no server was picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllOut {
@@ -299,20 +309,18 @@ impl<T> Group<T> {
     }
 
     /// Record how a request to `index` went.
-    fn record(&self, index: usize, outcome: Outcome, now: Instant) {
-        let Some(s) = self.servers.get(index) else {
-            return;
-        };
+    fn record(&self, index: usize, outcome: Outcome, now: Instant) -> Option<Change> {
+        let s = self.servers.get(index)?;
         // nginx's rule: a group of one is never taken out (there is
         // nothing to send its requests to instead), and has no choice
         // for the latency to inform.
         if self.servers.len() < 2 {
-            return;
+            return None;
         }
         match outcome {
             Outcome::Answered(latency) => {
                 s.latency.locked().observe(latency, now);
-                s.health.locked().succeeded();
+                s.health.locked().succeeded().then_some(Change::Back)
             }
             Outcome::Failed => {
                 // Counted before the server's own lock is taken: never two
@@ -323,9 +331,12 @@ impl<T> Group<T> {
                     .filter(|s| s.health.locked().out_until(now).is_some())
                     .count();
                 let may_eject = out < self.ejection.most_out(self.servers.len());
-                s.health.locked().failed(&self.ejection, may_eject, now);
+                s.health
+                    .locked()
+                    .failed(&self.ejection, may_eject, now)
+                    .map(|until| Change::Out { until })
             }
-            Outcome::Unknown => {}
+            Outcome::Unknown => None,
         }
     }
 }
@@ -367,12 +378,14 @@ impl<T> Pick<T> {
     }
 
     /// How the request went; only the first call counts. The request
-    /// stays in flight until the pick is dropped.
-    pub fn finish(&mut self, outcome: Outcome, now: Instant) {
-        if !self.finished {
-            self.finished = true;
-            self.group.record(self.index, outcome, now);
+    /// stays in flight until the pick is dropped. Says when this took the
+    /// server out, or brought it back.
+    pub fn finish(&mut self, outcome: Outcome, now: Instant) -> Option<Change> {
+        if self.finished {
+            return None;
         }
+        self.finished = true;
+        self.group.record(self.index, outcome, now)
     }
 }
 

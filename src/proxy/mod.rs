@@ -220,6 +220,7 @@ pub async fn forward(
             }
         };
         let server = pick.target();
+        server.metrics.picks.inc();
         *report.served_by = Some(server.label.clone());
         let mut attempt_req = Request::new(attempt);
         *attempt_req.method_mut() = parts.method.clone();
@@ -241,12 +242,14 @@ pub async fn forward(
                 } else {
                     Outcome::Answered(latency)
                 };
-                pick.finish(outcome, Instant::now());
+                let change = pick.finish(outcome, Instant::now());
+                pick.target().changed(report.route, change);
                 break (resp, pick);
             }
         };
         if matches!(failed, ProxyError::Upstream(_)) {
-            pick.finish(Outcome::Failed, Instant::now());
+            let change = pick.finish(Outcome::Failed, Instant::now());
+            pick.target().changed(report.route, change);
         }
         tried.push(pick.index());
         // Another server only when none of the body left: the attempt

@@ -15,8 +15,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::body::Attempt;
-use crate::balance::{Group, Member};
+use tokio::time::Instant;
+
+use crate::balance::{Change, Group, Member};
 use crate::config::{HashKey, RouteConfig, UpstreamGroup, UpstreamSettings};
+use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, Attempt>;
@@ -58,11 +61,14 @@ pub struct Server {
     pub base_path: String,
     /// The server URL as configured, for logs.
     pub label: Arc<str>,
+    pub metrics: ServerMetrics,
 }
 
 impl Server {
-    fn new(uri: &http::Uri) -> Self {
+    fn new(uri: &http::Uri, route: &Arc<str>, metrics: &Metrics) -> Self {
+        let label: Arc<str> = uri.to_string().into();
         Server {
+            metrics: metrics.server_metrics(route, &label),
             scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
             // Validated by config loading: upstream URLs always have a host.
             authority: uri
@@ -70,7 +76,24 @@ impl Server {
                 .cloned()
                 .unwrap_or_else(|| http::uri::Authority::from_static("invalid")),
             base_path: uri.path().trim_end_matches('/').to_string(),
-            label: uri.to_string().into(),
+            label,
+        }
+    }
+
+    /// Log and count a server going out of its group or coming back.
+    pub fn changed(&self, route: &str, change: Option<Change>) {
+        match change {
+            Some(Change::Out { until }) => {
+                self.metrics.up.set(0);
+                self.metrics.ejections.inc();
+                let secs = until.saturating_duration_since(Instant::now()).as_secs();
+                tracing::warn!(route, server = %self.label, out_for_s = secs, "server taken out of its group after failing");
+            }
+            Some(Change::Back) => {
+                self.metrics.up.set(1);
+                tracing::info!(route, server = %self.label, "server back in its group");
+            }
+            None => {}
         }
     }
 }
@@ -94,12 +117,14 @@ impl Upstream {
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
         workers: usize,
+        metrics: &Metrics,
     ) -> Self {
+        let route_name: Arc<str> = route.name.as_str().into();
         let members = group
             .servers
             .iter()
             .map(|m| Member {
-                target: Server::new(&m.target),
+                target: Server::new(&m.target, &route_name, metrics),
                 weight: m.weight,
                 backup: m.backup,
             })
