@@ -270,3 +270,48 @@ async fn a_hash_key_stays_on_one_server_and_backups_wait_for_the_primaries() {
         "no primary: the backup"
     );
 }
+
+#[tokio::test]
+async fn the_health_check_takes_a_failing_server_out_and_brings_it_back() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let healthy = Arc::new(AtomicBool::new(false));
+    let flag = healthy.clone();
+    let sick = upstream(move |req: http::Request<hyper::body::Incoming>| {
+        let flag = flag.clone();
+        async move {
+            match (req.uri().path(), flag.load(Ordering::SeqCst)) {
+                ("/healthz", false) => text(503, "sick"),
+                _ => text(200, "sick"),
+            }
+        }
+    })
+    .await;
+    let well = named("well", Duration::ZERO).await;
+    let servers = format!("\"http://{}\", \"http://{}\"", sick.addr, well.addr);
+    let weir = Weir::start(&group_config(
+        &servers,
+        "balance = \"round_robin\"\n\
+         [route.health_check]\npath = \"/healthz\"\ninterval = \"50ms\"\ntimeout = \"50ms\"\nfall = 2\nrise = 1\n",
+    ))
+    .await;
+    let up = format!(
+        "weir_upstream_server_up{{route=\"main\",server=\"http://{}/\"}}",
+        sick.addr
+    );
+    assert!(
+        eventually_metric(&weir, &up, 0).await,
+        "two failed checks take it out"
+    );
+    assert_eq!(
+        who(&weir, 6, &[]).await["well"],
+        6,
+        "nothing to the sick one"
+    );
+    healthy.store(true, Ordering::SeqCst);
+    assert!(
+        eventually_metric(&weir, &up, 1).await,
+        "one pass brings it back"
+    );
+    assert_eq!(who(&weir, 6, &[]).await["sick"], 3, "its share again");
+}

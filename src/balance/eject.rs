@@ -57,16 +57,32 @@ pub(super) struct Health {
     ejections: u32,
     /// Out until then (past: back, on probation).
     until: Option<Instant>,
+    /// Down by the active health check, until the check passes again.
+    checked_down: bool,
 }
 
 impl Health {
     pub(super) fn is_in(&self, now: Instant) -> bool {
-        self.until.is_none_or(|u| now >= u)
+        !self.checked_down && self.until.is_none_or(|u| now >= u)
     }
 
-    /// When it comes back, if it is out.
+    /// When it comes back, if it is out for failing (a server the check
+    /// holds down has no known time).
     pub(super) fn out_until(&self, now: Instant) -> Option<Instant> {
         self.until.filter(|u| *u > now)
+    }
+
+    /// The active check's verdict; whether it changed.
+    pub(super) fn checked(&mut self, up: bool) -> bool {
+        let changed = self.checked_down == up;
+        self.checked_down = !up;
+        if up && changed {
+            // Back by the check: a clean slate, as a success gives.
+            self.consecutive = 0;
+            self.ejections = 0;
+            self.until = None;
+        }
+        changed
     }
 
     /// An answer. Whether it ends a time out (the server was on

@@ -109,8 +109,10 @@ pub enum Outcome {
 pub enum Change {
     /// Taken out until then.
     Out { until: Instant },
-    /// Answered after having been out.
+    /// Answered after having been out, or passed its health check again.
     Back,
+    /// Failed its active health check.
+    Down,
 }
 
 /// Why no server was picked.
@@ -170,6 +172,17 @@ impl<T> Group<T> {
         self.servers
             .get(index)
             .is_some_and(|s| s.health.locked().is_in(now))
+    }
+
+    /// The active health check's verdict on server `index`: down takes it
+    /// out whatever the cap on the share out (the check says it cannot
+    /// serve), up brings it back. Says when this changed its state.
+    pub fn checked(&self, index: usize, up: bool) -> Option<Change> {
+        let s = self.servers.get(index)?;
+        if !s.health.locked().checked(up) {
+            return None;
+        }
+        Some(if up { Change::Back } else { Change::Down })
     }
 
     /// Requests in flight on server `index`.

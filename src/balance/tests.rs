@@ -283,3 +283,25 @@ fn hash_keys_are_stable_across_processes() {
 }
 
 const KEY_OF_SESSION_1: u64 = 10_348_509_449_063_778_181;
+
+#[tokio::test(start_paused = true)]
+async fn the_active_check_takes_a_server_out_past_the_cap_and_brings_it_back() {
+    let rule = Ejection {
+        max_share: 10,
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 2], Policy::RoundRobin, rule);
+    assert_eq!(g.checked(0, false), Some(Change::Down));
+    assert_eq!(g.checked(0, false), None, "no change");
+    assert_eq!(
+        g.checked(1, false),
+        Some(Change::Down),
+        "no cap on the check"
+    );
+    let now = Instant::now();
+    assert_eq!(g.pick(None, &[], now).expect_err("all down").until, None);
+    assert_eq!(g.checked(1, true), Some(Change::Back));
+    for _ in 0..4 {
+        assert_eq!(g.pick(None, &[], now).expect("pick").index(), 1);
+    }
+}

@@ -383,7 +383,7 @@ pub enum ServerHeader {
 pub enum RouteKind {
     /// Forward everything to a group of upstream servers (one, for
     /// `upstream = URL`).
-    Proxy { upstream: UpstreamGroup },
+    Proxy { upstream: Box<UpstreamGroup> },
     /// An LLM API gateway route.
     Llm(Arc<LlmSettings>),
 }
@@ -396,6 +396,32 @@ pub struct UpstreamGroup {
     /// What a request is hashed by, for [`Policy::Hash`].
     pub hash_key: Option<HashKey>,
     pub ejection: Ejection,
+    pub health_check: Option<HealthCheck>,
+}
+
+/// An active HTTP health check, run for each server of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Path (and query) asked with GET.
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Passes in a row that bring a server back.
+    pub rise: u32,
+    /// Failures in a row that take it out.
+    pub fall: u32,
+    /// Statuses that pass; empty: any 2xx or 3xx.
+    pub expect_status: Vec<u16>,
+}
+
+impl HealthCheck {
+    pub fn passes(&self, status: u16) -> bool {
+        if self.expect_status.is_empty() {
+            (200..400).contains(&status)
+        } else {
+            self.expect_status.contains(&status)
+        }
+    }
 }
 
 impl UpstreamGroup {
@@ -410,6 +436,7 @@ impl UpstreamGroup {
             policy: Policy::P2cEwma,
             hash_key: None,
             ejection: Ejection::default(),
+            health_check: None,
         }
     }
 }

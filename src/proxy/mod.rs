@@ -3,6 +3,7 @@
 //! the mapping of upstream failures to 502/504.
 
 mod body;
+mod check;
 pub mod headers;
 mod tunnel;
 pub mod upstream;

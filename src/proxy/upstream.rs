@@ -89,6 +89,10 @@ impl Server {
                 let secs = until.saturating_duration_since(Instant::now()).as_secs();
                 tracing::warn!(route, server = %self.label, out_for_s = secs, "server taken out of its group after failing");
             }
+            Some(Change::Down) => {
+                self.metrics.up.set(0);
+                tracing::warn!(route, server = %self.label, "server failed its health check");
+            }
             Some(Change::Back) => {
                 self.metrics.up.set(1);
                 tracing::info!(route, server = %self.label, "server back in its group");
@@ -133,11 +137,16 @@ impl Upstream {
             [one] => one.target.to_string(),
             many => format!("{} servers", many.len()),
         };
+        let servers = Arc::new(Group::new(members, group.policy, group.ejection));
+        if let Some(check) = &group.health_check {
+            let client = pooled_client(route.connect_timeout, settings, tls);
+            super::check::spawn(&servers, check.clone(), route_name, client);
+        }
         Upstream {
             client: PerWorker::new(workers, || {
                 pooled_client(route.connect_timeout, settings, tls)
             }),
-            group: Arc::new(Group::new(members, group.policy, group.ejection)),
+            group: servers,
             hash_key: group.hash_key.clone(),
             label: label.into(),
         }

@@ -110,6 +110,13 @@ eject_base = "1s"
 eject_max = "1s"
 max_ejected_percent = 50
 slow_start = "1s"
+[route.health_check]
+path = "/healthz"
+interval = "1s"
+timeout = "1s"
+rise = 1
+fall = 1
+expect_status = [200]
 
 [[route]]
 name = "llm"

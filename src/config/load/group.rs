@@ -23,6 +23,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
     let max = timer(t, "eject_max");
     let max_share = t.uint("max_ejected_percent", 100);
     let slow_start = t.duration("slow_start", TIMER_OR_ZERO);
+    let check = t.table("health_check").map(|c| health_check(&c));
 
     let mut ok = true;
     // Read on after a problem here: the other keys' problems are
@@ -141,12 +142,21 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
         );
         ok = false;
     }
+    let health_check = match check {
+        None => None,
+        Some(Some(c)) => Some(c),
+        Some(None) => {
+            ok = false;
+            None
+        }
+    };
     let servers = servers.filter(|_| ok)?;
     Some(UpstreamGroup {
         servers,
         policy,
         hash_key,
         ejection,
+        health_check,
     })
 }
 
@@ -226,6 +236,76 @@ fn servers_of(t: &Section<'_, '_>, items: Vec<Item<'_, '_>>) -> Option<Vec<Membe
     ok.then_some(out)
 }
 
+/// `[route.health_check]`.
+fn health_check(c: &Section<'_, '_>) -> Option<HealthCheck> {
+    let path = c.string("path");
+    let interval = timer(c, "interval").unwrap_or(Duration::from_secs(5));
+    let timeout = timer(c, "timeout").unwrap_or(Duration::from_secs(2));
+    let rise = c.uint("rise", 100).unwrap_or(2);
+    let fall = c.uint("fall", 100).unwrap_or(3);
+    let expect = c.uint_list("expect_status", 599);
+    let mut ok = true;
+    let path = match path {
+        Some(p)
+            if p.value.starts_with('/') && p.value.parse::<http::uri::PathAndQuery>().is_ok() =>
+        {
+            p.value
+        }
+        Some(p) => {
+            p.problem(
+                c.doc(),
+                format!("`{}` is not a path", p.value),
+                Some("write it like \"/healthz\"".into()),
+            );
+            return None;
+        }
+        None => {
+            c.problem("path", "missing", Some("add `path = \"/healthz\"`".into()));
+            return None;
+        }
+    };
+    for (key, n) in [("rise", rise), ("fall", fall)] {
+        if n == 0 {
+            c.problem(
+                key,
+                format!("`{key}` must be at least 1"),
+                Some(format!("use `{key} = 1` or more")),
+            );
+            ok = false;
+        }
+    }
+    if timeout > interval {
+        c.problem(
+            "timeout",
+            "a check's `timeout` is longer than its `interval`",
+            Some("make `timeout` at most `interval`".into()),
+        );
+        ok = false;
+    }
+    let mut expect_status = Vec::new();
+    for s in expect.into_iter().flatten() {
+        if s.value < 100 {
+            c.doc().report(
+                Some(s.span.clone()),
+                &s.key,
+                "not an HTTP status".into(),
+                Some("use 100 to 599".into()),
+            );
+            ok = false;
+        } else {
+            expect_status.push(s.value as u16);
+        }
+    }
+    ok.then_some(HealthCheck {
+        path,
+        interval,
+        timeout,
+        rise: rise as u32,
+        fall: fall as u32,
+        expect_status,
+    })
+}
+
 fn parse_hash_key(text: &str) -> Option<HashKey> {
     if text == "client_ip" {
         return Some(HashKey::ClientIp);
@@ -283,7 +363,7 @@ mod tests {
             panic!("a proxy route");
         };
         assert_eq!(
-            *upstream,
+            **upstream,
             UpstreamGroup::one("http://127.0.0.1:4".parse().expect("uri"))
         );
     }
@@ -299,7 +379,11 @@ mod tests {
              eject_after = 0\neject_base = \"10m\"\neject_max = \"1m\"\n\
              [[route]]\npath = \"/e\"\nservers = [\"http://127.0.0.1:1\"]\nbalance = \"hash\"\nhash_key = \"body\"\n\
              [[route]]\npath = \"/f\"\nkind = \"anthropic\"\nbalance = \"round_robin\"\n\
-             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n"
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route]]\npath = \"/g\"\nservers = [\"http://127.0.0.1:1\"]\n\
+             [route.health_check]\npath = \"healthz\"\n\
+             [[route]]\npath = \"/h\"\nservers = [\"http://127.0.0.1:1\"]\n\
+             [route.health_check]\npath = \"/ok\"\ninterval = \"1s\"\ntimeout = \"2s\"\nfall = 0\nexpect_status = [42]\n"
         ));
         let joined = p.join("\n");
         for needle in [
@@ -315,6 +399,10 @@ mod tests {
             "route[3].eject_base: `eject_base` (10m) is longer than `eject_max` (1m)",
             "route[4].hash_key: `body` is not a hash key",
             "route[5].balance: `balance` does not apply to anthropic routes",
+            "route[6].health_check.path: `healthz` is not a path",
+            "route[7].health_check.timeout: a check's `timeout` is longer than its `interval`",
+            "route[7].health_check.fall: `fall` must be at least 1",
+            "route[7].health_check.expect_status[0]: not an HTTP status",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
         }

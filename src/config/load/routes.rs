@@ -260,7 +260,9 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
     let response_timeout = timer(t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
     let preserve_host = t.bool("preserve_host").unwrap_or(true);
     upstream.map(|upstream| Kind {
-        kind: RouteKind::Proxy { upstream },
+        kind: RouteKind::Proxy {
+            upstream: Box::new(upstream),
+        },
         response_timeout,
         preserve_host,
     })
