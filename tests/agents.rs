@@ -59,6 +59,7 @@ async fn one_upstream(agent: Agent, kind: &str, api: ProviderApi, protocol: &str
     let up = emulator(api, &command).await;
     let (_weir, addr, _dir) = agents::weir(kind, &[("up", &up, protocol)]);
     let run = agents::run(agent, &bin, addr, PROMPT).await;
+    agents::dump(&[&up]);
     up.assert_all_accepted();
     run.assert_success();
     assert!(
@@ -162,6 +163,7 @@ async fn fails_over_mid_conversation(
         ],
     );
     let run = agents::run(Agent::ClaudeCode, &bin, addr, PROMPT).await;
+    agents::dump(&[&first, &second]);
     first.assert_all_accepted();
     second.assert_all_accepted();
     run.assert_success();

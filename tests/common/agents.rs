@@ -242,6 +242,33 @@ pub fn weir(kind: &str, upstreams: &[(&str, &Provider, &str)]) -> (Proc, SocketA
     (weir, addr, dir)
 }
 
+/// With `WEIR_AGENTS_DUMP=<dir>`, what each upstream received is written
+/// there (`<test>-<n>.json`: path, turn, verdict, body per request), for
+/// whoever fixes a translation the emulator refused.
+pub fn dump(upstreams: &[&Provider]) {
+    let Some(dir) = std::env::var_os("WEIR_AGENTS_DUMP") else {
+        return;
+    };
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    for (n, up) in upstreams.iter().enumerate() {
+        let seen: Vec<serde_json::Value> = up
+            .journal()
+            .into_iter()
+            .map(|e| {
+                serde_json::json!({
+                    "path": e.path,
+                    "turn": e.turn,
+                    "verdict": format!("{:?}", e.verdict),
+                    "body": e.body,
+                })
+            })
+            .collect();
+        let path = Path::new(&dir).join(format!("{test}-{}.json", n + 1));
+        let text = serde_json::to_string_pretty(&seen).expect("json");
+        std::fs::write(&path, text).expect("write the dump");
+    }
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
