@@ -487,6 +487,29 @@ async fn broken_bodies_get_the_apis_envelope() {
     }
 }
 
+/// The agents list models at start: each API answers in its own list
+/// shape, behind its credentials; other paths are 404.
+#[tokio::test]
+async fn models_are_listed_and_other_paths_are_not_found() {
+    for api in [
+        ProviderApi::Anthropic,
+        ProviderApi::Responses,
+        ProviderApi::Chat,
+    ] {
+        let p = spawn(api).await;
+        let url = format!("{}/v1/models", p.base_url());
+        let (s, _, b) = get_with(&url, headers(api)).await;
+        assert_eq!(s, 200, "{b}");
+        let list: Value = serde_json::from_str(&b).expect("json");
+        assert!(list["data"][0]["id"].is_string(), "{b}");
+        let (s, _, b) = get_with(&url, &[]).await;
+        assert_eq!(s, 401, "{b}");
+        let (s, b) = ask_at(&p, "/v1/complete", &json!({}), headers(api)).await;
+        assert_error(api, s, &b, 404, &[]);
+        assert_eq!(p.rejections().len(), 2);
+    }
+}
+
 #[tokio::test]
 async fn anthropic_count_tokens_takes_the_prompt_without_max_tokens() {
     let p = spawn(ProviderApi::Anthropic).await;

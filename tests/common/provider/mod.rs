@@ -24,7 +24,8 @@
 //! - [`Provider::spawn`]`(api, options)` starts a real hyper HTTP/1.1 server
 //!   on 127.0.0.1:0 speaking one API ([`ProviderApi`]); [`Provider::base_url`]
 //!   is `http://127.0.0.1:<port>` (no path: the API paths are the real ones,
-//!   `/v1/messages`, `/v1/responses`, `/v1/chat/completions`).
+//!   `/v1/messages`, `/v1/responses`, `/v1/chat/completions`, and
+//!   `GET /v1/models` on each).
 //! - Every request is checked against the API's rules first; a violation
 //!   is answered 400 (401, 404, 413) in the API's own error envelope with
 //!   the real `type`/`code`/`param`, and recorded as [`Verdict::Rejected`].
@@ -460,19 +461,21 @@ impl State {
         options: &Options,
     ) -> Result<Route, Rejection> {
         let path = parts.uri.path();
-        let route = match (self.api, path) {
-            (ProviderApi::Anthropic, "/v1/messages") => Route::Create,
-            (ProviderApi::Anthropic, "/v1/messages/count_tokens") => Route::CountTokens,
-            (ProviderApi::Responses, "/v1/responses") => Route::Create,
-            (ProviderApi::Chat, "/v1/chat/completions") => Route::Create,
+        let post = parts.method == http::Method::POST;
+        let route = match (self.api, path, post) {
+            (ProviderApi::Anthropic, "/v1/messages", true) => Route::Create,
+            (ProviderApi::Anthropic, "/v1/messages/count_tokens", true) => Route::CountTokens,
+            (ProviderApi::Responses, "/v1/responses", true) => Route::Create,
+            (ProviderApi::Chat, "/v1/chat/completions", true) => Route::Create,
+            (_, "/v1/models", false) if parts.method == http::Method::GET => Route::Models,
             _ => return Err(self.not_found(path)),
         };
-        if parts.method != http::Method::POST {
-            return Err(self.not_found(path));
-        }
         match self.api {
             ProviderApi::Anthropic => anthropic::authenticate(&parts.headers)?,
             ProviderApi::Responses | ProviderApi::Chat => openai_authenticate(&parts.headers)?,
+        }
+        if route == Route::Models {
+            return Ok(route);
         }
         let json_type = parts
             .headers
@@ -495,6 +498,9 @@ impl State {
     }
 
     fn answer(&self, route: Route, body: &Value, options: &Options) -> Response<Body> {
+        if route == Route::Models {
+            return respond(200, &[], Answer::Json(self.models()));
+        }
         if route == Route::CountTokens {
             let n = approximate_tokens(body);
             return respond(
@@ -515,6 +521,21 @@ impl State {
             ProviderApi::Chat => chat::answer(&plan, &view, body, &options.shape),
         };
         respond(200, &[], answer)
+    }
+
+    /// The model list in the API's shape: one model, the emulator's.
+    fn models(&self) -> Value {
+        let id = "emulated-model";
+        match self.api {
+            ProviderApi::Anthropic => serde_json::json!({
+                "data": [{"type": "model", "id": id, "display_name": "Emulated", "created_at": "2026-01-01T00:00:00Z"}],
+                "has_more": false, "first_id": id, "last_id": id,
+            }),
+            _ => serde_json::json!({
+                "object": "list",
+                "data": [{"id": id, "object": "model", "created": 0, "owned_by": "emulator"}],
+            }),
+        }
     }
 
     fn envelope(&self, r: &Rejection) -> Value {
@@ -561,6 +582,8 @@ impl State {
 enum Route {
     Create,
     CountTokens,
+    /// `GET /v1/models`, which the agents list at start.
+    Models,
 }
 
 fn respond(status: u16, headers: &[(String, String)], answer: Answer) -> Response<Body> {
