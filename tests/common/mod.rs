@@ -12,11 +12,13 @@
 
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod h2raw;
 pub mod keepalive;
 pub mod llm;
 pub mod load;
 pub mod process;
+pub mod provider;
 
 use std::convert::Infallible;
 use std::future::Future;
