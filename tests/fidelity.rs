@@ -723,6 +723,53 @@ async fn chat_client_on_chat_whole() {
     .await;
 }
 
+// ------------------------------------------------- Cells of the matrix not translated yet
+
+#[ignore = "issue 19: not translated yet: weir answers 501 not_supported (no request reaches the emulator)"]
+#[tokio::test]
+async fn chat_client_on_anthropic() {
+    for stream in [true, false] {
+        pair(
+            Client::ChatApp,
+            ProviderApi::Anthropic,
+            "openai",
+            "anthropic",
+            stream,
+        )
+        .await;
+    }
+}
+
+#[ignore = "issue 19: not translated yet: weir answers 501 not_supported (no request reaches the emulator)"]
+#[tokio::test]
+async fn chat_client_on_responses() {
+    for stream in [true, false] {
+        pair(
+            Client::ChatApp,
+            ProviderApi::Responses,
+            "openai",
+            "openai_responses",
+            stream,
+        )
+        .await;
+    }
+}
+
+#[ignore = "issue 19: not translated yet: weir answers 501 not_supported (no request reaches the emulator)"]
+#[tokio::test]
+async fn codex_on_chat() {
+    for stream in [true, false] {
+        pair(
+            Client::Codex,
+            ProviderApi::Chat,
+            "openai",
+            "openai_chat",
+            stream,
+        )
+        .await;
+    }
+}
+
 // ------------------------------------------------- Shapes real servers send
 
 async fn claude_code_on_shape(api: ProviderApi, protocol: &str, bend: fn(&mut Shape)) {
