@@ -133,6 +133,26 @@ fn chat_shell() -> Value {
            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}})
 }
 
+/// The emulator is an independent reading of the providers' rules: it
+/// must not use weir's own wire or LLM code, or it would agree with weir
+/// by construction.
+#[test]
+fn the_emulator_imports_nothing_from_weir() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/provider");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).expect("provider dir") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("source");
+        assert!(
+            !text.contains("weir::"),
+            "{} uses weir's code",
+            path.display()
+        );
+        read += 1;
+    }
+    assert!(read >= 5, "read {read} files in {}", dir.display());
+}
+
 // ---------------------------------------------------------------- Anthropic
 
 #[tokio::test]

@@ -26,6 +26,13 @@
 //!   is `http://127.0.0.1:<port>` (no path: the API paths are the real ones,
 //!   `/v1/messages`, `/v1/responses`, `/v1/chat/completions`, and
 //!   `GET /v1/models` on each).
+//! - Stable API for other tests: [`Provider::spawn`], [`Provider::base_url`],
+//!   [`Provider::journal`] / [`Provider::rejections`] /
+//!   [`Provider::assert_all_accepted`], [`Provider::set_script`],
+//!   [`Provider::set_shape`], [`Provider::set_reasoning_model`],
+//!   [`Provider::fail_turn`], [`Provider::fail_next`]; [`Options`] (with
+//!   `script`, `shape`, `reasoning_model` builders), [`Script`], [`Shape`],
+//!   [`Failure`], [`Entry`], [`Verdict`].
 //! - Every request is checked against the API's rules first; a violation
 //!   is answered 400 (401, 404, 413) in the API's own error envelope with
 //!   the real `type`/`code`/`param`, and recorded as [`Verdict::Rejected`].
