@@ -277,6 +277,18 @@ async fn anthropic_thinking_budget_is_at_least_1024_and_under_max_tokens() {
         &["`temperature` may only be set to 1"],
     )
     .await;
+    refused(
+        &p,
+        &claude(json!({"thinking": {"type": "adaptive"}, "tool_choice": {"type": "any"}})),
+        400,
+        &["Thinking may not be enabled when tool_choice forces tool use."],
+    )
+    .await;
+    accepted(
+        &p,
+        &claude(json!({"thinking": {"type": "adaptive"}, "tool_choice": {"type": "auto"}})),
+    )
+    .await;
     accepted(&p, &enabled(1024, 4096)).await;
     accepted(
         &p,
