@@ -939,6 +939,42 @@ async fn chat_tool_messages_answer_earlier_tool_calls() {
     );
 }
 
+/// DeepSeek's thinking mode: the reasoning of a tool-calling turn must
+/// come back with it.
+#[tokio::test]
+async fn a_deepseek_style_server_wants_its_reasoning_back() {
+    let p = spawn(ProviderApi::Chat).await;
+    p.set_shape(Shape {
+        chat_reasoning_content: true,
+        chat_reasoning_required: true,
+        ..Shape::default()
+    });
+    let first = chat(json!({"tools": [chat_shell()]}));
+    let answer = accepted(&p, &first).await;
+    let message = answer["choices"][0]["message"].clone();
+    assert!(message["reasoning_content"].is_string(), "{answer}");
+    let next = |assistant: Value| {
+        let mut req = first.clone();
+        let call = assistant["tool_calls"][0]["id"].clone();
+        let messages = req["messages"].as_array_mut().expect("messages");
+        messages.push(assistant);
+        messages.push(json!({"role": "tool", "tool_call_id": call, "content": "a.txt"}));
+        req
+    };
+    let mut bare = message.clone();
+    bare.as_object_mut()
+        .expect("message")
+        .remove("reasoning_content");
+    refused(
+        &p,
+        &next(bare),
+        400,
+        &["Missing `reasoning_content` field in the assistant message at message index 1"],
+    )
+    .await;
+    accepted(&p, &next(message)).await;
+}
+
 // ---------------------------------------------------------------- Scripts, streams, journal
 
 /// The round trip finds each agent's shell tool by its schema, whatever

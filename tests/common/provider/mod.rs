@@ -144,6 +144,12 @@ pub struct Shape {
     /// Chat: the reasoning as `reasoning_content` deltas (DeepSeek, Kimi,
     /// vLLM) and on the whole message.
     pub chat_reasoning_content: bool,
+    /// Chat: DeepSeek's thinking mode (also Kimi's): an assistant message
+    /// with `tool_calls` in the history must carry its `reasoning_content`
+    /// back, or the request is refused (api-docs.deepseek.com/guides/
+    /// thinking_mode, "Tool calls"; decolua/9router#355). Implies nothing
+    /// about the answers: set `chat_reasoning_content` for those.
+    pub chat_reasoning_required: bool,
     /// Chat: a tool call's first chunk carries the name and the first
     /// piece of arguments but no `id`; the id arrives in a later chunk.
     pub chat_late_tool_id: bool,
