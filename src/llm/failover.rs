@@ -184,7 +184,11 @@ pub async fn run(
         let mut relay = Relay::new(
             body,
             client_api,
-            translation.map(|t| t.pair.stream(client_model, t.names)),
+            translation.map(|t| {
+                let mut s = t.pair.stream(client_model, t.names);
+                s.include_usage(t.include_usage);
+                s
+            }),
             settings.sse_keepalive,
             settings.stream_idle_timeout,
             tally,
