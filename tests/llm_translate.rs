@@ -728,3 +728,44 @@ async fn a_failing_translator_still_ends_the_stream_in_the_clients_api() {
         assert_eq!(d["sequence_number"], i as u64, "{body}");
     }
 }
+
+/// A whole (non-streamed) answer's usage is counted as a stream's is, on
+/// a native upstream and on a translated one: each upstream's usage in
+/// its own API's terms (the Chat upstream's `prompt_tokens` include the
+/// cached input; the count excludes it, as Anthropic's does).
+#[tokio::test]
+async fn whole_answers_count_their_usage_native_and_translated() {
+    let input = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"input\"}";
+    let output = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"output\"}";
+    let cached = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"cache_read\"}";
+
+    let native = serving(WORDS).await;
+    let weir = start("anthropic", &[("claude", native.url(), "anthropic")], false).await;
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        &claude_request(false),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("json")["usage"]["input_tokens"],
+        12,
+        "relayed as it came: {body}"
+    );
+    assert_eq!(metric(&weir, input).await, Some(12));
+    assert_eq!(metric(&weir, output).await, Some(3));
+
+    let chat = mock(|_| {
+        json_reply(200, br#"{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":30}}}"#)
+    })
+    .await;
+    let weir = start("openai", &[("claude", chat.url(), "openai_chat")], false).await;
+    let req = json!({"model": "m", "input": "hi"});
+    let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(metric(&weir, input).await, Some(20));
+    assert_eq!(metric(&weir, cached).await, Some(30));
+    assert_eq!(metric(&weir, output).await, Some(7));
+}
