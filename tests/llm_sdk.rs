@@ -324,3 +324,66 @@ async fn the_openai_sdk_runs_a_tool_loop_on_an_anthropic_upstream() {
         "{second}"
     );
 }
+
+/// The OpenAI SDK's `chat.completions.create`, whole and streamed (through
+/// its streaming helper), with a tool round trip, on an Anthropic upstream
+/// and on a Responses upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdks_chat_completions_run_a_tool_loop_on_anthropic_and_responses_upstreams() {
+    for protocol in ["anthropic", "openai_responses"] {
+        let up = mock(agent).await;
+        let weir = Weir::start(&translated("openai", up.url(), protocol)).await;
+        let r = sdk(&weir, "openai_chat_tool_round_trip", "gpt-4o", "k", 0).await;
+        for mode in ["whole", "stream"] {
+            let r = &r[mode];
+            assert_eq!(r["finish_reason"], "tool_calls", "{protocol} {mode}: {r}");
+            assert_eq!(r["tool"], AGENT_TOOL, "{protocol} {mode}: {r}");
+            assert_eq!(
+                r["arguments"],
+                serde_json::json!({"path": "notes.txt"}),
+                "{protocol} {mode}: {r}"
+            );
+            assert_eq!(r["prompt_tokens"], 20, "{protocol} {mode}: {r}");
+            assert_eq!(
+                r["answer"], "The file says: hello from notes",
+                "{protocol} {mode}: {r}"
+            );
+            assert_eq!(r["final_finish_reason"], "stop", "{protocol} {mode}: {r}");
+        }
+        let paths: Vec<String> = up.seen().iter().map(|s| s.path.clone()).collect();
+        let want = if protocol == "anthropic" {
+            "/v1/messages"
+        } else {
+            "/v1/responses"
+        };
+        assert!(paths.iter().all(|p| p == want), "{protocol}: {paths:?}");
+        assert_eq!(paths.len(), 4);
+    }
+}
+
+/// The OpenAI SDK's `responses.create`, whole and in Codex's streamed
+/// tool loop, on a Chat Completions upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdks_responses_run_on_a_chat_upstream() {
+    let up = serving(WORDS).await;
+    let weir = Weir::start(&translated("openai", up.url(), "openai_chat")).await;
+    let r = sdk(&weir, "openai_responses", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
+    assert_eq!(r["status"], "completed", "{r}");
+
+    let up = mock(agent).await;
+    let weir = Weir::start(&translated("openai", up.url(), "openai_chat")).await;
+    let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["first_status"], "completed", "{r}");
+    assert_eq!(r["tool"], AGENT_TOOL, "{r}");
+    assert_eq!(
+        r["arguments"],
+        serde_json::json!({"path": "notes.txt"}),
+        "{r}"
+    );
+    assert_eq!(r["answer"], "The file says: hello from notes", "{r}");
+    assert_eq!(r["status"], "completed", "{r}");
+    let second = up.seen()[1].json();
+    assert_eq!(second["messages"][2]["role"], "tool", "{second}");
+    assert_eq!(up.seen()[0].json()["messages"][0]["role"], "system");
+}
