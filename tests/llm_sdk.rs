@@ -292,37 +292,44 @@ async fn the_anthropic_sdk_runs_a_tool_loop_on_openai_upstreams() {
     }
 }
 
+/// Codex's streamed tool loop through the OpenAI SDK's `responses`, on an
+/// Anthropic upstream and on a Chat Completions upstream.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_openai_sdk_runs_a_tool_loop_on_an_anthropic_upstream() {
-    let up = mock(agent).await;
-    let weir = Weir::start(&translated("openai", up.url(), "anthropic")).await;
-    let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
-    assert_eq!(r["first_status"], "completed", "{r}");
-    assert_eq!(r["tool"], AGENT_TOOL, "{r}");
-    assert_eq!(
-        r["arguments"],
-        serde_json::json!({"path": "notes.txt"}),
-        "{r}"
-    );
-    assert_eq!(r["answer"], "The file says: hello from notes", "{r}");
-    assert_eq!(r["status"], "completed", "{r}");
-    let events: Vec<&str> = r["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(events.first(), Some(&"response.created"), "{r}");
-    assert_eq!(events.last(), Some(&"response.completed"), "{r}");
-    let second = up.seen()[1].json();
-    assert_eq!(
-        second["messages"][1]["content"][0]["type"], "tool_use",
-        "{second}"
-    );
-    assert_eq!(
-        second["messages"][2]["content"][0]["type"], "tool_result",
-        "{second}"
-    );
+async fn the_openai_sdk_runs_a_tool_loop_on_anthropic_and_chat_upstreams() {
+    for protocol in ["anthropic", "openai_chat"] {
+        let up = mock(agent).await;
+        let weir = Weir::start(&translated("openai", up.url(), protocol)).await;
+        let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
+        assert_eq!(r["first_status"], "completed", "{protocol}: {r}");
+        assert_eq!(r["tool"], AGENT_TOOL, "{protocol}: {r}");
+        assert_eq!(
+            r["arguments"],
+            serde_json::json!({"path": "notes.txt"}),
+            "{protocol}: {r}"
+        );
+        assert_eq!(
+            r["answer"], "The file says: hello from notes",
+            "{protocol}: {r}"
+        );
+        assert_eq!(r["status"], "completed", "{protocol}: {r}");
+        let events: Vec<&str> = r["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(events.first(), Some(&"response.created"), "{r}");
+        assert_eq!(events.last(), Some(&"response.completed"), "{r}");
+        let second = up.seen()[1].json();
+        let messages = &second["messages"];
+        if protocol == "anthropic" {
+            assert_eq!(messages[1]["content"][0]["type"], "tool_use", "{second}");
+            assert_eq!(messages[2]["content"][0]["type"], "tool_result", "{second}");
+        } else {
+            assert_eq!(messages[1]["tool_calls"][0]["id"], "call_agent", "{second}");
+            assert_eq!(messages[2]["role"], "tool", "{second}");
+        }
+    }
 }
 
 /// The OpenAI SDK's `chat.completions.create`, whole and streamed (through
@@ -361,8 +368,8 @@ async fn the_openai_sdks_chat_completions_run_a_tool_loop_on_anthropic_and_respo
     }
 }
 
-/// The OpenAI SDK's `responses.create`, whole and in Codex's streamed
-/// tool loop, on a Chat Completions upstream.
+/// The OpenAI SDK's `responses.create`, whole, on a Chat Completions
+/// upstream (the streamed tool loop is above).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_sdks_responses_run_on_a_chat_upstream() {
     let up = serving(WORDS).await;
@@ -370,20 +377,4 @@ async fn the_openai_sdks_responses_run_on_a_chat_upstream() {
     let r = sdk(&weir, "openai_responses", "gpt-5-codex", "k", 0).await;
     assert_eq!(r["text"], "Hello there.", "{r}");
     assert_eq!(r["status"], "completed", "{r}");
-
-    let up = mock(agent).await;
-    let weir = Weir::start(&translated("openai", up.url(), "openai_chat")).await;
-    let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
-    assert_eq!(r["first_status"], "completed", "{r}");
-    assert_eq!(r["tool"], AGENT_TOOL, "{r}");
-    assert_eq!(
-        r["arguments"],
-        serde_json::json!({"path": "notes.txt"}),
-        "{r}"
-    );
-    assert_eq!(r["answer"], "The file says: hello from notes", "{r}");
-    assert_eq!(r["status"], "completed", "{r}");
-    let second = up.seen()[1].json();
-    assert_eq!(second["messages"][2]["role"], "tool", "{second}");
-    assert_eq!(up.seen()[0].json()["messages"][0]["role"], "system");
 }
