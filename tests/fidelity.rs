@@ -1,7 +1,8 @@
 //! weir against upstreams as strict as the real providers: every
 //! translation pair (Claude Code's Messages on Anthropic, Responses and
-//! Chat upstreams; Codex's Responses on Responses and Anthropic; a Chat
-//! client on Chat) pointed at the provider emulator (tests/common/provider),
+//! Chat upstreams; Codex's Responses on Responses, Anthropic and Chat; a
+//! Chat client on Chat, Anthropic and Responses) pointed at the provider
+//! emulator (tests/common/provider),
 //! with requests shaped as the real agents send them, streamed and not,
 //! and a two-turn tool round trip per pair whose second turn is built from
 //! the first turn's answer as the client builds it. Every request weir
@@ -517,7 +518,17 @@ fn run(args: &Value) -> String {
 /// (the emulator quotes its output): every request accepted by every
 /// emulator, every answer well formed.
 async fn round_trip(client: Client, weir: &Weir, stream: bool, long_tool: bool, ups: &[&Provider]) {
-    let first = client.first(stream, long_tool);
+    round_trip_from(client, weir, stream, client.first(stream, long_tool), ups).await;
+}
+
+/// [`round_trip`] from a given first request.
+async fn round_trip_from(
+    client: Client,
+    weir: &Weir,
+    stream: bool,
+    first: Value,
+    ups: &[&Provider],
+) {
     let (status, _, body) = post(weir, client.path(), &first, client.headers()).await;
     assert_accepted(ups);
     assert_eq!(status, 200, "{body}");
@@ -704,7 +715,7 @@ async fn codex_on_anthropic_whole() {
     .await;
 }
 
-// ------------------------------------------------- A Chat client on Chat
+// ------------------------------------------------- A Chat client, and Codex on Chat
 
 #[tokio::test]
 async fn chat_client_on_chat_streamed() {
@@ -718,6 +729,89 @@ async fn chat_client_on_chat_whole() {
         ProviderApi::Chat,
         "openai",
         "openai",
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn codex_on_chat_streamed() {
+    pair(
+        Client::Codex,
+        ProviderApi::Chat,
+        "openai",
+        "openai_chat",
+        true,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn codex_on_chat_whole() {
+    pair(
+        Client::Codex,
+        ProviderApi::Chat,
+        "openai",
+        "openai_chat",
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn chat_client_on_anthropic_streamed() {
+    pair(
+        Client::ChatApp,
+        ProviderApi::Anthropic,
+        "openai",
+        "anthropic",
+        true,
+    )
+    .await;
+}
+
+/// A Chat client asking for reasoning on Claude: the second turn
+/// continues a tool call with no thinking block to send back.
+#[tokio::test]
+async fn chat_client_with_reasoning_on_anthropic() {
+    let up = emulator(ProviderApi::Anthropic).await;
+    let weir = weir_over("openai", &[(&up, "anthropic")]).await;
+    let mut first = Client::ChatApp.first(true, false);
+    first["reasoning_effort"] = json!("low");
+    round_trip_from(Client::ChatApp, &weir, true, first, &[&up]).await;
+}
+
+#[tokio::test]
+async fn chat_client_on_anthropic_whole() {
+    pair(
+        Client::ChatApp,
+        ProviderApi::Anthropic,
+        "openai",
+        "anthropic",
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn chat_client_on_responses_streamed() {
+    pair(
+        Client::ChatApp,
+        ProviderApi::Responses,
+        "openai",
+        "openai_responses",
+        true,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn chat_client_on_responses_whole() {
+    pair(
+        Client::ChatApp,
+        ProviderApi::Responses,
+        "openai",
+        "openai_responses",
         false,
     )
     .await;

@@ -166,7 +166,19 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
         out.insert("tool_choice".into(), c);
     }
     let mut max = max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
-    if let Some(b) = v["reasoning_effort"].as_str().and_then(budget) {
+    // With thinking on, Anthropic wants a tool-use continuation's last
+    // assistant turn to open with its signed thinking block, which a Chat
+    // client never has to send back: such a turn goes without thinking.
+    let continues_tool_use = items
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .is_some_and(|m| m["tool_calls"].as_array().is_some_and(|c| !c.is_empty()));
+    let thinking = v["reasoning_effort"]
+        .as_str()
+        .and_then(budget)
+        .filter(|_| !continues_tool_use);
+    if let Some(b) = thinking {
         // The budget must be below max_tokens, and thinking takes no
         // sampling parameters.
         max = max.max(b.saturating_add(1024));
@@ -472,6 +484,18 @@ mod tests {
         assert_eq!(out["max_tokens"], 24576 + 1024);
         assert!(out.get("temperature").is_none(), "{out}");
         assert!(out.get("tool_choice").is_none(), "no tools, no choice");
+        let mut req = req;
+        req["messages"] = json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "done"},
+        ]);
+        let out = to_messages(&req, "claude").expect("translated");
+        assert!(
+            out.get("thinking").is_none(),
+            "a tool-use continuation has no signed thinking to send back: {out}"
+        );
+        assert_eq!(out["temperature"], 0.2);
         let out = to_messages(&json!({"messages": []}), "claude").expect("translated");
         assert_eq!(out["max_tokens"], DEFAULT_MAX_TOKENS);
         assert!(to_messages(&json!({"messages": [], "n": 2}), "c").is_err());
