@@ -769,3 +769,37 @@ async fn whole_answers_count_their_usage_native_and_translated() {
     assert_eq!(metric(&weir, cached).await, Some(30));
     assert_eq!(metric(&weir, output).await, Some(7));
 }
+
+/// A Chat client's stream fails over across protocols like any other: a
+/// 529 from Anthropic, then a Responses upstream; one stream of chunks
+/// ending in `[DONE]`, and the failover counted.
+#[tokio::test]
+async fn a_chat_client_fails_over_from_anthropic_to_a_responses_upstream() {
+    let busy = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
+    let gpt = serving(WORDS).await;
+    let weir = start(
+        "openai",
+        &[
+            ("claude", busy.url(), "anthropic"),
+            ("gpt", gpt.url(), "openai_responses"),
+        ],
+        false,
+    )
+    .await;
+    let req =
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let (text, _, finish, _) = chat_answer(&body, true);
+    assert_eq!((text.as_str(), finish.as_str()), ("Hello there.", "stop"));
+    assert_eq!(busy.seen()[0].path, "/v1/messages");
+    assert_eq!(gpt.seen()[0].path, "/v1/responses");
+    assert_eq!(
+        metric(
+            &weir,
+            "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}"
+        )
+        .await,
+        Some(1)
+    );
+}
