@@ -280,12 +280,16 @@ async fn errors_keep_their_status_in_the_clients_envelope() {
     assert_eq!(v["error"]["code"], "overloaded");
 }
 
-#[tokio::test]
-async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream() {
+const FAILED_OVER: &str =
+    "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}";
+
+/// A route of `kind` over an Anthropic upstream answering 529, then a
+/// Responses upstream serving [`WORDS`].
+async fn overloaded_claude_then_gpt(kind: &str) -> (MockLlm, MockLlm, Weir) {
     let busy = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
     let gpt = serving(WORDS).await;
     let weir = start(
-        "anthropic",
+        kind,
         &[
             ("claude", busy.url(), "anthropic"),
             ("gpt", gpt.url(), "openai_responses"),
@@ -293,6 +297,12 @@ async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream()
         false,
     )
     .await;
+    (busy, gpt, weir)
+}
+
+#[tokio::test]
+async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream() {
+    let (busy, gpt, weir) = overloaded_claude_then_gpt("anthropic").await;
     let (status, _, body) =
         post(&weir, "/v1/messages", &claude_request(true), CLAUDE_HEADERS).await;
     assert_eq!(status, 200, "{body}");
@@ -307,14 +317,7 @@ async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream()
         gpt.seen()[0].headers["authorization"],
         "Bearer sk-upstream-gpt"
     );
-    assert_eq!(
-        metric(
-            &weir,
-            "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}"
-        )
-        .await,
-        Some(1)
-    );
+    assert_eq!(metric(&weir, FAILED_OVER).await, Some(1));
 }
 
 #[tokio::test]
@@ -775,17 +778,7 @@ async fn whole_answers_count_their_usage_native_and_translated() {
 /// ending in `[DONE]`, and the failover counted.
 #[tokio::test]
 async fn a_chat_client_fails_over_from_anthropic_to_a_responses_upstream() {
-    let busy = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
-    let gpt = serving(WORDS).await;
-    let weir = start(
-        "openai",
-        &[
-            ("claude", busy.url(), "anthropic"),
-            ("gpt", gpt.url(), "openai_responses"),
-        ],
-        false,
-    )
-    .await;
+    let (busy, gpt, weir) = overloaded_claude_then_gpt("openai").await;
     let req =
         json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true});
     let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
@@ -794,12 +787,5 @@ async fn a_chat_client_fails_over_from_anthropic_to_a_responses_upstream() {
     assert_eq!((text.as_str(), finish.as_str()), ("Hello there.", "stop"));
     assert_eq!(busy.seen()[0].path, "/v1/messages");
     assert_eq!(gpt.seen()[0].path, "/v1/responses");
-    assert_eq!(
-        metric(
-            &weir,
-            "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}"
-        )
-        .await,
-        Some(1)
-    );
+    assert_eq!(metric(&weir, FAILED_OVER).await, Some(1));
 }
