@@ -24,7 +24,8 @@ fn finish_reason(stop_reason: Option<&str>) -> &'static str {
 }
 
 /// Content parts of a user or tool message → Anthropic blocks (text and
-/// images; audio and files have no equivalent here).
+/// images; audio and files have no equivalent here). Empty text is left
+/// out: Anthropic refuses an empty text block.
 fn blocks(content: &Value) -> Vec<Value> {
     match content {
         Value::String(s) if s.is_empty() => Vec::new(),
@@ -32,7 +33,10 @@ fn blocks(content: &Value) -> Vec<Value> {
         Value::Array(parts) => parts
             .iter()
             .filter_map(|p| match p["type"].as_str() {
-                Some("text") => Some(json!({"type": "text", "text": p["text"]})),
+                Some("text") => p["text"]
+                    .as_str()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| json!({"type": "text", "text": t})),
                 Some("image_url") => p["image_url"]["url"]
                     .as_str()
                     .or(p["image_url"].as_str())
@@ -411,6 +415,7 @@ mod tests {
                 {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
                 {"role": "user", "content": [
                     {"type": "text", "text": "What is in these?"},
+                    {"type": "text", "text": ""},
                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
                     {"type": "image_url", "image_url": {"url": "https://example.com/a.jpg", "detail": "high"}},
                 ]},
