@@ -178,10 +178,15 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
         .rev()
         .find(|m| m["role"] == "assistant")
         .is_some_and(|m| m["tool_calls"].as_array().is_some_and(|c| !c.is_empty()));
+    // Thinking also takes no tool choice that forces a tool; the client's
+    // choice is kept and the thinking left out.
+    let forces_tool = out
+        .get("tool_choice")
+        .is_some_and(|c| matches!(c["type"].as_str(), Some("any" | "tool")));
     let thinking = v["reasoning_effort"]
         .as_str()
         .and_then(budget)
-        .filter(|_| !continues_tool_use);
+        .filter(|_| !continues_tool_use && !forces_tool);
     if let Some(b) = thinking {
         // The budget must be below max_tokens, and thinking takes no
         // sampling parameters.
@@ -489,6 +494,14 @@ mod tests {
         assert_eq!(out["max_tokens"], 24576 + 1024);
         assert!(out.get("temperature").is_none(), "{out}");
         assert!(out.get("tool_choice").is_none(), "no tools, no choice");
+        let mut forced = req.clone();
+        forced["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
+        let out = to_messages(&forced, "claude").expect("translated");
+        assert_eq!(out["tool_choice"], json!({"type": "any"}));
+        assert!(
+            out.get("thinking").is_none(),
+            "thinking takes no forced tool: {out}"
+        );
         let mut req = req;
         req["messages"] = json!([
             {"role": "user", "content": "hi"},

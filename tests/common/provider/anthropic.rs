@@ -212,6 +212,13 @@ fn thinking(body: &Value, max_tokens: Option<u64>) -> Result<bool, Rejection> {
                 "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
             ));
         }
+        // Extended-thinking guide: with thinking on, only `auto` and
+        // `none` tool choices are supported.
+        if matches!(body["tool_choice"]["type"].as_str(), Some("any" | "tool")) {
+            return Err(Rejection::bad(
+                "Thinking may not be enabled when tool_choice forces tool use.",
+            ));
+        }
         if !body["top_k"].is_null() {
             return Err(Rejection::bad(
                 "`top_k` cannot be set when thinking is enabled or in adaptive mode. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
