@@ -1,7 +1,8 @@
 //! weir against upstreams as strict as the real providers: every
 //! translation pair (Claude Code's Messages on Anthropic, Responses and
-//! Chat upstreams; Codex's Responses on Responses and Anthropic; a Chat
-//! client on Chat) pointed at the provider emulator (tests/common/provider),
+//! Chat upstreams; Codex's Responses on Responses, Anthropic and Chat; a
+//! Chat client on Chat, Anthropic and Responses) pointed at the provider
+//! emulator (tests/common/provider),
 //! with requests shaped as the real agents send them, streamed and not,
 //! and a two-turn tool round trip per pair whose second turn is built from
 //! the first turn's answer as the client builds it. Every request weir
@@ -741,9 +742,8 @@ async fn claude_code_with_adaptive_thinking_on_each_upstream() {
     }
 }
 
-// ------------------------------------------------- Cells of the matrix not translated yet
+// ------------------------------------------------- A Chat client on Anthropic and Responses, Codex on Chat
 
-#[ignore = "issue 19: not translated yet: weir answers 501 not_supported (no request reaches the emulator)"]
 #[tokio::test]
 async fn chat_client_on_anthropic() {
     for stream in [true, false] {
@@ -758,7 +758,17 @@ async fn chat_client_on_anthropic() {
     }
 }
 
-#[ignore = "issue 19: not translated yet: weir answers 501 not_supported (no request reaches the emulator)"]
+/// A Chat client asking for reasoning on Claude: the second turn
+/// continues a tool call with no thinking block to send back.
+#[tokio::test]
+async fn chat_client_with_reasoning_on_anthropic() {
+    let up = emulator(ProviderApi::Anthropic).await;
+    let weir = weir_over("openai", &[(&up, "anthropic")]).await;
+    let mut first = Client::ChatApp.first(true, false);
+    first["reasoning_effort"] = json!("low");
+    round_trip(Client::ChatApp, &weir, first, &[&up]).await;
+}
+
 #[tokio::test]
 async fn chat_client_on_responses() {
     for stream in [true, false] {
@@ -773,7 +783,6 @@ async fn chat_client_on_responses() {
     }
 }
 
-#[ignore = "issue 19: not translated yet: weir answers 501 not_supported (no request reaches the emulator)"]
 #[tokio::test]
 async fn codex_on_chat() {
     for stream in [true, false] {

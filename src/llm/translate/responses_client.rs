@@ -12,10 +12,10 @@ use super::{TranslateError, errors, text_of};
 use crate::wire::{Usage, anthropic, responses, sse};
 
 /// What Anthropic requires and a Responses request may leave out.
-const DEFAULT_MAX_TOKENS: u64 = 8192;
+pub(super) const DEFAULT_MAX_TOKENS: u64 = 8192;
 
 /// A reasoning effort → a thinking budget.
-fn budget(effort: &str) -> Option<u64> {
+pub(super) fn budget(effort: &str) -> Option<u64> {
     match effort {
         "minimal" | "none" => None,
         "low" => Some(2048),
@@ -26,7 +26,7 @@ fn budget(effort: &str) -> Option<u64> {
 
 /// Anthropic wants user and assistant turns to alternate: consecutive
 /// items of the same role are merged into one message.
-fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
+pub(super) fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
     if let Some(last) = messages.last_mut()
         && last["role"] == role
         && let Some(content) = last["content"].as_array_mut()
@@ -37,7 +37,7 @@ fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
     messages.push(json!({"role": role, "content": [block]}));
 }
 
-fn image_block(url: &str) -> Value {
+pub(super) fn image_block(url: &str) -> Value {
     match url
         .strip_prefix("data:")
         .and_then(|rest| rest.split_once(";base64,"))
