@@ -72,7 +72,6 @@ async fn one_upstream(agent: Agent, kind: &str, api: ProviderApi, protocol: &str
 }
 
 #[tokio::test]
-#[ignore = "emulator: Claude Code 2.1.332 sends a role \"system\" message (anthropic-beta per-turn-control-2026-07-01, fixtures/agents/claude-code-2.1.332/01-main-turn.json) and the Anthropic emulator refuses it: messages: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role."]
 async fn claude_code_to_anthropic() {
     one_upstream(
         Agent::ClaudeCode,
@@ -121,7 +120,6 @@ async fn codex_to_anthropic() {
 /// continuation) with 529, so the continuation — history, signed thinking
 /// and tool result made on Anthropic — goes to a Responses upstream.
 #[tokio::test]
-#[ignore = "emulator: turn 1 is refused as in claude_code_to_anthropic (messages: Unexpected role \"system\")"]
 async fn claude_code_fails_over_from_anthropic_to_responses_mid_conversation() {
     fails_over_mid_conversation(
         Agent::ClaudeCode,

@@ -461,6 +461,26 @@ async fn anthropic_tool_names_roles_and_empty_text() {
         &["Unexpected role \\\"system\\\""],
     )
     .await;
+    // Claude Code 2.1.x puts per-turn instructions among the turns under
+    // its beta; the API takes them then.
+    let system_turn = claude(
+        json!({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}]}),
+    );
+    let (got, body) = ask_at(
+        &p,
+        "/v1/messages",
+        &system_turn,
+        &[
+            ("x-api-key", "k"),
+            ("anthropic-version", "2023-06-01"),
+            (
+                "anthropic-beta",
+                "context-1m-2025-08-07,per-turn-control-2026-07-01",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
     refused(
         &p,
         &claude(json!({"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]})),

@@ -502,8 +502,12 @@ impl State {
             return Err(self.unparsable());
         }
         match (self.api, route) {
-            (ProviderApi::Anthropic, Route::CountTokens) => anthropic::validate_count(body)?,
-            (ProviderApi::Anthropic, _) => anthropic::validate(body)?,
+            (ProviderApi::Anthropic, Route::CountTokens) => {
+                anthropic::validate_count(body, anthropic::system_turns(&parts.headers))?
+            }
+            (ProviderApi::Anthropic, _) => {
+                anthropic::validate(body, anthropic::system_turns(&parts.headers))?
+            }
             (ProviderApi::Responses, _) => responses::validate(body, options)?,
             (ProviderApi::Chat, _) => chat::validate(body, options)?,
         }
