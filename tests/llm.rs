@@ -725,3 +725,39 @@ async fn with_client_tokens_the_rate_limit_counts_each_token() {
     .await;
     assert_eq!(s, 200, "same address, another token: its own budget");
 }
+
+#[tokio::test]
+async fn a_whole_answer_too_large_to_hold_is_streamed_on_uncounted() {
+    // 2 MiB of text in one Messages answer, in pieces: past the 1 MiB
+    // weir holds for usage, so it is relayed as it comes.
+    let text = "y".repeat(2 * 1024 * 1024);
+    let answer = serde_json::json!({"id":"msg_big","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":text}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":3}}).to_string();
+    let pieces: Vec<Step> = answer
+        .as_bytes()
+        .chunks(64 * 1024)
+        .map(|c| Step::Send(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    let up = mock(move |_| Reply {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        delay: Duration::ZERO,
+        body: pieces.clone(),
+    })
+    .await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", up.url())], "")).await;
+    let (s, _, body) = messages(&weir, "m", false).await;
+    assert_eq!(s, 200);
+    assert_eq!(body, answer, "every byte, in order");
+    let input = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"input\"}";
+    assert_eq!(metric(&weir, input).await, None, "not held, not counted");
+
+    let small = serving(WORDS).await;
+    let weir = Weir::start(&llm_config("anthropic", &[("up", small.url())], "")).await;
+    let (s, _, _) = messages(&weir, "m", false).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        metric(&weir, input).await,
+        Some(12),
+        "a small one is counted"
+    );
+}

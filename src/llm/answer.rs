@@ -8,6 +8,7 @@ use http::StatusCode;
 use http::header::{self, HeaderValue};
 use http_body_util::{BodyExt, Limited};
 
+use super::body::{Answer, ByteBudget, Prefixed, ReadError, read_answer};
 use super::outgoing::{Outgoing, Translation};
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue};
@@ -50,21 +51,50 @@ pub fn json_content(headers: &mut http::HeaderMap) {
     headers.remove(header::CONTENT_LENGTH);
 }
 
-/// The most a whole (non-streamed) answer may be: it is read whole for its
-/// usage and for translation.
+/// The most a whole (non-streamed) answer may be: it is read whole to be
+/// translated. A real answer is a few KiB.
 const MAX_WHOLE_BODY: usize = 32 * 1024 * 1024;
 
-/// A whole answer read (bounded), to read its usage and to translate it.
+/// The most of a native whole answer held for its usage: a larger one is
+/// relayed as it streams, uncounted.
+const MAX_COUNTED_BODY: usize = 1024 * 1024;
+
+/// A whole answer read under the byte budget, to read its usage and to
+/// translate it: one to translate must be held whole (at most 32 MiB);
+/// a native one past 1 MiB or the budget comes back to be streamed on.
 pub async fn read_whole(
     body: hyper::body::Incoming,
+    declared: Option<u64>,
+    budget: &ByteBudget,
+    translated: bool,
     timeout: std::time::Duration,
-) -> Result<Bytes, Rescue> {
-    let read = Limited::new(body, MAX_WHOLE_BODY).collect();
+) -> Result<Answer, Rescue> {
+    let limit = if translated {
+        MAX_WHOLE_BODY
+    } else {
+        MAX_COUNTED_BODY
+    };
+    let read = read_answer(body, declared, budget, limit, translated);
     match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Ok(read)) => Ok(read),
+        Ok(Err(ReadError::OverBudget)) => Err(Rescue::shed("llm_body_budget")),
         _ => Err(Rescue::status(StatusCode::BAD_GATEWAY)
             .saying("the upstream's answer could not be read")),
     }
+}
+
+/// A native answer too large to hold: what was read, then the rest.
+pub fn relay_streaming(
+    mut parts: http::response::Parts,
+    head: Bytes,
+    rest: hyper::body::Incoming,
+    served_by: Option<&str>,
+) -> Response<Payload> {
+    remove_hop_by_hop(&mut parts.headers);
+    let body: crate::respond::StreamBody = Box::pin(Prefixed::new(head, rest));
+    let mut resp = Response::from_parts(parts, Payload::Stream(body));
+    served_by_header(&mut resp, served_by);
+    resp
 }
 
 /// A whole answer read by [`read_whole`], relayed as the upstream sent it.

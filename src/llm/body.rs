@@ -113,6 +113,113 @@ pub async fn read(
     })
 }
 
+/// An upstream's whole (non-streamed) answer, as far as it was read.
+pub enum Answer {
+    /// All of it, held under the budget.
+    Whole(ReadBody),
+    /// Too large (or the budget too short) to hold for its usage: what was
+    /// read, and the rest still to come, to be relayed as they stream.
+    Streaming {
+        head: Bytes,
+        rest: hyper::body::Incoming,
+    },
+}
+
+/// An upstream's whole (non-streamed) answer read under the same budget
+/// as request bodies, at most `limit` bytes: reserved up front when its
+/// length is declared, growing as an undeclared one arrives. Past the
+/// limit or the budget, `must_hold` (an answer to translate) fails;
+/// otherwise the answer is handed back to be streamed on.
+pub async fn read_answer(
+    mut body: hyper::body::Incoming,
+    declared: Option<u64>,
+    budget: &ByteBudget,
+    limit: usize,
+    must_hold: bool,
+) -> Result<Answer, ReadError> {
+    let mut reservation = None;
+    let mut reserved = 0;
+    let mut buf = BytesMut::new();
+    let fits = |n: u64, reservation: &mut Option<OwnedSemaphorePermit>, reserved: &mut u64| {
+        if n <= *reserved {
+            return Ok(());
+        }
+        if n > limit as u64 {
+            return Err(ReadError::TooLarge);
+        }
+        if !budget.reserve(n - *reserved, reservation) {
+            return Err(ReadError::OverBudget);
+        }
+        *reserved = n;
+        Ok(())
+    };
+    if let Some(n) = declared {
+        match fits(n, &mut reservation, &mut reserved) {
+            Ok(()) => buf.reserve(n.min(1 << 20) as usize),
+            Err(e) if must_hold => return Err(e),
+            Err(_) => {
+                return Ok(Answer::Streaming {
+                    head: Bytes::new(),
+                    rest: body,
+                });
+            }
+        }
+    }
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| ReadError::Unreadable)?;
+        if let Ok(data) = frame.into_data() {
+            let after = buf.len().saturating_add(data.len()) as u64;
+            match fits(after, &mut reservation, &mut reserved) {
+                Ok(()) => buf.extend_from_slice(&data),
+                Err(e) if must_hold => return Err(e),
+                Err(_) => {
+                    buf.extend_from_slice(&data);
+                    return Ok(Answer::Streaming {
+                        head: buf.freeze(),
+                        rest: body,
+                    });
+                }
+            }
+        }
+    }
+    Ok(Answer::Whole(ReadBody {
+        bytes: buf.freeze(),
+        _reservation: reservation,
+    }))
+}
+
+/// What was read of an answer, then the rest as it arrives.
+pub struct Prefixed {
+    head: Option<Bytes>,
+    rest: hyper::body::Incoming,
+}
+
+impl Prefixed {
+    pub fn new(head: Bytes, rest: hyper::body::Incoming) -> Self {
+        Prefixed {
+            head: (!head.is_empty()).then_some(head),
+            rest,
+        }
+    }
+}
+
+impl http_body::Body for Prefixed {
+    type Data = Bytes;
+    type Error = crate::respond::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if let Some(head) = self.head.take() {
+            return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(head))));
+        }
+        std::pin::Pin::new(&mut self.rest)
+            .poll_frame(cx)
+            .map_err(|e| Box::new(e) as crate::respond::BoxError)
+    }
+}
+
 /// The `model` a request names, and where its JSON string sits in the body.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Model {

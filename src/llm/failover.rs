@@ -28,9 +28,10 @@ use http::{Response, StatusCode};
 use tokio::time::Instant;
 
 use super::answer::{
-    is_event_stream, json_content, read_error_body, read_whole, relay_verbatim, relay_whole,
-    served_by_header, translate_whole,
+    is_event_stream, json_content, read_error_body, read_whole, relay_streaming, relay_verbatim,
+    relay_whole, served_by_header, translate_whole,
 };
+use super::body::Answer;
 use super::outgoing::{Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
 use super::upstream::{Cooling, LlmUpstream, retry_hint};
@@ -194,14 +195,28 @@ pub async fn run(
             }
             // Read whole: to count its usage as a stream's is counted, and
             // to translate it.
+            let declared = crate::fields::content_length(resp.headers());
             let (parts, body) = resp.into_parts();
-            let bytes = match read_whole(body, settings.stream_idle_timeout).await {
-                Ok(b) => b,
+            let read = read_whole(
+                body,
+                declared,
+                &llm.budget,
+                translation.is_some(),
+                settings.stream_idle_timeout,
+            )
+            .await;
+            let held = match read {
+                Ok(Answer::Whole(held)) => held,
+                Ok(Answer::Streaming { head, rest }) => {
+                    tally.answered(None, outcome);
+                    return Ok(relay_streaming(parts, head, rest, served_by));
+                }
                 Err(e) => {
                     tally.answered(None, outcome);
                     return Err(e);
                 }
             };
+            let bytes = held.bytes.clone();
             let answer_api = endpoint
                 .api()
                 .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));

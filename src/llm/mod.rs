@@ -56,7 +56,7 @@ pub struct LlmRoute {
     pub settings: Arc<LlmSettings>,
     pub upstreams: Vec<Arc<LlmUpstream>>,
     token_gates: Vec<Gate>,
-    budget: ByteBudget,
+    pub(super) budget: ByteBudget,
     /// Where CPU-heavy work on a large body runs (shared process-wide).
     offload: Offload,
 }
