@@ -115,6 +115,13 @@ async fn codex_to_anthropic() {
     one_upstream(Agent::Codex, "openai", ProviderApi::Anthropic, "anthropic").await;
 }
 
+/// Codex on a Chat Completions server (vLLM, llama.cpp, Ollama speak only
+/// that): its Responses requests go through Messages to Chat.
+#[tokio::test]
+async fn codex_to_chat() {
+    one_upstream(Agent::Codex, "openai", ProviderApi::Chat, "openai_chat").await;
+}
+
 /// Mid-conversation failover between APIs: Claude Code's first turn is
 /// served by an Anthropic upstream, which then fails turn 2 (the tool
 /// continuation) with 529, so the continuation — history, signed thinking
