@@ -75,6 +75,36 @@ pub fn system_text(system: &Value) -> String {
     }
 }
 
+/// What starts the `signature` of a thinking block weir made from another
+/// vendor's reasoning: Anthropic's signatures are opaque base64 and never
+/// start with it. Such a block is never sent to Anthropic as if it had
+/// signed it.
+pub const WEIR_SIGNATURE_PREFIX: &str = "weir.";
+
+/// Whether a `thinking` / `redacted_thinking` block can go to Anthropic:
+/// one it signed (a `thinking` block with a signature not weir's), or a
+/// `redacted_thinking` block (its `data` is Anthropic's own).
+pub fn signed_by_anthropic(block: &Value) -> bool {
+    match block["type"].as_str() {
+        Some("thinking") => block["signature"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty() && !s.starts_with(WEIR_SIGNATURE_PREFIX)),
+        Some("redacted_thinking") => block["data"].is_string(),
+        _ => false,
+    }
+}
+
+/// Whether a content block is thinking of any kind.
+pub fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block["type"].as_str(),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+/// The smallest `thinking.budget_tokens` Anthropic accepts.
+pub const MIN_THINKING_BUDGET: u64 = 1024;
+
 /// The `error.type` for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {
