@@ -105,6 +105,27 @@ pub fn is_thinking(block: &Value) -> bool {
 /// The smallest `thinking.budget_tokens` Anthropic accepts.
 pub const MIN_THINKING_BUDGET: u64 = 1024;
 
+/// The most `max_tokens` a Claude model takes (Anthropic refuses more), by
+/// its id; 32,000 for one weir does not know.
+pub fn max_output_tokens(model: &str) -> u64 {
+    const BY_PREFIX: [(&str, u64); 9] = [
+        ("claude-opus-4-0", 32_000),
+        ("claude-opus-4-1", 32_000),
+        ("claude-opus-4-2025", 32_000),
+        ("claude-opus-4", 64_000),
+        ("claude-sonnet-4", 64_000),
+        ("claude-haiku-4", 64_000),
+        ("claude-3-7-sonnet", 64_000),
+        ("claude-3-5", 8_192),
+        ("claude-3", 4_096),
+    ];
+    let model = model.to_ascii_lowercase();
+    BY_PREFIX
+        .iter()
+        .find(|(prefix, _)| model.starts_with(prefix))
+        .map_or(32_000, |(_, n)| *n)
+}
+
 /// The `error.type` for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {

@@ -58,11 +58,18 @@ const PAIRS: [(Api, Api, Pair); 3] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Untranslatable;
 
-/// Tool names an upstream would refuse as too long, by the short form sent
-/// in their place: found in the client's request, used to shorten its
-/// names on the way up and to restore them in the answer.
+/// What the answer's translation needs to know of the client's request:
+/// tool names an upstream would refuse as too long, by the short form sent
+/// in their place (used to shorten the client's names on the way up and to
+/// restore them in the answer); Codex's freeform (`custom`) tools, whose
+/// calls go back as `custom_tool_call`s; and whether the client set its own
+/// output limit (only then is an answer cut at it `incomplete`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolNames(Vec<(String, String)>);
+pub struct ToolNames {
+    short: Vec<(String, String)>,
+    custom: Vec<String>,
+    client_limit: bool,
+}
 
 impl ToolNames {
     /// The long names of a Messages request (its tools, its tool choice,
@@ -89,13 +96,22 @@ impl ToolNames {
                 }
             }
         }
-        ToolNames(names)
+        ToolNames {
+            short: names,
+            ..ToolNames::default()
+        }
+    }
+
+    /// Whether `name` is one of the client's freeform tools.
+    pub fn is_custom(&self, name: &Value) -> bool {
+        name.as_str()
+            .is_some_and(|n| self.custom.iter().any(|c| c == n))
     }
 
     /// The name to send upstream.
     pub fn short(&self, name: &Value) -> Value {
         match name.as_str() {
-            Some(n) => match self.0.iter().find(|(_, long)| long == n) {
+            Some(n) => match self.short.iter().find(|(_, long)| long == n) {
                 Some((short, _)) => short.as_str().into(),
                 None => name.clone(),
             },
@@ -106,7 +122,7 @@ impl ToolNames {
     /// The client's name for one the upstream answered with.
     pub fn original(&self, name: &Value) -> Value {
         match name.as_str() {
-            Some(n) => match self.0.iter().find(|(short, _)| short == n) {
+            Some(n) => match self.short.iter().find(|(short, _)| short == n) {
                 Some((_, long)) => long.as_str().into(),
                 None => name.clone(),
             },
@@ -199,10 +215,7 @@ impl Pair {
                 let names = ToolNames::of_messages_request(&v);
                 (messages_out::to_chat(&v, model, &names), names)
             }
-            Pair::ResponsesToMessages => (
-                responses_client::to_messages(&v, model)?,
-                ToolNames::default(),
-            ),
+            Pair::ResponsesToMessages => responses_client::to_messages(&v, model)?,
         };
         let mut out = out;
         if let (Some(accepts), Some(fields)) = (accepts, out.as_object_mut()) {
@@ -226,7 +239,7 @@ impl Pair {
         let out = match self {
             Pair::MessagesToResponses => responses_in::whole(&v, client_model, names)?,
             Pair::MessagesToChat => chat_in::whole(&v, client_model, names)?,
-            Pair::ResponsesToMessages => responses_client::whole(&v, client_model)?,
+            Pair::ResponsesToMessages => responses_client::whole(&v, client_model, names)?,
         };
         Some(Bytes::from(out.to_string()))
     }
@@ -249,7 +262,7 @@ impl Pair {
             }
             Pair::MessagesToChat => Stream::FromChat(chat_in::Stream::new(client_model, names)),
             Pair::ResponsesToMessages => {
-                Stream::ToResponses(responses_client::Stream::new(client_model))
+                Stream::ToResponses(responses_client::Stream::new(client_model, names))
             }
         }
     }
