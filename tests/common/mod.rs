@@ -17,6 +17,7 @@ pub mod keepalive;
 pub mod llm;
 pub mod load;
 pub mod process;
+pub mod provider;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -1,0 +1,547 @@
+//! OpenAI Responses, as api.openai.com enforces it.
+//!
+//! Sources: the Responses API reference (platform.openai.com/docs/
+//! api-reference/responses/create: the documented body fields, `user`,
+//! `include` values, the streaming events and their `sequence_number`),
+//! the function-calling guide (developers.openai.com/api/docs/guides/
+//! function-calling, "Strict mode": strict function schemas need every
+//! property in `required` and `additionalProperties: false`, and the
+//! Responses API makes function tools strict unless `strict: false` is
+//! sent), the reasoning guide (`include: ["reasoning.encrypted_content"]`
+//! with `store: false`, the reasoning items sent back), and the wording of
+//! real refusals in LLM-PROTOCOLS §6 (maximhq/bifrost#1000 for `user`,
+//! AnswerDotAI/fastllm#45 for `call_id`, vectorize-io/hindsight#58 for
+//! `max_output_tokens`, BoundaryML/baml#2708 for reasoning/temperature).
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use super::script::{Plan, ShellTool, View, words};
+use super::{
+    Answer, Options, Rejection, Shape, id, max_length, now, openai_common, openai_tool_name,
+    pieces, seal, sse, text_of, unseal, unsupported,
+};
+
+/// Every documented body field, and `client_metadata`, which Codex sends
+/// and the service accepts.
+const KNOWN: &[&str] = &[
+    "background",
+    "client_metadata",
+    "conversation",
+    "include",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "max_tool_calls",
+    "metadata",
+    "model",
+    "parallel_tool_calls",
+    "previous_response_id",
+    "prompt",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "reasoning",
+    "safety_identifier",
+    "service_tier",
+    "store",
+    "stream",
+    "stream_options",
+    "temperature",
+    "text",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "truncation",
+    "user",
+];
+
+const INCLUDABLE: &[&str] = &[
+    "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url",
+    "file_search_call.results",
+    "message.input_image.image_url",
+    "message.output_text.logprobs",
+    "reasoning.encrypted_content",
+    "web_search_call.action.sources",
+];
+
+/// `encrypted_content` is sealed as "reasoning": an Anthropic signature
+/// (sealed as "thinking") is not one.
+const REASONING: &str = "reasoning";
+
+pub(crate) fn validate(body: &Value, options: &Options) -> Result<(), Rejection> {
+    openai_common(body, KNOWN)?;
+    if let Some(n) = body["max_output_tokens"].as_i64().filter(|n| *n < 16) {
+        return Err(Rejection::bad(format!(
+            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got {n} instead."
+        ))
+        .param("max_output_tokens")
+        .code("integer_below_min_value"));
+    }
+    if let Some(include) = body["include"].as_array() {
+        for (i, v) in include.iter().enumerate() {
+            if !v.as_str().is_some_and(|s| INCLUDABLE.contains(&s)) {
+                return Err(Rejection::bad(format!(
+                    "Invalid value: '{}'. Supported values are: {}.",
+                    v.as_str().unwrap_or(""),
+                    INCLUDABLE
+                        .iter()
+                        .map(|s| format!("'{s}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .param(format!("include[{i}]"))
+                .code("invalid_value"));
+            }
+        }
+    }
+    if options.reasoning_model {
+        for p in ["temperature", "top_p"] {
+            if body[p].as_f64().is_some_and(|v| v != 1.0) {
+                return Err(unsupported(p));
+            }
+        }
+    } else if body["reasoning"].is_object() {
+        let param = if body["reasoning"]["effort"].is_null() {
+            "reasoning.summary"
+        } else {
+            "reasoning.effort"
+        };
+        return Err(unsupported(param));
+    }
+    tools(&body["tools"])?;
+    input(&body["input"])
+}
+
+fn tools(tools: &Value) -> Result<(), Rejection> {
+    let Some(tools) = tools.as_array() else {
+        return Ok(());
+    };
+    for (i, t) in tools.iter().enumerate() {
+        match t["type"].as_str() {
+            Some("function") => {
+                openai_tool_name(&format!("tools[{i}].name"), &t["name"])?;
+                // Strict unless `strict: false` (function-calling guide).
+                if t["strict"] != false {
+                    let empty = json!({"type": "object", "properties": {}});
+                    let schema = if t["parameters"].is_null() {
+                        &empty
+                    } else {
+                        &t["parameters"]
+                    };
+                    if let Err(detail) = strict_schema(schema, &mut Vec::new()) {
+                        return Err(Rejection::bad(format!(
+                            "Invalid schema for function '{}': {detail}",
+                            t["name"].as_str().unwrap_or("")
+                        ))
+                        .param(format!("tools[{i}].parameters"))
+                        .code("invalid_function_parameters"));
+                    }
+                }
+            }
+            Some("custom") => openai_tool_name(&format!("tools[{i}].name"), &t["name"])?,
+            Some(_) => {}
+            None => {
+                return Err(Rejection::bad(format!(
+                    "Missing required parameter: 'tools[{i}].type'."
+                ))
+                .param(format!("tools[{i}].type"))
+                .code("missing_required_parameter"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Structured Outputs' subset: every object closes with
+/// `additionalProperties: false` and lists every property in `required`;
+/// the error names the schema path as the service does.
+fn strict_schema(schema: &Value, at: &mut Vec<String>) -> Result<(), String> {
+    let context = || {
+        let parts: Vec<String> = at.iter().map(|p| format!("'{p}'")).collect();
+        match parts.len() {
+            1 => format!("({},)", parts[0]),
+            _ => format!("({})", parts.join(", ")),
+        }
+    };
+    let object = schema["type"] == "object" || schema["properties"].is_object();
+    if object {
+        if schema["additionalProperties"] != false {
+            return Err(format!(
+                "In context={}, 'additionalProperties' is required to be supplied and to be false.",
+                context()
+            ));
+        }
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(props) = schema["properties"].as_object() {
+            for key in props.keys() {
+                if !required.contains(&key.as_str()) {
+                    return Err(format!(
+                        "In context={}, 'required' is required to be supplied and to be an array including every key in properties. Missing '{key}'.",
+                        context()
+                    ));
+                }
+            }
+            for (key, sub) in props {
+                at.extend(["properties".to_string(), key.clone()]);
+                strict_schema(sub, at)?;
+                at.truncate(at.len() - 2);
+            }
+        }
+    }
+    if schema["items"].is_object() {
+        at.push("items".into());
+        strict_schema(&schema["items"], at)?;
+        at.pop();
+    }
+    for key in ["anyOf", "oneOf"] {
+        for (n, sub) in schema[key].as_array().into_iter().flatten().enumerate() {
+            at.extend([key.to_string(), n.to_string()]);
+            strict_schema(sub, at)?;
+            at.truncate(at.len() - 2);
+        }
+    }
+    Ok(())
+}
+
+fn input(input: &Value) -> Result<(), Rejection> {
+    let items = match input {
+        Value::Null | Value::String(_) => return Ok(()),
+        Value::Array(items) => items,
+        _ => {
+            return Err(Rejection::bad(
+                "Invalid type for 'input': expected one of a string or an array of input items.",
+            )
+            .param("input")
+            .code("invalid_type"));
+        }
+    };
+    let mut calls: HashSet<&str> = HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        let kind = item["type"].as_str().unwrap_or("message");
+        match kind {
+            "message" => {
+                let role = item["role"].as_str().unwrap_or("");
+                if !["user", "assistant", "system", "developer"].contains(&role) {
+                    return Err(Rejection::bad(format!(
+                        "Invalid value: '{role}'. Supported values are: 'assistant', 'system', 'developer', and 'user'."
+                    ))
+                    .param(format!("input[{i}].role"))
+                    .code("invalid_value"));
+                }
+            }
+            "function_call" | "custom_tool_call" => {
+                max_length(&format!("input[{i}].call_id"), &item["call_id"], 64)?;
+                openai_tool_name(&format!("input[{i}].name"), &item["name"])?;
+                if let Some(call) = item["call_id"].as_str() {
+                    calls.insert(call);
+                }
+            }
+            "function_call_output" | "custom_tool_call_output" => {
+                max_length(&format!("input[{i}].call_id"), &item["call_id"], 64)?;
+                let call = item["call_id"].as_str().unwrap_or("");
+                if !calls.contains(call) {
+                    let what = if kind == "function_call_output" {
+                        "function call output"
+                    } else {
+                        "custom tool call output"
+                    };
+                    return Err(Rejection::bad(format!(
+                        "No tool call found for {what} with call_id {call}."
+                    ))
+                    .param("input"));
+                }
+            }
+            "reasoning" => reasoning_item(item)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A reasoning item sent back must carry `encrypted_content` this service
+/// issued: nothing is stored here (as with `store: false`), so an item
+/// with only an id is not found.
+fn reasoning_item(item: &Value) -> Result<(), Rejection> {
+    let rid = item["id"].as_str().unwrap_or("");
+    match item["encrypted_content"].as_str() {
+        Some(sealed) => match unseal(REASONING, sealed) {
+            Some(_) => Ok(()),
+            None => Err(Rejection::bad(format!(
+                "The encrypted content for item {rid} could not be verified."
+            ))
+            .code("invalid_encrypted_content")),
+        },
+        None => Err(Rejection::new(
+            404,
+            format!(
+                "Item with id '{rid}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."
+            ),
+        )
+        .param("input")),
+    }
+}
+
+fn is_output_item(item: &Value) -> bool {
+    matches!(
+        item["type"].as_str(),
+        Some("function_call" | "custom_tool_call" | "reasoning" | "local_shell_call")
+    ) || (item["role"] == "assistant")
+}
+
+/// The conversation turn: 1 + the runs of model output in the input.
+pub(crate) fn turn(body: &Value) -> usize {
+    let Some(items) = body["input"].as_array() else {
+        return 1;
+    };
+    let mut turns = 1;
+    let mut previous = false;
+    for item in items {
+        let output = is_output_item(item);
+        if output && !previous {
+            turns += 1;
+        }
+        previous = output;
+    }
+    turns
+}
+
+pub(crate) fn view(body: &Value, options: &Options) -> View {
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    let shell = tools
+        .iter()
+        .filter(|t| t["type"] == "function")
+        .find_map(|t| ShellTool::recognise(t["name"].as_str()?, &t["parameters"]));
+    let result = body["input"]
+        .as_array()
+        .and_then(|items| items.last())
+        .filter(|i| {
+            matches!(
+                i["type"].as_str(),
+                Some("function_call_output" | "custom_tool_call_output")
+            )
+        })
+        .map(|i| text_of(&i["output"]));
+    View {
+        shell,
+        result,
+        // A reasoning model always reasons; the summary and the encrypted
+        // state come only when asked for.
+        thinking: options.reasoning_model,
+        max_tokens: body["max_output_tokens"].as_u64(),
+        ..View::of(body, &tools)
+    }
+}
+
+pub(crate) fn answer(plan: &Plan, view: &View, body: &Value, shape: &Shape) -> Answer {
+    let mut output = Vec::new();
+    let mut reasoning_tokens = 0;
+    if let Some(thinking) = &plan.thinking {
+        reasoning_tokens = words(thinking);
+        let summary = if body["reasoning"]["summary"].is_string() {
+            json!([{"type": "summary_text", "text": thinking}])
+        } else {
+            json!([])
+        };
+        let mut item = json!({"id": id("rs_"), "type": "reasoning", "summary": summary});
+        let asked = body["include"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|v| v == "reasoning.encrypted_content"));
+        if asked {
+            item["encrypted_content"] = json!(seal(REASONING, thinking));
+        }
+        output.push(item);
+    }
+    let mut output_tokens = reasoning_tokens;
+    if let Some(text) = &plan.text {
+        output_tokens += words(text);
+        output.push(json!({
+            "id": id("msg_"),
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+        }));
+    }
+    if let Some((name, args)) = &plan.call {
+        output_tokens += words(&args.to_string());
+        output.push(json!({
+            "id": id("fc_"),
+            "type": "function_call",
+            "status": "completed",
+            "call_id": id("call_"),
+            "name": name,
+            "arguments": args.to_string(),
+        }));
+    }
+    let response = json!({
+        "id": id("resp_"),
+        "object": "response",
+        "created_at": now(),
+        "status": "completed",
+        "error": null,
+        "incomplete_details": null,
+        "instructions": body["instructions"],
+        "max_output_tokens": body["max_output_tokens"],
+        "model": view.model,
+        "output": output,
+        "parallel_tool_calls": body["parallel_tool_calls"].as_bool().unwrap_or(true),
+        "previous_response_id": null,
+        "reasoning": body["reasoning"],
+        "store": body["store"].as_bool().unwrap_or(true),
+        "temperature": body["temperature"].as_f64().unwrap_or(1.0),
+        "tool_choice": body["tool_choice"].as_str().unwrap_or("auto"),
+        "tools": body["tools"].as_array().cloned().unwrap_or_default(),
+        "top_p": body["top_p"].as_f64().unwrap_or(1.0),
+        "truncation": body["truncation"].as_str().unwrap_or("disabled"),
+        "usage": {
+            "input_tokens": view.input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": view.input_tokens + output_tokens,
+        },
+        "user": body["user"],
+        "metadata": body["metadata"].as_object().cloned().unwrap_or_default(),
+    });
+    if !view.stream {
+        return Answer::Json(response);
+    }
+    let events = stream(response)
+        .into_iter()
+        .filter(|(name, _)| {
+            !(shape.responses_no_added
+                && (name == "response.output_item.added" || name == "response.content_part.added"))
+        })
+        .enumerate()
+        .map(|(n, (name, mut data))| {
+            data["type"] = json!(name);
+            data["sequence_number"] = json!(n);
+            sse(Some(&name), &data)
+        })
+        .collect();
+    Answer::Events(events)
+}
+
+/// The response as the API streams it, each event without its
+/// `sequence_number` (numbered once the shape has dropped what it drops).
+fn stream(response: Value) -> Vec<(String, Value)> {
+    let mut started = response.clone();
+    started["status"] = json!("in_progress");
+    started["output"] = json!([]);
+    started["usage"] = Value::Null;
+    let mut events = vec![
+        ("response.created".to_string(), json!({"response": started})),
+        (
+            "response.in_progress".to_string(),
+            json!({"response": started}),
+        ),
+    ];
+    let mut push = |name: &str, data: Value| events.push((name.to_string(), data));
+    let items = response["output"].as_array().cloned().unwrap_or_default();
+    for (o, item) in items.iter().enumerate() {
+        let item_id = item["id"].clone();
+        let mut empty = item.clone();
+        match item["type"].as_str().unwrap_or("") {
+            "reasoning" => {
+                empty["summary"] = json!([]);
+                empty.as_object_mut().map(|m| m.remove("encrypted_content"));
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": o, "item": empty}),
+                );
+                for (s, part) in item["summary"].as_array().into_iter().flatten().enumerate() {
+                    let text = part["text"].as_str().unwrap_or("");
+                    let at = json!({"item_id": item_id, "output_index": o, "summary_index": s});
+                    let with = |extra: Value| merged(&at, extra);
+                    push(
+                        "response.reasoning_summary_part.added",
+                        with(json!({"part": {"type": "summary_text", "text": ""}})),
+                    );
+                    for piece in pieces(text, 12) {
+                        push(
+                            "response.reasoning_summary_text.delta",
+                            with(json!({"delta": piece})),
+                        );
+                    }
+                    push(
+                        "response.reasoning_summary_text.done",
+                        with(json!({"text": text})),
+                    );
+                    push(
+                        "response.reasoning_summary_part.done",
+                        with(json!({"part": {"type": "summary_text", "text": text}})),
+                    );
+                }
+            }
+            "message" => {
+                empty["status"] = json!("in_progress");
+                empty["content"] = json!([]);
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": o, "item": empty}),
+                );
+                let part = &item["content"][0];
+                let text = part["text"].as_str().unwrap_or("");
+                let at = json!({"item_id": item_id, "output_index": o, "content_index": 0});
+                let with = |extra: Value| merged(&at, extra);
+                push(
+                    "response.content_part.added",
+                    with(
+                        json!({"part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}),
+                    ),
+                );
+                for piece in pieces(text, 8) {
+                    push(
+                        "response.output_text.delta",
+                        with(json!({"delta": piece, "logprobs": []})),
+                    );
+                }
+                push(
+                    "response.output_text.done",
+                    with(json!({"text": text, "logprobs": []})),
+                );
+                push("response.content_part.done", with(json!({"part": part})));
+            }
+            _ => {
+                empty["status"] = json!("in_progress");
+                empty["arguments"] = json!("");
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": o, "item": empty}),
+                );
+                let args = item["arguments"].as_str().unwrap_or("");
+                for piece in pieces(args, 10) {
+                    push(
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id, "output_index": o, "delta": piece}),
+                    );
+                }
+                push(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id, "output_index": o, "arguments": args}),
+                );
+            }
+        }
+        push(
+            "response.output_item.done",
+            json!({"output_index": o, "item": item}),
+        );
+    }
+    push("response.completed", json!({"response": response}));
+    events
+}
+
+/// `at`'s fields and `extra`'s: an event's position plus its payload.
+fn merged(at: &Value, extra: Value) -> Value {
+    let mut v = at.clone();
+    if let (Some(m), Value::Object(extra)) = (v.as_object_mut(), extra) {
+        m.extend(extra);
+    }
+    v
+}
