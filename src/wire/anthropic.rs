@@ -102,6 +102,24 @@ pub fn is_thinking(block: &Value) -> bool {
     )
 }
 
+/// A request's thinking turned off: `thinking` removed, with the context
+/// edits that require it (`clear_thinking_*`).
+pub fn thinking_off(request: &mut serde_json::Map<String, Value>) {
+    request.remove("thinking");
+    if let Some(cm) = request.get_mut("context_management")
+        && let Some(edits) = cm.get_mut("edits").and_then(Value::as_array_mut)
+    {
+        edits.retain(|e| {
+            !e["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("clear_thinking"))
+        });
+        if edits.is_empty() {
+            request.remove("context_management");
+        }
+    }
+}
+
 /// The smallest `thinking.budget_tokens` Anthropic accepts.
 pub const MIN_THINKING_BUDGET: u64 = 1024;
 

@@ -16,6 +16,7 @@
 mod chat_in;
 mod errors;
 mod messages_out;
+pub mod native;
 mod responses_client;
 mod responses_in;
 pub mod tokens;
