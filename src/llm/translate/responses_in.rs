@@ -253,7 +253,11 @@ impl Stream {
             }
             // One thinking block per reasoning item, its summary parts
             // joined, closed when the item is done: only then does the
-            // encrypted reasoning its signature carries arrive.
+            // encrypted reasoning its signature carries arrive. A reasoning
+            // item with nothing to show or carry still gives one (empty,
+            // signed `weir.s1`): sent back, it marks the turn as another
+            // vendor's, which is what lets a later native request to
+            // Anthropic be rewritten (thinking off) rather than refused.
             "response.output_item.added" if v["item"]["type"] == "reasoning" => {
                 self.thinking(at("output_index"), out);
             }
@@ -361,11 +365,8 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
             Some("reasoning") => {
                 let text = super::text_of(&item["summary"]);
                 let signature = reasoning_signature(item);
-                if !text.is_empty() || signature != responses::SUMMARY_SIGNATURE {
-                    content.push(
-                        json!({"type": "thinking", "thinking": text, "signature": signature}),
-                    );
-                }
+                // Even empty: the mark of another vendor's turn (see the stream).
+                content.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
             }
             _ => {}
         }
