@@ -737,6 +737,14 @@ mod tests {
             {"type": "message", "content": [{"type": "output_text", "text": "Hi"}]},
         ]});
         let m = whole(&v, "claude", &ToolNames::default()).expect("message");
+        let bare =
+            json!({"id": "r", "output": [{"type": "reasoning", "id": "rs_3", "summary": []}]});
+        let bare = whole(&bare, "claude", &ToolNames::default()).expect("message");
+        assert_eq!(
+            bare["content"],
+            json!([{"type": "thinking", "thinking": "", "signature": "weir.s1"}]),
+            "the mark of another vendor's turn"
+        );
         assert_eq!(m["content"][0]["thinking"], "");
         let signature = m["content"][0]["signature"].as_str().expect("signature");
         assert_eq!(
