@@ -260,6 +260,11 @@ impl Gateway {
                     &client,
                     host_sent,
                     &mut record.admission,
+                    proxy::Report {
+                        metrics: &self.standing.metrics,
+                        route: &route.name,
+                        served_by: &mut record.upstream,
+                    },
                 )
                 .await
                 .map_err(|e| e.rescue())

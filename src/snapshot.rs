@@ -25,7 +25,7 @@ use ipnet::IpNet;
 
 use crate::admit::rate::{self, RateLimit};
 use crate::admit::{Admitter, Gate};
-use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamSettings};
+use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamGroup, UpstreamSettings};
 use crate::llm::{ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
 use crate::proxy::{BodyRate, Upstream};
@@ -59,7 +59,7 @@ type CaFile = Option<(PathBuf, Vec<u8>)>;
 /// What makes an upstream pool: when any of it changes, the pool is new.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PoolKey {
-    upstream: http::Uri,
+    upstream: UpstreamGroup,
     connect_timeout: Duration,
     pool_idle_timeout: Duration,
     pool_max_idle_per_host: usize,
@@ -69,7 +69,7 @@ struct PoolKey {
 impl PoolKey {
     fn new(
         route: &RouteConfig,
-        upstream: &http::Uri,
+        upstream: &UpstreamGroup,
         settings: &UpstreamSettings,
         ca_file: &CaFile,
     ) -> Self {
@@ -183,8 +183,14 @@ impl Snapshot {
                     let upstream = match &state.pool {
                         Some((k, up)) if *k == key => up.clone(),
                         _ => {
-                            let up =
-                                Arc::new(Upstream::new(r, uri, &config.upstream, &tls, workers));
+                            let up = Arc::new(Upstream::new(
+                                r,
+                                uri,
+                                &config.upstream,
+                                &tls,
+                                workers,
+                                &standing.metrics,
+                            ));
                             state.pool = Some((key, up.clone()));
                             up
                         }

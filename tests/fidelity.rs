@@ -1,7 +1,8 @@
 //! weir against upstreams as strict as the real providers: every
 //! translation pair (Claude Code's Messages on Anthropic, Responses and
-//! Chat upstreams; Codex's Responses on Responses and Anthropic; a Chat
-//! client on Chat) pointed at the provider emulator (tests/common/provider),
+//! Chat upstreams; Codex's Responses on Responses, Anthropic and Chat; a
+//! Chat client on Chat, Anthropic and Responses) pointed at the provider
+//! emulator (tests/common/provider),
 //! with requests shaped as the real agents send them, streamed and not,
 //! and a two-turn tool round trip per pair whose second turn is built from
 //! the first turn's answer as the client builds it. Every request weir
@@ -516,8 +517,8 @@ fn run(args: &Value) -> String {
 /// Turn 1 (the emulator asks for the command), the command run, turn 2
 /// (the emulator quotes its output): every request accepted by every
 /// emulator, every answer well formed.
-async fn round_trip(client: Client, weir: &Weir, stream: bool, long_tool: bool, ups: &[&Provider]) {
-    let first = client.first(stream, long_tool);
+async fn round_trip(client: Client, weir: &Weir, first: Value, ups: &[&Provider]) {
+    let stream = first["stream"] == true;
     let (status, _, body) = post(weir, client.path(), &first, client.headers()).await;
     assert_accepted(ups);
     assert_eq!(status, 200, "{body}");
@@ -549,7 +550,7 @@ async fn pair(client: Client, api: ProviderApi, kind: &str, protocol: &str, stre
     // A tool name over 64 characters where weir translates (Anthropic
     // itself takes none either).
     let long_tool = client == Client::ClaudeCode && api != ProviderApi::Anthropic;
-    round_trip(client, &weir, stream, long_tool, &[&up]).await;
+    round_trip(client, &weir, client.first(stream, long_tool), &[&up]).await;
     assert_eq!(up.journal().len(), 2);
 }
 
@@ -721,6 +722,79 @@ async fn chat_client_on_chat_whole() {
     .await;
 }
 
+/// Newer Claude models' thinking: `{type: "adaptive"}` with
+/// `output_config.effort`, as Claude Code sends it for them.
+#[tokio::test]
+async fn claude_code_with_adaptive_thinking_on_each_upstream() {
+    for (api, protocol) in [
+        (ProviderApi::Anthropic, "anthropic"),
+        (ProviderApi::Responses, "openai_responses"),
+        (ProviderApi::Chat, "openai_chat"),
+    ] {
+        let up = emulator(api).await;
+        let weir = weir_over("anthropic", &[(&up, protocol)]).await;
+        let mut first = claude_code_request(true, false);
+        first["thinking"] = json!({"type": "adaptive"});
+        first["output_config"] = json!({"effort": "high"});
+        round_trip(Client::ClaudeCode, &weir, first, &[&up]).await;
+    }
+}
+
+// ------------------------------------------------- A Chat client on Anthropic and Responses, Codex on Chat
+
+#[tokio::test]
+async fn chat_client_on_anthropic() {
+    for stream in [true, false] {
+        pair(
+            Client::ChatApp,
+            ProviderApi::Anthropic,
+            "openai",
+            "anthropic",
+            stream,
+        )
+        .await;
+    }
+}
+
+/// A Chat client asking for reasoning on Claude: the second turn
+/// continues a tool call with no thinking block to send back.
+#[tokio::test]
+async fn chat_client_with_reasoning_on_anthropic() {
+    let up = emulator(ProviderApi::Anthropic).await;
+    let weir = weir_over("openai", &[(&up, "anthropic")]).await;
+    let mut first = Client::ChatApp.first(true, false);
+    first["reasoning_effort"] = json!("low");
+    round_trip(Client::ChatApp, &weir, first, &[&up]).await;
+}
+
+#[tokio::test]
+async fn chat_client_on_responses() {
+    for stream in [true, false] {
+        pair(
+            Client::ChatApp,
+            ProviderApi::Responses,
+            "openai",
+            "openai_responses",
+            stream,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn codex_on_chat() {
+    for stream in [true, false] {
+        pair(
+            Client::Codex,
+            ProviderApi::Chat,
+            "openai",
+            "openai_chat",
+            stream,
+        )
+        .await;
+    }
+}
+
 // ------------------------------------------------- Shapes real servers send
 
 async fn claude_code_on_shape(api: ProviderApi, protocol: &str, bend: fn(&mut Shape)) {
@@ -729,7 +803,13 @@ async fn claude_code_on_shape(api: ProviderApi, protocol: &str, bend: fn(&mut Sh
     bend(&mut shape);
     up.set_shape(shape);
     let weir = weir_over("anthropic", &[(&up, protocol)]).await;
-    round_trip(Client::ClaudeCode, &weir, true, false, &[&up]).await;
+    round_trip(
+        Client::ClaudeCode,
+        &weir,
+        claude_code_request(true, false),
+        &[&up],
+    )
+    .await;
 }
 
 /// A Chat server that streams its reasoning as `reasoning_content`
@@ -738,6 +818,17 @@ async fn claude_code_on_shape(api: ProviderApi, protocol: &str, bend: fn(&mut Sh
 async fn claude_code_on_a_chat_server_streaming_reasoning_content() {
     claude_code_on_shape(ProviderApi::Chat, "openai_chat", |s| {
         s.chat_reasoning_content = true
+    })
+    .await;
+}
+
+/// A DeepSeek-style server: it shows its reasoning and wants it back with
+/// the tool-calling turn.
+#[tokio::test]
+async fn claude_code_on_a_chat_server_that_wants_its_reasoning_back() {
+    claude_code_on_shape(ProviderApi::Chat, "openai_chat", |s| {
+        s.chat_reasoning_content = true;
+        s.chat_reasoning_required = true;
     })
     .await;
 }
@@ -786,7 +877,7 @@ async fn failover(
     let gpt = emulator(ProviderApi::Responses).await;
     claude.fail_turn(failing, Failure::new(529).with_message("Overloaded"));
     let weir = weir_over(kind, &[(&claude, "anthropic"), (&gpt, responses)]).await;
-    round_trip(client, &weir, true, false, &[&claude, &gpt]).await;
+    round_trip(client, &weir, client.first(true, false), &[&claude, &gpt]).await;
     assert_eq!(claude.journal().len(), 2);
     assert_eq!(gpt.journal().len(), 1);
     (claude, gpt)

@@ -292,35 +292,89 @@ async fn the_anthropic_sdk_runs_a_tool_loop_on_openai_upstreams() {
     }
 }
 
+/// Codex's streamed tool loop through the OpenAI SDK's `responses`, on an
+/// Anthropic upstream and on a Chat Completions upstream.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_openai_sdk_runs_a_tool_loop_on_an_anthropic_upstream() {
-    let up = mock(agent).await;
-    let weir = Weir::start(&translated("openai", up.url(), "anthropic")).await;
-    let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
-    assert_eq!(r["first_status"], "completed", "{r}");
-    assert_eq!(r["tool"], AGENT_TOOL, "{r}");
-    assert_eq!(
-        r["arguments"],
-        serde_json::json!({"path": "notes.txt"}),
-        "{r}"
-    );
-    assert_eq!(r["answer"], "The file says: hello from notes", "{r}");
+async fn the_openai_sdk_runs_a_tool_loop_on_anthropic_and_chat_upstreams() {
+    for protocol in ["anthropic", "openai_chat"] {
+        let up = mock(agent).await;
+        let weir = Weir::start(&translated("openai", up.url(), protocol)).await;
+        let r = sdk(&weir, "openai_tool_round_trip", "gpt-5-codex", "k", 0).await;
+        assert_eq!(r["first_status"], "completed", "{protocol}: {r}");
+        assert_eq!(r["tool"], AGENT_TOOL, "{protocol}: {r}");
+        assert_eq!(
+            r["arguments"],
+            serde_json::json!({"path": "notes.txt"}),
+            "{protocol}: {r}"
+        );
+        assert_eq!(
+            r["answer"], "The file says: hello from notes",
+            "{protocol}: {r}"
+        );
+        assert_eq!(r["status"], "completed", "{protocol}: {r}");
+        let events: Vec<&str> = r["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(events.first(), Some(&"response.created"), "{r}");
+        assert_eq!(events.last(), Some(&"response.completed"), "{r}");
+        let second = up.seen()[1].json();
+        let messages = &second["messages"];
+        if protocol == "anthropic" {
+            assert_eq!(messages[1]["content"][0]["type"], "tool_use", "{second}");
+            assert_eq!(messages[2]["content"][0]["type"], "tool_result", "{second}");
+        } else {
+            assert_eq!(messages[1]["tool_calls"][0]["id"], "call_agent", "{second}");
+            assert_eq!(messages[2]["role"], "tool", "{second}");
+        }
+    }
+}
+
+/// The OpenAI SDK's `chat.completions.create`, whole and streamed (through
+/// its streaming helper), with a tool round trip, on an Anthropic upstream
+/// and on a Responses upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdks_chat_completions_run_a_tool_loop_on_anthropic_and_responses_upstreams() {
+    for protocol in ["anthropic", "openai_responses"] {
+        let up = mock(agent).await;
+        let weir = Weir::start(&translated("openai", up.url(), protocol)).await;
+        let r = sdk(&weir, "openai_chat_tool_round_trip", "gpt-4o", "k", 0).await;
+        for mode in ["whole", "stream"] {
+            let r = &r[mode];
+            assert_eq!(r["finish_reason"], "tool_calls", "{protocol} {mode}: {r}");
+            assert_eq!(r["tool"], AGENT_TOOL, "{protocol} {mode}: {r}");
+            assert_eq!(
+                r["arguments"],
+                serde_json::json!({"path": "notes.txt"}),
+                "{protocol} {mode}: {r}"
+            );
+            assert_eq!(r["prompt_tokens"], 20, "{protocol} {mode}: {r}");
+            assert_eq!(
+                r["answer"], "The file says: hello from notes",
+                "{protocol} {mode}: {r}"
+            );
+            assert_eq!(r["final_finish_reason"], "stop", "{protocol} {mode}: {r}");
+        }
+        let paths: Vec<String> = up.seen().iter().map(|s| s.path.clone()).collect();
+        let want = if protocol == "anthropic" {
+            "/v1/messages"
+        } else {
+            "/v1/responses"
+        };
+        assert!(paths.iter().all(|p| p == want), "{protocol}: {paths:?}");
+        assert_eq!(paths.len(), 4);
+    }
+}
+
+/// The OpenAI SDK's `responses.create`, whole, on a Chat Completions
+/// upstream (the streamed tool loop is above).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdks_responses_run_on_a_chat_upstream() {
+    let up = serving(WORDS).await;
+    let weir = Weir::start(&translated("openai", up.url(), "openai_chat")).await;
+    let r = sdk(&weir, "openai_responses", "gpt-5-codex", "k", 0).await;
+    assert_eq!(r["text"], "Hello there.", "{r}");
     assert_eq!(r["status"], "completed", "{r}");
-    let events: Vec<&str> = r["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(events.first(), Some(&"response.created"), "{r}");
-    assert_eq!(events.last(), Some(&"response.completed"), "{r}");
-    let second = up.seen()[1].json();
-    assert_eq!(
-        second["messages"][1]["content"][0]["type"], "tool_use",
-        "{second}"
-    );
-    assert_eq!(
-        second["messages"][2]["content"][0]["type"], "tool_result",
-        "{second}"
-    );
 }

@@ -1,6 +1,7 @@
 //! Protocol translation through weir: Claude Code's requests (Anthropic
 //! Messages) served by OpenAI Responses and Chat Completions upstreams,
-//! and Codex's (OpenAI Responses) by an Anthropic upstream — streamed and
+//! Codex's (OpenAI Responses) by Anthropic and Chat Completions upstreams,
+//! and Chat Completions clients' by Anthropic and Responses upstreams — streamed and
 //! not, with tools, errors, failover across protocols, and the endpoints
 //! answered locally. The upstreams are scripted mock providers on port 0;
 //! the SDK side is in tests/llm_sdk.rs.
@@ -281,12 +282,16 @@ async fn errors_keep_their_status_in_the_clients_envelope() {
     assert_eq!(v["error"]["code"], "overloaded");
 }
 
-#[tokio::test]
-async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream() {
+const FAILED_OVER: &str =
+    "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}";
+
+/// A route of `kind` over an Anthropic upstream answering 529, then a
+/// Responses upstream serving [`WORDS`].
+async fn overloaded_claude_then_gpt(kind: &str) -> (MockLlm, MockLlm, Weir) {
     let busy = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
     let gpt = serving(WORDS).await;
     let weir = start(
-        "anthropic",
+        kind,
         &[
             ("claude", busy.url(), "anthropic"),
             ("gpt", gpt.url(), "openai_responses"),
@@ -294,6 +299,12 @@ async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream()
         false,
     )
     .await;
+    (busy, gpt, weir)
+}
+
+#[tokio::test]
+async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream() {
+    let (busy, gpt, weir) = overloaded_claude_then_gpt("anthropic").await;
     let (status, _, body) =
         post(&weir, "/v1/messages", &claude_request(true), CLAUDE_HEADERS).await;
     assert_eq!(status, 200, "{body}");
@@ -308,14 +319,7 @@ async fn a_529_from_anthropic_fails_over_to_a_responses_upstream_in_one_stream()
         gpt.seen()[0].headers["authorization"],
         "Bearer sk-upstream-gpt"
     );
-    assert_eq!(
-        metric(
-            &weir,
-            "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}"
-        )
-        .await,
-        Some(1)
-    );
+    assert_eq!(metric(&weir, FAILED_OVER).await, Some(1));
 }
 
 #[tokio::test]
@@ -357,15 +361,305 @@ async fn count_tokens_and_models_are_answered_by_weir_on_translated_routes() {
     assert!(up.seen().is_empty());
 }
 
+/// The chunks of a Chat Completions stream, which must end in
+/// `data: [DONE]`.
+fn chat_chunks(body: &str) -> Vec<Value> {
+    let data: Vec<&str> = body
+        .split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+        .collect()
+}
+
+/// What a Chat client makes of an answer, streamed or whole, as the SDKs
+/// assemble it: (text, tool calls, finish reason, usage).
+fn chat_answer(body: &str, stream: bool) -> (String, Vec<Value>, String, Value) {
+    if !stream {
+        let v: Value = serde_json::from_str(body).expect("json");
+        assert_eq!(v["object"], "chat.completion", "{body}");
+        let m = &v["choices"][0]["message"];
+        let calls = m["tool_calls"].as_array().cloned().unwrap_or_default();
+        return (
+            m["content"].as_str().unwrap_or("").to_string(),
+            calls,
+            v["choices"][0]["finish_reason"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            v["usage"].clone(),
+        );
+    }
+    let mut text = String::new();
+    let mut calls: Vec<Value> = Vec::new();
+    let mut finish = String::new();
+    let mut usage = Value::Null;
+    for c in chat_chunks(body) {
+        assert_eq!(c["object"], "chat.completion.chunk", "{c}");
+        if c["usage"].is_object() {
+            usage = c["usage"].clone();
+        }
+        let Some(choice) = c["choices"].get(0) else {
+            continue;
+        };
+        let d = &choice["delta"];
+        text.push_str(d["content"].as_str().unwrap_or(""));
+        for t in d["tool_calls"].as_array().into_iter().flatten() {
+            let i = t["index"].as_u64().expect("index") as usize;
+            if i == calls.len() {
+                calls.push(json!({"id": t["id"], "type": "function", "function": {"name": t["function"]["name"], "arguments": ""}}));
+            }
+            let args = calls[i]["function"]["arguments"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+                + t["function"]["arguments"].as_str().unwrap_or("");
+            calls[i]["function"]["arguments"] = args.into();
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            finish = f.to_string();
+        }
+    }
+    (text, calls, finish, usage)
+}
+
+/// A Chat Completions client's tool round trip through weir, as the client
+/// does it: the first answer calls the tool, the second request carries
+/// the call and its result back, the second answer reads the result.
+async fn chat_tool_round_trip(weir: &Weir, stream: bool) {
+    let mut req = json!({
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is in notes.txt?"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}],
+        "stream": stream,
+    });
+    if stream {
+        req["stream_options"] = json!({"include_usage": true});
+    }
+    let (status, _, body) = post(weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, calls, finish, usage) = chat_answer(&body, stream);
+    assert_eq!(finish, "tool_calls", "{body}");
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["function"]["name"], "read_file");
+    let args: Value =
+        serde_json::from_str(calls[0]["function"]["arguments"].as_str().expect("args"))
+            .expect("json");
+    assert_eq!(args, json!({"path": "notes.txt"}));
+    assert_eq!(usage["prompt_tokens"], 20, "{body}");
+    assert_eq!(usage["completion_tokens"], 8, "{body}");
+
+    let messages = req["messages"].as_array_mut().expect("messages");
+    messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+    messages.push(json!({"role": "tool", "tool_call_id": calls[0]["id"], "content": "buy milk"}));
+    let (status, _, body) = post(weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let (text, calls, finish, _) = chat_answer(&body, stream);
+    assert_eq!(text, "The file says: buy milk", "{body}");
+    assert!(calls.is_empty());
+    assert_eq!(finish, "stop");
+}
+
 #[tokio::test]
-async fn an_endpoint_weir_cannot_translate_is_501() {
+async fn a_chat_client_does_a_tool_round_trip_on_an_anthropic_upstream() {
+    for stream in [true, false] {
+        let up = mock(agent).await;
+        let weir = start("openai", &[("claude", up.url(), "anthropic")], false).await;
+        chat_tool_round_trip(&weir, stream).await;
+        let seen = up.seen();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].path, "/v1/messages");
+        assert_eq!(seen[0].headers["x-api-key"], "sk-upstream-claude");
+        assert_eq!(seen[0].headers["anthropic-version"], "2023-06-01");
+        let first = seen[0].json();
+        assert_eq!(first["system"], "Be brief.");
+        assert_eq!(first["tools"][0]["name"], "read_file");
+        assert_eq!(first["max_tokens"], 8192);
+        assert_eq!(first["stream"] == true, stream);
+        let second = seen[1].json();
+        assert_eq!(second["messages"][1]["content"][0]["type"], "tool_use");
+        assert_eq!(
+            second["messages"][2]["content"][0],
+            json!({"type": "tool_result", "tool_use_id": "toolu_agent", "content": "buy milk"})
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_chat_client_does_a_tool_round_trip_on_a_responses_upstream() {
+    for stream in [true, false] {
+        let up = mock(agent).await;
+        let weir = start("openai", &[("gpt", up.url(), "openai_responses")], false).await;
+        chat_tool_round_trip(&weir, stream).await;
+        let seen = up.seen();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].path, "/v1/responses");
+        assert_eq!(seen[0].headers["authorization"], "Bearer sk-upstream-gpt");
+        let first = seen[0].json();
+        assert_eq!(first["instructions"], "Be brief.");
+        assert_eq!(first["tools"][0]["name"], "read_file");
+        assert!(first.get("max_output_tokens").is_none(), "{first}");
+        let second = seen[1].json();
+        assert_eq!(second["input"][1]["type"], "function_call");
+        assert_eq!(
+            second["input"][2],
+            json!({"type": "function_call_output", "call_id": "call_agent", "output": "buy milk"})
+        );
+    }
+}
+
+/// A Chat client that did not ask for the usage chunk gets none (no chunk
+/// without a choice), and the upstream's error reaches it in OpenAI's
+/// envelope with its status.
+#[tokio::test]
+async fn a_chat_client_gets_no_usage_chunk_unasked_and_errors_in_its_envelope() {
     let up = serving(WORDS).await;
     let weir = start("openai", &[("claude", up.url(), "anthropic")], false).await;
-    let req = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let req =
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true});
     let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
-    assert_eq!(status, 501, "{body}");
-    assert!(body.contains("does not translate"), "{body}");
-    assert!(up.seen().is_empty());
+    assert_eq!(status, 200, "{body}");
+    let chunks = chat_chunks(&body);
+    assert!(chunks.iter().all(|c| c["choices"][0].is_object()), "{body}");
+    let (text, _, finish, _) = chat_answer(&body, true);
+    assert_eq!((text.as_str(), finish.as_str()), ("Hello there.", "stop"));
+
+    let busy = mock(|seen| error(seen, 529, "overloaded_error", "Overloaded")).await;
+    let weir = start("openai", &[("claude", busy.url(), "anthropic")], false).await;
+    let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 529, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["message"], "Overloaded");
+    assert_eq!(v["error"]["code"], "overloaded");
+
+    let limited = mock(|seen| error(seen, 429, "rate_limit_exceeded", "Slow down")).await;
+    let weir = start(
+        "openai",
+        &[("gpt", limited.url(), "openai_responses")],
+        false,
+    )
+    .await;
+    let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 429, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["message"], "Slow down");
+}
+
+/// Codex's tool round trip on a Chat Completions upstream.
+#[tokio::test]
+async fn codex_does_a_tool_round_trip_on_a_chat_upstream() {
+    for stream in [true, false] {
+        let up = mock(agent).await;
+        let weir = start("openai", &[("local", up.url(), "openai_chat")], false).await;
+        let mut req = json!({
+            "model": "gpt-5-codex", "instructions": "Be brief.", "stream": stream, "store": false,
+            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What is in notes.txt?"}]}],
+            "tools": [{"type": "function", "name": "read_file", "description": "Read a file", "parameters": {"type": "object"}, "strict": false}],
+        });
+        let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+        assert_eq!(status, 200, "{body}");
+        let response = if stream {
+            let ev = events(&body);
+            for (i, (_, d)) in ev.iter().enumerate() {
+                assert_eq!(d["sequence_number"], i as u64, "{body}");
+            }
+            let (name, last) = ev.last().expect("terminal").clone();
+            assert_eq!(name, "response.completed", "{body}");
+            last["response"].clone()
+        } else {
+            serde_json::from_str(&body).expect("json")
+        };
+        assert_eq!(response["status"], "completed", "{body}");
+        let call = response["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .find(|i| i["type"] == "function_call")
+            .expect("a function call")
+            .clone();
+        assert_eq!(call["name"], "read_file");
+        let args: Value =
+            serde_json::from_str(call["arguments"].as_str().expect("args")).expect("json");
+        assert_eq!(args, json!({"path": "notes.txt"}));
+        assert_eq!(response["usage"]["input_tokens"], 20);
+        assert_eq!(response["usage"]["output_tokens"], 8);
+
+        let input = req["input"].as_array_mut().expect("input");
+        input.push(json!({"type": "function_call", "call_id": call["call_id"], "name": call["name"], "arguments": call["arguments"]}));
+        input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": "buy milk"}));
+        let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+        assert_eq!(status, 200, "{body}");
+        let text: String = if stream {
+            events(&body)
+                .iter()
+                .filter(|(n, _)| n == "response.output_text.delta")
+                .filter_map(|(_, d)| d["delta"].as_str().map(str::to_string))
+                .collect()
+        } else {
+            let v: Value = serde_json::from_str(&body).expect("json");
+            v["output"][0]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(text, "The file says: buy milk", "{body}");
+
+        let seen = up.seen();
+        assert_eq!(seen[0].path, "/v1/chat/completions");
+        assert_eq!(seen[0].headers["authorization"], "Bearer sk-upstream-local");
+        let first = seen[0].json();
+        assert_eq!(
+            first["messages"][0],
+            json!({"role": "system", "content": "Be brief."})
+        );
+        assert_eq!(first["tools"][0]["function"]["name"], "read_file");
+        assert!(first.get("max_completion_tokens").is_none(), "{first}");
+        let second = seen[1].json();
+        assert_eq!(second["messages"][2]["tool_calls"][0]["id"], "call_agent");
+        assert_eq!(
+            second["messages"][3],
+            json!({"role": "tool", "tool_call_id": "call_agent", "content": "buy milk"})
+        );
+    }
+}
+
+/// A context overflow from a Chat upstream reaches Codex with the code it
+/// compacts on, as an answer and inside a stream.
+#[tokio::test]
+async fn a_chat_upstreams_overflow_reaches_codex_as_context_length_exceeded() {
+    let overflow = mock(|_| json_reply(400, br#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","code":400}"#)).await;
+    let weir = start("openai", &[("local", overflow.url(), "openai_chat")], false).await;
+    let req = json!({"model": "m", "input": "hi"});
+    let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    assert_eq!(status, 400, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["code"], "context_length_exceeded", "{body}");
+
+    let in_stream = mock(|_| {
+        sse_reply(vec![Step::Send(bytes::Bytes::from_static(
+            b"data: {\"error\":{\"message\":\"context too long\",\"code\":\"context_length_exceeded\"}}\n\n",
+        ))])
+    })
+    .await;
+    let weir = start(
+        "openai",
+        &[("local", in_stream.url(), "openai_chat")],
+        false,
+    )
+    .await;
+    let req = json!({"model": "m", "input": "hi", "stream": true});
+    let (_, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    let ev = events(&body);
+    let (name, last) = ev.last().expect("terminal");
+    assert_eq!(name, "response.failed", "{body}");
+    assert_eq!(last["response"]["error"]["code"], "context_length_exceeded");
 }
 
 #[tokio::test]
@@ -438,6 +732,64 @@ async fn a_failing_translator_still_ends_the_stream_in_the_clients_api() {
     for (i, (_, d)) in ev.iter().enumerate() {
         assert_eq!(d["sequence_number"], i as u64, "{body}");
     }
+}
+
+/// A whole (non-streamed) answer's usage is counted as a stream's is, on
+/// a native upstream and on a translated one: each upstream's usage in
+/// its own API's terms (the Chat upstream's `prompt_tokens` include the
+/// cached input; the count excludes it, as Anthropic's does).
+#[tokio::test]
+async fn whole_answers_count_their_usage_native_and_translated() {
+    let input = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"input\"}";
+    let output = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"output\"}";
+    let cached = "weir_llm_tokens_total{route=\"llm\",model=\"default\",kind=\"cache_read\"}";
+
+    let native = serving(WORDS).await;
+    let weir = start("anthropic", &[("claude", native.url(), "anthropic")], false).await;
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        &claude_request(false),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("json")["usage"]["input_tokens"],
+        12,
+        "relayed as it came: {body}"
+    );
+    assert_eq!(metric(&weir, input).await, Some(12));
+    assert_eq!(metric(&weir, output).await, Some(3));
+
+    let chat = mock(|_| {
+        json_reply(200, br#"{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":30}}}"#)
+    })
+    .await;
+    let weir = start("openai", &[("claude", chat.url(), "openai_chat")], false).await;
+    let req = json!({"model": "m", "input": "hi"});
+    let (status, _, body) = post(&weir, "/v1/responses", &req, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(metric(&weir, input).await, Some(20));
+    assert_eq!(metric(&weir, cached).await, Some(30));
+    assert_eq!(metric(&weir, output).await, Some(7));
+}
+
+/// A Chat client's stream fails over across protocols like any other: a
+/// 529 from Anthropic, then a Responses upstream; one stream of chunks
+/// ending in `[DONE]`, and the failover counted.
+#[tokio::test]
+async fn a_chat_client_fails_over_from_anthropic_to_a_responses_upstream() {
+    let (busy, gpt, weir) = overloaded_claude_then_gpt("openai").await;
+    let req =
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let (status, _, body) = post(&weir, "/v1/chat/completions", &req, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let (text, _, finish, _) = chat_answer(&body, true);
+    assert_eq!((text.as_str(), finish.as_str()), ("Hello there.", "stop"));
+    assert_eq!(busy.seen()[0].path, "/v1/messages");
+    assert_eq!(gpt.seen()[0].path, "/v1/responses");
+    assert_eq!(metric(&weir, FAILED_OVER).await, Some(1));
 }
 
 /// Claude Code's plain request through a fresh weir over `upstreams`.

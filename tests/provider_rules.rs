@@ -133,6 +133,26 @@ fn chat_shell() -> Value {
            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}})
 }
 
+/// The emulator is an independent reading of the providers' rules: it
+/// must not use weir's own wire or LLM code, or it would agree with weir
+/// by construction.
+#[test]
+fn the_emulator_imports_nothing_from_weir() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/provider");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).expect("provider dir") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("source");
+        assert!(
+            !text.contains("weir::"),
+            "{} uses weir's code",
+            path.display()
+        );
+        read += 1;
+    }
+    assert!(read >= 5, "read {read} files in {}", dir.display());
+}
+
 // ---------------------------------------------------------------- Anthropic
 
 #[tokio::test]
@@ -255,6 +275,18 @@ async fn anthropic_thinking_budget_is_at_least_1024_and_under_max_tokens() {
         &claude(json!({"temperature": 0.2, "thinking": {"type": "adaptive"}})),
         400,
         &["`temperature` may only be set to 1"],
+    )
+    .await;
+    refused(
+        &p,
+        &claude(json!({"thinking": {"type": "adaptive"}, "tool_choice": {"type": "any"}})),
+        400,
+        &["Thinking may not be enabled when tool_choice forces tool use."],
+    )
+    .await;
+    accepted(
+        &p,
+        &claude(json!({"thinking": {"type": "adaptive"}, "tool_choice": {"type": "auto"}})),
     )
     .await;
     accepted(&p, &enabled(1024, 4096)).await;
@@ -429,6 +461,26 @@ async fn anthropic_tool_names_roles_and_empty_text() {
         &["Unexpected role \\\"system\\\""],
     )
     .await;
+    // Claude Code 2.1.x puts per-turn instructions among the turns under
+    // its beta; the API takes them then.
+    let system_turn = claude(
+        json!({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}]}),
+    );
+    let (got, body) = ask_at(
+        &p,
+        "/v1/messages",
+        &system_turn,
+        &[
+            ("x-api-key", "k"),
+            ("anthropic-version", "2023-06-01"),
+            (
+                "anthropic-beta",
+                "context-1m-2025-08-07,per-turn-control-2026-07-01",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
     refused(
         &p,
         &claude(json!({"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]})),
@@ -905,6 +957,42 @@ async fn chat_tool_messages_answer_earlier_tool_calls() {
         answer["choices"][0]["message"]["content"], "The command printed: a.txt",
         "{answer}"
     );
+}
+
+/// DeepSeek's thinking mode: the reasoning of a tool-calling turn must
+/// come back with it.
+#[tokio::test]
+async fn a_deepseek_style_server_wants_its_reasoning_back() {
+    let p = spawn(ProviderApi::Chat).await;
+    p.set_shape(Shape {
+        chat_reasoning_content: true,
+        chat_reasoning_required: true,
+        ..Shape::default()
+    });
+    let first = chat(json!({"tools": [chat_shell()]}));
+    let answer = accepted(&p, &first).await;
+    let message = answer["choices"][0]["message"].clone();
+    assert!(message["reasoning_content"].is_string(), "{answer}");
+    let next = |assistant: Value| {
+        let mut req = first.clone();
+        let call = assistant["tool_calls"][0]["id"].clone();
+        let messages = req["messages"].as_array_mut().expect("messages");
+        messages.push(assistant);
+        messages.push(json!({"role": "tool", "tool_call_id": call, "content": "a.txt"}));
+        req
+    };
+    let mut bare = message.clone();
+    bare.as_object_mut()
+        .expect("message")
+        .remove("reasoning_content");
+    refused(
+        &p,
+        &next(bare),
+        400,
+        &["Missing `reasoning_content` field in the assistant message at message index 1"],
+    )
+    .await;
+    accepted(&p, &next(message)).await;
 }
 
 // ---------------------------------------------------------------- Scripts, streams, journal

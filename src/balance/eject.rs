@@ -57,39 +57,65 @@ pub(super) struct Health {
     ejections: u32,
     /// Out until then (past: back, on probation).
     until: Option<Instant>,
+    /// Down by the active health check, until the check passes again.
+    checked_down: bool,
 }
 
 impl Health {
     pub(super) fn is_in(&self, now: Instant) -> bool {
-        self.until.is_none_or(|u| now >= u)
+        !self.checked_down && self.until.is_none_or(|u| now >= u)
     }
 
-    /// When it comes back, if it is out.
+    /// When it comes back, if it is out for failing (a server the check
+    /// holds down has no known time).
     pub(super) fn out_until(&self, now: Instant) -> Option<Instant> {
         self.until.filter(|u| *u > now)
     }
 
-    pub(super) fn succeeded(&mut self) {
+    /// The active check's verdict; whether it changed.
+    pub(super) fn checked(&mut self, up: bool) -> bool {
+        let changed = self.checked_down == up;
+        self.checked_down = !up;
+        if up && changed {
+            // Back by the check: a clean slate, as a success gives.
+            self.consecutive = 0;
+            self.ejections = 0;
+            self.until = None;
+        }
+        changed
+    }
+
+    /// An answer. Whether it ends a time out (the server was on
+    /// probation).
+    pub(super) fn succeeded(&mut self) -> bool {
+        let was_out = self.ejections > 0;
         self.consecutive = 0;
         self.ejections = 0;
+        was_out
     }
 
     /// A failure; `may_eject` when the group's cap allows one more out.
-    /// Whether this took the server out.
-    pub(super) fn failed(&mut self, rule: &Ejection, may_eject: bool, now: Instant) -> bool {
+    /// Until when this took the server out, if it did.
+    pub(super) fn failed(
+        &mut self,
+        rule: &Ejection,
+        may_eject: bool,
+        now: Instant,
+    ) -> Option<Instant> {
         if !self.is_in(now) {
             // A request sent before it went out; already counted.
-            return false;
+            return None;
         }
         self.consecutive = self.consecutive.saturating_add(1);
         let due = self.ejections > 0 || self.consecutive >= rule.after.max(1);
         if !(due && may_eject) {
-            return false;
+            return None;
         }
         self.ejections = self.ejections.saturating_add(1);
         self.consecutive = 0;
-        self.until = Some(now + rule.back_off(self.ejections));
-        true
+        let until = now + rule.back_off(self.ejections);
+        self.until = Some(until);
+        Some(until)
     }
 
     /// The share of its weight a server takes now: ramped from a tenth

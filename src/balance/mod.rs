@@ -103,6 +103,18 @@ pub enum Outcome {
     Unknown,
 }
 
+/// A server going out of its group or coming back, for the caller to log
+/// and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Taken out until then.
+    Out { until: Instant },
+    /// Answered after having been out, or passed its health check again.
+    Back,
+    /// Failed its active health check.
+    Down,
+}
+
 /// Why no server was picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllOut {
@@ -162,6 +174,17 @@ impl<T> Group<T> {
             .is_some_and(|s| s.health.locked().is_in(now))
     }
 
+    /// The active health check's verdict on server `index`: down takes it
+    /// out whatever the cap on the share out (the check says it cannot
+    /// serve), up brings it back. Says when this changed its state.
+    pub fn checked(&self, index: usize, up: bool) -> Option<Change> {
+        let s = self.servers.get(index)?;
+        if !s.health.locked().checked(up) {
+            return None;
+        }
+        Some(if up { Change::Back } else { Change::Down })
+    }
+
     /// Requests in flight on server `index`.
     pub fn in_flight(&self, index: usize) -> u32 {
         self.servers
@@ -178,6 +201,10 @@ impl<T> Group<T> {
         exclude: &[usize],
         now: Instant,
     ) -> Result<Pick<T>, AllOut> {
+        // A group of one is never out and has nothing to choose.
+        if self.servers.len() == 1 && exclude.is_empty() {
+            return Ok(Pick::new(self.clone(), 0, now));
+        }
         let eligible = self.eligible(exclude, now);
         if eligible.is_empty() {
             let until = self
@@ -295,21 +322,20 @@ impl<T> Group<T> {
     }
 
     /// Record how a request to `index` went.
-    fn record(&self, index: usize, outcome: Outcome, now: Instant) {
-        let Some(s) = self.servers.get(index) else {
-            return;
-        };
+    fn record(&self, index: usize, outcome: Outcome, now: Instant) -> Option<Change> {
+        let s = self.servers.get(index)?;
+        // nginx's rule: a group of one is never taken out (there is
+        // nothing to send its requests to instead), and has no choice
+        // for the latency to inform.
+        if self.servers.len() < 2 {
+            return None;
+        }
         match outcome {
             Outcome::Answered(latency) => {
                 s.latency.locked().observe(latency, now);
-                s.health.locked().succeeded();
+                s.health.locked().succeeded().then_some(Change::Back)
             }
             Outcome::Failed => {
-                // nginx's rule: a group of one is never taken out (there
-                // is nothing to send its requests to instead).
-                if self.servers.len() < 2 {
-                    return;
-                }
                 // Counted before the server's own lock is taken: never two
                 // servers' locks at once.
                 let out = self
@@ -318,9 +344,12 @@ impl<T> Group<T> {
                     .filter(|s| s.health.locked().out_until(now).is_some())
                     .count();
                 let may_eject = out < self.ejection.most_out(self.servers.len());
-                s.health.locked().failed(&self.ejection, may_eject, now);
+                s.health
+                    .locked()
+                    .failed(&self.ejection, may_eject, now)
+                    .map(|until| Change::Out { until })
             }
-            Outcome::Unknown => {}
+            Outcome::Unknown => None,
         }
     }
 }
@@ -362,12 +391,14 @@ impl<T> Pick<T> {
     }
 
     /// How the request went; only the first call counts. The request
-    /// stays in flight until the pick is dropped.
-    pub fn finish(&mut self, outcome: Outcome, now: Instant) {
-        if !self.finished {
-            self.finished = true;
-            self.group.record(self.index, outcome, now);
+    /// stays in flight until the pick is dropped. Says when this took the
+    /// server out, or brought it back.
+    pub fn finish(&mut self, outcome: Outcome, now: Instant) -> Option<Change> {
+        if self.finished {
+            return None;
         }
+        self.finished = true;
+        self.group.record(self.index, outcome, now)
     }
 }
 

@@ -114,7 +114,16 @@ async fn a_failing_server_is_out_for_a_back_off_that_doubles_then_back() {
     fail(&g, 0);
     fail(&g, 0);
     assert!(g.is_in(0, Instant::now()), "two failures are not three");
-    fail(&g, 0);
+    let now = Instant::now();
+    let mut third = g.pick(None, &[1], now).expect("pick");
+    assert_eq!(
+        third.finish(Outcome::Failed, now),
+        Some(Change::Out {
+            until: now + Duration::from_secs(10)
+        })
+    );
+    assert_eq!(third.finish(Outcome::Failed, now), None, "counted once");
+    drop(third);
     assert!(!g.is_in(0, Instant::now()), "out after three in a row");
     for _ in 0..4 {
         assert_eq!(g.pick(None, &[], Instant::now()).expect("pick").index(), 1);
@@ -133,7 +142,10 @@ async fn a_failing_server_is_out_for_a_back_off_that_doubles_then_back() {
     // A success ends probation: it takes three failures again.
     let now = Instant::now();
     let mut p = g.pick(None, &[1], now).expect("pick");
-    p.finish(Outcome::Answered(Duration::from_millis(1)), now);
+    assert_eq!(
+        p.finish(Outcome::Answered(Duration::from_millis(1)), now),
+        Some(Change::Back)
+    );
     drop(p);
     fail(&g, 0);
     assert!(g.is_in(0, Instant::now()));
@@ -271,3 +283,25 @@ fn hash_keys_are_stable_across_processes() {
 }
 
 const KEY_OF_SESSION_1: u64 = 10_348_509_449_063_778_181;
+
+#[tokio::test(start_paused = true)]
+async fn the_active_check_takes_a_server_out_past_the_cap_and_brings_it_back() {
+    let rule = Ejection {
+        max_share: 10,
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 2], Policy::RoundRobin, rule);
+    assert_eq!(g.checked(0, false), Some(Change::Down));
+    assert_eq!(g.checked(0, false), None, "no change");
+    assert_eq!(
+        g.checked(1, false),
+        Some(Change::Down),
+        "no cap on the check"
+    );
+    let now = Instant::now();
+    assert_eq!(g.pick(None, &[], now).expect_err("all down").until, None);
+    assert_eq!(g.checked(1, true), Some(Change::Back));
+    for _ in 0..4 {
+        assert_eq!(g.pick(None, &[], now).expect("pick").index(), 1);
+    }
+}

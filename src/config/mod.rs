@@ -381,11 +381,75 @@ pub enum ServerHeader {
 /// A route's kind and what only that kind needs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteKind {
-    /// Forward everything to one upstream URL.
-    Proxy { upstream: http::Uri },
+    /// Forward everything to a group of upstream servers (one, for
+    /// `upstream = URL`).
+    Proxy { upstream: Box<UpstreamGroup> },
     /// An LLM API gateway route.
     Llm(Arc<LlmSettings>),
 }
+
+/// A proxy route's servers and how one is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamGroup {
+    pub servers: Vec<Member<http::Uri>>,
+    pub policy: Policy,
+    /// What a request is hashed by, for [`Policy::Hash`].
+    pub hash_key: Option<HashKey>,
+    pub ejection: Ejection,
+    pub health_check: Option<HealthCheck>,
+}
+
+/// An active HTTP health check, run for each server of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Path (and query) asked with GET.
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Passes in a row that bring a server back.
+    pub rise: u32,
+    /// Failures in a row that take it out.
+    pub fall: u32,
+    /// Statuses that pass; empty: any 2xx or 3xx.
+    pub expect_status: Vec<u16>,
+}
+
+impl HealthCheck {
+    pub fn passes(&self, status: u16) -> bool {
+        if self.expect_status.is_empty() {
+            (200..400).contains(&status)
+        } else {
+            self.expect_status.contains(&status)
+        }
+    }
+}
+
+impl UpstreamGroup {
+    /// A group of one server, with the defaults.
+    pub fn one(uri: http::Uri) -> Self {
+        UpstreamGroup {
+            servers: vec![Member {
+                target: uri,
+                weight: 1,
+                backup: false,
+            }],
+            policy: Policy::P2cEwma,
+            hash_key: None,
+            ejection: Ejection::default(),
+            health_check: None,
+        }
+    }
+}
+
+/// What a request is hashed by to choose its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    Header(http::HeaderName),
+    Cookie(String),
+    ClientIp,
+}
+
+pub use crate::balance::{Ejection, Member, Policy};
 
 /// Which LLM API family a route speaks to its clients, and which API an
 /// upstream speaks: what they mean on the wire is [`crate::wire`]'s.

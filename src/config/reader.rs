@@ -118,6 +118,12 @@ pub struct At<T> {
     pub key: String,
 }
 
+/// An item of a list of strings or tables.
+pub enum Item<'a, 'i> {
+    String(At<String>),
+    Table(Section<'a, 'i>),
+}
+
 /// One TOML table being read. The keys its getters asked for are
 /// remembered; the others are reported as unknown when it is dropped.
 pub struct Section<'a, 'i> {
@@ -425,6 +431,45 @@ impl<'a, 'i> Section<'a, 'i> {
             }
         }
         out
+    }
+
+    /// A list whose items are each a string or a table (`servers =
+    /// ["http://a", { url = "http://b", weight = 2 }]`, or `[[key]]`
+    /// tables); other items are reported.
+    pub fn strings_or_tables(&self, key: &'static str) -> Option<Vec<Item<'a, 'i>>> {
+        let v = self.raw(key)?;
+        if let Some(t) = v.get_ref().as_table() {
+            let section = Section::new(self.doc, t, &self.key_path(key), v.span());
+            return Some(vec![Item::Table(section)]);
+        }
+        let Some(items) = v.get_ref().as_array() else {
+            self.wrong_type(key, v, "a list", "[\"http://10.0.0.1:8080\", ...]");
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("{}[{i}]", self.key_path(key));
+            if let Some(s) = item.get_ref().as_str() {
+                out.push(Item::String(At {
+                    value: s.to_string(),
+                    span: item.span(),
+                    key: path,
+                }));
+            } else if let Some(t) = item.get_ref().as_table() {
+                out.push(Item::Table(Section::new(self.doc, t, &path, item.span())));
+            } else {
+                self.doc.report(
+                    Some(item.span()),
+                    &path,
+                    format!(
+                        "expected a string or a table, found {}",
+                        item.get_ref().type_str()
+                    ),
+                    None,
+                );
+            }
+        }
+        Some(out)
     }
 
     fn at<T>(&self, key: &str, v: &Spanned<DeValue<'i>>, value: T) -> At<T> {

@@ -50,28 +50,45 @@ pub fn json_content(headers: &mut http::HeaderMap) {
     headers.remove(header::CONTENT_LENGTH);
 }
 
-/// The most a whole (non-streamed) answer may be for translation.
-const MAX_TRANSLATED_BODY: usize = 32 * 1024 * 1024;
+/// The most a whole (non-streamed) answer may be: it is read whole for its
+/// usage and for translation.
+const MAX_WHOLE_BODY: usize = 32 * 1024 * 1024;
+
+/// A whole answer read (bounded), to read its usage and to translate it.
+pub async fn read_whole(
+    body: hyper::body::Incoming,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Rescue> {
+    let read = Limited::new(body, MAX_WHOLE_BODY).collect();
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        _ => Err(Rescue::status(StatusCode::BAD_GATEWAY)
+            .saying("the upstream's answer could not be read")),
+    }
+}
+
+/// A whole answer read by [`read_whole`], relayed as the upstream sent it.
+pub fn relay_whole(
+    mut parts: http::response::Parts,
+    bytes: Bytes,
+    served_by: Option<&str>,
+) -> Response<Payload> {
+    remove_hop_by_hop(&mut parts.headers);
+    let mut resp = Response::from_parts(parts, Payload::text(bytes));
+    served_by_header(&mut resp, served_by);
+    resp
+}
 
 /// A whole answer from an upstream of another API, in the client's: an
 /// error keeps its status in the client's envelope; a success is
 /// assembled into the client's object.
-pub async fn translate_whole(
+pub fn translate_whole(
     translation: Translation,
-    resp: Response<hyper::body::Incoming>,
+    mut parts: http::response::Parts,
+    bytes: Bytes,
     request: &Outgoing,
-    timeout: std::time::Duration,
     served_by: Option<&str>,
 ) -> Result<Response<Payload>, Rescue> {
-    let (mut parts, body) = resp.into_parts();
-    let read = Limited::new(body, MAX_TRANSLATED_BODY).collect();
-    let bytes = match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        _ => {
-            return Err(Rescue::status(StatusCode::BAD_GATEWAY)
-                .saying("the upstream's answer could not be read"));
-        }
-    };
     let translated = if parts.status.is_success() {
         let model = request.model.as_deref().unwrap_or_default();
         (translation.pair)

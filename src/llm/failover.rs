@@ -28,8 +28,8 @@ use http::{Response, StatusCode};
 use tokio::time::Instant;
 
 use super::answer::{
-    is_event_stream, json_content, read_error_body, relay_verbatim, served_by_header,
-    translate_whole,
+    is_event_stream, json_content, read_error_body, read_whole, relay_verbatim, relay_whole,
+    served_by_header, translate_whole,
 };
 use super::outgoing::{Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
@@ -188,16 +188,31 @@ pub async fn run(
             };
             if status.is_success() {
                 tally.first_content();
+            } else if translation.is_none() {
+                tally.answered(None, outcome);
+                return Ok(relay_verbatim(resp, served_by));
             }
-            cx.metrics
-                .llm_request(cx.route_name, model_label, &name, outcome);
-            return Ok(match translation {
-                None => relay_verbatim(resp, served_by),
-                Some(t) => {
-                    translate_whole(t, resp, request, settings.stream_idle_timeout, served_by)
-                        .await?
+            // Read whole: to count its usage as a stream's is counted, and
+            // to translate it.
+            let (parts, body) = resp.into_parts();
+            let bytes = match read_whole(body, settings.stream_idle_timeout).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tally.answered(None, outcome);
+                    return Err(e);
                 }
-            });
+            };
+            let answer_api = endpoint
+                .api()
+                .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
+            let usage = answer_api
+                .filter(|_| status.is_success())
+                .and_then(|a| a.answer_usage(&bytes));
+            tally.answered(usage, outcome);
+            return match translation {
+                None => Ok(relay_whole(parts, bytes, served_by)),
+                Some(t) => translate_whole(t, parts, bytes, request, served_by),
+            };
         };
 
         // A stream: hold its preamble until content shows it is good.
@@ -206,7 +221,11 @@ pub async fn run(
         let mut relay = Relay::new(
             body,
             client_api,
-            translation.map(|t| t.pair.stream(client_model, t.names)),
+            translation.map(|t| {
+                let mut s = t.pair.stream(client_model, t.names);
+                s.include_usage(t.include_usage);
+                s
+            }),
             settings.sse_keepalive,
             settings.stream_idle_timeout,
             tally,

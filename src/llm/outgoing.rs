@@ -34,6 +34,7 @@ pub struct Outgoing {
 pub struct Translation {
     pub pair: Pair,
     pub names: ToolNames,
+    pub include_usage: bool,
 }
 
 /// A request made ready for one upstream.
@@ -138,6 +139,7 @@ impl Outgoing {
                         translation = Some(Translation {
                             pair: p,
                             names: t.names,
+                            include_usage: t.include_usage,
                         });
                         t.body
                     }

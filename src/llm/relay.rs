@@ -67,6 +67,15 @@ impl Tally {
         f.cache_write_tokens = f.cache_write_tokens.max(u.cache_write);
     }
 
+    /// A whole (non-streamed) answer: its usage, when it reports one, and
+    /// its outcome.
+    pub fn answered(&self, usage: Option<Usage>, outcome: &'static str) {
+        if let Some(u) = usage {
+            self.usage(u);
+        }
+        self.finish(outcome);
+    }
+
     fn finish(&self, outcome: &'static str) {
         self.metrics
             .llm_request(&self.route, &self.model_label, &self.upstream, outcome);

@@ -4,6 +4,7 @@
 //! slot).
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 pub use crate::respond::BoxError;
+use crate::sync::Locked;
 
 /// Raised inside the upstream request when the client's body crosses the
 /// route's `max_request_body`; the proxy turns it into 413.
@@ -166,5 +168,88 @@ impl Body for RequestBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// The request body as one attempt at a server sends it. In a group of
+/// several servers it is shared with a [`Reclaim`]: if the attempt fails
+/// before reading any of it (the connection was refused), the body is
+/// taken back whole for the next server — the request can go elsewhere
+/// whatever its method, because no byte of it left.
+pub enum Attempt {
+    Only(RequestBody),
+    Shared {
+        slot: Arc<Mutex<Option<RequestBody>>>,
+        taken: Option<RequestBody>,
+    },
+}
+
+/// The way back to a body no attempt has read.
+pub struct Reclaim(Arc<Mutex<Option<RequestBody>>>);
+
+impl Attempt {
+    pub fn shared(body: RequestBody) -> (Attempt, Reclaim) {
+        let slot = Arc::new(Mutex::new(Some(body)));
+        (
+            Attempt::Shared {
+                slot: slot.clone(),
+                taken: None,
+            },
+            Reclaim(slot),
+        )
+    }
+}
+
+impl Reclaim {
+    /// The body, if no attempt has begun reading it.
+    pub fn take(&self) -> Option<RequestBody> {
+        self.0.locked().take()
+    }
+}
+
+impl Body for Attempt {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            Attempt::Only(body) => Pin::new(body).poll_frame(cx),
+            Attempt::Shared { slot, taken } => {
+                if taken.is_none() {
+                    *taken = slot.locked().take();
+                }
+                match taken {
+                    Some(body) => Pin::new(body).poll_frame(cx),
+                    // Another attempt took it: nothing to send.
+                    None => Poll::Ready(None),
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Attempt::Only(body) => body.is_end_stream(),
+            Attempt::Shared { slot, taken } => match taken {
+                Some(body) => body.is_end_stream(),
+                None => slot.locked().as_ref().is_none_or(Body::is_end_stream),
+            },
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Attempt::Only(body) => body.size_hint(),
+            Attempt::Shared { slot, taken } => match taken {
+                Some(body) => body.size_hint(),
+                None => slot
+                    .locked()
+                    .as_ref()
+                    .map_or_else(|| SizeHint::with_exact(0), Body::size_hint),
+            },
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! the mapping of upstream failures to 502/504.
 
 mod body;
+mod check;
 pub mod headers;
 mod tunnel;
 pub mod upstream;
@@ -12,14 +13,20 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use ipnet::IpNet;
 
+use body::Attempt;
 pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, BoxError, RequestBody};
-pub use upstream::Upstream;
+pub use upstream::{Server, Upstream};
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
 
 use crate::admit::Admission;
-use crate::config::RouteConfig;
+use crate::balance::{self, AllOut, Outcome};
+use crate::config::{HashKey, RouteConfig};
 use crate::conn::info::ConnInfo;
-use crate::respond::{Counted, Payload, Rescue};
-use crate::telemetry::UpstreamErrorKind;
+use crate::respond::{Counted, Guard, Payload, Rescue};
+use crate::telemetry::{Metrics, UpstreamErrorKind};
 
 /// Facts about the client connection the proxy needs.
 pub struct ClientSide<'a> {
@@ -40,6 +47,9 @@ pub enum ProxyError {
     /// The request could not be turned into an upstream request, or its
     /// body could not be read.
     BadRequest,
+    /// Every server of the group is out; the first is back in this many
+    /// seconds.
+    NoServer { retry_after: u64 },
 }
 
 impl ProxyError {
@@ -53,13 +63,14 @@ impl ProxyError {
                 .closing()
                 .counting(Counted::ConnectionClosed("body_rate")),
             ProxyError::BadRequest => Rescue::status(StatusCode::BAD_REQUEST).closing(),
+            ProxyError::NoServer { retry_after } => Rescue::no_server(*retry_after),
         }
     }
 }
 
 /// The path the upstream sees: its own base path, then the request path
 /// (without the route prefix when `strip_prefix` is set).
-fn upstream_uri(route: &RouteConfig, up: &Upstream, uri: &Uri) -> Result<Uri, ProxyError> {
+fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, ProxyError> {
     let stripping = route.strip_prefix && route.path != "/";
     // The common case, nothing to rewrite: the client's path and query are
     // reused as parsed (shared bytes), not rebuilt and parsed again.
@@ -115,8 +126,25 @@ fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
     connection_upgrade.then(|| req.headers().get(header::UPGRADE).cloned())?
 }
 
-/// Forward `req` to `upstream` under the settings of its `route`, and
-/// return the response, streaming.
+/// What forwarding tells the rest of the request's record that the
+/// client's answer does not.
+pub struct Report<'a> {
+    pub metrics: &'a Metrics,
+    pub route: &'a Arc<str>,
+    /// The server the last attempt went to, for the access log.
+    pub served_by: &'a mut Option<Arc<str>>,
+}
+
+impl Report<'_> {
+    /// An attempt that failed before another server was tried: counted
+    /// like a failure the client sees.
+    fn passed_over(&self, kind: UpstreamErrorKind) {
+        self.metrics.record_upstream_error(self.route, kind);
+    }
+}
+
+/// Forward `req` to a server of `upstream` under the settings of its
+/// `route`, and return the response, streaming.
 pub async fn forward(
     mut req: Request<Incoming>,
     route: &RouteConfig,
@@ -124,16 +152,15 @@ pub async fn forward(
     client: &ClientSide<'_>,
     host: Option<&str>,
     admission: &mut Option<Admission>,
+    report: Report<'_>,
 ) -> Result<Response<Payload>, ProxyError> {
     let upgrade = requested_upgrade(&req);
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
 
     let (mut parts, body) = req.into_parts();
-    parts.uri = upstream_uri(route, upstream, &parts.uri)?;
     // HTTP/2 clients always accept trailers; HTTP/1.1 clients say so with TE.
     let trailers = parts.version == Version::HTTP_2 || headers::accepts_trailers(&parts.headers);
     let client_version = parts.version;
-    parts.version = Version::HTTP_11;
     let h = &mut parts.headers;
     headers::clean_request(h);
     headers::set_forwarded(
@@ -157,29 +184,102 @@ pub async fn forward(
         (true, Some(Ok(v))) => {
             h.insert(header::HOST, v);
         }
-        // Let the client fill in the upstream's authority.
+        // Let the client fill in the server's authority.
         _ => {
             h.remove(header::HOST);
         }
     }
 
-    let upstream_req = Request::from_parts(
-        parts,
-        RequestBody::new(body, route.max_request_body, client.body_rate),
-    );
-    let sent = upstream.client.get().request(upstream_req);
-    let mut resp = match tokio::time::timeout(route.response_timeout, sent).await {
-        Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout)),
-        Ok(Err(e)) => return Err(classify(&e)),
-        Ok(Ok(resp)) => resp,
+    let body = RequestBody::new(body, route.max_request_body, client.body_rate);
+    let deadline = Instant::now() + route.response_timeout;
+    let key = upstream
+        .hash_key
+        .as_ref()
+        .and_then(|k| hash_key(k, &parts.headers, client.conn.peer.ip()));
+    // A body several servers may be offered is shared, so a refused
+    // attempt gives it back.
+    let (mut attempt, mut reclaim) = if upstream.group.len() > 1 {
+        let (shared, reclaim) = Attempt::shared(body);
+        (shared, Some(reclaim))
+    } else {
+        (Attempt::Only(body), None)
+    };
+    let mut tried: Vec<usize> = Vec::new();
+    let mut last_failure = None;
+    let resp = loop {
+        let now = Instant::now();
+        let mut pick = match upstream.group.pick(key, &tried, now) {
+            Ok(pick) => pick,
+            Err(AllOut { .. }) if let Some(failed) = last_failure => return Err(failed),
+            Err(AllOut { until }) => {
+                let wait = until.map_or(1, |u| {
+                    u.saturating_duration_since(now).as_secs_f64().ceil() as u64
+                });
+                return Err(ProxyError::NoServer {
+                    retry_after: wait.max(1),
+                });
+            }
+        };
+        let server = pick.target();
+        server.metrics.picks.inc();
+        *report.served_by = Some(server.label.clone());
+        let mut attempt_req = Request::new(attempt);
+        *attempt_req.method_mut() = parts.method.clone();
+        *attempt_req.uri_mut() = upstream_uri(route, server, &parts.uri)?;
+        *attempt_req.version_mut() = Version::HTTP_11;
+        *attempt_req.headers_mut() = if reclaim.is_some() {
+            parts.headers.clone()
+        } else {
+            std::mem::take(&mut parts.headers)
+        };
+        let sent = upstream.client.get().request(attempt_req);
+        let failed = match tokio::time::timeout_at(deadline, sent).await {
+            Err(_) => ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),
+            Ok(Err(e)) => classify(&e),
+            Ok(Ok(resp)) => {
+                let latency = Instant::now().saturating_duration_since(pick.started());
+                let outcome = if counts_as_failure(resp.status()) {
+                    Outcome::Failed
+                } else {
+                    Outcome::Answered(latency)
+                };
+                let change = pick.finish(outcome, Instant::now());
+                pick.target().changed(report.route, change);
+                break (resp, pick);
+            }
+        };
+        if matches!(failed, ProxyError::Upstream(_)) {
+            let change = pick.finish(Outcome::Failed, Instant::now());
+            pick.target().changed(report.route, change);
+        }
+        tried.push(pick.index());
+        // Another server only when none of the body left: the attempt
+        // gives it back unread.
+        let again = match (&failed, &reclaim) {
+            (ProxyError::Upstream(kind), Some(r)) if kind.before_sending() => r.take(),
+            _ => None,
+        };
+        match again {
+            Some(body) => {
+                if let ProxyError::Upstream(kind) = failed {
+                    report.passed_over(kind);
+                }
+                let (shared, r) = Attempt::shared(body);
+                attempt = shared;
+                reclaim = Some(r);
+                last_failure = Some(failed);
+            }
+            None => return Err(failed),
+        }
     };
 
+    let (mut response, pick) = resp;
     // The version is hop-by-hop (RFC 9110 §6.2): an HTTP/1.0 upstream's
     // answer goes to an HTTP/1.1 client as HTTP/1.1, keep-alive intact.
-    *resp.version_mut() = client_version;
-    let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
-    let upstream_proto = resp.headers().get(header::UPGRADE).cloned();
-    headers::remove_hop_by_hop(resp.headers_mut());
+    *response.version_mut() = client_version;
+    let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    let upstream_proto = response.headers().get(header::UPGRADE).cloned();
+    headers::remove_hop_by_hop(response.headers_mut());
     if switching {
         let (Some(client_upgrade), Some(proto)) = (client_upgrade, upstream_proto) else {
             // A 101 nobody asked for cannot be relayed.
@@ -188,17 +288,48 @@ pub async fn forward(
         client.conn.slot.state.upgraded();
         tunnel::spawn(
             client_upgrade,
-            hyper::upgrade::on(&mut resp),
+            hyper::upgrade::on(&mut response),
             client.conn.slot.clone(),
             client.conn.shutdown.clone(),
             // The tunnel holds the request's admission until it closes.
             admission.take(),
         );
-        let h = resp.headers_mut();
+        let h = response.headers_mut();
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         h.insert(header::UPGRADE, proto);
     }
-    Ok(resp.map(Payload::Upstream))
+    Ok(if upstream.group.len() > 1 {
+        // The request counts in flight on its server until the body ends.
+        response.map(|b| Payload::Held(b, Guard::new(pick)))
+    } else {
+        response.map(Payload::Upstream)
+    })
+}
+
+/// An answer that says the server, not the request, failed: the gateway
+/// statuses (a 500 is the application's own error, and says nothing of
+/// whether the server can take requests).
+fn counts_as_failure(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 502..=504)
+}
+
+/// The request's hash key, when it has one.
+fn hash_key(key: &HashKey, headers: &http::HeaderMap, peer: std::net::IpAddr) -> Option<u64> {
+    match key {
+        HashKey::Header(name) => headers.get(name).map(|v| balance::key(v.as_bytes())),
+        HashKey::Cookie(name) => headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(n, _)| *n == name)
+            .map(|(_, value)| balance::key(value.as_bytes())),
+        HashKey::ClientIp => Some(match peer {
+            std::net::IpAddr::V4(a) => balance::key(&a.octets()),
+            std::net::IpAddr::V6(a) => balance::key(&a.octets()),
+        }),
+    }
 }
 
 /// Map a client error to what went wrong, by walking its causes.

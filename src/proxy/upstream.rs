@@ -14,11 +14,15 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use super::RequestBody;
-use crate::config::{RouteConfig, UpstreamSettings};
+use super::body::Attempt;
+use tokio::time::Instant;
+
+use crate::balance::{Change, Group, Member};
+use crate::config::{HashKey, RouteConfig, UpstreamGroup, UpstreamSettings};
+use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
-pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, Attempt>;
 
 /// A pooled HTTP/1.1 client over TLS-or-plain, shared by every kind of
 /// upstream (proxy routes' and LLM routes'), generic over the request body.
@@ -48,31 +52,23 @@ where
         .build(connector)
 }
 
-/// Where a route sends its requests, and the clients that get them there:
-/// one pool per worker, so a worker reuses only connections driven by its
-/// own runtime.
-pub struct Upstream {
-    pub client: PerWorker<UpstreamClient>,
+/// One server of a route's group: where its requests go.
+#[derive(Debug)]
+pub struct Server {
     pub scheme: http::uri::Scheme,
     pub authority: http::uri::Authority,
-    /// The upstream URL's path without a trailing slash ("" for the root).
+    /// The server URL's path without a trailing slash ("" for the root).
     pub base_path: String,
-    /// The upstream URL as configured, for logs.
+    /// The server URL as configured, for logs.
     pub label: Arc<str>,
+    pub metrics: ServerMetrics,
 }
 
-impl Upstream {
-    pub fn new(
-        route: &RouteConfig,
-        uri: &http::Uri,
-        settings: &UpstreamSettings,
-        tls: &rustls::ClientConfig,
-        workers: usize,
-    ) -> Self {
-        Upstream {
-            client: PerWorker::new(workers, || {
-                pooled_client(route.connect_timeout, settings, tls)
-            }),
+impl Server {
+    fn new(uri: &http::Uri, route: &Arc<str>, metrics: &Metrics) -> Self {
+        let label: Arc<str> = uri.to_string().into();
+        Server {
+            metrics: metrics.server_metrics(route, &label),
             scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
             // Validated by config loading: upstream URLs always have a host.
             authority: uri
@@ -80,7 +76,79 @@ impl Upstream {
                 .cloned()
                 .unwrap_or_else(|| http::uri::Authority::from_static("invalid")),
             base_path: uri.path().trim_end_matches('/').to_string(),
-            label: uri.to_string().into(),
+            label,
+        }
+    }
+
+    /// Log and count a server going out of its group or coming back.
+    pub fn changed(&self, route: &str, change: Option<Change>) {
+        match change {
+            Some(Change::Out { until }) => {
+                self.metrics.up.set(0);
+                self.metrics.ejections.inc();
+                let secs = until.saturating_duration_since(Instant::now()).as_secs();
+                tracing::warn!(route, server = %self.label, out_for_s = secs, "server taken out of its group after failing");
+            }
+            Some(Change::Down) => {
+                self.metrics.up.set(0);
+                tracing::warn!(route, server = %self.label, "server failed its health check");
+            }
+            Some(Change::Back) => {
+                self.metrics.up.set(1);
+                tracing::info!(route, server = %self.label, "server back in its group");
+            }
+            None => {}
+        }
+    }
+}
+
+/// Where a route sends its requests — a group of servers and what weir
+/// knows of them — and the clients that get them there: one pool per
+/// worker (keyed by server inside), so a worker reuses only connections
+/// driven by its own runtime.
+pub struct Upstream {
+    pub client: PerWorker<UpstreamClient>,
+    pub group: Arc<Group<Server>>,
+    pub hash_key: Option<HashKey>,
+    /// The group as configured, for logs when no server was picked.
+    pub label: Arc<str>,
+}
+
+impl Upstream {
+    pub fn new(
+        route: &RouteConfig,
+        group: &UpstreamGroup,
+        settings: &UpstreamSettings,
+        tls: &rustls::ClientConfig,
+        workers: usize,
+        metrics: &Metrics,
+    ) -> Self {
+        let route_name: Arc<str> = route.name.as_str().into();
+        let members = group
+            .servers
+            .iter()
+            .map(|m| Member {
+                target: Server::new(&m.target, &route_name, metrics),
+                weight: m.weight,
+                backup: m.backup,
+            })
+            .collect();
+        let label = match &group.servers[..] {
+            [one] => one.target.to_string(),
+            many => format!("{} servers", many.len()),
+        };
+        let servers = Arc::new(Group::new(members, group.policy, group.ejection));
+        if let Some(check) = &group.health_check {
+            let client = pooled_client(route.connect_timeout, settings, tls);
+            super::check::spawn(&servers, check.clone(), route_name, client);
+        }
+        Upstream {
+            client: PerWorker::new(workers, || {
+                pooled_client(route.connect_timeout, settings, tls)
+            }),
+            group: servers,
+            hash_key: group.hash_key.clone(),
+            label: label.into(),
         }
     }
 }

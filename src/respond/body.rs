@@ -20,11 +20,29 @@ pub type StreamBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send + 
 pub enum Payload {
     /// Streamed from the upstream as it arrives, never buffered.
     Upstream(Incoming),
+    /// The same, holding what must live as long as the body does (the
+    /// server's in-flight count in its group).
+    Held(Incoming, Guard),
     /// A small body weir produced itself (errors, redirects, admin pages).
     Generated(Full<Bytes>),
     /// A stream a route kind shapes on the way (LLM routes: failover hold,
     /// keep-alives, in-band errors).
     Stream(StreamBody),
+}
+
+/// Anything kept alive until the body is done with, then dropped.
+pub struct Guard(#[allow(dead_code)] Box<dyn Send + Sync>);
+
+impl Guard {
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        Guard(Box::new(held))
+    }
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Guard")
+    }
 }
 
 impl Payload {
@@ -46,7 +64,7 @@ impl Body for Payload {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
-            Payload::Upstream(b) => match Pin::new(b).poll_frame(cx) {
+            Payload::Upstream(b) | Payload::Held(b, _) => match Pin::new(b).poll_frame(cx) {
                 Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
                 Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
                 Poll::Ready(None) => Poll::Ready(None),
@@ -64,7 +82,7 @@ impl Body for Payload {
 
     fn is_end_stream(&self) -> bool {
         match self {
-            Payload::Upstream(b) => b.is_end_stream(),
+            Payload::Upstream(b) | Payload::Held(b, _) => b.is_end_stream(),
             Payload::Generated(b) => b.is_end_stream(),
             Payload::Stream(b) => b.is_end_stream(),
         }
@@ -72,7 +90,7 @@ impl Body for Payload {
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            Payload::Upstream(b) => b.size_hint(),
+            Payload::Upstream(b) | Payload::Held(b, _) => b.size_hint(),
             Payload::Generated(b) => b.size_hint(),
             Payload::Stream(b) => b.size_hint(),
         }

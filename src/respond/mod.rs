@@ -8,7 +8,7 @@ mod error;
 mod record;
 mod rescue;
 
-pub use body::{BoxError, Payload, StreamBody};
+pub use body::{BoxError, Guard, Payload, StreamBody};
 pub use error::{ErrorShape, error_response, render, request_id};
 pub use record::{InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts};
 pub use rescue::{Counted, MAX_RETRY_AFTER, Rescue};

@@ -120,9 +120,16 @@ impl Rescue {
             UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::ResponseTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
             }
+            UpstreamErrorKind::NoServer => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_GATEWAY,
         };
         Rescue::status(status).counting(Counted::Upstream(kind))
+    }
+
+    /// 503 at once when every server of a group is out, with when the
+    /// first comes back.
+    pub fn no_server(retry_after: u64) -> Self {
+        Rescue::upstream(UpstreamErrorKind::NoServer).retry_after(retry_after)
     }
 
     /// Count, log and render the answer in `shape`. `route` names the

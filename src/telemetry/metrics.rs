@@ -46,6 +46,20 @@ pub enum UpstreamErrorKind {
     ResponseTimeout,
     /// The upstream broke the protocol or closed the connection early.
     Protocol,
+    /// Every server of the route's group is out (ejected); answered at
+    /// once, nothing sent.
+    NoServer,
+}
+
+impl UpstreamErrorKind {
+    /// Whether the request failed before any of it reached the server
+    /// (so it may go to another, whatever its method).
+    pub fn before_sending(self) -> bool {
+        matches!(
+            self,
+            UpstreamErrorKind::Connect | UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::Tls
+        )
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -93,6 +107,7 @@ pub struct Metrics {
     requests_shed: Family<ShedLabels, Counter>,
     admission_hold: Histogram,
     llm: LlmMetrics,
+    groups: GroupMetrics,
     config_reloads: Family<ResultLabels, Counter>,
     config_generation: Gauge,
     log_lines_dropped: Gauge,
@@ -230,6 +245,54 @@ impl LlmMetrics {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    route: RouteName,
+    server: RouteName,
+}
+
+/// The servers of upstream groups.
+struct GroupMetrics {
+    up: Family<ServerLabels, Gauge>,
+    picks: Family<ServerLabels, Counter>,
+    ejections: Family<ServerLabels, Counter>,
+}
+
+impl GroupMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = GroupMetrics {
+            up: Family::default(),
+            picks: Family::default(),
+            ejections: Family::default(),
+        };
+        registry.register(
+            "upstream_server_up",
+            "1 while a server of a group takes requests; 0 from when it is taken out until it next answers",
+            m.up.clone(),
+        );
+        registry.register(
+            "upstream_server_picks",
+            "Requests sent to each server of a group (attempts, retries included)",
+            m.picks.clone(),
+        );
+        registry.register(
+            "upstream_server_ejections",
+            "Times a server was taken out of its group for failing",
+            m.ejections.clone(),
+        );
+        m
+    }
+}
+
+/// One server's metrics, resolved once when its group is built, so a
+/// request counts with an atomic add and no label lookup.
+#[derive(Clone, Debug)]
+pub struct ServerMetrics {
+    pub up: Gauge,
+    pub picks: Counter,
+    pub ejections: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShedLabels {
     reason: &'static str,
     route: RouteName,
@@ -335,6 +398,7 @@ impl Metrics {
             admission_hold.clone(),
         );
         let llm = LlmMetrics::register(&mut registry);
+        let groups = GroupMetrics::register(&mut registry);
         let config_reloads = Family::<ResultLabels, Counter>::default();
         registry.register(
             "config_reloads",
@@ -377,6 +441,7 @@ impl Metrics {
         Metrics {
             registry,
             llm,
+            groups,
             certificates,
             config_reloads,
             config_generation,
@@ -576,6 +641,21 @@ impl Metrics {
                 upstream: RouteName(upstream.clone()),
             })
             .set(until_unix);
+    }
+
+    /// The metrics of `server` in `route`'s group; it starts up.
+    pub fn server_metrics(&self, route: &Arc<str>, server: &Arc<str>) -> ServerMetrics {
+        let labels = ServerLabels {
+            route: RouteName(route.clone()),
+            server: RouteName(server.clone()),
+        };
+        let m = ServerMetrics {
+            up: self.groups.up.get_or_create(&labels).clone(),
+            picks: self.groups.picks.get_or_create(&labels).clone(),
+            ejections: self.groups.ejections.get_or_create(&labels).clone(),
+        };
+        m.up.set(1);
+        m
     }
 
     /// A reload finished; `generation` is the running one afterwards.

@@ -102,6 +102,30 @@ pub fn usage(u: &Value) -> Option<Usage> {
     })
 }
 
+/// A `usage` object in this API's terms: `prompt_tokens` counts all the
+/// input, cached included.
+pub fn usage_value(u: Usage) -> Value {
+    let prompt = u
+        .input
+        .saturating_add(u.cache_read)
+        .saturating_add(u.cache_write);
+    serde_json::json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": u.output,
+        "total_tokens": prompt.saturating_add(u.output),
+        "prompt_tokens_details": {"cached_tokens": u.cache_read},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    })
+}
+
+/// One chunk of a streamed completion.
+pub fn chunk(id: &str, created: u64, model: &str, choices: Value) -> Value {
+    serde_json::json!({
+        "id": id, "object": "chat.completion.chunk", "created": created,
+        "model": model, "choices": choices,
+    })
+}
+
 pub(super) fn in_band_error(message: &str) -> Bytes {
     sse::data(&super::openai::error_value("server_error", None, message))
 }

@@ -292,6 +292,16 @@ impl Api {
         }
     }
 
+    /// The usage a whole (non-streamed) answer of this API reports.
+    pub fn answer_usage(self, body: &[u8]) -> Option<Usage> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        match self {
+            Api::Messages => anthropic::usage(&v["usage"]),
+            Api::Responses => responses::usage(&v["usage"]),
+            Api::Chat => chat::usage(&v["usage"]),
+        }
+    }
+
     /// The keep-alive sent after upstream silence, in this API's stream.
     pub fn keepalive(self) -> Bytes {
         match self {

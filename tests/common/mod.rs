@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod h2raw;
 pub mod keepalive;
 pub mod llm;

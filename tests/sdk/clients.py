@@ -177,7 +177,48 @@ def openai_tool_round_trip():
             "answer": second.output_text, "status": second.status}
 
 
+def openai_chat_tool_round_trip():
+    """A Chat Completions agent's loop (Cursor, Cline, aider...): the model
+    calls a tool, the result goes back as a `tool` message, the model
+    answers; once whole with `create`, once streamed with the SDK's
+    streaming helper, which assembles the chunks itself."""
+    c = codex()
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
+                                               "parameters": READ_FILE["input_schema"]}}]
+    out = {}
+    for mode in ["whole", "stream"]:
+        messages = [{"role": "system", "content": "You are an agent."},
+                    {"role": "user", "content": "What is in notes.txt?"}]
+        if mode == "whole":
+            first = c.chat.completions.create(model=MODEL, messages=messages, tools=tools)
+        else:
+            with c.chat.completions.stream(model=MODEL, messages=messages, tools=tools,
+                                           stream_options={"include_usage": True}) as s:
+                for _ in s:
+                    pass
+                first = s.get_final_completion()
+        call = first.choices[0].message.tool_calls[0]
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.function.name, "arguments": call.function.arguments}}]})
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "hello from notes"})
+        if mode == "whole":
+            second = c.chat.completions.create(model=MODEL, messages=messages, tools=tools)
+        else:
+            with c.chat.completions.stream(model=MODEL, messages=messages, tools=tools) as s:
+                for _ in s:
+                    pass
+                second = s.get_final_completion()
+        out[mode] = {"finish_reason": first.choices[0].finish_reason,
+                     "tool": call.function.name, "arguments": json.loads(call.function.arguments),
+                     "prompt_tokens": first.usage.prompt_tokens if first.usage else None,
+                     "answer": second.choices[0].message.content,
+                     "final_finish_reason": second.choices[0].finish_reason}
+    return out
+
+
 SCENARIOS = {f.__name__: f for f in [
+    openai_chat_tool_round_trip,
     anthropic_tool_round_trip, openai_tool_round_trip,
     anthropic_create, anthropic_stream, anthropic_stream_partial, anthropic_count_tokens,
     anthropic_auth_token, openai_responses, openai_responses_stream, openai_chat,

@@ -100,6 +100,25 @@ hsts_preload = true
 server_header = "remove"
 
 [[route]]
+name = "group"
+path = "/group"
+servers = ["http://127.0.0.1:5", { url = "http://127.0.0.1:6", weight = 2, backup = true }]
+balance = "hash"
+hash_key = "client_ip"
+eject_after = 3
+eject_base = "1s"
+eject_max = "1s"
+max_ejected_percent = 50
+slow_start = "1s"
+[route.health_check]
+path = "/healthz"
+interval = "1s"
+timeout = "1s"
+rise = 1
+fall = 1
+expect_status = [200]
+
+[[route]]
 name = "llm"
 path = "/llm"
 kind = "anthropic"

@@ -12,6 +12,7 @@
 mod acme;
 #[cfg(test)]
 mod docs;
+mod group;
 mod listeners;
 mod llm;
 mod process;
@@ -316,7 +317,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 17, "duration keys exercised");
+        assert_eq!(durations, 22, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

@@ -256,19 +256,13 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
 
 /// The keys only proxy routes read.
 fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
-    let upstream = t.string("upstream");
+    let upstream = group::group(t);
     let response_timeout = timer(t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
     let preserve_host = t.bool("preserve_host").unwrap_or(true);
-    let Some(upstream) = upstream else {
-        t.problem(
-            "upstream",
-            "missing",
-            Some("add `upstream = \"http://127.0.0.1:3000\"`".into()),
-        );
-        return None;
-    };
-    upstream_uri(t, &upstream).map(|upstream| Kind {
-        kind: RouteKind::Proxy { upstream },
+    upstream.map(|upstream| Kind {
+        kind: RouteKind::Proxy {
+            upstream: Box::new(upstream),
+        },
         response_timeout,
         preserve_host,
     })

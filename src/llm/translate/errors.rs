@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::wire::{anthropic, openai, responses};
+use crate::wire::{anthropic, openai, responses, sse};
 
 /// An OpenAI (or OpenAI-compatible) error body as Anthropic's envelope.
 pub fn to_anthropic(status: StatusCode, body: &[u8]) -> Bytes {
@@ -79,6 +79,37 @@ pub fn responses_failure(event: &Value) -> (&'static str, String) {
         responses::failed_code(anthropic::status_of(kind.unwrap_or_default()))
     };
     (code, message.to_string())
+}
+
+/// An Anthropic stream `error` event as a Chat Completions error chunk,
+/// with the code the status of its type stands for.
+pub fn chat_chunk(event: &Value) -> Bytes {
+    let (kind, message) = anthropic::read_error(event);
+    let message = message.unwrap_or("the upstream reported an error");
+    let (kind, code) = openai::error_type(anthropic::status_of(kind.unwrap_or_default()));
+    let code = if anthropic::is_overflow(message) {
+        Some(openai::CONTEXT_LENGTH_EXCEEDED)
+    } else {
+        code
+    };
+    sse::data(&openai::error_value(kind, code, message))
+}
+
+/// An OpenAI-compatible error body (OpenAI's envelope, or vLLM's fields
+/// at the top level) in OpenAI's own envelope, its code kept.
+pub fn openai_envelope(status: StatusCode, body: &[u8]) -> Bytes {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let (code, message) = openai::read_error(&v);
+    let message = message
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("the upstream answered {status}"));
+    let (kind, status_code) = openai::error_type(status);
+    let code = code.or(if openai::is_overflow(None, &message) {
+        Some(openai::CONTEXT_LENGTH_EXCEEDED)
+    } else {
+        status_code
+    });
+    Bytes::from(openai::error_value(kind, code, &message).to_string())
 }
 
 #[cfg(test)]

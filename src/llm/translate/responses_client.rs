@@ -19,8 +19,12 @@ const DEFAULT_ANSWER_TOKENS: u64 = 16_384;
 /// The single string property a freeform tool's text travels in.
 const CUSTOM_INPUT: &str = "input";
 
+/// What Anthropic requires and a Chat Completions request may leave out
+/// (a Chat client on Anthropic).
+pub(super) const DEFAULT_MAX_TOKENS: u64 = 8192;
+
 /// A reasoning effort → a thinking budget.
-fn budget(effort: &str) -> Option<u64> {
+pub(super) fn budget(effort: &str) -> Option<u64> {
     match effort {
         "minimal" | "none" => None,
         "low" => Some(2048),
@@ -97,7 +101,7 @@ fn limits(model: &str, client_limit: Option<u64>, effort: Option<u64>) -> (u64, 
 
 /// Anthropic wants user and assistant turns to alternate: consecutive
 /// items of the same role are merged into one message.
-fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
+pub(super) fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
     if let Some(last) = messages.last_mut()
         && last["role"] == role
         && let Some(content) = last["content"].as_array_mut()
@@ -108,7 +112,7 @@ fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
     messages.push(json!({"role": role, "content": [block]}));
 }
 
-fn image_block(url: &str) -> Value {
+pub(super) fn image_block(url: &str) -> Value {
     match url
         .strip_prefix("data:")
         .and_then(|rest| rest.split_once(";base64,"))

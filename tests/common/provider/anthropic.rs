@@ -127,12 +127,26 @@ fn only_known(body: &Value, known: &[&str], at: &str) -> Result<(), Rejection> {
     Ok(())
 }
 
-pub(crate) fn validate_count(body: &Value) -> Result<(), Rejection> {
-    only_known(body, KNOWN_COUNT, "")?;
-    common(body, None)
+/// The beta under which Claude Code 2.1.x puts `system` messages among
+/// the turns (per-turn instructions); without it the API refuses them.
+pub(crate) const PER_TURN_SYSTEM_BETA: &str = "per-turn-control-2026-07-01";
+
+/// Whether the request's `anthropic-beta` header allows `system` turns.
+pub(crate) fn system_turns(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|b| b.trim() == PER_TURN_SYSTEM_BETA)
 }
 
-pub(crate) fn validate(body: &Value) -> Result<(), Rejection> {
+pub(crate) fn validate_count(body: &Value, system_turns: bool) -> Result<(), Rejection> {
+    only_known(body, KNOWN_COUNT, "")?;
+    common(body, None, system_turns)
+}
+
+pub(crate) fn validate(body: &Value, system_turns: bool) -> Result<(), Rejection> {
     only_known(body, KNOWN, "")?;
     let max_tokens = match &body["max_tokens"] {
         Value::Null => return Err(required("max_tokens")),
@@ -145,18 +159,18 @@ pub(crate) fn validate(body: &Value) -> Result<(), Rejection> {
             "max_tokens: Input should be greater than or equal to 1",
         ));
     }
-    common(body, Some(max_tokens))
+    common(body, Some(max_tokens), system_turns)
 }
 
 /// The rules count_tokens shares with message creation.
-fn common(body: &Value, max_tokens: Option<u64>) -> Result<(), Rejection> {
+fn common(body: &Value, max_tokens: Option<u64>, system_turns: bool) -> Result<(), Rejection> {
     if !body["model"].is_string() {
         return Err(required("model"));
     }
     let thinking = thinking(body, max_tokens)?;
     system(&body["system"])?;
     tools(&body["tools"])?;
-    messages(&body["messages"], thinking)
+    messages(&body["messages"], thinking, system_turns)
 }
 
 /// The `thinking` setting; whether it is on.
@@ -210,6 +224,13 @@ fn thinking(body: &Value, max_tokens: Option<u64>) -> Result<bool, Rejection> {
         if body["temperature"].as_f64().is_some_and(|t| t != 1.0) {
             return Err(Rejection::bad(
                 "`temperature` may only be set to 1 when thinking is enabled or in adaptive mode. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+            ));
+        }
+        // Extended-thinking guide: with thinking on, only `auto` and
+        // `none` tool choices are supported.
+        if matches!(body["tool_choice"]["type"].as_str(), Some("any" | "tool")) {
+            return Err(Rejection::bad(
+                "Thinking may not be enabled when tool_choice forces tool use.",
             ));
         }
         if !body["top_k"].is_null() {
@@ -288,11 +309,13 @@ struct Turn<'a> {
 
 /// The messages merged into turns as the API does ("Consecutive user or
 /// assistant turns in your request will be combined into a single turn").
-fn turns(messages: &[Value]) -> Result<Vec<Turn<'_>>, Rejection> {
+fn turns(messages: &[Value], system_turns: bool) -> Result<Vec<Turn<'_>>, Rejection> {
     let mut turns: Vec<Turn<'_>> = Vec::new();
     for (m, message) in messages.iter().enumerate() {
         let role = match message["role"].as_str() {
             Some(r @ ("user" | "assistant")) => r,
+            // Instructions between turns, not a turn.
+            Some("system") if system_turns => continue,
             Some("system") => {
                 return Err(Rejection::bad(
                     "messages: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role.",
@@ -340,7 +363,7 @@ fn turns(messages: &[Value]) -> Result<Vec<Turn<'_>>, Rejection> {
     Ok(turns)
 }
 
-fn messages(messages: &Value, thinking_on: bool) -> Result<(), Rejection> {
+fn messages(messages: &Value, thinking_on: bool, system_turns: bool) -> Result<(), Rejection> {
     let messages = match messages {
         Value::Null => return Err(required("messages")),
         Value::Array(m) => m,
@@ -349,7 +372,7 @@ fn messages(messages: &Value, thinking_on: bool) -> Result<(), Rejection> {
     if messages.is_empty() {
         return Err(Rejection::bad("messages: at least one message is required"));
     }
-    let turns = turns(messages)?;
+    let turns = turns(messages, system_turns)?;
     for turn in &turns {
         for b in &turn.blocks {
             block(turn.role, b)?;

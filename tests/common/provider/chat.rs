@@ -84,7 +84,25 @@ pub(crate) fn validate(body: &Value, options: &Options) -> Result<(), Rejection>
             }
         }
     }
+    if options.shape.chat_reasoning_required {
+        reasoning_sent_back(&body["messages"])?;
+    }
     messages(&body["messages"])
+}
+
+/// DeepSeek's thinking mode with tools: the reasoning of every assistant
+/// turn that called tools comes back with it.
+fn reasoning_sent_back(messages: &Value) -> Result<(), Rejection> {
+    for (i, m) in messages.as_array().into_iter().flatten().enumerate() {
+        let called = m["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+        if m["role"] == "assistant" && called && !m["reasoning_content"].is_string() {
+            return Err(Rejection::bad(format!(
+                "Missing `reasoning_content` field in the assistant message at message index {i}. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+            ))
+            .code("invalid_request_error"));
+        }
+    }
+    Ok(())
 }
 
 fn messages(messages: &Value) -> Result<(), Rejection> {

@@ -26,6 +26,13 @@
 //!   is `http://127.0.0.1:<port>` (no path: the API paths are the real ones,
 //!   `/v1/messages`, `/v1/responses`, `/v1/chat/completions`, and
 //!   `GET /v1/models` on each).
+//! - Stable API for other tests: [`Provider::spawn`], [`Provider::base_url`],
+//!   [`Provider::journal`] / [`Provider::rejections`] /
+//!   [`Provider::assert_all_accepted`], [`Provider::set_script`],
+//!   [`Provider::set_shape`], [`Provider::set_reasoning_model`],
+//!   [`Provider::fail_turn`], [`Provider::fail_next`]; [`Options`] (with
+//!   `script`, `shape`, `reasoning_model` builders), [`Script`], [`Shape`],
+//!   [`Failure`], [`Entry`], [`Verdict`].
 //! - Every request is checked against the API's rules first; a violation
 //!   is answered 400 (401, 404, 413) in the API's own error envelope with
 //!   the real `type`/`code`/`param`, and recorded as [`Verdict::Rejected`].
@@ -137,6 +144,12 @@ pub struct Shape {
     /// Chat: the reasoning as `reasoning_content` deltas (DeepSeek, Kimi,
     /// vLLM) and on the whole message.
     pub chat_reasoning_content: bool,
+    /// Chat: DeepSeek's thinking mode (also Kimi's): an assistant message
+    /// with `tool_calls` in the history must carry its `reasoning_content`
+    /// back, or the request is refused (api-docs.deepseek.com/guides/
+    /// thinking_mode, "Tool calls"; decolua/9router#355). Implies nothing
+    /// about the answers: set `chat_reasoning_content` for those.
+    pub chat_reasoning_required: bool,
     /// Chat: a tool call's first chunk carries the name and the first
     /// piece of arguments but no `id`; the id arrives in a later chunk.
     pub chat_late_tool_id: bool,
@@ -489,8 +502,12 @@ impl State {
             return Err(self.unparsable());
         }
         match (self.api, route) {
-            (ProviderApi::Anthropic, Route::CountTokens) => anthropic::validate_count(body)?,
-            (ProviderApi::Anthropic, _) => anthropic::validate(body)?,
+            (ProviderApi::Anthropic, Route::CountTokens) => {
+                anthropic::validate_count(body, anthropic::system_turns(&parts.headers))?
+            }
+            (ProviderApi::Anthropic, _) => {
+                anthropic::validate(body, anthropic::system_turns(&parts.headers))?
+            }
             (ProviderApi::Responses, _) => responses::validate(body, options)?,
             (ProviderApi::Chat, _) => chat::validate(body, options)?,
         }

@@ -1,0 +1,410 @@
+//! What a proxy route's upstream group reads: one `upstream` URL or a
+//! `servers` list (each a URL, or a table with a weight and a backup
+//! flag), the balancing policy and its hash key, and when a failing
+//! server is taken out.
+
+use super::reader::Item;
+use super::*;
+
+/// The most a server's weight can be: shares finer than a thousandth
+/// mean nothing, and the hash ring's size grows with the weights.
+const MAX_WEIGHT: u64 = 1_000;
+
+pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
+    // Every key is asked for before any early return (see
+    // `Section::keys_read_by`).
+    let upstream = t.string("upstream");
+    let servers = t.strings_or_tables("servers");
+    let balance = t.string("balance");
+    let hash_key = t.string("hash_key");
+    let defaults = Ejection::default();
+    let after = t.uint("eject_after", 1_000);
+    let base = timer(t, "eject_base");
+    let max = timer(t, "eject_max");
+    let max_share = t.uint("max_ejected_percent", 100);
+    let slow_start = t.duration("slow_start", TIMER_OR_ZERO);
+    let check = t.table("health_check").map(|c| health_check(&c));
+
+    let mut ok = true;
+    // Read on after a problem here: the other keys' problems are
+    // reported in the same run.
+    let servers = match (upstream, servers) {
+        (Some(u), None) => upstream_uri(t, &u).map(|target| {
+            vec![Member {
+                target,
+                weight: 1,
+                backup: false,
+            }]
+        }),
+        (None, Some(items)) => servers_of(t, items),
+        (Some(_), Some(_)) => {
+            t.problem(
+                "servers",
+                "a route takes `upstream` or `servers`, not both",
+                Some("move the `upstream` URL into `servers`".into()),
+            );
+            None
+        }
+        (None, None) => {
+            t.problem(
+                "upstream",
+                "missing",
+                Some(
+                    "add `upstream = \"http://127.0.0.1:3000\"`, or `servers = [\"http://10.0.0.1:8080\", \"http://10.0.0.2:8080\"]`"
+                        .into(),
+                ),
+            );
+            None
+        }
+    };
+    let policy = match &balance {
+        None => Policy::P2cEwma,
+        Some(b) => match Policy::from_name(&b.value) {
+            Some(p) => p,
+            None => {
+                b.problem(
+                    t.doc(),
+                    format!("unknown balancing policy `{}`", b.value),
+                    Some(format!(
+                        "use {}",
+                        super::llm::names(Policy::ALL.map(Policy::name))
+                    )),
+                );
+                ok = false;
+                Policy::P2cEwma
+            }
+        },
+    };
+    let hash_key = match &hash_key {
+        None => None,
+        Some(k) => match parse_hash_key(&k.value) {
+            Some(key) => Some(key),
+            None => {
+                k.problem(
+                    t.doc(),
+                    format!("`{}` is not a hash key", k.value),
+                    Some("use \"header:<name>\", \"cookie:<name>\" or \"client_ip\"".into()),
+                );
+                ok = false;
+                None
+            }
+        },
+    };
+    match (policy, &hash_key) {
+        (Policy::Hash, None) if ok => {
+            t.problem(
+                "hash_key",
+                "`balance = \"hash\"` needs a key to hash",
+                Some(
+                    "add `hash_key = \"header:x-session-id\"`, \"cookie:<name>\" or \"client_ip\""
+                        .into(),
+                ),
+            );
+            ok = false;
+        }
+        (p, Some(_)) if p != Policy::Hash => {
+            t.problem(
+                "hash_key",
+                format!(
+                    "`hash_key` is read only with `balance = \"hash\"`, not `{}`",
+                    p.name()
+                ),
+                Some("set `balance = \"hash\"` or remove `hash_key`".into()),
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    let ejection = Ejection {
+        after: after.map_or(defaults.after, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        base: base.unwrap_or(defaults.base),
+        max: max.unwrap_or(defaults.max),
+        max_share: max_share.map_or(defaults.max_share, |n| u8::try_from(n).unwrap_or(100)),
+        slow_start: slow_start.unwrap_or(defaults.slow_start),
+    };
+    if after == Some(0) {
+        t.problem(
+            "eject_after",
+            "a server cannot be taken out after 0 failures",
+            Some("use 1 or more".into()),
+        );
+        ok = false;
+    }
+    if ejection.base > ejection.max {
+        t.problem(
+            "eject_base",
+            format!(
+                "`eject_base` ({}) is longer than `eject_max` ({})",
+                reader::duration_text(ejection.base),
+                reader::duration_text(ejection.max)
+            ),
+            Some("make `eject_max` at least `eject_base`".into()),
+        );
+        ok = false;
+    }
+    let health_check = match check {
+        None => None,
+        Some(Some(c)) => Some(c),
+        Some(None) => {
+            ok = false;
+            None
+        }
+    };
+    let servers = servers.filter(|_| ok)?;
+    Some(UpstreamGroup {
+        servers,
+        policy,
+        hash_key,
+        ejection,
+        health_check,
+    })
+}
+
+/// The `servers` list: URLs, or tables with `url`, `weight`, `backup`.
+fn servers_of(t: &Section<'_, '_>, items: Vec<Item<'_, '_>>) -> Option<Vec<Member<http::Uri>>> {
+    let mut ok = true;
+    let mut out: Vec<Member<http::Uri>> = Vec::new();
+    for item in items {
+        let (url, weight, backup, at) = match item {
+            Item::String(url) => {
+                let at = (url.key.clone(), Some(url.span.clone()));
+                (upstream_uri(t, &url), 1, false, at)
+            }
+            Item::Table(s) => {
+                let url = s.string("url");
+                let weight = s.uint("weight", MAX_WEIGHT);
+                let backup = s.bool("backup").unwrap_or(false);
+                if weight == Some(0) {
+                    s.problem(
+                        "weight",
+                        "a weight of 0 never sends a request",
+                        Some("use 1 to 1000, or `backup = true`".into()),
+                    );
+                    ok = false;
+                }
+                let uri = match &url {
+                    Some(u) => upstream_uri(&s, u),
+                    None => {
+                        s.problem(
+                            "url",
+                            "missing",
+                            Some("add `url = \"http://10.0.0.1:8080\"`".into()),
+                        );
+                        None
+                    }
+                };
+                let weight = weight.map_or(1, |w| u32::try_from(w).unwrap_or(1));
+                (uri, weight, backup, (s.path().to_string(), None))
+            }
+        };
+        let Some(url) = url else {
+            ok = false;
+            continue;
+        };
+        if out.iter().any(|m| m.target == url) {
+            t.doc().report(
+                at.1,
+                &at.0,
+                format!("`{url}` is listed twice"),
+                Some("list each server once; give it a `weight` for a larger share".into()),
+            );
+            ok = false;
+            continue;
+        }
+        out.push(Member {
+            target: url,
+            weight,
+            backup,
+        });
+    }
+    if ok && out.is_empty() {
+        t.problem(
+            "servers",
+            "an empty group serves nothing",
+            Some("list at least one server URL".into()),
+        );
+        return None;
+    }
+    if ok && out.iter().all(|m| m.backup) {
+        t.problem(
+            "servers",
+            "every server is a backup: backups serve only when no primary is in",
+            Some("remove `backup = true` from at least one server".into()),
+        );
+        return None;
+    }
+    ok.then_some(out)
+}
+
+/// `[route.health_check]`.
+fn health_check(c: &Section<'_, '_>) -> Option<HealthCheck> {
+    let path = c.string("path");
+    let interval = timer(c, "interval").unwrap_or(Duration::from_secs(5));
+    let timeout = timer(c, "timeout").unwrap_or(Duration::from_secs(2));
+    let rise = c.uint("rise", 100).unwrap_or(2);
+    let fall = c.uint("fall", 100).unwrap_or(3);
+    let expect = c.uint_list("expect_status", 599);
+    let mut ok = true;
+    let path = match path {
+        Some(p)
+            if p.value.starts_with('/') && p.value.parse::<http::uri::PathAndQuery>().is_ok() =>
+        {
+            p.value
+        }
+        Some(p) => {
+            p.problem(
+                c.doc(),
+                format!("`{}` is not a path", p.value),
+                Some("write it like \"/healthz\"".into()),
+            );
+            return None;
+        }
+        None => {
+            c.problem("path", "missing", Some("add `path = \"/healthz\"`".into()));
+            return None;
+        }
+    };
+    for (key, n) in [("rise", rise), ("fall", fall)] {
+        if n == 0 {
+            c.problem(
+                key,
+                format!("`{key}` must be at least 1"),
+                Some(format!("use `{key} = 1` or more")),
+            );
+            ok = false;
+        }
+    }
+    if timeout > interval {
+        c.problem(
+            "timeout",
+            "a check's `timeout` is longer than its `interval`",
+            Some("make `timeout` at most `interval`".into()),
+        );
+        ok = false;
+    }
+    let mut expect_status = Vec::new();
+    for s in expect.into_iter().flatten() {
+        if s.value < 100 {
+            c.doc().report(
+                Some(s.span.clone()),
+                &s.key,
+                "not an HTTP status".into(),
+                Some("use 100 to 599".into()),
+            );
+            ok = false;
+        } else {
+            expect_status.push(s.value as u16);
+        }
+    }
+    ok.then_some(HealthCheck {
+        path,
+        interval,
+        timeout,
+        rise: rise as u32,
+        fall: fall as u32,
+        expect_status,
+    })
+}
+
+fn parse_hash_key(text: &str) -> Option<HashKey> {
+    if text == "client_ip" {
+        return Some(HashKey::ClientIp);
+    }
+    let (kind, name) = text.split_once(':')?;
+    match kind {
+        "header" => http::HeaderName::from_bytes(name.trim().as_bytes())
+            .ok()
+            .map(HashKey::Header),
+        "cookie" if !name.trim().is_empty() => Some(HashKey::Cookie(name.trim().to_string())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::problems;
+    use super::*;
+
+    const LISTENER: &str = "[[listener]]\naddress = \"127.0.0.1:0\"\n";
+
+    #[test]
+    fn servers_are_read_as_urls_or_tables_and_one_upstream_is_a_group_of_one() {
+        let c = parse(
+            Path::new("w.toml"),
+            &format!(
+                "{LISTENER}[[route]]\npath = \"/a\"\nservers = [\"http://127.0.0.1:1\", \
+                 {{ url = \"http://127.0.0.1:2\", weight = 3 }}, \
+                 {{ url = \"http://127.0.0.1:3\", backup = true }}]\n\
+                 balance = \"hash\"\nhash_key = \"cookie:sid\"\nslow_start = \"30s\"\n\
+                 [[route]]\npath = \"/b\"\nupstream = \"http://127.0.0.1:4\"\n"
+            ),
+        )
+        .expect("valid");
+        let RouteKind::Proxy { upstream } = &c.routes[0].kind else {
+            panic!("a proxy route");
+        };
+        let shape: Vec<(String, u32, bool)> = upstream
+            .servers
+            .iter()
+            .map(|m| (m.target.to_string(), m.weight, m.backup))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("http://127.0.0.1:1/".to_string(), 1, false),
+                ("http://127.0.0.1:2/".to_string(), 3, false),
+                ("http://127.0.0.1:3/".to_string(), 1, true),
+            ]
+        );
+        assert_eq!(upstream.policy, Policy::Hash);
+        assert_eq!(upstream.hash_key, Some(HashKey::Cookie("sid".into())));
+        assert_eq!(upstream.ejection.slow_start, Duration::from_secs(30));
+        let RouteKind::Proxy { upstream } = &c.routes[1].kind else {
+            panic!("a proxy route");
+        };
+        assert_eq!(
+            **upstream,
+            UpstreamGroup::one("http://127.0.0.1:4".parse().expect("uri"))
+        );
+    }
+
+    #[test]
+    fn every_group_problem_is_named() {
+        let p = problems(&format!(
+            "{LISTENER}[[route]]\npath = \"/a\"\nupstream = \"http://127.0.0.1:1\"\nservers = [\"http://127.0.0.1:2\"]\n\
+             [[route]]\npath = \"/b\"\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:1\", 7, {{ weight = 0 }}]\n\
+             balance = \"fastest\"\nhash_key = \"header:x\"\n\
+             [[route]]\npath = \"/c\"\nservers = [{{ url = \"http://127.0.0.1:1\", backup = true }}]\n\
+             [[route]]\npath = \"/d\"\nservers = [\"http://127.0.0.1:1\"]\nbalance = \"hash\"\n\
+             eject_after = 0\neject_base = \"10m\"\neject_max = \"1m\"\n\
+             [[route]]\npath = \"/e\"\nservers = [\"http://127.0.0.1:1\"]\nbalance = \"hash\"\nhash_key = \"body\"\n\
+             [[route]]\npath = \"/f\"\nkind = \"anthropic\"\nbalance = \"round_robin\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route]]\npath = \"/g\"\nservers = [\"http://127.0.0.1:1\"]\n\
+             [route.health_check]\npath = \"healthz\"\n\
+             [[route]]\npath = \"/h\"\nservers = [\"http://127.0.0.1:1\"]\n\
+             [route.health_check]\npath = \"/ok\"\ninterval = \"1s\"\ntimeout = \"2s\"\nfall = 0\nexpect_status = [42]\n"
+        ));
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].servers: a route takes `upstream` or `servers`, not both",
+            "route[1].servers[1]: `http://127.0.0.1:1/` is listed twice",
+            "route[1].servers[2]: expected a string or a table, found integer",
+            "route[1].servers[3].weight: a weight of 0 never sends a request",
+            "route[1].servers[3].url: missing",
+            "unknown balancing policy `fastest`",
+            "route[2].servers: every server is a backup",
+            "route[3].hash_key: `balance = \"hash\"` needs a key to hash",
+            "route[3].eject_after: a server cannot be taken out after 0 failures",
+            "route[3].eject_base: `eject_base` (10m) is longer than `eject_max` (1m)",
+            "route[4].hash_key: `body` is not a hash key",
+            "route[5].balance: `balance` does not apply to anthropic routes",
+            "route[6].health_check.path: `healthz` is not a path",
+            "route[7].health_check.timeout: a check's `timeout` is longer than its `interval`",
+            "route[7].health_check.fall: `fall` must be at least 1",
+            "route[7].health_check.expect_status[0]: not an HTTP status",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+}

@@ -1,0 +1,696 @@
+//! A Chat Completions client (Cursor, Cline, aider, every OpenAI SDK
+//! user) on an Anthropic upstream: a Chat Completions request → a
+//! Messages request, and the Messages answer → a chat completion, whole or
+//! as `chat.completion.chunk`s ended by `data: [DONE]`.
+//!
+//! This is also the Chat client's half of Chat → Responses, which goes
+//! through Messages (see `compose`).
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::responses_client::{DEFAULT_MAX_TOKENS, budget, image_block, push};
+use super::{TranslateError, errors, text_of};
+use crate::wire::{Usage, anthropic, chat, sse};
+
+/// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
+fn finish_reason(stop_reason: Option<&str>) -> &'static str {
+    match stop_reason {
+        Some("max_tokens" | "model_context_window_exceeded") => "length",
+        Some("tool_use") => "tool_calls",
+        Some("refusal") => "content_filter",
+        _ => "stop",
+    }
+}
+
+/// Content parts of a user or tool message → Anthropic blocks (text and
+/// images; audio and files have no equivalent here). Empty text is left
+/// out: Anthropic refuses an empty text block.
+fn blocks(content: &Value) -> Vec<Value> {
+    match content {
+        Value::String(s) if s.is_empty() => Vec::new(),
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p["type"].as_str() {
+                Some("text") => p["text"]
+                    .as_str()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| json!({"type": "text", "text": t})),
+                Some("image_url") => p["image_url"]["url"]
+                    .as_str()
+                    .or(p["image_url"].as_str())
+                    .map(image_block),
+                other => {
+                    tracing::debug!(part = ?other, "content part dropped in translation");
+                    None
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The client's output limit: `max_completion_tokens`, or the older
+/// `max_tokens`.
+pub(super) fn max_tokens(v: &Value) -> Option<u64> {
+    v["max_completion_tokens"]
+        .as_u64()
+        .or(v["max_tokens"].as_u64())
+}
+
+/// Chat Completions → Messages.
+pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
+    if v["n"].as_u64().is_some_and(|n| n > 1) {
+        return Err(TranslateError::Invalid(
+            "`n` above 1 cannot be translated: the upstream answers one choice".into(),
+        ));
+    }
+    let mut out = Map::new();
+    out.insert("model".into(), model.into());
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
+    let Some(items) = v["messages"].as_array() else {
+        return Err(TranslateError::Invalid("`messages` must be a list".into()));
+    };
+    for m in items {
+        match m["role"].as_str() {
+            // Anthropic has one system prompt: every system or developer
+            // message joins it, wherever it stood.
+            Some("system" | "developer") => {
+                let text = text_of(&m["content"]);
+                if !text.is_empty() {
+                    system.push(text);
+                }
+            }
+            Some("assistant") => {
+                let text = match &m["content"] {
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str().or(p["refusal"].as_str()))
+                        .collect::<Vec<_>>()
+                        .join(""),
+                    other => other.as_str().unwrap_or("").to_string(),
+                };
+                if !text.is_empty() {
+                    push(
+                        &mut messages,
+                        "assistant",
+                        json!({"type": "text", "text": text}),
+                    );
+                }
+                for call in m["tool_calls"].as_array().into_iter().flatten() {
+                    let f = &call["function"];
+                    let input: Value = f["arguments"]
+                        .as_str()
+                        .and_then(|a| serde_json::from_str(a).ok())
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    push(
+                        &mut messages,
+                        "assistant",
+                        json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": input}),
+                    );
+                }
+            }
+            Some("tool") => {
+                let content = match &m["content"] {
+                    Value::String(s) => json!(s),
+                    other => Value::Array(blocks(other)),
+                };
+                push(
+                    &mut messages,
+                    "user",
+                    json!({"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content}),
+                );
+            }
+            _ => {
+                for b in blocks(&m["content"]) {
+                    push(&mut messages, "user", b);
+                }
+            }
+        }
+    }
+    if !system.is_empty() {
+        out.insert("system".into(), system.join("\n\n").into());
+    }
+    out.insert("messages".into(), messages.into());
+    let tools: Vec<Value> = v["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["type"] == "function")
+        .map(|t| {
+            let f = &t["function"];
+            json!({
+                "name": f["name"],
+                "description": f["description"].as_str().unwrap_or(""),
+                "input_schema": if f["parameters"].is_object() { f["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
+            })
+        })
+        .collect();
+    let has_tools = !tools.is_empty();
+    if has_tools {
+        out.insert("tools".into(), tools.into());
+    }
+    let mut choice = match &v["tool_choice"] {
+        Value::String(s) if s == "required" => Some(json!({"type": "any"})),
+        Value::String(s) if s == "none" => Some(json!({"type": "none"})),
+        Value::String(s) if s == "auto" => Some(json!({"type": "auto"})),
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            Some(json!({"type": "tool", "name": v["tool_choice"]["function"]["name"]}))
+        }
+        _ => None,
+    };
+    if v["parallel_tool_calls"] == false && has_tools {
+        let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
+        c["disable_parallel_tool_use"] = true.into();
+    }
+    if let Some(c) = choice.filter(|_| has_tools) {
+        out.insert("tool_choice".into(), c);
+    }
+    let mut max = max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
+    // With thinking on, Anthropic wants a tool-use continuation's last
+    // assistant turn to open with its signed thinking block, which a Chat
+    // client never has to send back: such a turn goes without thinking.
+    let continues_tool_use = items
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .is_some_and(|m| m["tool_calls"].as_array().is_some_and(|c| !c.is_empty()));
+    // Thinking also takes no tool choice that forces a tool; the client's
+    // choice is kept and the thinking left out.
+    let forces_tool = out
+        .get("tool_choice")
+        .is_some_and(|c| matches!(c["type"].as_str(), Some("any" | "tool")));
+    let thinking = v["reasoning_effort"]
+        .as_str()
+        .and_then(budget)
+        .filter(|_| !continues_tool_use && !forces_tool);
+    if let Some(b) = thinking {
+        // The budget must be below max_tokens, and thinking takes no
+        // sampling parameters.
+        max = max.max(b.saturating_add(1024));
+        out.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": b}),
+        );
+    } else {
+        // OpenAI's temperature runs to 2, Anthropic's to 1.
+        if let Some(t) = v["temperature"].as_f64() {
+            out.insert("temperature".into(), t.clamp(0.0, 1.0).into());
+        }
+        if let Some(p) = v.get("top_p").filter(|p| p.is_number()) {
+            out.insert("top_p".into(), p.clone());
+        }
+    }
+    out.insert("max_tokens".into(), max.into());
+    let stop: Vec<Value> = match &v["stop"] {
+        Value::String(s) => vec![s.as_str().into()],
+        Value::Array(a) => a.iter().filter(|s| s.is_string()).cloned().collect(),
+        _ => Vec::new(),
+    };
+    if !stop.is_empty() {
+        out.insert("stop_sequences".into(), stop.into());
+    }
+    if v["stream"] == true {
+        out.insert("stream".into(), true.into());
+    }
+    if let Some(user) = v["user"].as_str().or(v["safety_identifier"].as_str()) {
+        out.insert("metadata".into(), json!({"user_id": user}));
+    }
+    if v.get("response_format")
+        .is_some_and(|f| f["type"] != "text")
+    {
+        tracing::debug!("response_format dropped: the Messages API has no equivalent");
+    }
+    Ok(Value::Object(out))
+}
+
+/// A whole Messages object → a chat completion.
+pub fn whole(v: &Value, model: &str) -> Option<Value> {
+    let content = v["content"].as_array()?;
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    let mut calls = Vec::new();
+    for b in content {
+        match b["type"].as_str() {
+            Some("text") => text.push_str(b["text"].as_str().unwrap_or("")),
+            Some("thinking") => reasoning.push_str(b["thinking"].as_str().unwrap_or("")),
+            Some("tool_use") => calls.push(json!({
+                "id": b["id"], "type": "function",
+                "function": {"name": b["name"], "arguments": b["input"].to_string()},
+            })),
+            _ => {}
+        }
+    }
+    let mut message = json!({
+        "role": "assistant",
+        "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { text.into() },
+        "refusal": null,
+    });
+    if !reasoning.is_empty() {
+        // The field DeepSeek, vLLM and others use for a model's reasoning.
+        message["reasoning_content"] = reasoning.into();
+    }
+    if !calls.is_empty() {
+        message["tool_calls"] = calls.into();
+    }
+    Some(json!({
+        "id": format!("chatcmpl-{}", v["id"].as_str().unwrap_or("translated")),
+        "object": "chat.completion",
+        "created": now(),
+        "model": model,
+        "choices": [{
+            "index": 0, "message": message, "logprobs": null,
+            "finish_reason": finish_reason(v["stop_reason"].as_str()),
+        }],
+        "usage": chat::usage_value(anthropic::usage(&v["usage"]).unwrap_or_default()),
+    }))
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A Messages stream → chat completion chunks.
+pub struct Stream {
+    model: String,
+    id: String,
+    created: u64,
+    /// The client asked for a usage chunk (`stream_options.include_usage`).
+    usage_chunk: bool,
+    /// The `tool_calls[].index` of the open tool block, if one is open.
+    tool: Option<u64>,
+    tools_seen: u64,
+    stop_reason: Option<String>,
+    usage: Usage,
+    finished: bool,
+}
+
+impl Stream {
+    pub fn new(model: &str) -> Self {
+        Stream {
+            model: model.to_string(),
+            id: "chatcmpl-translated".into(),
+            created: now(),
+            usage_chunk: false,
+            tool: None,
+            tools_seen: 0,
+            stop_reason: None,
+            usage: Usage::default(),
+            finished: false,
+        }
+    }
+
+    pub fn include_usage(&mut self, on: bool) {
+        self.usage_chunk = on;
+    }
+
+    fn emit(&self, delta: Value, finish: Option<&str>, out: &mut Vec<Bytes>) {
+        let choice =
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
+        out.push(sse::data(&chat::chunk(
+            &self.id,
+            self.created,
+            &self.model,
+            choice,
+        )));
+    }
+
+    pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
+        if self.finished {
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        let kind = name.or(v["type"].as_str()).unwrap_or("");
+        match kind {
+            "message_start" => {
+                let m = &v["message"];
+                if let Some(id) = m["id"].as_str() {
+                    self.id = format!("chatcmpl-{id}");
+                }
+                self.usage = anthropic::usage(&m["usage"]).unwrap_or_default();
+                self.emit(json!({"role": "assistant", "content": ""}), None, out);
+            }
+            "content_block_start" => {
+                let block = &v["content_block"];
+                self.tool = None;
+                if block["type"] == "tool_use" {
+                    let index = self.tools_seen;
+                    self.tools_seen = self.tools_seen.saturating_add(1);
+                    self.tool = Some(index);
+                    self.emit(
+                        json!({"tool_calls": [{"index": index, "id": block["id"], "type": "function",
+                            "function": {"name": block["name"], "arguments": ""}}]}),
+                        None,
+                        out,
+                    );
+                }
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                let delta = match (d["type"].as_str(), self.tool) {
+                    (Some("text_delta"), _) => d["text"].as_str().map(|t| json!({"content": t})),
+                    (Some("thinking_delta"), _) => d["thinking"]
+                        .as_str()
+                        .map(|t| json!({"reasoning_content": t})),
+                    (Some("input_json_delta"), Some(index)) => d["partial_json"].as_str().map(
+                        |a| json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]}),
+                    ),
+                    _ => None,
+                };
+                if let Some(delta) = delta {
+                    self.emit(delta, None, out);
+                }
+            }
+            "content_block_stop" => self.tool = None,
+            "message_delta" => {
+                if let Some(r) = v["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(r.to_string());
+                }
+                anthropic::update_usage(&mut self.usage, &v["usage"]);
+            }
+            "message_stop" => self.finish(out),
+            "error" => {
+                out.push(errors::chat_chunk(&v));
+                self.finished = true;
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Bytes>) {
+        self.finished = true;
+        let finish = finish_reason(self.stop_reason.as_deref());
+        let usage = chat::usage_value(self.usage);
+        let choice = json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]);
+        let mut last = chat::chunk(&self.id, self.created, &self.model, choice);
+        if self.usage_chunk {
+            out.push(sse::data(&last));
+            let mut u = chat::chunk(&self.id, self.created, &self.model, json!([]));
+            u["usage"] = usage;
+            out.push(sse::data(&u));
+        } else {
+            // Not asked for a usage chunk: usage rides on the last chunk
+            // (where the SDKs read an optional `usage`), so weir still
+            // accounts the tokens without a chunk with no choices, which
+            // a client that did not ask for one may index into.
+            last["usage"] = usage;
+            out.push(sse::data(&last));
+        }
+        out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chat_request_becomes_a_messages_request() {
+        let req = json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "What is in these?"},
+                    {"type": "text", "text": ""},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/a.jpg", "detail": "high"}},
+                ]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": "{\"at\":1}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "look", "arguments": "not json"}},
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
+                {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "a dog"}]},
+                {"role": "assistant", "content": "A cat and a dog."},
+                {"role": "user", "content": "Thanks"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "look", "description": "Look", "parameters": {"type": "object", "properties": {"at": {"type": "integer"}}}, "strict": true}}],
+            "tool_choice": {"type": "function", "function": {"name": "look"}},
+            "parallel_tool_calls": false,
+            "max_completion_tokens": 500,
+            "max_tokens": 99,
+            "stop": "END",
+            "temperature": 1.5,
+            "top_p": 0.9,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "user": "u-1",
+            "response_format": {"type": "json_object"},
+            "seed": 7,
+            "logprobs": true,
+        });
+        let out = to_messages(&req, "claude-sonnet-4").expect("translated");
+        assert_eq!(
+            out,
+            json!({
+                "model": "claude-sonnet-4",
+                "system": "You are terse.\n\nUse tools.",
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "What is in these?"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}},
+                        {"type": "image", "source": {"type": "url", "url": "https://example.com/a.jpg"}},
+                    ]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "call_1", "name": "look", "input": {"at": 1}},
+                        {"type": "tool_use", "id": "call_2", "name": "look", "input": {}},
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "call_1", "content": "a cat"},
+                        {"type": "tool_result", "tool_use_id": "call_2", "content": [{"type": "text", "text": "a dog"}]},
+                    ]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "A cat and a dog."}]},
+                    {"role": "user", "content": [{"type": "text", "text": "Thanks"}]},
+                ],
+                "tools": [{"name": "look", "description": "Look", "input_schema": {"type": "object", "properties": {"at": {"type": "integer"}}}}],
+                "tool_choice": {"type": "tool", "name": "look", "disable_parallel_tool_use": true},
+                "temperature": 1.0,
+                "top_p": 0.9,
+                "max_tokens": 500,
+                "stop_sequences": ["END"],
+                "stream": true,
+                "metadata": {"user_id": "u-1"},
+            })
+        );
+    }
+
+    #[test]
+    fn reasoning_effort_is_thinking_and_defaults_fill_in() {
+        let req = json!({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "high", "temperature": 0.2, "tool_choice": "required"});
+        let out = to_messages(&req, "claude").expect("translated");
+        assert_eq!(
+            out["thinking"],
+            json!({"type": "enabled", "budget_tokens": 24576})
+        );
+        assert_eq!(out["max_tokens"], 24576 + 1024);
+        assert!(out.get("temperature").is_none(), "{out}");
+        assert!(out.get("tool_choice").is_none(), "no tools, no choice");
+        let mut forced = req.clone();
+        forced["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
+        let out = to_messages(&forced, "claude").expect("translated");
+        assert_eq!(out["tool_choice"], json!({"type": "any"}));
+        assert!(
+            out.get("thinking").is_none(),
+            "thinking takes no forced tool: {out}"
+        );
+        let mut req = req;
+        req["messages"] = json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "done"},
+        ]);
+        let out = to_messages(&req, "claude").expect("translated");
+        assert!(
+            out.get("thinking").is_none(),
+            "a tool-use continuation has no signed thinking to send back: {out}"
+        );
+        assert_eq!(out["temperature"], 0.2);
+        let out = to_messages(&json!({"messages": []}), "claude").expect("translated");
+        assert_eq!(out["max_tokens"], DEFAULT_MAX_TOKENS);
+        assert!(to_messages(&json!({"messages": [], "n": 2}), "c").is_err());
+        assert!(to_messages(&json!({"messages": "hi"}), "c").is_err());
+    }
+
+    #[test]
+    fn a_whole_message_becomes_a_completion() {
+        let m = json!({"id": "msg_9", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {"at": 1}},
+        ], "stop_reason": "tool_use", "usage": {"input_tokens": 10, "cache_read_input_tokens": 90, "cache_creation_input_tokens": 5, "output_tokens": 7}});
+        let c = whole(&m, "gpt-4o").expect("completion");
+        assert_eq!(c["id"], "chatcmpl-msg_9");
+        assert_eq!(c["object"], "chat.completion");
+        assert_eq!(c["model"], "gpt-4o");
+        assert_eq!(
+            c["choices"][0]["message"],
+            json!({"role": "assistant", "content": "Let me look.", "refusal": null, "reasoning_content": "hmm",
+                "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "look", "arguments": "{\"at\":1}"}}]})
+        );
+        assert_eq!(c["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            c["usage"],
+            json!({"prompt_tokens": 105, "completion_tokens": 7, "total_tokens": 112,
+                "prompt_tokens_details": {"cached_tokens": 90}, "completion_tokens_details": {"reasoning_tokens": 0}})
+        );
+        let cut = json!({"id": "m", "content": [{"type": "text", "text": "a"}], "stop_reason": "max_tokens", "usage": {}});
+        assert_eq!(
+            whole(&cut, "g").expect("c")["choices"][0]["finish_reason"],
+            "length"
+        );
+        assert!(whole(&json!({"error": {}}), "g").is_none());
+    }
+
+    fn ev(kind: &'static str, mut data: Value) -> (&'static str, Value) {
+        data["type"] = kind.into();
+        (kind, data)
+    }
+
+    /// A thinking block, text, and a tool call in two pieces.
+    fn anthropic_events() -> Vec<(&'static str, Value)> {
+        let delta =
+            |index: u64, d: Value| ev("content_block_delta", json!({"index": index, "delta": d}));
+        let start = |index: u64, b: Value| {
+            ev(
+                "content_block_start",
+                json!({"index": index, "content_block": b}),
+            )
+        };
+        let stop = |index: u64| ev("content_block_stop", json!({"index": index}));
+        vec![
+            ev(
+                "message_start",
+                json!({"message": {"id": "msg_1", "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 1}}}),
+            ),
+            ev("ping", json!({})),
+            start(0, json!({"type": "thinking", "thinking": ""})),
+            delta(0, json!({"type": "thinking_delta", "thinking": "Hmm"})),
+            stop(0),
+            start(1, json!({"type": "text", "text": ""})),
+            delta(1, json!({"type": "text_delta", "text": "Hi"})),
+            stop(1),
+            start(
+                2,
+                json!({"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {}}),
+            ),
+            delta(
+                2,
+                json!({"type": "input_json_delta", "partial_json": "{\"cmd\":"}),
+            ),
+            delta(
+                2,
+                json!({"type": "input_json_delta", "partial_json": "\"ls\"}"}),
+            ),
+            stop(2),
+            ev(
+                "message_delta",
+                json!({"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 30}}),
+            ),
+            ev("message_stop", json!({})),
+        ]
+    }
+
+    fn run(events: &[(&str, Value)], include_usage: bool) -> Vec<String> {
+        let mut s = Stream::new("gpt-4o");
+        s.include_usage(include_usage);
+        let mut out = Vec::new();
+        for (name, data) in events {
+            s.event(Some(name), &data.to_string(), &mut out);
+        }
+        out.iter()
+            .map(|b| {
+                let text = std::str::from_utf8(b).expect("utf8");
+                assert!(text.ends_with("\n\n"), "{text}");
+                text.strip_prefix("data: ")
+                    .expect("data")
+                    .trim()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    fn json_of(chunk: &str) -> Value {
+        serde_json::from_str(chunk).expect("json")
+    }
+
+    #[test]
+    fn an_anthropic_stream_becomes_chunks() {
+        let out = run(&anthropic_events(), true);
+        let deltas: Vec<Value> = out[..out.len() - 2]
+            .iter()
+            .map(|c| json_of(c)["choices"][0]["delta"].clone())
+            .collect();
+        assert_eq!(
+            deltas,
+            [
+                json!({"role": "assistant", "content": ""}),
+                json!({"reasoning_content": "Hmm"}),
+                json!({"content": "Hi"}),
+                json!({"tool_calls": [{"index": 0, "id": "toolu_1", "type": "function", "function": {"name": "shell", "arguments": ""}}]}),
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"cmd\":"}}]}),
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"ls\"}"}}]}),
+                json!({}),
+            ]
+        );
+        let first = json_of(&out[0]);
+        assert_eq!(first["id"], "chatcmpl-msg_1");
+        assert_eq!(first["object"], "chat.completion.chunk");
+        assert_eq!(first["model"], "gpt-4o");
+        let finish = json_of(&out[out.len() - 3]);
+        assert_eq!(finish["choices"][0]["finish_reason"], "tool_calls");
+        assert!(finish.get("usage").is_none());
+        let usage = json_of(&out[out.len() - 2]);
+        assert_eq!(usage["choices"], json!([]));
+        assert_eq!(
+            usage["usage"],
+            json!({"prompt_tokens": 15, "completion_tokens": 30, "total_tokens": 45,
+                "prompt_tokens_details": {"cached_tokens": 5}, "completion_tokens_details": {"reasoning_tokens": 0}})
+        );
+        assert_eq!(out[out.len() - 1], "[DONE]");
+
+        let out = run(&anthropic_events(), false);
+        assert!(
+            out.iter()
+                .all(|c| c == "[DONE]" || json_of(c)["choices"][0].is_object()),
+            "no chunk without a choice unless asked for: {out:?}"
+        );
+        assert_eq!(
+            json_of(&out[out.len() - 2])["usage"]["completion_tokens"],
+            30
+        );
+    }
+
+    #[test]
+    fn errors_in_the_stream_become_error_chunks() {
+        let mut events = anthropic_events();
+        events.truncate(1);
+        events.push((
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ));
+        let out = run(&events, false);
+        assert_eq!(
+            json_of(out.last().expect("chunk")),
+            json!({"error": {"message": "Overloaded", "type": "server_error", "param": null, "code": "overloaded"}})
+        );
+        events.pop();
+        events.push((
+            "error",
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),
+        ));
+        let out = run(&events, false);
+        assert_eq!(
+            json_of(out.last().expect("chunk"))["error"]["code"],
+            "context_length_exceeded"
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! Active health checks: one task per group, however many workers serve
+//! it, asking each server `GET <path>` every `interval`. `fall` failures
+//! in a row take a server out (whatever the cap on the share out: the
+//! check says it cannot serve), `rise` passes in a row bring it back.
+//! Servers start in, so a restart does not refuse traffic until the first
+//! checks pass. The task ends when its group is dropped (the route was
+//! removed or changed by a reload).
+
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use http::{Request, header};
+use http_body_util::Empty;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+
+use super::upstream::Server;
+use crate::balance::Group;
+use crate::config::HealthCheck;
+
+type CheckClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// Start checking `group`'s servers, if there is a runtime to run on.
+pub fn spawn(group: &Arc<Group<Server>>, check: HealthCheck, route: Arc<str>, client: CheckClient) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(%route, "no runtime to run health checks on; servers are judged by their answers only");
+        return;
+    };
+    runtime.spawn(run(Arc::downgrade(group), check, route, client));
+}
+
+async fn run(group: Weak<Group<Server>>, check: HealthCheck, route: Arc<str>, client: CheckClient) {
+    let mut ticker = tokio::time::interval(check.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut streaks: Vec<(u32, u32)> = Vec::new();
+    loop {
+        ticker.tick().await;
+        let Some(group) = group.upgrade() else {
+            return;
+        };
+        streaks.resize(group.len(), (0, 0));
+        let probes = (0..group.len()).filter_map(|i| {
+            let server = &group.member(i)?.target;
+            Some(probe(&client, server, &check))
+        });
+        let results = futures_util::future::join_all(probes).await;
+        for (i, passed) in results.into_iter().enumerate() {
+            let Some((passes, fails)) = streaks.get_mut(i) else {
+                continue;
+            };
+            let verdict = if passed {
+                *passes = passes.saturating_add(1);
+                *fails = 0;
+                (*passes >= check.rise).then_some(true)
+            } else {
+                *fails = fails.saturating_add(1);
+                *passes = 0;
+                (*fails >= check.fall).then_some(false)
+            };
+            if let (Some(up), Some(member)) = (verdict, group.member(i)) {
+                member.target.changed(&route, group.checked(i, up));
+            }
+        }
+    }
+}
+
+/// Whether `server` answers the check in time with a passing status.
+async fn probe(client: &CheckClient, server: &Server, check: &HealthCheck) -> bool {
+    let uri = format!(
+        "{}://{}{}{}",
+        server.scheme, server.authority, server.base_path, check.path
+    );
+    let Ok(req) = Request::get(uri)
+        .header(header::USER_AGENT, "weir-health-check")
+        .body(Empty::new())
+    else {
+        return false;
+    };
+    match tokio::time::timeout(check.timeout, client.request(req)).await {
+        Ok(Ok(resp)) => check.passes(resp.status().as_u16()),
+        _ => false,
+    }
+}

@@ -1,0 +1,201 @@
+//! The real agent CLIs through the real weir binary to the strict provider
+//! emulator: Claude Code and Codex, pinned (tests/fixtures/agents/versions),
+//! each run headless once through a whole tool round trip — the emulator
+//! asks for a shell command, the CLI runs it on this machine, the emulator
+//! reads its output from the next request — with thinking / reasoning on
+//! (both CLIs' defaults: Claude Code's adaptive thinking, Codex's medium
+//! effort). Skipped visibly without the CLIs (`.ci/run` installs them and
+//! sets `WEIR_REQUIRE_AGENTS=1`).
+
+mod common;
+
+use common::agents::{self, Agent};
+use common::provider::{Failure, Options, Provider, ProviderApi, Script, Verdict};
+
+/// The command the emulator asks for. Its output, `weir-<nonce>`, is
+/// written nowhere in the command, so seeing it upstream proves the CLI ran
+/// it and weir carried the result.
+fn round_trip() -> (String, String) {
+    let nonce = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos()
+            ^ u128::from(std::process::id())
+    );
+    let command = format!("printf '%s-%s\\n' weir {nonce}");
+    (command, format!("weir-{nonce}"))
+}
+
+const PROMPT: &str = "Run the shell command you are asked for and report its output.";
+
+async fn emulator(api: ProviderApi, command: &str) -> Provider {
+    Provider::spawn(
+        api,
+        Options::default().script(Script::RoundTrip {
+            command: command.to_string(),
+        }),
+    )
+    .await
+}
+
+/// Whether an accepted request to `up` carried `output` back (a tool
+/// result: the first request cannot hold it, the command never spells it).
+fn saw_output(up: &Provider, output: &str) -> bool {
+    up.journal()
+        .iter()
+        .any(|e| e.verdict == Verdict::Accepted && e.body.to_string().contains(output))
+}
+
+/// `agent` on a `kind` route over one upstream speaking `api` (weir's
+/// `protocol` name for it): the run succeeds, the answer quotes the
+/// command's output, the upstream refused nothing and saw the output.
+async fn one_upstream(agent: Agent, kind: &str, api: ProviderApi, protocol: &str) {
+    let Some(bin) = agents::find(agent) else {
+        return;
+    };
+    let (command, output) = round_trip();
+    let up = emulator(api, &command).await;
+    let (_weir, addr, _dir) = agents::weir(kind, &[("up", &up, protocol)]);
+    let run = agents::run(agent, &bin, addr, PROMPT).await;
+    agents::dump(&[&up]);
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(
+        saw_output(&up, &output),
+        "the upstream never saw {output}: {:#?}",
+        up.journal().iter().map(|e| &e.body).collect::<Vec<_>>()
+    );
+    let answer = run.answer(agent);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+}
+
+#[tokio::test]
+async fn claude_code_to_anthropic() {
+    one_upstream(
+        Agent::ClaudeCode,
+        "anthropic",
+        ProviderApi::Anthropic,
+        "anthropic",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn claude_code_to_responses() {
+    one_upstream(
+        Agent::ClaudeCode,
+        "anthropic",
+        ProviderApi::Responses,
+        "openai_responses",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn claude_code_to_chat() {
+    one_upstream(
+        Agent::ClaudeCode,
+        "anthropic",
+        ProviderApi::Chat,
+        "openai_chat",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn codex_to_responses() {
+    one_upstream(Agent::Codex, "openai", ProviderApi::Responses, "openai").await;
+}
+
+#[tokio::test]
+async fn codex_to_anthropic() {
+    one_upstream(Agent::Codex, "openai", ProviderApi::Anthropic, "anthropic").await;
+}
+
+/// Mid-conversation failover between APIs: Claude Code's first turn is
+/// served by an Anthropic upstream, which then fails turn 2 (the tool
+/// continuation) with 529, so the continuation — history, signed thinking
+/// and tool result made on Anthropic — goes to a Responses upstream.
+#[tokio::test]
+async fn claude_code_fails_over_from_anthropic_to_responses_mid_conversation() {
+    fails_over_mid_conversation(
+        Agent::ClaudeCode,
+        (ProviderApi::Anthropic, "anthropic"),
+        (ProviderApi::Responses, "openai_responses"),
+    )
+    .await;
+}
+
+/// The same between two translated APIs: turn 1's reasoning state and
+/// tool call come from Responses, the continuation goes to Chat.
+#[tokio::test]
+async fn claude_code_fails_over_from_responses_to_chat_mid_conversation() {
+    fails_over_mid_conversation(
+        Agent::ClaudeCode,
+        (ProviderApi::Responses, "openai_responses"),
+        (ProviderApi::Chat, "openai_chat"),
+    )
+    .await;
+}
+
+/// Codex the other way: turn 1 (its reasoning item sealed by Responses,
+/// the function call) on Responses, the continuation on Anthropic, where
+/// no signed thinking block can stand for that reasoning.
+#[tokio::test]
+async fn codex_fails_over_from_responses_to_anthropic_mid_conversation() {
+    fails_over_mid_conversation(
+        Agent::Codex,
+        (ProviderApi::Responses, "openai"),
+        (ProviderApi::Anthropic, "anthropic"),
+    )
+    .await;
+}
+
+/// `agent` on its own route kind over `first` then `second` (each the
+/// emulated API and weir's protocol name), `first` failing turn 2 with
+/// 529: turn 1 is served by `first`, turn 2 by `second`.
+async fn fails_over_mid_conversation(
+    agent: Agent,
+    (first_api, first_protocol): (ProviderApi, &str),
+    (second_api, second_protocol): (ProviderApi, &str),
+) {
+    let Some(bin) = agents::find(agent) else {
+        return;
+    };
+    let (command, output) = round_trip();
+    let first = emulator(first_api, &command).await;
+    first.fail_turn(2, Failure::new(529));
+    let second = emulator(second_api, &command).await;
+    let kind = match agent {
+        Agent::ClaudeCode => "anthropic",
+        Agent::Codex => "openai",
+    };
+    let (_weir, addr, _dir) = agents::weir(
+        kind,
+        &[
+            ("first", &first, first_protocol),
+            ("second", &second, second_protocol),
+        ],
+    );
+    let run = agents::run(agent, &bin, addr, PROMPT).await;
+    agents::dump(&[&first, &second]);
+    first.assert_all_accepted();
+    second.assert_all_accepted();
+    run.assert_success();
+    let turns = |up: &Provider| {
+        up.journal()
+            .iter()
+            .map(|e| (e.turn, e.verdict.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        turns(&first),
+        [(1, Verdict::Accepted), (2, Verdict::Failed { status: 529 })]
+    );
+    assert_eq!(turns(&second), [(2, Verdict::Accepted)]);
+    assert!(saw_output(&second, &output), "{:#?}", second.journal());
+    let answer = run.answer(agent);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+}
