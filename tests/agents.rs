@@ -110,7 +110,6 @@ async fn codex_to_responses() {
 }
 
 #[tokio::test]
-#[ignore = "issue 19: messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."]
 async fn codex_to_anthropic() {
     one_upstream(Agent::Codex, "openai", ProviderApi::Anthropic, "anthropic").await;
 }
@@ -152,7 +151,6 @@ async fn claude_code_fails_over_from_responses_to_chat_mid_conversation() {
 /// the function call) on Responses, the continuation on Anthropic, where
 /// no signed thinking block can stand for that reasoning.
 #[tokio::test]
-#[ignore = "issue 19: messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."]
 async fn codex_fails_over_from_responses_to_anthropic_mid_conversation() {
     fails_over_mid_conversation(
         Agent::Codex,

@@ -219,7 +219,9 @@ async fn codex_streams_from_an_anthropic_upstream() {
     assert!(!seen.headers.contains_key("authorization"));
     assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
     assert_eq!(seen.json()["system"], "Be brief.");
-    assert_eq!(seen.json()["max_tokens"], 8192);
+    // No max_output_tokens from Codex and no reasoning: room for the
+    // answer, not a flat 8,192.
+    assert_eq!(seen.json()["max_tokens"], 16384);
 }
 
 #[tokio::test]

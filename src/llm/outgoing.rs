@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::body::splice;
 use super::offload::{Busy, Offload};
-use super::translate::{Pair, ToolNames};
+use super::translate::{Pair, ToolNames, native};
 use super::upstream::LlmUpstream;
 use crate::config::Credential;
 use crate::proxy::headers::clean_request;
@@ -144,6 +144,25 @@ impl Outgoing {
                         t.body
                     }
                     Ok(Err(e)) => return Prepared::Invalid(e.to_string()),
+                    Err(Busy) => return Prepared::Busy,
+                }
+            }
+            // A conversation that crossed protocols: what weir made for
+            // the other vendor would be refused here as forged.
+            (None, _, _) if native::carries_weir_state(endpoint, &self.body) => {
+                let body = self.body.clone();
+                let named = model.map(str::to_string);
+                let stripped = offload
+                    .run(body.len(), move || {
+                        native::without_weir_state(endpoint, &body, named.as_deref())
+                    })
+                    .await;
+                match stripped {
+                    Ok(Some(b)) => b,
+                    Ok(None) => match (model, &self.model_span) {
+                        (Some(m), Some(span)) => splice(&self.body, span, m),
+                        _ => self.body.clone(),
+                    },
                     Err(Busy) => return Prepared::Busy,
                 }
             }

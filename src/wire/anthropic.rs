@@ -75,6 +75,75 @@ pub fn system_text(system: &Value) -> String {
     }
 }
 
+/// What starts the `signature` of a thinking block weir made from another
+/// vendor's reasoning: Anthropic's signatures are opaque base64 and never
+/// start with it. Such a block is never sent to Anthropic as if it had
+/// signed it.
+pub const WEIR_SIGNATURE_PREFIX: &str = "weir.";
+
+/// Whether a `thinking` / `redacted_thinking` block can go to Anthropic:
+/// one it signed (a `thinking` block with a signature not weir's), or a
+/// `redacted_thinking` block (its `data` is Anthropic's own).
+pub fn signed_by_anthropic(block: &Value) -> bool {
+    match block["type"].as_str() {
+        Some("thinking") => block["signature"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty() && !s.starts_with(WEIR_SIGNATURE_PREFIX)),
+        Some("redacted_thinking") => block["data"].is_string(),
+        _ => false,
+    }
+}
+
+/// Whether a content block is thinking of any kind.
+pub fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block["type"].as_str(),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+/// A request's thinking turned off: `thinking` removed, with the context
+/// edits that require it (`clear_thinking_*`).
+pub fn thinking_off(request: &mut serde_json::Map<String, Value>) {
+    request.remove("thinking");
+    if let Some(cm) = request.get_mut("context_management")
+        && let Some(edits) = cm.get_mut("edits").and_then(Value::as_array_mut)
+    {
+        edits.retain(|e| {
+            !e["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("clear_thinking"))
+        });
+        if edits.is_empty() {
+            request.remove("context_management");
+        }
+    }
+}
+
+/// The smallest `thinking.budget_tokens` Anthropic accepts.
+pub const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// The most `max_tokens` a Claude model takes (Anthropic refuses more), by
+/// its id; 32,000 for one weir does not know.
+pub fn max_output_tokens(model: &str) -> u64 {
+    const BY_PREFIX: [(&str, u64); 9] = [
+        ("claude-opus-4-0", 32_000),
+        ("claude-opus-4-1", 32_000),
+        ("claude-opus-4-2025", 32_000),
+        ("claude-opus-4", 64_000),
+        ("claude-sonnet-4", 64_000),
+        ("claude-haiku-4", 64_000),
+        ("claude-3-7-sonnet", 64_000),
+        ("claude-3-5", 8_192),
+        ("claude-3", 4_096),
+    ];
+    let model = model.to_ascii_lowercase();
+    BY_PREFIX
+        .iter()
+        .find(|(prefix, _)| model.starts_with(prefix))
+        .map_or(32_000, |(_, n)| *n)
+}
+
 /// The `error.type` for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {

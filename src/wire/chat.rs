@@ -12,6 +12,12 @@ pub const PATH: &str = "/v1/chat/completions";
 /// The data of the event that ends a stream.
 pub const DONE: &str = "[DONE]";
 
+/// The signature of a thinking block weir made from a Chat server's
+/// `reasoning_content` (DeepSeek, Kimi, vLLM's reasoning parsers): its
+/// text goes back as the assistant message's `reasoning_content`, which
+/// those servers want on a tool-call continuation.
+pub const REASONING_SIGNATURE: &str = "weir.c1";
+
 /// A translated request made fit for a Chat Completions upstream: the
 /// reasoning or sampling parameters its model would refuse left out, and
 /// the output limit in the field(s) it reads.

@@ -28,6 +28,74 @@ pub fn fit(body: &mut serde_json::Map<String, Value>, reasoning: bool) {
     }
 }
 
+/// What a translated request asks for so that reasoning can be carried to
+/// the next turn without storing anything upstream.
+pub const INCLUDE_ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
+
+/// How a thinking block's `signature` carries a Responses `reasoning` item
+/// for the next turn: this prefix, the item's id (base64url, so it holds no
+/// dot), a dot, then its `encrypted_content` as the upstream sent it.
+const REASONING_SIGNATURE: &str = "weir.r1.";
+/// The signature of a thinking block made from a reasoning summary that
+/// came without encrypted content: nothing to carry back.
+pub const SUMMARY_SIGNATURE: &str = "weir.s1";
+/// How a `reasoning` item's `encrypted_content` carries an Anthropic
+/// thinking or redacted_thinking block for the next turn: this prefix, then
+/// the block as JSON in base64url.
+const BLOCK_CONTENT: &str = "weir.a1.";
+
+/// A thinking block's signature carrying reasoning item `id` and its
+/// `encrypted` content.
+pub fn reasoning_signature(id: &str, encrypted: &str) -> String {
+    use base64::Engine as _;
+    let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id);
+    format!("{REASONING_SIGNATURE}{id}.{encrypted}")
+}
+
+/// The reasoning item (id, encrypted content) a signature carries, if it is
+/// one [`reasoning_signature`] made.
+pub fn reasoning_of_signature(signature: &str) -> Option<(String, &str)> {
+    use base64::Engine as _;
+    let (id, encrypted) = signature
+        .strip_prefix(REASONING_SIGNATURE)?
+        .split_once('.')?;
+    let id = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(id)
+        .ok()?;
+    Some((String::from_utf8(id).ok()?, encrypted))
+}
+
+/// The `encrypted_content` carrying an Anthropic thinking block.
+pub fn block_content(block: &Value) -> String {
+    use base64::Engine as _;
+    let json = block.to_string();
+    format!(
+        "{BLOCK_CONTENT}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    )
+}
+
+/// The Anthropic thinking / redacted_thinking block an `encrypted_content`
+/// carries, if [`block_content`] made it.
+pub fn block_of_content(content: &str) -> Option<Value> {
+    use base64::Engine as _;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(content.strip_prefix(BLOCK_CONTENT)?)
+        .ok()?;
+    let block: Value = serde_json::from_slice(&json).ok()?;
+    match block["type"].as_str() {
+        Some("thinking") if block["thinking"].is_string() && block["signature"].is_string() => {
+            Some(
+                json!({"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}),
+            )
+        }
+        Some("redacted_thinking") if block["data"].is_string() => {
+            Some(json!({"type": "redacted_thinking", "data": block["data"]}))
+        }
+        _ => None,
+    }
+}
+
 pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
     (path == PATH).then_some(super::Endpoint::Responses)
 }

@@ -7,13 +7,25 @@ use serde_json::{Value, json};
 use super::{ToolNames, errors};
 use crate::wire::{anthropic, chat, sse};
 
-fn stop_reason(finish: Option<&str>) -> &'static str {
+/// The stop reason: `tool_use` whenever the answer called tools, whatever
+/// the server's finish reason says (many say `stop`), unless it was cut
+/// short (the calls' arguments are then cut too).
+fn stop_reason(finish: Option<&str>, used_tools: bool) -> &'static str {
     match finish {
         Some("length") => "max_tokens",
+        _ if used_tools => "tool_use",
         Some("tool_calls" | "function_call") => "tool_use",
         Some("content_filter") => "refusal",
         _ => "end_turn",
     }
+}
+
+/// A tool call whose id has not arrived yet (some servers send it after
+/// the first arguments chunk): held until it does, or the call ends.
+struct Pending {
+    index: u64,
+    name: Value,
+    arguments: String,
 }
 
 /// Anthropic's usage from a Chat Completions `usage`.
@@ -36,6 +48,11 @@ pub struct Stream {
     /// The block being written and its Anthropic index: chat chunks
     /// interleave nothing, so one block is open at a time.
     open: Option<(Open, usize)>,
+    /// The id of the open tool call: a chunk with another id starts a new
+    /// one, even at the same index.
+    tool_id: Value,
+    pending: Option<Pending>,
+    used_tools: bool,
     finish: Option<String>,
     usage: Value,
     done: bool,
@@ -51,6 +68,9 @@ impl Stream {
             started: false,
             next_index: 0,
             open: None,
+            tool_id: Value::Null,
+            pending: None,
+            used_tools: false,
             finish: None,
             usage: Value::Null,
             done: false,
@@ -66,6 +86,15 @@ impl Stream {
     }
 
     fn close(&mut self, out: &mut Vec<Bytes>) {
+        if let Some((Open::Thinking, index)) = self.open {
+            // Marked as weir's: never sent to Anthropic as signed by it,
+            // sent back to a Chat server as `reasoning_content`.
+            Self::delta(
+                index,
+                json!({"type": "signature_delta", "signature": chat::REASONING_SIGNATURE}),
+                out,
+            );
+        }
         if let Some((_, index)) = self.open.take() {
             out.push(sse::event(
                 "content_block_stop",
@@ -81,6 +110,12 @@ impl Stream {
         {
             return index;
         }
+        self.flush_pending(out);
+        self.close(out);
+        self.begin(want, block, out)
+    }
+
+    fn begin(&mut self, want: Open, block: Value, out: &mut Vec<Bytes>) -> usize {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
@@ -99,17 +134,90 @@ impl Stream {
         ));
     }
 
+    /// Start a tool block for call `index` with `id`, and write its
+    /// arguments.
+    fn tool(&mut self, index: u64, id: Value, name: &Value, args: &str, out: &mut Vec<Bytes>) {
+        self.used_tools = true;
+        let block =
+            json!({"type": "tool_use", "id": id, "name": self.names.original(name), "input": {}});
+        self.tool_id = id;
+        let i = self.begin(Open::Tool(index), block, out);
+        if !args.is_empty() {
+            Self::delta(
+                i,
+                json!({"type": "input_json_delta", "partial_json": args}),
+                out,
+            );
+        }
+    }
+
+    /// A held call whose id never came: it gets one of weir's.
+    fn flush_pending(&mut self, out: &mut Vec<Bytes>) {
+        if let Some(p) = self.pending.take() {
+            let id = format!("call_weir_{}_{}", p.index, self.next_index);
+            self.tool(p.index, id.into(), &p.name, &p.arguments, out);
+        }
+    }
+
+    /// One entry of a chunk's `delta.tool_calls`.
+    fn tool_call(&mut self, call: &Value, out: &mut Vec<Bytes>) {
+        let n = call["index"].as_u64().unwrap_or(0);
+        let f = &call["function"];
+        let id = call["id"].as_str().filter(|i| !i.is_empty());
+        let args = f["arguments"].as_str().unwrap_or_default();
+        let continues = matches!(self.open, Some((Open::Tool(k), _)) if k == n)
+            && id.is_none_or(|id| self.tool_id == id);
+        if continues {
+            if let (Some((_, i)), false) = (self.open, args.is_empty()) {
+                Self::delta(
+                    i,
+                    json!({"type": "input_json_delta", "partial_json": args}),
+                    out,
+                );
+            }
+            return;
+        }
+        let held = self.pending.take_if(|p| p.index == n);
+        let Some(id) = id else {
+            let mut p = held.unwrap_or(Pending {
+                index: n,
+                name: Value::Null,
+                arguments: String::new(),
+            });
+            if f["name"].as_str().is_some_and(|s| !s.is_empty()) {
+                p.name = f["name"].clone();
+            }
+            p.arguments.push_str(args);
+            self.flush_pending(out);
+            self.pending = Some(p);
+            return;
+        };
+        self.flush_pending(out);
+        let (name, mut arguments) = match held {
+            Some(p) => (p.name, p.arguments),
+            None => (Value::Null, String::new()),
+        };
+        let name = if f["name"].as_str().is_some_and(|s| !s.is_empty()) {
+            f["name"].clone()
+        } else {
+            name
+        };
+        arguments.push_str(args);
+        self.tool(n, id.into(), &name, &arguments, out);
+    }
+
     fn end(&mut self, out: &mut Vec<Bytes>) {
         if self.done {
             return;
         }
         self.done = true;
         self.start(&Value::Null, out);
+        self.flush_pending(out);
         self.close(out);
         out.push(sse::event(
             "message_delta",
             &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(self.finish.as_deref()), "stop_sequence": null},
+                "delta": {"stop_reason": stop_reason(self.finish.as_deref(), self.used_tools), "stop_sequence": null},
                 "usage": usage(&self.usage)}),
         ));
         out.push(sse::event("message_stop", &json!({"type": "message_stop"})));
@@ -158,28 +266,11 @@ impl Stream {
             Self::delta(i, json!({"type": "text_delta", "text": text}), out);
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            let n = call["index"].as_u64().unwrap_or(0);
-            let f = &call["function"];
-            let is_open = matches!(self.open, Some((Open::Tool(k), _)) if k == n);
-            let i = if is_open {
-                self.open.map_or(0, |(_, i)| i)
-            } else {
-                self.ensure(
-                    Open::Tool(n),
-                    json!({"type": "tool_use", "id": call["id"], "name": self.names.original(&f["name"]), "input": {}}),
-                    out,
-                )
-            };
-            if let Some(args) = f["arguments"].as_str().filter(|a| !a.is_empty()) {
-                Self::delta(
-                    i,
-                    json!({"type": "input_json_delta", "partial_json": args}),
-                    out,
-                );
-            }
+            self.tool_call(call, out);
         }
         if let Some(finish) = choice["finish_reason"].as_str() {
             self.finish = Some(finish.to_string());
+            self.flush_pending(out);
             self.close(out);
         }
     }
@@ -191,7 +282,9 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let m = &choice["message"];
     let mut content = Vec::new();
     if let Some(r) = m["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
-        content.push(json!({"type": "thinking", "thinking": r, "signature": ""}));
+        content.push(
+            json!({"type": "thinking", "thinking": r, "signature": chat::REASONING_SIGNATURE}),
+        );
     }
     if let Some(t) = m["content"].as_str().filter(|t| !t.is_empty()) {
         content.push(json!({"type": "text", "text": t}));
@@ -209,7 +302,7 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(choice["finish_reason"].as_str()),
+        "stop_reason": stop_reason(choice["finish_reason"].as_str(), !m["tool_calls"].as_array().is_none_or(Vec::is_empty)),
         "stop_sequence": null,
         "usage": usage(&v["usage"]),
     }))
@@ -312,5 +405,67 @@ mod tests {
         );
         assert_eq!(m["stop_reason"], "tool_use");
         assert_eq!(m["usage"]["input_tokens"], 7);
+    }
+
+    /// Chat servers that are not OpenAI's: a call's id after its first
+    /// arguments, a second call at the same index with a new id, `stop` as
+    /// the finish reason of a tool call, usage in a chunk with no choices.
+    #[test]
+    fn tolerant_of_servers_that_are_not_the_reference() {
+        let out = run(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"read","arguments":"{\"p\""}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","function":{"arguments":":1}"}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","function":{"name":"ls","arguments":"{}"}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#,
+            "[DONE]",
+        ]);
+        let starts: Vec<&Value> = out
+            .iter()
+            .filter(|(n, _)| n == "content_block_start")
+            .map(|(_, e)| &e["content_block"])
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                &json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {}}),
+                &json!({"type": "tool_use", "id": "call_b", "name": "ls", "input": {}}),
+            ]
+        );
+        let args: Vec<&str> = out
+            .iter()
+            .filter_map(|(_, e)| e["delta"]["partial_json"].as_str())
+            .collect();
+        assert_eq!(args, ["{\"p\":1}", "{}"]);
+        let end = &out[out.len() - 2].1;
+        assert_eq!(end["delta"]["stop_reason"], "tool_use");
+        assert_eq!(end["usage"]["output_tokens"], 3);
+
+        // A call whose id never comes gets one.
+        let out = run(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"ls","arguments":"{}"}}]}}]}"#,
+            "[DONE]",
+        ]);
+        let id = out[2].1["content_block"]["id"].as_str().expect("id");
+        assert!(!id.is_empty());
+    }
+
+    /// Reasoning from a Chat server is marked as weir's, so it is never
+    /// sent to Anthropic as signed, and goes back to a Chat server.
+    #[test]
+    fn chat_reasoning_is_marked_as_weirs() {
+        let out = run(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"A"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            out[4].1["delta"],
+            json!({"type": "signature_delta", "signature": chat::REASONING_SIGNATURE})
+        );
+        assert_eq!(out[5].0, "content_block_stop");
+        let v = json!({"id": "x", "choices": [{"message": {"reasoning_content": "r", "content": "A"}, "finish_reason": "stop"}]});
+        let m = whole(&v, "claude", &ToolNames::default()).expect("message");
+        assert_eq!(m["content"][0]["signature"], chat::REASONING_SIGNATURE);
     }
 }

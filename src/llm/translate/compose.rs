@@ -48,8 +48,12 @@ pub fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), T
 
 /// Responses → Chat Completions.
 pub fn responses_to_chat(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
-    let hub = responses_client::to_messages(v, model)?;
-    let names = ToolNames::of_messages_request(&hub);
+    let (hub, codex) = responses_client::to_messages(v, model)?;
+    // Long names are shortened for the Chat server; Codex's freeform
+    // tools and limit still decide what its answer looks like.
+    let mut names = ToolNames::of_messages_request(&hub);
+    names.custom = codex.custom;
+    names.client_limit = codex.client_limit;
     let mut out = messages_out::to_chat(&hub, model, &names);
     restore_sampling(v, &mut out);
     match v["max_output_tokens"].as_u64() {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{ToolNames, text_of};
-use crate::wire::{anthropic, openai, responses};
+use crate::wire::{anthropic, chat, openai, responses};
 
 /// `thinking.budget_tokens` → a reasoning effort.
 fn effort(budget: u64) -> &'static str {
@@ -15,9 +15,31 @@ fn effort(budget: u64) -> &'static str {
     }
 }
 
+/// The reasoning effort of a request's thinking: from the budget of
+/// `enabled` thinking, or `output_config.effort` for `adaptive` thinking
+/// (Anthropic's default effort is high; its `max` is OpenAI's `high`).
 fn thinking_effort(v: &Value) -> Option<&'static str> {
-    (v["thinking"]["type"] == "enabled")
-        .then(|| effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0)))
+    match v["thinking"]["type"].as_str() {
+        Some("enabled") => Some(effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0))),
+        Some("adaptive") => Some(match v["output_config"]["effort"].as_str() {
+            Some("low") => "low",
+            Some("medium") => "medium",
+            _ => "high",
+        }),
+        _ => None,
+    }
+}
+
+/// The Responses `reasoning` item a thinking block carries (one weir made
+/// from an earlier answer's encrypted reasoning); `None` for any other
+/// block, whose signature means nothing to OpenAI.
+fn reasoning_item(block: &Value) -> Option<Value> {
+    let (id, encrypted) = responses::reasoning_of_signature(block["signature"].as_str()?)?;
+    let summary = match block["thinking"].as_str().filter(|t| !t.is_empty()) {
+        Some(text) => json!([{"type": "summary_text", "text": text}]),
+        None => json!([]),
+    };
+    Some(json!({"type": "reasoning", "id": id, "summary": summary, "encrypted_content": encrypted}))
 }
 
 /// A data URL (or the URL) of an Anthropic image block's source.
@@ -196,8 +218,16 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
                         "output": output,
                     }));
                 }
-                // Thinking blocks carry Anthropic signatures no other API
-                // can check; documents and the rest have no equivalent.
+                // Reasoning an OpenAI upstream gave goes back where it was
+                // (before the calls it led to); other thinking carries
+                // signatures no other API can check; documents and the rest
+                // have no equivalent.
+                Some("thinking") if role == "assistant" => {
+                    if let Some(item) = reasoning_item(&b) {
+                        flush(&mut parts, &mut input);
+                        input.push(item);
+                    }
+                }
                 other => tracing::debug!(block = ?other, "content block dropped in translation"),
             }
         }
@@ -222,6 +252,12 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
     }
     if let Some(e) = thinking_effort(v) {
         out.insert("reasoning".into(), json!({"effort": e, "summary": "auto"}));
+        // The reasoning comes back encrypted, carried in the thinking
+        // block's signature to the next turn.
+        out.insert(
+            "include".into(),
+            json!([responses::INCLUDE_ENCRYPTED_REASONING]),
+        );
     }
     // Stateless, as an Anthropic client expects: nothing kept upstream.
     out.insert("store".into(), false.into());
@@ -245,9 +281,17 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
         // the assistant message that called the tools.
         let mut tool_messages = Vec::new();
         let mut tool_images = Vec::new();
+        let mut reasoning = Vec::new();
         for b in blocks(m) {
             match b["type"].as_str() {
                 Some("text") => parts.push(json!({"type": "text", "text": b["text"]})),
+                // What a Chat server reasoned goes back to it; no other
+                // thinking means anything to it.
+                Some("thinking") if b["signature"] == chat::REASONING_SIGNATURE => {
+                    if let Some(t) = b["thinking"].as_str() {
+                        reasoning.push(t.to_string());
+                    }
+                }
                 Some("image") => {
                     if let Some(url) = image_url(&b) {
                         parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
@@ -283,6 +327,9 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
             let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { text.join("").into() }});
             if !tool_calls.is_empty() {
                 msg["tool_calls"] = tool_calls.into();
+            }
+            if !reasoning.is_empty() {
+                msg["reasoning_content"] = reasoning.concat().into();
             }
             if !msg["content"].is_null() || msg.get("tool_calls").is_some() {
                 messages.push(msg);
@@ -387,6 +434,7 @@ mod tests {
                 "stream": true,
                 "user": "u-1",
                 "reasoning": {"effort": "medium", "summary": "auto"},
+                "include": ["reasoning.encrypted_content"],
                 "store": false,
             })
         );
@@ -522,5 +570,57 @@ mod tests {
             out["messages"][1],
             json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAA"}}]})
         );
+    }
+
+    /// A thinking block carrying a Responses reasoning item goes back as
+    /// that item, where it was (before the call it led to); thinking that
+    /// only Anthropic (or nobody) can check is left out, and only a Chat
+    /// server's own reasoning goes back to a Chat server.
+    #[test]
+    fn reasoning_goes_back_to_the_upstream_that_gave_it() {
+        let sig = responses::reasoning_signature("rs_7", "gAAAAB.enc");
+        let r = json!({"model": "m", "max_tokens": 100, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should list.", "signature": sig},
+                {"type": "thinking", "thinking": "signed by Anthropic", "signature": "EqQBCkYIBxgCKkA"},
+                {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                {"type": "thinking", "thinking": "from DeepSeek", "signature": chat::REASONING_SIGNATURE},
+                {"type": "text", "text": "Listing."},
+                {"type": "tool_use", "id": "t1", "name": "ls", "input": {}},
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
+        ]});
+        let out = to_responses(&r, "gpt-5", &ToolNames::default());
+        assert_eq!(
+            out["input"][1],
+            json!({"type": "reasoning", "id": "rs_7", "summary": [{"type": "summary_text", "text": "I should list."}], "encrypted_content": "gAAAAB.enc"})
+        );
+        assert_eq!(out["input"][2]["type"], "message");
+        assert_eq!(out["input"][3]["type"], "function_call");
+        assert_eq!(out["input"].as_array().map(Vec::len), Some(5), "{out}");
+        let out = to_chat(&r, "deepseek-reasoner", &ToolNames::default());
+        assert_eq!(out["messages"][1]["reasoning_content"], "from DeepSeek");
+        assert_eq!(out["messages"][1]["tool_calls"][0]["id"], "t1");
+    }
+
+    /// Adaptive thinking's effort is OpenAI's reasoning effort; thinking
+    /// asks for the reasoning back encrypted, with nothing stored.
+    #[test]
+    fn adaptive_thinking_maps_to_an_effort() {
+        let mut r = json!({"model": "m", "max_tokens": 100, "messages": [],
+            "thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}});
+        let out = to_responses(&r, "gpt-5", &ToolNames::default());
+        assert_eq!(out["reasoning"]["effort"], "low");
+        assert_eq!(out["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(out["store"], false);
+        r["output_config"]["effort"] = "max".into();
+        assert_eq!(
+            to_chat(&r, "m", &ToolNames::default())["reasoning_effort"],
+            "high"
+        );
+        r["thinking"] = json!({"type": "disabled"});
+        let out = to_responses(&r, "gpt-5", &ToolNames::default());
+        assert!(out.get("include").is_none() && out.get("reasoning").is_none());
     }
 }

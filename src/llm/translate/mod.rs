@@ -20,6 +20,7 @@ mod chat_in;
 mod compose;
 mod errors;
 mod messages_out;
+pub mod native;
 mod responses_client;
 mod responses_in;
 pub mod tokens;
@@ -74,11 +75,18 @@ const PAIRS: [(Api, Api, Pair); 6] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Untranslatable;
 
-/// Tool names an upstream would refuse as too long, by the short form sent
-/// in their place: found in the client's request, used to shorten its
-/// names on the way up and to restore them in the answer.
+/// What the answer's translation needs to know of the client's request:
+/// tool names an upstream would refuse as too long, by the short form sent
+/// in their place (used to shorten the client's names on the way up and to
+/// restore them in the answer); Codex's freeform (`custom`) tools, whose
+/// calls go back as `custom_tool_call`s; and whether the client set its own
+/// output limit (only then is an answer cut at it `incomplete`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolNames(Vec<(String, String)>);
+pub struct ToolNames {
+    short: Vec<(String, String)>,
+    custom: Vec<String>,
+    client_limit: bool,
+}
 
 impl ToolNames {
     /// The long names of a Messages request (its tools, its tool choice,
@@ -105,13 +113,22 @@ impl ToolNames {
                 }
             }
         }
-        ToolNames(names)
+        ToolNames {
+            short: names,
+            ..ToolNames::default()
+        }
+    }
+
+    /// Whether `name` is one of the client's freeform tools.
+    pub fn is_custom(&self, name: &Value) -> bool {
+        name.as_str()
+            .is_some_and(|n| self.custom.iter().any(|c| c == n))
     }
 
     /// The name to send upstream.
     pub fn short(&self, name: &Value) -> Value {
         match name.as_str() {
-            Some(n) => match self.0.iter().find(|(_, long)| long == n) {
+            Some(n) => match self.short.iter().find(|(_, long)| long == n) {
                 Some((short, _)) => short.as_str().into(),
                 None => name.clone(),
             },
@@ -122,7 +139,7 @@ impl ToolNames {
     /// The client's name for one the upstream answered with.
     pub fn original(&self, name: &Value) -> Value {
         match name.as_str() {
-            Some(n) => match self.0.iter().find(|(short, _)| short == n) {
+            Some(n) => match self.short.iter().find(|(short, _)| short == n) {
                 Some((_, long)) => long.as_str().into(),
                 None => name.clone(),
             },
@@ -218,10 +235,7 @@ impl Pair {
                 let names = ToolNames::of_messages_request(&v);
                 (messages_out::to_chat(&v, model, &names), names)
             }
-            Pair::ResponsesToMessages => (
-                responses_client::to_messages(&v, model)?,
-                ToolNames::default(),
-            ),
+            Pair::ResponsesToMessages => responses_client::to_messages(&v, model)?,
             Pair::ChatToMessages => (chat_client::to_messages(&v, model)?, ToolNames::default()),
             Pair::ChatToResponses => compose::chat_to_responses(&v, model)?,
             Pair::ResponsesToChat => compose::responses_to_chat(&v, model)?,
@@ -249,14 +263,16 @@ impl Pair {
         let out = match self {
             Pair::MessagesToResponses => responses_in::whole(&v, client_model, names)?,
             Pair::MessagesToChat => chat_in::whole(&v, client_model, names)?,
-            Pair::ResponsesToMessages => responses_client::whole(&v, client_model)?,
+            Pair::ResponsesToMessages => responses_client::whole(&v, client_model, names)?,
             Pair::ChatToMessages => chat_client::whole(&v, client_model)?,
             Pair::ChatToResponses => {
                 chat_client::whole(&responses_in::whole(&v, client_model, names)?, client_model)?
             }
-            Pair::ResponsesToChat => {
-                responses_client::whole(&chat_in::whole(&v, client_model, names)?, client_model)?
-            }
+            Pair::ResponsesToChat => responses_client::whole(
+                &chat_in::whole(&v, client_model, names)?,
+                client_model,
+                names,
+            )?,
         };
         Some(Bytes::from(out.to_string()))
     }
@@ -280,7 +296,7 @@ impl Pair {
             }
             Pair::MessagesToChat => Stream::FromChat(chat_in::Stream::new(client_model, names)),
             Pair::ResponsesToMessages => {
-                Stream::ToResponses(responses_client::Stream::new(client_model))
+                Stream::ToResponses(responses_client::Stream::new(client_model, names))
             }
             Pair::ChatToMessages => Stream::ToChat(chat_client::Stream::new(client_model)),
             Pair::ChatToResponses => Stream::ToChatFromResponses(
@@ -288,8 +304,8 @@ impl Pair {
                 chat_client::Stream::new(client_model),
             ),
             Pair::ResponsesToChat => Stream::ToResponsesFromChat(
-                chat_in::Stream::new(client_model, names),
-                Box::new(responses_client::Stream::new(client_model)),
+                chat_in::Stream::new(client_model, names.clone()),
+                Box::new(responses_client::Stream::new(client_model, names)),
             ),
         }
     }
@@ -645,8 +661,14 @@ mod tests {
         assert_eq!(c["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
 
         let chat = br#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi","tool_calls":[{"id":"t","type":"function","function":{"name":"ls","arguments":"{}"}}]},"finish_reason":"length"}],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#;
+        // Cut at the limit Codex set: incomplete (at none of Codex's, it
+        // would be reported complete).
+        let limited = ToolNames {
+            client_limit: true,
+            ..ToolNames::default()
+        };
         let out = Pair::ResponsesToChat
-            .response(chat, "gpt-5-codex", &ToolNames::default())
+            .response(chat, "gpt-5-codex", &limited)
             .expect("answer");
         let r: Value = serde_json::from_slice(&out).expect("json");
         assert_eq!(r["object"], "response");

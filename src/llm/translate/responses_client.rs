@@ -8,10 +8,19 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::{TranslateError, errors, text_of};
+use super::{ToolNames, TranslateError, errors, text_of};
 use crate::wire::{Usage, anthropic, responses, sse};
 
-/// What Anthropic requires and a Responses request may leave out.
+/// The room for the answer itself when Codex sets no `max_output_tokens`
+/// (Anthropic requires `max_tokens`): the thinking budget comes on top,
+/// and the model's own maximum caps the sum.
+const DEFAULT_ANSWER_TOKENS: u64 = 16_384;
+
+/// The single string property a freeform tool's text travels in.
+const CUSTOM_INPUT: &str = "input";
+
+/// What Anthropic requires and a Chat Completions request may leave out
+/// (a Chat client on Anthropic).
 pub(super) const DEFAULT_MAX_TOKENS: u64 = 8192;
 
 /// A reasoning effort → a thinking budget.
@@ -22,6 +31,72 @@ pub(super) fn budget(effort: &str) -> Option<u64> {
         "medium" => Some(8192),
         _ => Some(24576),
     }
+}
+
+/// A thinking block restored into the assistant turn: after the turn's
+/// other thinking, before its text and calls (a tool-use continuation
+/// must start with thinking).
+fn push_thinking(messages: &mut Vec<Value>, block: Value) {
+    if let Some(last) = messages.last_mut()
+        && last["role"] == "assistant"
+        && let Some(content) = last["content"].as_array_mut()
+    {
+        let at = content
+            .iter()
+            .position(|b| !anthropic::is_thinking(b))
+            .unwrap_or(content.len());
+        content.insert(at, block);
+        return;
+    }
+    messages.push(json!({"role": "assistant", "content": [block]}));
+}
+
+/// A freeform tool (`{type: "custom", name, description, format}`, Codex's
+/// `apply_patch`) as an Anthropic tool taking one string, the format's
+/// grammar in its description.
+fn custom_tool(t: &Value) -> Value {
+    let mut about = String::from("The tool's whole input, as free text.");
+    if let Some(grammar) = t["format"]["definition"].as_str() {
+        let syntax = t["format"]["syntax"].as_str().unwrap_or("grammar");
+        about.push_str(&format!(" It must match this {syntax} grammar:\n{grammar}"));
+    }
+    json!({
+        "name": t["name"],
+        "description": t["description"].as_str().unwrap_or(""),
+        "input_schema": {
+            "type": "object",
+            "properties": {CUSTOM_INPUT: {"type": "string", "description": about}},
+            "required": [CUSTOM_INPUT],
+        },
+    })
+}
+
+/// A tool call's output → a `tool_result` block.
+fn tool_result(item: &Value) -> Value {
+    let content = match &item["output"] {
+        Value::String(s) => json!(s),
+        other => Value::Array(content_blocks(other)),
+    };
+    json!({"type": "tool_result", "tool_use_id": item["call_id"], "content": content})
+}
+
+/// A reasoning effort and the client's limit → (`max_tokens`, thinking
+/// budget): the budget at least Anthropic's minimum and below
+/// `max_tokens`, the sum within what the model takes; no thinking when
+/// the model's limit leaves no room for it.
+fn limits(model: &str, client_limit: Option<u64>, effort: Option<u64>) -> (u64, Option<u64>) {
+    let cap = anthropic::max_output_tokens(model);
+    let min = anthropic::MIN_THINKING_BUDGET;
+    let wanted = match (client_limit, effort) {
+        (Some(n), Some(b)) => n.max(b.saturating_add(min)),
+        (Some(n), None) => n,
+        (None, b) => DEFAULT_ANSWER_TOKENS.saturating_add(b.unwrap_or(0)),
+    };
+    let max_tokens = wanted.clamp(1, cap);
+    let budget = effort
+        .map(|b| b.min(max_tokens.saturating_sub(min)))
+        .filter(|b| *b >= min);
+    (max_tokens, budget)
 }
 
 /// Anthropic wants user and assistant turns to alternate: consecutive
@@ -67,8 +142,8 @@ fn content_blocks(content: &Value) -> Vec<Value> {
     }
 }
 
-/// Responses → Messages.
-pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
+/// Responses → Messages, and what the answer's translation needs to know.
+pub fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut system: Vec<String> = v["instructions"]
@@ -121,37 +196,48 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
                     json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": input}),
                 );
             }
-            "function_call_output" => {
-                let content = match &item["output"] {
-                    Value::String(s) => json!(s),
-                    other => Value::Array(content_blocks(other)),
-                };
-                push(
-                    &mut messages,
-                    "user",
-                    json!({"type": "tool_result", "tool_use_id": item["call_id"], "content": content}),
-                );
+            "custom_tool_call" => push(
+                &mut messages,
+                "assistant",
+                json!({"type": "tool_use", "id": item["call_id"], "name": item["name"],
+                    "input": {CUSTOM_INPUT: item["input"].as_str().unwrap_or_default()}}),
+            ),
+            "function_call_output" | "custom_tool_call_output" => {
+                push(&mut messages, "user", tool_result(item));
             }
-            // Reasoning items carry OpenAI's encrypted state, which an
-            // Anthropic model cannot read; other item kinds have no
-            // equivalent.
+            // Thinking weir gave Codex goes back exactly as Anthropic signed
+            // it; OpenAI's own encrypted reasoning means nothing here.
+            "reasoning" => match item["encrypted_content"]
+                .as_str()
+                .and_then(responses::block_of_content)
+            {
+                Some(block) => push_thinking(&mut messages, block),
+                None => tracing::debug!("foreign reasoning item dropped in translation"),
+            },
+            // Other item kinds have no equivalent.
             other => tracing::debug!(item = other, "input item dropped in translation"),
         }
     }
     if !system.is_empty() {
         out.insert("system".into(), system.join("\n\n").into());
     }
+    let continuation_ok = starts_with_thinking_where_needed(&messages);
     out.insert("messages".into(), messages.into());
+    let mut names = ToolNames::default();
     if let Some(tools) = v["tools"].as_array() {
         let tools: Vec<Value> = tools
             .iter()
-            .filter(|t| t["type"] == "function")
-            .map(|t| {
-                json!({
+            .filter_map(|t| match t["type"].as_str() {
+                Some("function") => Some(json!({
                     "name": t["name"],
                     "description": t["description"].as_str().unwrap_or(""),
                     "input_schema": if t["parameters"].is_object() { t["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
-                })
+                })),
+                Some("custom") => {
+                    names.custom.extend(t["name"].as_str().map(str::to_string));
+                    Some(custom_tool(t))
+                }
+                _ => None,
             })
             .collect();
         if !tools.is_empty() {
@@ -162,7 +248,12 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
         Value::String(s) if s == "required" => Some(json!({"type": "any"})),
         Value::String(s) if s == "none" => Some(json!({"type": "none"})),
         Value::String(s) if s == "auto" => Some(json!({"type": "auto"})),
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+        Value::Object(o)
+            if matches!(
+                o.get("type").and_then(Value::as_str),
+                Some("function" | "custom")
+            ) =>
+        {
             Some(json!({"type": "tool", "name": o.get("name").cloned().unwrap_or(Value::Null)}))
         }
         _ => None,
@@ -176,14 +267,20 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
     {
         out.insert("tool_choice".into(), c);
     }
-    let mut max_tokens = v["max_output_tokens"]
-        .as_u64()
-        .unwrap_or(DEFAULT_MAX_TOKENS);
-    let thinking = v["reasoning"]["effort"].as_str().and_then(budget);
+    let client_limit = v["max_output_tokens"].as_u64();
+    names.client_limit = client_limit.is_some();
+    let (max_tokens, thinking) = limits(
+        model,
+        client_limit,
+        v["reasoning"]["effort"].as_str().and_then(budget),
+    );
+    // With thinking on, Anthropic refuses a tool-use continuation whose
+    // assistant turn does not start with thinking (Codex's history from
+    // another vendor, or from a turn without reasoning): thinking is
+    // turned off for that request instead.
+    let thinking = thinking.filter(|_| continuation_ok);
     if let Some(b) = thinking {
-        // The budget must be below max_tokens, and thinking takes no
-        // sampling parameters.
-        max_tokens = max_tokens.max(b.saturating_add(1024));
+        // Thinking takes no sampling parameters.
         out.insert(
             "thinking".into(),
             json!({"type": "enabled", "budget_tokens": b}),
@@ -202,7 +299,31 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
     if let Some(user) = v["user"].as_str() {
         out.insert("metadata".into(), json!({"user_id": user}));
     }
-    Ok(Value::Object(out))
+    Ok((Value::Object(out), names))
+}
+
+/// Whether a tool-use continuation (the last turn gives tool results)
+/// follows an assistant turn that starts with thinking, as Anthropic
+/// requires with thinking on.
+pub(super) fn starts_with_thinking_where_needed(messages: &[Value]) -> bool {
+    let continues = messages.last().is_some_and(|m| {
+        m["role"] == "user"
+            && m["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    });
+    let Some(last) = messages.iter().rev().find(|m| m["role"] == "assistant") else {
+        return true;
+    };
+    if !continues {
+        return true;
+    }
+    let blocks = last["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let calls = blocks.iter().any(|b| b["type"] == "tool_use");
+    !calls || blocks.first().is_some_and(anthropic::is_thinking)
 }
 
 /// An output item being built from one Anthropic content block.
@@ -215,8 +336,22 @@ struct Item {
 
 enum ItemKind {
     Message,
-    Function { call_id: Value, name: Value },
-    Reasoning,
+    Function {
+        call_id: Value,
+        name: Value,
+    },
+    /// A call of a freeform tool: its text is the JSON of the Anthropic
+    /// input (`{"input": …}`) until the block ends.
+    Custom {
+        call_id: Value,
+        name: Value,
+    },
+    /// Thinking, with what carries it to the next turn: the signature
+    /// (filled by `signature_delta`) or a redacted block's data.
+    Reasoning {
+        signature: String,
+        redacted: Option<Value>,
+    },
 }
 
 impl Item {
@@ -232,14 +367,41 @@ impl Item {
                 "id": self.id, "type": "function_call", "status": status,
                 "call_id": call_id, "name": name, "arguments": self.text,
             }),
-            ItemKind::Reasoning => json!({
-                "id": self.id, "type": "reasoning",
-                "summary": if status == "completed" {
-                    json!([{"type": "summary_text", "text": self.text}])
-                } else { json!([]) },
+            ItemKind::Custom { call_id, name } => json!({
+                "id": self.id, "type": "custom_tool_call", "status": status,
+                "call_id": call_id, "name": name, "input": custom_input(&self.text),
             }),
+            ItemKind::Reasoning {
+                signature,
+                redacted,
+            } => {
+                let mut item = json!({
+                    "id": self.id, "type": "reasoning",
+                    "summary": if status == "completed" && redacted.is_none() {
+                        json!([{"type": "summary_text", "text": self.text}])
+                    } else { json!([]) },
+                });
+                if status == "completed" {
+                    let block = match redacted {
+                        Some(data) => json!({"type": "redacted_thinking", "data": data}),
+                        None => {
+                            json!({"type": "thinking", "thinking": self.text, "signature": signature})
+                        }
+                    };
+                    item["encrypted_content"] = responses::block_content(&block).into();
+                }
+                item
+            }
         }
     }
+}
+
+/// The text of a freeform tool call from the JSON of its Anthropic input.
+fn custom_input(json: &str) -> String {
+    serde_json::from_str::<Value>(json)
+        .ok()
+        .and_then(|v| v[CUSTOM_INPUT].as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 pub struct Stream {
@@ -253,11 +415,14 @@ pub struct Stream {
     stop_reason: Option<String>,
     usage: Usage,
     finished: bool,
+    /// The request's freeform tools and whether Codex set a limit.
+    names: ToolNames,
 }
 
 impl Stream {
-    pub fn new(model: &str) -> Self {
+    pub fn new(model: &str, names: ToolNames) -> Self {
         Stream {
+            names,
             model: model.to_string(),
             id: "resp_translated".into(),
             created_at: std::time::SystemTime::now()
@@ -314,6 +479,13 @@ impl Stream {
                 let output_index = self.done.len();
                 let (prefix, kind) = match block["type"].as_str() {
                     Some("text") => ("msg", ItemKind::Message),
+                    Some("tool_use") if self.names.is_custom(&block["name"]) => (
+                        "ctc",
+                        ItemKind::Custom {
+                            call_id: block["id"].clone(),
+                            name: block["name"].clone(),
+                        },
+                    ),
                     Some("tool_use") => (
                         "fc",
                         ItemKind::Function {
@@ -321,7 +493,20 @@ impl Stream {
                             name: block["name"].clone(),
                         },
                     ),
-                    Some("thinking") => ("rs", ItemKind::Reasoning),
+                    Some("thinking") => (
+                        "rs",
+                        ItemKind::Reasoning {
+                            signature: block["signature"].as_str().unwrap_or_default().into(),
+                            redacted: None,
+                        },
+                    ),
+                    Some("redacted_thinking") => (
+                        "rs",
+                        ItemKind::Reasoning {
+                            signature: String::new(),
+                            redacted: Some(block["data"].clone()),
+                        },
+                    ),
                     _ => return,
                 };
                 let item = Item {
@@ -341,13 +526,13 @@ impl Stream {
                         e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
                         self.emit("response.content_part.added", e, out);
                     }
-                    ItemKind::Reasoning => {
+                    ItemKind::Reasoning { redacted: None, .. } => {
                         let mut e = r;
                         e["summary_index"] = 0.into();
                         e["part"] = json!({"type": "summary_text", "text": ""});
                         self.emit("response.reasoning_summary_part.added", e, out);
                     }
-                    ItemKind::Function { .. } => {}
+                    _ => {}
                 }
                 self.current = Some(item);
             }
@@ -357,7 +542,7 @@ impl Stream {
                 };
                 let d = &v["delta"];
                 let mut e = self.item_ref(&item);
-                let piece = match (d["type"].as_str(), &item.kind) {
+                let piece = match (d["type"].as_str(), &mut item.kind) {
                     (Some("text_delta"), ItemKind::Message) => {
                         e["content_index"] = 0.into();
                         e["logprobs"] = json!([]);
@@ -367,7 +552,17 @@ impl Stream {
                         "response.function_call_arguments.delta",
                         d["partial_json"].as_str(),
                     )),
-                    (Some("thinking_delta"), ItemKind::Reasoning) => {
+                    (Some("input_json_delta"), ItemKind::Custom { .. }) => {
+                        // Its text is sent whole when the block ends.
+                        item.text
+                            .push_str(d["partial_json"].as_str().unwrap_or_default());
+                        None
+                    }
+                    (Some("signature_delta"), ItemKind::Reasoning { signature, .. }) => {
+                        signature.push_str(d["signature"].as_str().unwrap_or_default());
+                        None
+                    }
+                    (Some("thinking_delta"), ItemKind::Reasoning { .. }) => {
                         e["summary_index"] = 0.into();
                         Some((
                             "response.reasoning_summary_text.delta",
@@ -406,7 +601,19 @@ impl Stream {
                         e["arguments"] = item.text.clone().into();
                         self.emit("response.function_call_arguments.done", e, out);
                     }
-                    ItemKind::Reasoning => {
+                    ItemKind::Custom { .. } => {
+                        let input = custom_input(&item.text);
+                        let mut e = r.clone();
+                        e["delta"] = input.clone().into();
+                        self.emit("response.custom_tool_call_input.delta", e, out);
+                        let mut e = r;
+                        e["input"] = input.into();
+                        self.emit("response.custom_tool_call_input.done", e, out);
+                    }
+                    ItemKind::Reasoning {
+                        redacted: Some(_), ..
+                    } => {}
+                    ItemKind::Reasoning { .. } => {
                         let mut e = r.clone();
                         e["summary_index"] = 0.into();
                         e["text"] = item.text.clone().into();
@@ -445,7 +652,9 @@ impl Stream {
             return;
         }
         self.finished = true;
-        if self.stop_reason.as_deref() == Some("max_tokens") {
+        // Cut at a limit Codex did not set, the answer is whole as far as
+        // Codex knows: an incomplete turn it would retry.
+        if self.stop_reason.as_deref() == Some("max_tokens") && self.names.client_limit {
             let mut r = self.response("incomplete");
             r["incomplete_details"] = json!({"reason": "max_output_tokens"});
             self.emit("response.incomplete", json!({"response": r}), out);
@@ -457,7 +666,7 @@ impl Stream {
 }
 
 /// A whole Messages object → a Responses object.
-pub fn whole(v: &Value, model: &str) -> Option<Value> {
+pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let content = v["content"].as_array()?;
     let id = format!("resp_{}", v["id"].as_str().unwrap_or("translated"));
     let mut output = Vec::new();
@@ -467,6 +676,11 @@ pub fn whole(v: &Value, model: &str) -> Option<Value> {
                 "id": format!("msg_{id}_{n}"), "type": "message", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": b["text"], "annotations": []}],
             })),
+            Some("tool_use") if names.is_custom(&b["name"]) => output.push(json!({
+                "id": format!("ctc_{id}_{n}"), "type": "custom_tool_call", "status": "completed",
+                "call_id": b["id"], "name": b["name"],
+                "input": b["input"][CUSTOM_INPUT].as_str().unwrap_or_default(),
+            })),
             Some("tool_use") => output.push(json!({
                 "id": format!("fc_{id}_{n}"), "type": "function_call", "status": "completed",
                 "call_id": b["id"], "name": b["name"], "arguments": b["input"].to_string(),
@@ -474,11 +688,16 @@ pub fn whole(v: &Value, model: &str) -> Option<Value> {
             Some("thinking") => output.push(json!({
                 "id": format!("rs_{id}_{n}"), "type": "reasoning",
                 "summary": [{"type": "summary_text", "text": b["thinking"]}],
+                "encrypted_content": responses::block_content(b),
+            })),
+            Some("redacted_thinking") => output.push(json!({
+                "id": format!("rs_{id}_{n}"), "type": "reasoning", "summary": [],
+                "encrypted_content": responses::block_content(b),
             })),
             _ => {}
         }
     }
-    let incomplete = v["stop_reason"] == "max_tokens";
+    let incomplete = v["stop_reason"] == "max_tokens" && names.client_limit;
     Some(json!({
         "id": id,
         "object": "response",
@@ -524,7 +743,8 @@ mod tests {
             "include": ["reasoning.encrypted_content"],
             "temperature": 0.5,
         });
-        let out = to_messages(&req, "claude-sonnet-4").expect("translated");
+        let (out, names) = to_messages(&req, "claude-sonnet-4").expect("translated");
+        assert!(!names.client_limit);
         assert_eq!(
             out,
             json!({
@@ -546,14 +766,18 @@ mod tests {
                 "tools": [{"name": "shell", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "array"}}}}],
                 "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
                 "thinking": {"type": "enabled", "budget_tokens": 8192},
-                "max_tokens": 9216,
+                "max_tokens": 24576,
                 "stream": true,
             })
         );
     }
 
     fn run(events: &[(&str, Value)]) -> Vec<(String, Value)> {
-        let mut s = Stream::new("gpt-5-codex");
+        run_with(ToolNames::default(), events)
+    }
+
+    fn run_with(names: ToolNames, events: &[(&str, Value)]) -> Vec<(String, Value)> {
+        let mut s = Stream::new("gpt-5-codex", names);
         let mut out = Vec::new();
         for (name, data) in events {
             s.event(Some(name), &data.to_string(), &mut out);
@@ -651,14 +875,21 @@ mod tests {
 
     #[test]
     fn max_tokens_is_incomplete_and_an_error_fails_the_response() {
-        let out = run(&[
-            ("message_start", json!({"message": {"id": "m"}})),
-            (
-                "message_delta",
-                json!({"delta": {"stop_reason": "max_tokens"}}),
-            ),
-            ("message_stop", json!({})),
-        ]);
+        let limited = ToolNames {
+            client_limit: true,
+            ..ToolNames::default()
+        };
+        let out = run_with(
+            limited,
+            &[
+                ("message_start", json!({"message": {"id": "m"}})),
+                (
+                    "message_delta",
+                    json!({"delta": {"stop_reason": "max_tokens"}}),
+                ),
+                ("message_stop", json!({})),
+            ],
+        );
         let last = &out.last().expect("terminal").1;
         assert_eq!(last["type"], "response.incomplete");
         assert_eq!(
@@ -680,7 +911,7 @@ mod tests {
     #[test]
     fn a_whole_message_becomes_a_response() {
         let m = json!({"id": "msg_9", "content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "t", "name": "ls", "input": {"a": 1}}], "stop_reason": "tool_use", "usage": {"input_tokens": 2, "output_tokens": 3}});
-        let r = whole(&m, "gpt").expect("response");
+        let r = whole(&m, "gpt", &ToolNames::default()).expect("response");
         assert_eq!(r["status"], "completed");
         assert_eq!(r["output"][1]["arguments"], "{\"a\":1}");
         assert_eq!(r["usage"]["total_tokens"], 5);
@@ -736,5 +967,250 @@ mod tests {
         let last = &out.last().expect("terminal").1;
         assert_eq!(last["type"], "response.failed");
         assert_eq!(last["response"]["error"]["code"], "context_length_exceeded");
+    }
+
+    fn ev(kind: &str, mut data: Value) -> (String, Value) {
+        data["type"] = kind.into();
+        (kind.to_string(), data)
+    }
+
+    /// Thinking Anthropic signed reaches Codex as a reasoning item whose
+    /// encrypted content carries the block; Codex sends it back, and the
+    /// block is restored exactly, in front of the call it led to, so the
+    /// signature check and the tool-use continuation rule pass.
+    #[test]
+    fn thinking_goes_to_codex_and_comes_back_signed() {
+        let events = [
+            ev("message_start", json!({"message": {"id": "m1"}})),
+            ev(
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "thinking_delta", "thinking": "List first."}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCkYIBxgC"}}),
+            ),
+            ev("content_block_stop", json!({"index": 0})),
+            ev(
+                "content_block_start",
+                json!({"index": 1, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgB"}}),
+            ),
+            ev("content_block_stop", json!({"index": 1})),
+            ev(
+                "content_block_start",
+                json!({"index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {}}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 2, "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
+            ),
+            ev("content_block_stop", json!({"index": 2})),
+            ev(
+                "message_delta",
+                json!({"delta": {"stop_reason": "tool_use"}}),
+            ),
+            ev("message_stop", json!({})),
+        ];
+        let refs: Vec<(&str, Value)> = events
+            .iter()
+            .map(|(n, d)| (n.as_str(), d.clone()))
+            .collect();
+        let out = run(&refs);
+        let done = &out.last().expect("terminal").1["response"]["output"];
+        assert_eq!(done[0]["type"], "reasoning");
+        assert_eq!(done[0]["summary"][0]["text"], "List first.");
+        assert!(done[0]["encrypted_content"].is_string(), "{done}");
+        assert_eq!(done[1]["summary"], json!([]));
+
+        let mut input = vec![json!({"type": "message", "role": "user", "content": "list"})];
+        input.extend(done.as_array().expect("output").iter().cloned());
+        input
+            .push(json!({"type": "function_call_output", "call_id": "toolu_1", "output": "a.txt"}));
+        let req = json!({"model": "gpt-5", "input": input, "reasoning": {"effort": "low"}});
+        let (out, _) = to_messages(&req, "claude-sonnet-4-5").expect("translated");
+        assert_eq!(
+            out["messages"][1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "List first.", "signature": "EqQBCkYIBxgC"},
+                {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {}},
+            ])
+        );
+        assert_eq!(out["thinking"]["type"], "enabled");
+
+        let m = json!({"id": "m", "content": [
+            {"type": "thinking", "thinking": "t", "signature": "s"},
+            {"type": "redacted_thinking", "data": "d"},
+        ], "stop_reason": "end_turn"});
+        let r = whole(&m, "gpt", &ToolNames::default()).expect("response");
+        for (n, block) in [(0, &m["content"][0]), (1, &m["content"][1])] {
+            let enc = r["output"][n]["encrypted_content"]
+                .as_str()
+                .expect("carried");
+            assert_eq!(responses::block_of_content(enc).as_ref(), Some(block));
+        }
+    }
+
+    /// A tool-use continuation whose assistant turn has no thinking Anthropic
+    /// signed (OpenAI's encrypted reasoning, or none) is sent with thinking
+    /// off rather than refused.
+    #[test]
+    fn a_continuation_without_signed_thinking_turns_thinking_off() {
+        let req = json!({"model": "gpt-5", "reasoning": {"effort": "high"}, "input": [
+            {"type": "message", "role": "user", "content": "list"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-openai"},
+            {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "a"},
+        ]});
+        let (out, _) = to_messages(&req, "claude-sonnet-4").expect("translated");
+        assert!(out.get("thinking").is_none(), "{out}");
+        assert_eq!(out["messages"][1]["content"][0]["type"], "tool_use");
+        // A new user turn after the answer is no continuation: thinking stays.
+        let mut req = req;
+        let input = req["input"].as_array_mut().expect("input");
+        input.push(json!({"type": "message", "role": "assistant", "content": "One file."}));
+        input.push(json!({"type": "message", "role": "user", "content": "now what?"}));
+        let (out, _) = to_messages(&req, "claude-sonnet-4").expect("translated");
+        assert_eq!(out["thinking"]["type"], "enabled");
+    }
+
+    /// Without Codex's own limit, `max_tokens` is sized for the model and
+    /// the thinking budget, and an answer cut there is complete as far as
+    /// Codex knows (it retries an incomplete turn).
+    #[test]
+    fn limits_are_sized_for_the_model_and_incomplete_only_at_codexs_own() {
+        assert_eq!(
+            limits("claude-sonnet-4-5", None, Some(8192)),
+            (24_576, Some(8192))
+        );
+        assert_eq!(limits("claude-sonnet-4", None, None), (16_384, None));
+        assert_eq!(
+            limits("claude-opus-4-1-20250805", None, Some(24_576)),
+            (32_000, Some(24_576))
+        );
+        assert_eq!(
+            limits("claude-3-5-haiku-latest", None, Some(24_576)),
+            (8_192, Some(7_168))
+        );
+        assert_eq!(
+            limits("claude-sonnet-4", Some(100), Some(2048)),
+            (3_072, Some(2048))
+        );
+        assert_eq!(limits("claude-sonnet-4", Some(1), None), (1, None));
+        for model in ["claude-3-haiku", "claude-opus-4-6", "other"] {
+            for limit in [None, Some(0), Some(1), Some(1500), Some(u64::MAX)] {
+                for effort in [None, Some(2048), Some(24_576)] {
+                    let (max, budget) = limits(model, limit, effort);
+                    assert!(max >= 1 && max <= crate::wire::anthropic::max_output_tokens(model));
+                    if let Some(b) = budget {
+                        assert!(b >= 1024 && b < max, "{model} {limit:?} {effort:?}");
+                    }
+                }
+            }
+        }
+        let cut = [
+            ("message_start", json!({"message": {"id": "m"}})),
+            (
+                "message_delta",
+                json!({"delta": {"stop_reason": "max_tokens"}}),
+            ),
+            ("message_stop", json!({})),
+        ];
+        let out = run(&cut);
+        let last = &out.last().expect("terminal").1;
+        assert_eq!(last["type"], "response.completed");
+        let m = json!({"id": "m", "content": [], "stop_reason": "max_tokens"});
+        let r = whole(&m, "gpt", &ToolNames::default()).expect("response");
+        assert_eq!(r["status"], "completed");
+    }
+
+    /// Codex's freeform `apply_patch`: a one-string tool for Claude, its
+    /// calls back as `custom_tool_call`s (whole and streamed), and the
+    /// history's custom calls and outputs as tool_use / tool_result.
+    #[test]
+    fn freeform_tools_travel_as_one_string() {
+        let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
+        let req = json!({"model": "gpt-5-codex", "max_output_tokens": 4000,
+        "tools": [{"type": "custom", "name": "apply_patch", "description": "Edit files.",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch"}}],
+        "tool_choice": {"type": "custom", "name": "apply_patch"},
+        "input": [
+            {"type": "message", "role": "user", "content": "add a.txt"},
+            {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": patch},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done"},
+        ]});
+        let (out, names) = to_messages(&req, "claude-sonnet-4").expect("translated");
+        let tool = &out["tools"][0];
+        assert_eq!(tool["name"], "apply_patch");
+        assert_eq!(tool["input_schema"]["required"], json!(["input"]));
+        assert!(
+            tool["input_schema"]["properties"]["input"]["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("start: begin_patch"))
+        );
+        assert_eq!(
+            out["tool_choice"],
+            json!({"type": "tool", "name": "apply_patch"})
+        );
+        assert_eq!(
+            out["messages"][1]["content"][0],
+            json!({"type": "tool_use", "id": "c1", "name": "apply_patch", "input": {"input": patch}})
+        );
+        assert_eq!(
+            out["messages"][2]["content"][0],
+            json!({"type": "tool_result", "tool_use_id": "c1", "content": "Done"})
+        );
+        assert!(names.client_limit);
+
+        let arguments = json!({"input": patch}).to_string();
+        let (a, b) = arguments.split_at(10);
+        let out = run_with(
+            names.clone(),
+            &[
+                ("message_start", json!({"message": {"id": "m"}})),
+                (
+                    "content_block_start",
+                    json!({"index": 0, "content_block": {"type": "tool_use", "id": "toolu_9", "name": "apply_patch", "input": {}}}),
+                ),
+                (
+                    "content_block_delta",
+                    json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": a}}),
+                ),
+                (
+                    "content_block_delta",
+                    json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": b}}),
+                ),
+                ("content_block_stop", json!({"index": 0})),
+                (
+                    "message_delta",
+                    json!({"delta": {"stop_reason": "tool_use"}}),
+                ),
+                ("message_stop", json!({})),
+            ],
+        );
+        let kinds: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            kinds[2..6],
+            [
+                "response.output_item.added",
+                "response.custom_tool_call_input.delta",
+                "response.custom_tool_call_input.done",
+                "response.output_item.done",
+            ]
+        );
+        assert_eq!(out[2].1["item"]["type"], "custom_tool_call");
+        assert_eq!(out[3].1["delta"], patch);
+        assert_eq!(
+            out[5].1["item"],
+            json!({"id": "ctc_resp_m_0", "type": "custom_tool_call", "status": "completed", "call_id": "toolu_9", "name": "apply_patch", "input": patch})
+        );
+        let m = json!({"id": "m", "content": [{"type": "tool_use", "id": "t", "name": "apply_patch", "input": {"input": patch}}], "stop_reason": "tool_use"});
+        let r = whole(&m, "gpt", &names).expect("response");
+        assert_eq!(r["output"][0]["type"], "custom_tool_call");
+        assert_eq!(r["output"][0]["input"], patch);
     }
 }

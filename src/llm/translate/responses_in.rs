@@ -27,6 +27,19 @@ fn message_id(response: &Value) -> String {
     format!("msg_{}", response["id"].as_str().unwrap_or("translated"))
 }
 
+/// The second half of the key of a reasoning item's thinking block (a
+/// tool call's is `u64::MAX`, a text part's its content index).
+const REASONING: u64 = u64::MAX - 1;
+
+/// The signature of the thinking block made from a reasoning item: its
+/// encrypted content, carried to the next turn, or weir's mark.
+fn reasoning_signature(item: &Value) -> String {
+    match item["encrypted_content"].as_str().filter(|e| !e.is_empty()) {
+        Some(e) => responses::reasoning_signature(item["id"].as_str().unwrap_or_default(), e),
+        None => responses::SUMMARY_SIGNATURE.to_string(),
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Text,
@@ -80,6 +93,18 @@ impl Stream {
     }
 
     fn open(&mut self, key: (u64, u64), kind: Kind, block: Value, out: &mut Vec<Bytes>) {
+        // A reasoning item a server never finished (no `output_item.done`)
+        // ends where the next block starts: Anthropic's blocks never
+        // interleave.
+        let thinking: Vec<(u64, u64)> = self
+            .open
+            .iter()
+            .filter(|(_, b)| b.kind == Kind::Thinking)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in thinking {
+            self.close(k, out);
+        }
         let index = self.next_index;
         self.next_index += 1;
         out.push(sse::event(
@@ -113,6 +138,22 @@ impl Stream {
                 &json!({"type": "content_block_stop", "index": b.index}),
             ));
         }
+    }
+
+    /// The thinking block of reasoning item `output_index`, opened if it
+    /// is not.
+    fn thinking(&mut self, output_index: u64, out: &mut Vec<Bytes>) -> (u64, u64) {
+        let key = (output_index, REASONING);
+        if !self.open.contains_key(&key) {
+            self.start(&Value::Null, out);
+            self.open(
+                key,
+                Kind::Thinking,
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                out,
+            );
+        }
+        key
     }
 
     fn finish(&mut self, response: &Value, out: &mut Vec<Bytes>) {
@@ -151,7 +192,13 @@ impl Stream {
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
+                // Servers that are not OpenAI's may send no
+                // `content_part.added`: the first delta opens the block.
                 let key = (at("output_index"), at("content_index"));
+                if !self.open.contains_key(&key) {
+                    self.start(&Value::Null, out);
+                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
+                }
                 self.delta(key, json!({"type": "text_delta", "text": v["delta"]}), out);
             }
             "response.content_part.done" => {
@@ -178,6 +225,18 @@ impl Stream {
             }
             "response.output_item.done" if v["item"]["type"] == "function_call" => {
                 let key = (at("output_index"), u64::MAX);
+                if !self.open.contains_key(&key) {
+                    // No `output_item.added` came: the call arrives whole.
+                    self.start(&Value::Null, out);
+                    self.used_tools = true;
+                    let item = &v["item"];
+                    self.open(
+                        key,
+                        Kind::Tool,
+                        json!({"type": "tool_use", "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
+                        out,
+                    );
+                }
                 if let Some(b) = self.open.get(&key)
                     && b.kind == Kind::Tool
                     && !b.streamed
@@ -192,26 +251,68 @@ impl Stream {
                 }
                 self.close(key, out);
             }
+            // One thinking block per reasoning item, its summary parts
+            // joined, closed when the item is done: only then does the
+            // encrypted reasoning its signature carries arrive. A reasoning
+            // item with nothing to show or carry still gives one (empty,
+            // signed `weir.s1`): sent back, it marks the turn as another
+            // vendor's, which is what lets a later native request to
+            // Anthropic be rewritten (thinking off) rather than refused.
+            "response.output_item.added" if v["item"]["type"] == "reasoning" => {
+                self.thinking(at("output_index"), out);
+            }
             "response.reasoning_summary_part.added" => {
-                self.start(&Value::Null, out);
-                let key = (at("output_index"), at("summary_index"));
-                self.open(
-                    key,
-                    Kind::Thinking,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                    out,
-                );
+                let key = self.thinking(at("output_index"), out);
+                if at("summary_index") > 0 {
+                    self.delta(
+                        key,
+                        json!({"type": "thinking_delta", "thinking": "\n\n"}),
+                        out,
+                    );
+                }
             }
             "response.reasoning_summary_text.delta" => {
-                let key = (at("output_index"), at("summary_index"));
+                let key = self.thinking(at("output_index"), out);
                 self.delta(
                     key,
                     json!({"type": "thinking_delta", "thinking": v["delta"]}),
                     out,
                 );
             }
-            "response.reasoning_summary_part.done" => {
-                self.close((at("output_index"), at("summary_index")), out)
+            "response.output_item.done" if v["item"]["type"] == "reasoning" => {
+                let item = &v["item"];
+                let key = (at("output_index"), REASONING);
+                let summary = super::text_of(&item["summary"]);
+                let signature = reasoning_signature(item);
+                if !self.open.contains_key(&key) {
+                    if summary.is_empty() && signature == responses::SUMMARY_SIGNATURE {
+                        return;
+                    }
+                    self.thinking(key.0, out);
+                }
+                if self.open.get(&key).is_some_and(|b| !b.streamed) && !summary.is_empty() {
+                    self.delta(
+                        key,
+                        json!({"type": "thinking_delta", "thinking": summary}),
+                        out,
+                    );
+                }
+                self.delta(
+                    key,
+                    json!({"type": "signature_delta", "signature": signature}),
+                    out,
+                );
+                self.close(key, out);
+            }
+            "response.output_item.done" if v["item"]["type"] == "message" => {
+                // Parts a server left open (no `content_part.done`).
+                let item = at("output_index");
+                let mut left: Vec<(u64, u64)> =
+                    self.open.keys().filter(|k| k.0 == item).copied().collect();
+                left.sort_by_key(|k| self.open[k].index);
+                for k in left {
+                    self.close(k, out);
+                }
             }
             "response.completed" | "response.incomplete" => self.finish(&v["response"], out),
             "response.failed" => {
@@ -263,9 +364,9 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
             }
             Some("reasoning") => {
                 let text = super::text_of(&item["summary"]);
-                if !text.is_empty() {
-                    content.push(json!({"type": "thinking", "thinking": text, "signature": ""}));
-                }
+                let signature = reasoning_signature(item);
+                // Even empty: the mark of another vendor's turn (see the stream).
+                content.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
             }
             _ => {}
         }
@@ -451,6 +552,7 @@ mod tests {
             out[3].1["delta"],
             json!({"type": "thinking_delta", "thinking": "Think"})
         );
+        assert_eq!(names(&out)[4], "content_block_stop");
         // The open text block is closed before the end.
         assert_eq!(
             names(&out)[5..],
@@ -556,12 +658,139 @@ mod tests {
             whole(&v, "claude", &ToolNames::default()).expect("message"),
             json!({"id": "msg_resp_2", "type": "message", "role": "assistant", "model": "claude",
                 "content": [
-                    {"type": "thinking", "thinking": "plan", "signature": ""},
+                    {"type": "thinking", "thinking": "plan", "signature": "weir.s1"},
                     {"type": "text", "text": "Hi"},
                     {"type": "tool_use", "id": "c1", "name": "ls", "input": {"d": 1}},
                 ],
                 "stop_reason": "tool_use", "stop_sequence": null,
                 "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
         );
+    }
+
+    /// A reasoning item's summary and encrypted content become one thinking
+    /// block whose signature carries the item to the next turn.
+    #[test]
+    fn encrypted_reasoning_rides_in_the_signature() {
+        let out = run(&[
+            ("response.created", json!({"response": {"id": "r"}})),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}}),
+            ),
+            (
+                "response.reasoning_summary_part.added",
+                json!({"output_index": 0, "summary_index": 0}),
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                json!({"output_index": 0, "summary_index": 0, "delta": "One."}),
+            ),
+            (
+                "response.reasoning_summary_part.done",
+                json!({"output_index": 0, "summary_index": 0}),
+            ),
+            (
+                "response.reasoning_summary_part.added",
+                json!({"output_index": 0, "summary_index": 1}),
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                json!({"output_index": 0, "summary_index": 1, "delta": "Two."}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA=="}}),
+            ),
+            (
+                "response.completed",
+                json!({"response": {"id": "r", "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+            ),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        let thinking: String = out[3..6]
+            .iter()
+            .filter_map(|(_, e)| e["delta"]["thinking"].as_str())
+            .collect();
+        assert_eq!(thinking, "One.\n\nTwo.");
+        let signature = out[6].1["delta"]["signature"].as_str().expect("signature");
+        assert_eq!(
+            responses::reasoning_of_signature(signature),
+            Some(("rs_1".to_string(), "gAAA=="))
+        );
+
+        let v = json!({"id": "r", "output": [
+            {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "enc"},
+            {"type": "message", "content": [{"type": "output_text", "text": "Hi"}]},
+        ]});
+        let m = whole(&v, "claude", &ToolNames::default()).expect("message");
+        let bare =
+            json!({"id": "r", "output": [{"type": "reasoning", "id": "rs_3", "summary": []}]});
+        let bare = whole(&bare, "claude", &ToolNames::default()).expect("message");
+        assert_eq!(
+            bare["content"],
+            json!([{"type": "thinking", "thinking": "", "signature": "weir.s1"}]),
+            "the mark of another vendor's turn"
+        );
+        assert_eq!(m["content"][0]["thinking"], "");
+        let signature = m["content"][0]["signature"].as_str().expect("signature");
+        assert_eq!(
+            responses::reasoning_of_signature(signature),
+            Some(("rs_2".to_string(), "enc"))
+        );
+    }
+
+    /// Servers that are not OpenAI's skip `content_part.added` and
+    /// `output_item.added`: the Messages stream is still whole.
+    #[test]
+    fn a_stream_without_the_added_events_is_still_valid() {
+        let out = run(&[
+            ("response.created", json!({"response": {"id": "r"}})),
+            (
+                "response.output_text.delta",
+                json!({"output_index": 0, "content_index": 0, "delta": "Hi"}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": {"type": "message", "content": []}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 1, "item": {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}}),
+            ),
+            ("response.completed", json!({"response": {"id": "r"}})),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(out[2].1["content_block"]["type"], "text");
+        assert_eq!(out[5].1["content_block"]["id"], "c1");
+        assert_eq!(out[6].1["delta"]["partial_json"], "{}");
+        assert_eq!(out[8].1["delta"]["stop_reason"], "tool_use");
     }
 }
