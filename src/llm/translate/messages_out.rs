@@ -346,7 +346,10 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
             } else {
                 Value::Array(parts)
             };
-            messages.push(json!({"role": "user", "content": content}));
+            // Claude Code's per-turn instructions (a `system` turn, under
+            // its beta) stay instructions, not words of the user's.
+            let role = if role == "system" { "system" } else { "user" };
+            messages.push(json!({"role": role, "content": content}));
         }
     }
     out.insert("messages".into(), messages.into());
@@ -371,6 +374,20 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_system_turn_among_the_messages_stays_a_system_message_on_chat() {
+        let r = json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "system", "content": [{"type": "text", "text": "Be brief from here on."}]},
+            {"role": "user", "content": "and?"},
+        ]});
+        let out = to_chat(&r, "m", &ToolNames::default());
+        assert_eq!(
+            out["messages"][1],
+            json!({"role": "system", "content": "Be brief from here on."})
+        );
+    }
 
     /// Every block type and tool shape Claude Code sends.
     fn request() -> Value {
