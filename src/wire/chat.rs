@@ -129,3 +129,9 @@ pub fn chunk(id: &str, created: u64, model: &str, choices: Value) -> Value {
 pub(super) fn in_band_error(message: &str) -> Bytes {
     sse::data(&super::openai::error_value("server_error", None, message))
 }
+
+/// `response_format` for answers following `schema` (not `strict`, as for
+/// Responses' `text.format`).
+pub fn response_format(schema: &Value) -> Value {
+    serde_json::json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+}

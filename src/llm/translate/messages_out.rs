@@ -303,6 +303,9 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
             json!([responses::INCLUDE_ENCRYPTED_REASONING]),
         );
     }
+    if let Some(schema) = anthropic::output_schema(v) {
+        out.insert("text".into(), responses::text_format(schema));
+    }
     // Stateless, as an Anthropic client expects: nothing kept upstream.
     out.insert("store".into(), false.into());
     Value::Object(out)
@@ -407,6 +410,9 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
     }
     if let Some(e) = thinking_effort(v) {
         out.insert("reasoning_effort".into(), e.into());
+    }
+    if let Some(schema) = anthropic::output_schema(v) {
+        out.insert("response_format".into(), chat::response_format(schema));
     }
     Value::Object(out)
 }
@@ -667,6 +673,26 @@ mod tests {
             out["messages"][3],
             json!({"role": "user", "content": [file]})
         );
+    }
+
+    #[test]
+    fn structured_output_maps_to_text_format_and_response_format() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false});
+        for r in [
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "output_config": {"format": {"type": "json_schema", "schema": schema}}}),
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "output_format": {"type": "json_schema", "schema": schema}}),
+        ] {
+            let out = to_responses(&r, "m", &ToolNames::default());
+            assert_eq!(
+                out["text"],
+                json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
+            );
+            let out = to_chat(&r, "m", &ToolNames::default());
+            assert_eq!(
+                out["response_format"],
+                json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+            );
+        }
     }
 
     /// A thinking block carrying a Responses reasoning item goes back as

@@ -299,6 +299,13 @@ pub fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), Transla
     if let Some(user) = v["user"].as_str() {
         out.insert("metadata".into(), json!({"user_id": user}));
     }
+    // `codex exec --output-schema`.
+    if let Some(schema) = responses::output_schema(v) {
+        out.insert(
+            "output_config".into(),
+            json!({"format": anthropic::output_format(schema)}),
+        );
+    }
     Ok((Value::Object(out), names))
 }
 
@@ -1131,6 +1138,26 @@ mod tests {
     /// Codex's freeform `apply_patch`: a one-string tool for Claude, its
     /// calls back as `custom_tool_call`s (whole and streamed), and the
     /// history's custom calls and outputs as tool_use / tool_result.
+    #[test]
+    fn an_output_schema_becomes_output_config_format() {
+        let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false});
+        let req = json!({"model": "gpt-5", "input": "check", "text": {"format": {"type": "json_schema", "name": "codex_output_schema", "schema": schema, "strict": true}}});
+        let (out, _) = to_messages(&req, "claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            out["output_config"],
+            json!({"format": {"type": "json_schema", "schema": schema}})
+        );
+        let plain =
+            json!({"model": "gpt-5", "input": "check", "text": {"format": {"type": "text"}}});
+        assert!(
+            to_messages(&plain, "claude-sonnet-4-5")
+                .unwrap()
+                .0
+                .get("output_config")
+                .is_none()
+        );
+    }
+
     #[test]
     fn freeform_tools_travel_as_one_string() {
         let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
