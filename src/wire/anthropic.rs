@@ -344,3 +344,12 @@ pub fn output_schema(v: &Value) -> Option<&Value> {
 pub fn output_format(schema: &Value) -> Value {
     json!({"type": "json_schema", "schema": schema})
 }
+
+/// Marks `block` as the end of a cached prefix (prompt caching: at most 4
+/// such breakpoints in a request; platform.claude.com/docs/en/
+/// build-with-claude/prompt-caching).
+pub fn mark_cache_breakpoint(block: &mut Value) {
+    if let Some(b) = block.as_object_mut() {
+        b.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    }
+}
