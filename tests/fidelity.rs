@@ -691,6 +691,20 @@ async fn codex_on_anthropic_streamed() {
     .await;
 }
 
+/// Codex's `prompt_cache_key` becomes breakpoints on its stable prefix
+/// (system, tools, the history before the newest turn), within the API's 4.
+#[tokio::test]
+async fn codex_on_anthropic_marks_its_prompt_for_caching() {
+    let up = emulator(ProviderApi::Anthropic).await;
+    let weir = weir_over("openai", &[(&up, "anthropic")]).await;
+    round_trip(Client::Codex, &weir, codex_request(true), &[&up]).await;
+    let journal = up.journal();
+    let marks = |b: &Value| b.to_string().matches("\"cache_control\"").count();
+    assert_eq!(marks(&journal[0].body), 2, "{}", journal[0].body);
+    assert_eq!(marks(&journal[1].body), 3, "{}", journal[1].body);
+    assert!(journal[1].body["system"][0]["cache_control"].is_object());
+}
+
 #[tokio::test]
 async fn codex_on_anthropic_whole() {
     pair(

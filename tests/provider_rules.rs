@@ -224,6 +224,23 @@ async fn anthropic_refuses_unknown_parameters_and_takes_claude_codes() {
 }
 
 #[tokio::test]
+async fn anthropic_takes_at_most_4_cache_breakpoints() {
+    let p = spawn(ProviderApi::Anthropic).await;
+    let eph = json!({"type": "ephemeral"});
+    let block = json!({"type": "text", "text": "x", "cache_control": eph});
+    let four = json!({"system": [block, block], "messages": [{"role": "user", "content": [block, block]}]});
+    accepted(&p, &claude(four)).await;
+    let five = json!({"system": [block, block, block], "messages": [{"role": "user", "content": [block, block]}]});
+    refused(
+        &p,
+        &claude(five),
+        400,
+        &["A maximum of 4 blocks with cache_control may be provided. Found 5."],
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn anthropic_max_tokens_is_required_and_positive() {
     let p = spawn(ProviderApi::Anthropic).await;
     refused(
