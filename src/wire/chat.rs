@@ -135,3 +135,11 @@ pub(super) fn in_band_error(message: &str) -> Bytes {
 pub fn response_format(schema: &Value) -> Value {
     serde_json::json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
 }
+
+/// The JSON schema of a `json_schema` `response_format`, when the request
+/// asks for structured output.
+pub fn output_schema(v: &Value) -> Option<&Value> {
+    let f = &v["response_format"];
+    (f["type"] == "json_schema" && f["json_schema"]["schema"].is_object())
+        .then_some(&f["json_schema"]["schema"])
+}
