@@ -595,6 +595,22 @@ async fn claude_code_probe_on_anthropic() {
     probe(ProviderApi::Anthropic, "anthropic").await;
 }
 
+/// Claude Code's structured output (an optional property included) is
+/// taken by a strict Responses API.
+#[tokio::test]
+async fn claude_code_structured_output_on_responses() {
+    let up = emulator(ProviderApi::Responses).await;
+    let weir = weir_over("anthropic", &[(&up, "openai_responses")]).await;
+    let mut first = Client::ClaudeCode.first(true, false);
+    first["output_config"]["format"] = json!({"type": "json_schema", "schema":
+        {"type": "object", "properties": {"said": {"type": "string"}}, "additionalProperties": false}});
+    round_trip(Client::ClaudeCode, &weir, first, &[&up]).await;
+    assert_eq!(
+        up.journal()[0].body["text"]["format"]["type"],
+        "json_schema"
+    );
+}
+
 #[tokio::test]
 async fn claude_code_on_responses_streamed() {
     pair(

@@ -241,6 +241,31 @@ async fn anthropic_takes_at_most_4_cache_breakpoints() {
 }
 
 #[tokio::test]
+async fn responses_text_format_needs_a_name_and_a_strict_schema_unless_not_strict() {
+    let p = spawn(ProviderApi::Responses).await;
+    let loose = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    refused(
+        &p,
+        &codex(json!({"text": {"format": {"type": "json_schema", "schema": loose}}})),
+        400,
+        &["text.format.name"],
+    )
+    .await;
+    refused(
+        &p,
+        &codex(json!({"text": {"format": {"type": "json_schema", "name": "o", "schema": loose, "strict": true}}})),
+        400,
+        &["Invalid schema for response_format 'o'"],
+    )
+    .await;
+    accepted(
+        &p,
+        &codex(json!({"text": {"format": {"type": "json_schema", "name": "o", "schema": loose, "strict": false}}})),
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn anthropic_max_tokens_is_required_and_positive() {
     let p = spawn(ProviderApi::Anthropic).await;
     refused(
