@@ -595,6 +595,22 @@ async fn claude_code_probe_on_anthropic() {
     probe(ProviderApi::Anthropic, "anthropic").await;
 }
 
+/// Claude Code's structured output (an optional property included) is
+/// taken by a strict Responses API.
+#[tokio::test]
+async fn claude_code_structured_output_on_responses() {
+    let up = emulator(ProviderApi::Responses).await;
+    let weir = weir_over("anthropic", &[(&up, "openai_responses")]).await;
+    let mut first = Client::ClaudeCode.first(true, false);
+    first["output_config"]["format"] = json!({"type": "json_schema", "schema":
+        {"type": "object", "properties": {"said": {"type": "string"}}, "additionalProperties": false}});
+    round_trip(Client::ClaudeCode, &weir, first, &[&up]).await;
+    assert_eq!(
+        up.journal()[0].body["text"]["format"]["type"],
+        "json_schema"
+    );
+}
+
 #[tokio::test]
 async fn claude_code_on_responses_streamed() {
     pair(
@@ -689,6 +705,20 @@ async fn codex_on_anthropic_streamed() {
         true,
     )
     .await;
+}
+
+/// Codex's `prompt_cache_key` becomes breakpoints on its stable prefix
+/// (system, tools, the history before the newest turn), within the API's 4.
+#[tokio::test]
+async fn codex_on_anthropic_marks_its_prompt_for_caching() {
+    let up = emulator(ProviderApi::Anthropic).await;
+    let weir = weir_over("openai", &[(&up, "anthropic")]).await;
+    round_trip(Client::Codex, &weir, codex_request(true), &[&up]).await;
+    let journal = up.journal();
+    let marks = |b: &Value| b.to_string().matches("\"cache_control\"").count();
+    assert_eq!(marks(&journal[0].body), 2, "{}", journal[0].body);
+    assert_eq!(marks(&journal[1].body), 3, "{}", journal[1].body);
+    assert!(journal[1].body["system"][0]["cache_control"].is_object());
 }
 
 #[tokio::test]

@@ -224,6 +224,48 @@ async fn anthropic_refuses_unknown_parameters_and_takes_claude_codes() {
 }
 
 #[tokio::test]
+async fn anthropic_takes_at_most_4_cache_breakpoints() {
+    let p = spawn(ProviderApi::Anthropic).await;
+    let eph = json!({"type": "ephemeral"});
+    let block = json!({"type": "text", "text": "x", "cache_control": eph});
+    let four = json!({"system": [block, block], "messages": [{"role": "user", "content": [block, block]}]});
+    accepted(&p, &claude(four)).await;
+    let five = json!({"system": [block, block, block], "messages": [{"role": "user", "content": [block, block]}]});
+    refused(
+        &p,
+        &claude(five),
+        400,
+        &["A maximum of 4 blocks with cache_control may be provided. Found 5."],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn responses_text_format_needs_a_name_and_a_strict_schema_unless_not_strict() {
+    let p = spawn(ProviderApi::Responses).await;
+    let loose = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    refused(
+        &p,
+        &codex(json!({"text": {"format": {"type": "json_schema", "schema": loose}}})),
+        400,
+        &["text.format.name"],
+    )
+    .await;
+    refused(
+        &p,
+        &codex(json!({"text": {"format": {"type": "json_schema", "name": "o", "schema": loose, "strict": true}}})),
+        400,
+        &["Invalid schema for response_format 'o'"],
+    )
+    .await;
+    accepted(
+        &p,
+        &codex(json!({"text": {"format": {"type": "json_schema", "name": "o", "schema": loose, "strict": false}}})),
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn anthropic_max_tokens_is_required_and_positive() {
     let p = spawn(ProviderApi::Anthropic).await;
     refused(

@@ -327,3 +327,29 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
         "last_id": data.last().map(|d| d["id"].clone()),
     })
 }
+
+/// The JSON schema a request constrains its answer to: `output_config.format`
+/// (structured outputs, generally available; platform.claude.com/docs/en/
+/// build-with-claude/structured-outputs), or `output_format`, the same
+/// object under the earlier `structured-outputs-2025-11-13` beta.
+pub fn output_schema(v: &Value) -> Option<&Value> {
+    [&v["output_config"]["format"], &v["output_format"]]
+        .into_iter()
+        .find(|f| f["type"] == "json_schema")
+        .map(|f| &f["schema"])
+        .filter(|s| s.is_object())
+}
+
+/// `output_config.format` for answers constrained to `schema`.
+pub fn output_format(schema: &Value) -> Value {
+    json!({"type": "json_schema", "schema": schema})
+}
+
+/// Marks `block` as the end of a cached prefix (prompt caching: at most 4
+/// such breakpoints in a request; platform.claude.com/docs/en/
+/// build-with-claude/prompt-caching).
+pub fn mark_cache_breakpoint(block: &mut Value) {
+    if let Some(b) = block.as_object_mut() {
+        b.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    }
+}

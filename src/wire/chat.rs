@@ -129,3 +129,17 @@ pub fn chunk(id: &str, created: u64, model: &str, choices: Value) -> Value {
 pub(super) fn in_band_error(message: &str) -> Bytes {
     sse::data(&super::openai::error_value("server_error", None, message))
 }
+
+/// `response_format` for answers following `schema` (not `strict`, as for
+/// Responses' `text.format`).
+pub fn response_format(schema: &Value) -> Value {
+    serde_json::json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+}
+
+/// The JSON schema of a `json_schema` `response_format`, when the request
+/// asks for structured output.
+pub fn output_schema(v: &Value) -> Option<&Value> {
+    let f = &v["response_format"];
+    (f["type"] == "json_schema" && f["json_schema"]["schema"].is_object())
+        .then_some(&f["json_schema"]["schema"])
+}

@@ -195,3 +195,16 @@ pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
     out.extend_from_slice(&sse::event("response.failed", &failed));
     Bytes::from(out)
 }
+
+/// The JSON schema of `text.format` (`{type: "json_schema", name, schema,
+/// strict}`), when the request asks for structured output.
+pub fn output_schema(v: &Value) -> Option<&Value> {
+    let f = &v["text"]["format"];
+    (f["type"] == "json_schema" && f["schema"].is_object()).then_some(&f["schema"])
+}
+
+/// `text` for answers following `schema`. Not `strict`: strict mode
+/// refuses schemas with optional properties, which Anthropic's accept.
+pub fn text_format(schema: &Value) -> Value {
+    json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
+}

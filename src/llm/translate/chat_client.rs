@@ -219,9 +219,16 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
     if let Some(user) = v["user"].as_str().or(v["safety_identifier"].as_str()) {
         out.insert("metadata".into(), json!({"user_id": user}));
     }
-    if v.get("response_format")
+    if let Some(schema) = chat::output_schema(v) {
+        out.insert(
+            "output_config".into(),
+            json!({"format": anthropic::output_format(schema)}),
+        );
+    } else if v
+        .get("response_format")
         .is_some_and(|f| f["type"] != "text")
     {
+        // JSON mode (`json_object`) has no schema to give Anthropic.
         tracing::debug!("response_format dropped: the Messages API has no equivalent");
     }
     Ok(Value::Object(out))
@@ -666,6 +673,17 @@ mod tests {
         assert_eq!(
             json_of(&out[out.len() - 2])["usage"]["completion_tokens"],
             30
+        );
+    }
+
+    #[test]
+    fn a_json_schema_response_format_becomes_output_config_format() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false});
+        let req = json!({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": true}}});
+        let out = to_messages(&req, "claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            out["output_config"],
+            json!({"format": {"type": "json_schema", "schema": schema}})
         );
     }
 

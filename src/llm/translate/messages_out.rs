@@ -67,16 +67,65 @@ fn tool_result_text(block: &Value) -> String {
     }
 }
 
-fn tool_result_images(block: &Value) -> Vec<String> {
+/// The OpenAI part for an Anthropic `image` or `document` block, or None
+/// when it has none (a URL document on Chat, which takes files inline
+/// only; an unknown source). A plain-text document is its text; a PDF is
+/// a file part with a data URL and a filename (OpenAI's file inputs:
+/// platform.openai.com/docs/guides/pdf-files — `input_file` with
+/// `file_data`+`filename` or `file_url` on Responses, a `file` part with
+/// `file.file_data`+`file.filename` on Chat).
+fn media_part(block: &Value, api: Api) -> Option<Value> {
+    match block["type"].as_str()? {
+        "image" => {
+            let url = image_url(block)?;
+            Some(match api {
+                Api::Responses => json!({"type": "input_image", "image_url": url}),
+                Api::Chat => json!({"type": "image_url", "image_url": {"url": url}}),
+            })
+        }
+        "document" => {
+            let src = &block["source"];
+            let text_kind = match api {
+                Api::Responses => "input_text",
+                Api::Chat => "text",
+            };
+            match src["type"].as_str()? {
+                "text" => Some(json!({"type": text_kind, "text": src["data"].as_str()?})),
+                "content" => {
+                    let text = text_of(&src["content"]);
+                    Some(json!({"type": text_kind, "text": text}))
+                }
+                "base64" => {
+                    let data = format!(
+                        "data:{};base64,{}",
+                        src["media_type"].as_str()?,
+                        src["data"].as_str()?
+                    );
+                    let filename = block["title"].as_str().unwrap_or("document.pdf");
+                    Some(match api {
+                        Api::Responses => {
+                            json!({"type": "input_file", "filename": filename, "file_data": data})
+                        }
+                        Api::Chat => {
+                            json!({"type": "file", "file": {"filename": filename, "file_data": data}})
+                        }
+                    })
+                }
+                "url" if api == Api::Responses => {
+                    Some(json!({"type": "input_file", "file_url": src["url"].as_str()?}))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The images and documents of a tool result, as `api`'s parts.
+fn tool_result_media(block: &Value, api: Api) -> Vec<Value> {
     block["content"]
         .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter(|p| p["type"] == "image")
-                .filter_map(image_url)
-                .collect()
-        })
+        .map(|parts| parts.iter().filter_map(|p| media_part(p, api)).collect())
         .unwrap_or_default()
 }
 
@@ -183,11 +232,10 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
                     };
                     parts.push(json!({"type": kind, "text": b["text"]}));
                 }
-                Some("image") => {
-                    if let Some(url) = image_url(&b) {
-                        parts.push(json!({"type": "input_image", "image_url": url}));
-                    }
-                }
+                Some("image" | "document") => match media_part(&b, Api::Responses) {
+                    Some(p) => parts.push(p),
+                    None => tracing::debug!("image or document without an equivalent dropped"),
+                },
                 Some("tool_use") => {
                     flush(&mut parts, &mut input);
                     input.push(json!({
@@ -200,16 +248,12 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
                 Some("tool_result") => {
                     flush(&mut parts, &mut input);
                     let text = tool_result_text(&b);
-                    let images = tool_result_images(&b);
-                    let output = if images.is_empty() {
+                    let media = tool_result_media(&b, Api::Responses);
+                    let output = if media.is_empty() {
                         Value::String(text)
                     } else {
                         let mut o = vec![json!({"type": "input_text", "text": text})];
-                        o.extend(
-                            images
-                                .into_iter()
-                                .map(|u| json!({"type": "input_image", "image_url": u})),
-                        );
+                        o.extend(media);
                         Value::Array(o)
                     };
                     input.push(json!({
@@ -220,8 +264,8 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
                 }
                 // Reasoning an OpenAI upstream gave goes back where it was
                 // (before the calls it led to); other thinking carries
-                // signatures no other API can check; documents and the rest
-                // have no equivalent.
+                // signatures no other API can check; the rest has no
+                // equivalent.
                 Some("thinking") if role == "assistant" => {
                     if let Some(item) = reasoning_item(&b) {
                         flush(&mut parts, &mut input);
@@ -259,6 +303,9 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
             json!([responses::INCLUDE_ENCRYPTED_REASONING]),
         );
     }
+    if let Some(schema) = anthropic::output_schema(v) {
+        out.insert("text".into(), responses::text_format(schema));
+    }
     // Stateless, as an Anthropic client expects: nothing kept upstream.
     out.insert("store".into(), false.into());
     Value::Object(out)
@@ -292,11 +339,10 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
                         reasoning.push(t.to_string());
                     }
                 }
-                Some("image") => {
-                    if let Some(url) = image_url(&b) {
-                        parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
-                    }
-                }
+                Some("image" | "document") => match media_part(&b, Api::Chat) {
+                    Some(p) => parts.push(p),
+                    None => tracing::debug!("image or document without an equivalent dropped"),
+                },
                 Some("tool_use") => tool_calls.push(json!({
                     "id": b["id"],
                     "type": "function",
@@ -308,19 +354,16 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
                         "tool_call_id": b["tool_use_id"],
                         "content": tool_result_text(&b),
                     }));
-                    tool_images.extend(tool_result_images(&b));
+                    tool_images.extend(tool_result_media(&b, Api::Chat));
                 }
                 other => tracing::debug!(block = ?other, "content block dropped in translation"),
             }
         }
         messages.extend(tool_messages);
         if !tool_images.is_empty() {
-            // A tool message holds text only: its images follow as the user's.
-            let images: Vec<Value> = tool_images
-                .into_iter()
-                .map(|u| json!({"type": "image_url", "image_url": {"url": u}}))
-                .collect();
-            messages.push(json!({"role": "user", "content": images}));
+            // A tool message holds text only: its images and files follow
+            // as the user's.
+            messages.push(json!({"role": "user", "content": tool_images}));
         }
         if role == "assistant" {
             let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
@@ -367,6 +410,9 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
     }
     if let Some(e) = thinking_effort(v) {
         out.insert("reasoning_effort".into(), e.into());
+    }
+    if let Some(schema) = anthropic::output_schema(v) {
+        out.insert("response_format".into(), chat::response_format(schema));
     }
     Value::Object(out)
 }
@@ -587,6 +633,66 @@ mod tests {
             out["messages"][1],
             json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAA"}}]})
         );
+    }
+
+    #[test]
+    fn documents_become_file_inputs() {
+        let pdf = json!({"type": "document", "title": "spec.pdf", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0"}});
+        let url = json!({"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}});
+        let txt = json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "plain words"}});
+        let r = json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": [pdf, url, txt]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "here"}, pdf]}]},
+        ]});
+        let out = to_responses(&r, "m", &ToolNames::default());
+        assert_eq!(
+            out["input"][0]["content"],
+            json!([
+                {"type": "input_file", "filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0"},
+                {"type": "input_file", "file_url": "https://example.com/a.pdf"},
+                {"type": "input_text", "text": "plain words"},
+            ])
+        );
+        assert_eq!(
+            out["input"][2]["output"],
+            json!([
+                {"type": "input_text", "text": "here"},
+                {"type": "input_file", "filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0"},
+            ])
+        );
+        let out = to_chat(&r, "m", &ToolNames::default());
+        let file = json!({"type": "file", "file": {"filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0"}});
+        // Chat takes no file by URL: that one alone is left out.
+        assert_eq!(
+            out["messages"][0]["content"],
+            json!([file, {"type": "text", "text": "plain words"}])
+        );
+        assert_eq!(out["messages"][2]["content"], "here");
+        assert_eq!(
+            out["messages"][3],
+            json!({"role": "user", "content": [file]})
+        );
+    }
+
+    #[test]
+    fn structured_output_maps_to_text_format_and_response_format() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false});
+        for r in [
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "output_config": {"format": {"type": "json_schema", "schema": schema}}}),
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "output_format": {"type": "json_schema", "schema": schema}}),
+        ] {
+            let out = to_responses(&r, "m", &ToolNames::default());
+            assert_eq!(
+                out["text"],
+                json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
+            );
+            let out = to_chat(&r, "m", &ToolNames::default());
+            assert_eq!(
+                out["response_format"],
+                json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+            );
+        }
     }
 
     /// A thinking block carrying a Responses reasoning item goes back as

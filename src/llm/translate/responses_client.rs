@@ -299,7 +299,57 @@ pub fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), Transla
     if let Some(user) = v["user"].as_str() {
         out.insert("metadata".into(), json!({"user_id": user}));
     }
+    // Codex keys its prompt for OpenAI's automatic cache; Anthropic caches
+    // only up to marked breakpoints, so without them Codex's long, stable
+    // prefix would be paid in full every turn.
+    if v["prompt_cache_key"].is_string() {
+        cache_breakpoints(&mut out);
+    }
+    // `codex exec --output-schema`.
+    if let Some(schema) = responses::output_schema(v) {
+        out.insert(
+            "output_config".into(),
+            json!({"format": anthropic::output_format(schema)}),
+        );
+    }
     Ok((Value::Object(out), names))
+}
+
+/// Three cache breakpoints (of Anthropic's 4): the end of the system
+/// prompt, of the tool definitions, and of the history before the newest
+/// turn — the prefix that stays the same from one turn to the next.
+fn cache_breakpoints(out: &mut Map<String, Value>) {
+    if let Some(Value::String(text)) = out.get("system") {
+        let mut block = json!({"type": "text", "text": text});
+        anthropic::mark_cache_breakpoint(&mut block);
+        out.insert("system".into(), json!([block]));
+    }
+    if let Some(last) = out
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .and_then(|t| t.last_mut())
+    {
+        anthropic::mark_cache_breakpoint(last);
+    }
+    let Some(messages) = out.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let Some(before) = messages.len().checked_sub(2) else {
+        return;
+    };
+    let Some(m) = messages.get_mut(before) else {
+        return;
+    };
+    if let Value::String(text) = &m["content"] {
+        m["content"] = json!([{"type": "text", "text": text}]);
+    }
+    // A thinking block takes no cache_control: the last other block does.
+    if let Some(block) = m["content"]
+        .as_array_mut()
+        .and_then(|c| c.iter_mut().rev().find(|b| !anthropic::is_thinking(b)))
+    {
+        anthropic::mark_cache_breakpoint(block);
+    }
 }
 
 /// Whether a tool-use continuation (the last turn gives tool results)
@@ -1131,6 +1181,55 @@ mod tests {
     /// Codex's freeform `apply_patch`: a one-string tool for Claude, its
     /// calls back as `custom_tool_call`s (whole and streamed), and the
     /// history's custom calls and outputs as tool_use / tool_result.
+    #[test]
+    fn an_output_schema_becomes_output_config_format() {
+        let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false});
+        let req = json!({"model": "gpt-5", "input": "check", "text": {"format": {"type": "json_schema", "name": "codex_output_schema", "schema": schema, "strict": true}}});
+        let (out, _) = to_messages(&req, "claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            out["output_config"],
+            json!({"format": {"type": "json_schema", "schema": schema}})
+        );
+        let plain =
+            json!({"model": "gpt-5", "input": "check", "text": {"format": {"type": "text"}}});
+        assert!(
+            to_messages(&plain, "claude-sonnet-4-5")
+                .unwrap()
+                .0
+                .get("output_config")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_prompt_cache_key_marks_the_stable_prefix_for_anthropic() {
+        let req = json!({"model": "gpt-5", "instructions": "Be Codex.", "prompt_cache_key": "conv-1",
+        "tools": [
+            {"type": "function", "name": "a", "parameters": {"type": "object"}},
+            {"type": "function", "name": "b", "parameters": {"type": "object"}},
+        ],
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "first"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "second"}]},
+        ]});
+        let (out, _) = to_messages(&req, "claude-sonnet-4-5").unwrap();
+        let eph = json!({"type": "ephemeral"});
+        assert_eq!(
+            out["system"],
+            json!([{"type": "text", "text": "Be Codex.", "cache_control": eph}])
+        );
+        assert_eq!(out["tools"][1]["cache_control"], eph);
+        assert!(out["tools"][0].get("cache_control").is_none());
+        assert_eq!(out["messages"][1]["content"][0]["cache_control"], eph);
+        let text = out.to_string();
+        assert_eq!(text.matches("cache_control").count(), 3, "{text}");
+        let mut plain = req.clone();
+        plain.as_object_mut().unwrap().remove("prompt_cache_key");
+        let (out, _) = to_messages(&plain, "claude-sonnet-4-5").unwrap();
+        assert!(!out.to_string().contains("cache_control"));
+    }
+
     #[test]
     fn freeform_tools_travel_as_one_string() {
         let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";

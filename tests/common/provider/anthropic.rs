@@ -170,7 +170,30 @@ fn common(body: &Value, max_tokens: Option<u64>, system_turns: bool) -> Result<(
     let thinking = thinking(body, max_tokens)?;
     system(&body["system"])?;
     tools(&body["tools"])?;
+    cache_breakpoints(body)?;
     messages(&body["messages"], thinking, system_turns)
+}
+
+/// At most 4 `cache_control` breakpoints across system, tools and
+/// messages (prompt-caching guide: "You can define up to 4 cache
+/// breakpoints"); the API answers a fifth with this message.
+fn cache_breakpoints(body: &Value) -> Result<(), Rejection> {
+    let blocks = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let mut all = blocks(&body["system"]);
+    all.extend(blocks(&body["tools"]));
+    for m in blocks(&body["messages"]) {
+        all.extend(blocks(&m["content"]));
+    }
+    let found = all
+        .iter()
+        .filter(|b| b.get("cache_control").is_some())
+        .count();
+    if found > 4 {
+        return Err(Rejection::bad(format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {found}."
+        )));
+    }
+    Ok(())
 }
 
 /// The `thinking` setting; whether it is on.

@@ -112,7 +112,35 @@ pub(crate) fn validate(body: &Value, options: &Options) -> Result<(), Rejection>
         return Err(unsupported(param));
     }
     tools(&body["tools"])?;
+    text_format(&body["text"]["format"])?;
     input(&body["input"])
+}
+
+/// Structured output's `text.format`: a `json_schema` needs a `name`, and
+/// its schema the strict subset unless `strict: false` (structured-outputs
+/// guide, as for functions).
+fn text_format(f: &Value) -> Result<(), Rejection> {
+    if f["type"] != "json_schema" {
+        return Ok(());
+    }
+    if !f["name"].is_string() {
+        return Err(
+            Rejection::bad("Missing required parameter: 'text.format.name'.")
+                .param("text.format.name")
+                .code("missing_required_parameter"),
+        );
+    }
+    if f["strict"] != false
+        && let Err(detail) = strict_schema(&f["schema"], &mut Vec::new())
+    {
+        return Err(Rejection::bad(format!(
+            "Invalid schema for response_format '{}': {detail}",
+            f["name"].as_str().unwrap_or("")
+        ))
+        .param("text.format.schema")
+        .code("invalid_json_schema"));
+    }
+    Ok(())
 }
 
 fn tools(tools: &Value) -> Result<(), Rejection> {
