@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::hold::Held;
+
 /// When a server is taken out, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ejection {
@@ -59,17 +61,21 @@ pub(super) struct Health {
     until: Option<Instant>,
     /// Down by the active health check, until the check passes again.
     checked_down: bool,
+    /// Out on its own word, or for refusing connections.
+    pub(super) held: Held,
 }
 
 impl Health {
     pub(super) fn is_in(&self, now: Instant) -> bool {
-        !self.checked_down && self.until.is_none_or(|u| now >= u)
+        !self.checked_down && self.until.is_none_or(|u| now >= u) && self.held.is_in(now)
     }
 
-    /// When it comes back, if it is out for failing (a server the check
-    /// holds down has no known time).
+    /// When it comes back, if it is out for failing or held (a server the
+    /// check holds down has no known time).
     pub(super) fn out_until(&self, now: Instant) -> Option<Instant> {
-        self.until.filter(|u| *u > now)
+        let failing = self.until.filter(|u| *u > now);
+        let held = self.held.out(now).map(|(u, _)| u);
+        failing.max(held)
     }
 
     /// The active check's verdict; whether it changed.

@@ -17,6 +17,7 @@
 
 mod eject;
 mod ewma;
+mod hold;
 mod ring;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio::time::Instant;
 pub use eject::Ejection;
 use eject::Health;
 use ewma::PeakEwma;
+pub use hold::Reason;
 use ring::Ring;
 pub use ring::key;
 
@@ -201,8 +203,9 @@ impl<T> Group<T> {
         exclude: &[usize],
         now: Instant,
     ) -> Result<Pick<T>, AllOut> {
-        // A group of one is never out and has nothing to choose.
-        if self.servers.len() == 1 && exclude.is_empty() {
+        // A group of one is never out (unless held: it said so) and has
+        // nothing to choose.
+        if self.servers.len() == 1 && exclude.is_empty() && self.held(0, now).is_none() {
             return Ok(Pick::new(self.clone(), 0, now));
         }
         let eligible = self.eligible(exclude, now);
@@ -324,16 +327,20 @@ impl<T> Group<T> {
     /// Record how a request to `index` went.
     fn record(&self, index: usize, outcome: Outcome, now: Instant) -> Option<Change> {
         let s = self.servers.get(index)?;
+        // An answer ends a hold for refusing, whatever the group's size.
+        let unheld =
+            matches!(outcome, Outcome::Answered(_)) && s.health.locked().held.answered(now);
         // nginx's rule: a group of one is never taken out (there is
         // nothing to send its requests to instead), and has no choice
         // for the latency to inform.
         if self.servers.len() < 2 {
-            return None;
+            return unheld.then_some(Change::Back);
         }
         match outcome {
             Outcome::Answered(latency) => {
                 s.latency.locked().observe(latency, now);
-                s.health.locked().succeeded().then_some(Change::Back)
+                let back = s.health.locked().succeeded();
+                (back || unheld).then_some(Change::Back)
             }
             Outcome::Failed => {
                 // Counted before the server's own lock is taken: never two

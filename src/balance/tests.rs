@@ -305,3 +305,112 @@ async fn the_active_check_takes_a_server_out_past_the_cap_and_brings_it_back() {
         assert_eq!(g.pick(None, &[], now).expect("pick").index(), 1);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_takes_even_a_lone_server_out_until_its_time_and_an_answer_does_not_end_it() {
+    let lone = group(&[(1, false)], Policy::LeastInFlight, Ejection::default());
+    let now = Instant::now();
+    let mut early = lone.pick(None, &[], now).expect("in");
+    let until = now + Duration::from_secs(30);
+    assert_eq!(
+        lone.hold(0, until, Reason::RateLimited, now),
+        Some(Change::Out { until })
+    );
+    assert_eq!(lone.held(0, now), Some((until, Reason::RateLimited)));
+    assert_eq!(
+        lone.pick(None, &[], now).expect_err("held").until,
+        Some(until),
+        "the provider said so: a group of one is out too"
+    );
+    // A request sent before the hold answers: the hold stands.
+    assert_eq!(early.finish(Outcome::Answered(Duration::ZERO), now), None);
+    assert!(lone.pick(None, &[], now).is_err());
+    // A shorter hint never shortens it.
+    lone.hold(0, now + Duration::from_secs(5), Reason::Overloaded, now);
+    assert_eq!(lone.held(0, now), Some((until, Reason::RateLimited)));
+
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let now = Instant::now();
+    let mut p = lone.pick(None, &[], now).expect("back at its time");
+    assert_eq!(
+        p.finish(Outcome::Answered(Duration::ZERO), now),
+        Some(Change::Back)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn holds_pass_the_cap_on_the_share_out() {
+    let rule = Ejection {
+        max_share: 50,
+        ..Ejection::default()
+    };
+    let g = group(&[(1, false); 2], Policy::RoundRobin, rule);
+    let now = Instant::now();
+    for i in 0..2 {
+        let until = now + Duration::from_secs(10 + i as u64);
+        assert!(g.hold(i, until, Reason::RateLimited, now).is_some());
+    }
+    assert_eq!(
+        g.pick(None, &[], now).expect_err("both held").until,
+        Some(now + Duration::from_secs(10)),
+        "the soonest back"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_hold_for_a_growing_back_off_and_an_answer_ends_it() {
+    let lone = group(&[(1, false)], Policy::LeastInFlight, Ejection::default());
+    let now = Instant::now();
+    let secs =
+        |r: Option<(Instant, Option<Change>)>| r.map(|(u, _)| u.duration_since(now).as_secs());
+    assert_eq!(secs(lone.refused(0, now)), Some(1));
+    assert_eq!(secs(lone.refused(0, now)), Some(2));
+    assert_eq!(secs(lone.refused(0, now)), Some(4));
+    for _ in 0..10 {
+        lone.refused(0, now);
+    }
+    assert_eq!(secs(lone.refused(0, now)), Some(60), "at most a minute");
+    assert_eq!(lone.held(0, now).map(|(_, r)| r), Some(Reason::Unreachable));
+    assert!(lone.pick(None, &[], now).is_err());
+
+    // Another request, sent before, answers: it is reachable again.
+    let g = group(&[(1, false); 2], Policy::RoundRobin, Ejection::default());
+    let mut before = g.pick(None, &[1], now).expect("pick");
+    g.refused(0, now);
+    assert!(!g.is_in(0, now));
+    assert_eq!(
+        before.finish(Outcome::Answered(Duration::ZERO), now),
+        Some(Change::Back)
+    );
+    assert!(g.is_in(0, now));
+    let (until, _) = g.refused(0, now).expect("server");
+    assert_eq!(
+        until,
+        now + Duration::from_secs(1),
+        "the back-off starts over"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_server_moves_only_its_own_keys() {
+    let g = group(&[(1, false); 4], Policy::Hash, Ejection::default());
+    let now = Instant::now();
+    let keys: Vec<u64> = (0..2_000)
+        .map(|i| key(format!("conversation-{i}").as_bytes()))
+        .collect();
+    let place = |g: &Arc<Group<usize>>| -> Vec<usize> {
+        keys.iter()
+            .map(|k| g.pick(Some(*k), &[], Instant::now()).expect("pick").index())
+            .collect()
+    };
+    let before = place(&g);
+    g.hold(2, now + Duration::from_secs(9), Reason::RateLimited, now);
+    let after = place(&g);
+    for (b, a) in before.iter().zip(&after) {
+        if *b != 2 {
+            assert_eq!(a, b, "a key not on the held server stays");
+        } else {
+            assert_ne!(*a, 2);
+        }
+    }
+}
