@@ -203,12 +203,14 @@ impl Snapshot {
                         Some((k, llm)) if *k == key => llm.clone(),
                         _ => {
                             let llm = Arc::new(LlmRoute::new(
+                                &r.name.as_str().into(),
                                 settings.clone(),
                                 &config.upstream,
                                 &tls,
                                 standing.body_budget.clone(),
                                 standing.offload.clone(),
                                 workers,
+                                &standing.metrics,
                             ));
                             state.llm = Some((key, llm.clone()));
                             llm

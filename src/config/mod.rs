@@ -475,12 +475,30 @@ pub enum Credential {
     Key(Secret),
 }
 
+/// One of an LLM upstream's keys, and where it was read from (for logs
+/// and metrics; the key itself is never shown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub credential: Credential,
+    /// `env:NAME`, `file:PATH`, or `passthrough`.
+    pub source: String,
+}
+
+/// An LLM upstream: one or more endpoints of one provider (or of one
+/// self-hosted model), each used with one or more keys. Every
+/// endpoint×key pair is a member of one balanced group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmUpstreamConfig {
     pub name: String,
-    /// Base URL; the API path (`/v1/messages`) is appended to its path.
-    pub url: http::Uri,
-    pub credential: Credential,
+    /// Base URLs (one for `url = ...`); the API path (`/v1/messages`) is
+    /// appended to each one's path.
+    pub servers: Vec<Member<http::Uri>>,
+    /// At least one; a single passthrough when no key is configured.
+    pub keys: Vec<ApiKey>,
+    pub policy: Policy,
+    /// With [`Policy::Hash`]: a conversation stays on one member.
+    pub hash_conversation: bool,
+    pub ejection: Ejection,
     pub connect_timeout: Duration,
     /// The API the upstream speaks; when it is not the client's, weir
     /// translates.

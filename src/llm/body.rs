@@ -225,12 +225,26 @@ impl http_body::Body for Prefixed {
 pub struct Model {
     pub name: String,
     pub span: Range<usize>,
+    /// The conversation the body names, if any: Codex's
+    /// `prompt_cache_key`, else Anthropic's `metadata.user_id` (which
+    /// Claude Code makes per session).
+    pub conversation: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Probe<'a> {
     #[serde(borrow, default)]
     model: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    prompt_cache_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MetadataProbe<'a> {
+    #[serde(borrow, default)]
+    user_id: Option<&'a RawValue>,
 }
 
 /// Why a body names no usable model.
@@ -246,11 +260,24 @@ pub fn model(body: &[u8]) -> Result<Model, ModelError> {
     let probe: Probe<'_> = serde_json::from_slice(body).map_err(|_| ModelError::NotJson)?;
     let raw = probe.model.ok_or(ModelError::Missing)?;
     let name: String = serde_json::from_str(raw.get()).map_err(|_| ModelError::Missing)?;
+    // Found in the same pass; only the small `metadata` value is read
+    // again, and a field of another shape is no conversation (never an
+    // error: an upstream judges the body).
+    let text = |raw: &RawValue| serde_json::from_str::<String>(raw.get()).ok();
+    let conversation = probe
+        .prompt_cache_key
+        .and_then(text)
+        .or_else(|| {
+            let meta: MetadataProbe<'_> = serde_json::from_str(probe.metadata?.get()).ok()?;
+            meta.user_id.and_then(text)
+        })
+        .filter(|c| !c.is_empty());
     // The raw value borrows from `body`: its offset is where it was written.
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
     Ok(Model {
         name,
         span: start..start + raw.get().len(),
+        conversation,
     })
 }
 
@@ -280,6 +307,27 @@ mod tests {
         let out = splice(&body, &m.span, "upstream-id");
         let expected = String::from_utf8_lossy(&body).replace("\"claude-x\"", "\"upstream-id\"");
         assert_eq!(out, Bytes::from(expected), "only the model changed");
+    }
+
+    #[test]
+    fn the_conversation_is_found_in_the_same_pass() {
+        let of = |body: &str| model(body.as_bytes()).expect("model").conversation;
+        assert_eq!(
+            of(r#"{"model":"m","prompt_cache_key":"conv-1","metadata":{"user_id":"u"}}"#),
+            Some("conv-1".into())
+        );
+        assert_eq!(
+            of(r#"{"model":"m","metadata":{"user_id":"user_x_session_y"}}"#),
+            Some("user_x_session_y".into())
+        );
+        for none in [
+            r#"{"model":"m"}"#,
+            r#"{"model":"m","metadata":null,"prompt_cache_key":7}"#,
+            r#"{"model":"m","metadata":{"user_id":""}}"#,
+            r#"{"model":"m","metadata":[1]}"#,
+        ] {
+            assert_eq!(of(none), None, "{none}");
+        }
     }
 
     #[test]

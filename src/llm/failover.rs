@@ -1,9 +1,14 @@
 //! Trying a model's upstreams in order, before the first content byte.
 //!
-//! Each attempt is a fresh request to the next upstream (Pingora's "fresh
-//! upstream pick over a retry buffer": the body was read once and is sent
-//! again as it is). The same upstream is never asked twice for one request:
-//! a duplicate generation may be billed. An attempt is passed over when the
+//! Each attempt is a fresh request to a member of the next upstream, picked
+//! by the upstream's group (Pingora's "fresh upstream pick over a retry
+//! buffer": the body was read once and is sent again as it is). The same
+//! member is never asked twice for one request: a duplicate generation may
+//! be billed. A member that refused the connection or said it is rate
+//! limited or overloaded (429/503/529) did not generate: another member of
+//! the same upstream (another endpoint or key) is tried next, at most
+//! [`MEMBER_ATTEMPTS`] of them, before the next upstream. Any other failure
+//! moves on to the next upstream at once. An attempt is passed over when the
 //! upstream cannot be reached, gives no response head within
 //! `first_byte_timeout`, answers a status in `failover_on`, or opens a
 //! stream and reports an error before any content; also when it refuses a
@@ -14,11 +19,12 @@
 //!
 //! When every upstream fails, the most useful failure is relayed verbatim
 //! (a 429 before a 5xx: its headers tell the client when to come back);
-//! when none answered, 502 says how many were tried. Upstreams that said
+//! when none answered, 502 says how many were tried. Members that said
 //! when to come back (429/503/529 with a retry hint), or that refused
-//! connections, cool down and are skipped; when all of a model's upstreams
-//! are cooling, the answer is immediate, with the soonest recovery as
-//! `Retry-After`.
+//! connections, are held out of their group until then; an upstream whose
+//! members are all out is skipped, and when all of a model's upstreams
+//! are, the answer is immediate, with the soonest recovery as
+//! `Retry-After` (429 when every member is rate limited, else 503).
 
 use std::sync::Arc;
 
@@ -34,13 +40,19 @@ use super::answer::{
 use super::body::Answer;
 use super::outgoing::{Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
-use super::upstream::{Cooling, LlmUpstream, retry_hint};
+use super::upstream::{LlmMember, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
+use crate::balance::{Outcome, Pick, Reason};
 use crate::config::{Choice, LlmSettings};
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
 use crate::wire::Endpoint;
+
+/// The most members of one upstream tried for one request: enough to get
+/// past a rate-limited key or a dead endpoint, few enough that a request
+/// never walks a long list of keys.
+pub const MEMBER_ATTEMPTS: usize = 3;
 
 /// A failed attempt weir may relay if nothing better comes.
 struct Answered {
@@ -96,184 +108,226 @@ pub async fn run(
     for choice in choices {
         let upstream = &llm.upstreams[choice.upstream];
         let name: Arc<str> = upstream.config.name.as_str().into();
-        let now = Instant::now();
-        if let Some(c) = upstream.cooling(now) {
-            tally.cooling.push(c);
-            note_failover("cooling");
-            continue;
-        }
-        let prepared = request
-            .for_upstream(upstream, endpoint, choice.model.as_deref(), &llm.offload)
-            .await;
-        let (req, translation) = match prepared {
-            Prepared::Ready(req, translation) => (*req, translation),
-            Prepared::Skip => {
-                tally.skipped += 1;
-                continue;
-            }
-            Prepared::Invalid(why) => {
-                return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
-            }
-            Prepared::Busy => return Err(super::busy()),
-        };
-        tally.tried += 1;
-        cx.facts.locked().upstream = Some(name.clone());
-        let resp = match send(upstream, req, settings.first_byte_timeout).await {
-            Sent::Response(r) => r,
-            Sent::Refused => {
-                report_cooldown(cx, &name, upstream);
-                note_failover("connect");
-                continue;
-            }
-            Sent::Failed(reason) => {
-                note_failover(reason);
-                continue;
-            }
-        };
-        let status = resp.status();
-        let served_by = settings.served_by_header.then_some(&*name);
-        if settings.failover_on.contains(&status.as_u16()) {
-            if let Some(wait) = retry_hint(resp.headers()) {
-                let why = if status == StatusCode::TOO_MANY_REQUESTS {
-                    Some(Cooling::RateLimited)
-                } else if matches!(status.as_u16(), 503 | 529) {
-                    Some(Cooling::Overloaded)
-                } else {
-                    None
+        let mut tried: Vec<usize> = Vec::new();
+        // Members of this upstream, one after another while they refuse or
+        // say they are busy; `break` moves on to the next upstream.
+        while tried.len() < MEMBER_ATTEMPTS {
+            let now = Instant::now();
+            let mut pick = match upstream.group.pick(request.conversation, &tried, now) {
+                Ok(pick) => pick,
+                Err(out) => {
+                    if tried.is_empty() {
+                        // Every member is held or ejected: passed over at once.
+                        if let Some(out) = upstream.all_out(out.until, now) {
+                            tally.cooling.push(out);
+                        }
+                        note_failover("cooling");
+                    }
+                    break;
+                }
+            };
+            tried.push(pick.index());
+            let member = pick.target();
+            let prepared = request
+                .for_upstream(
+                    upstream,
+                    member,
+                    endpoint,
+                    choice.model.as_deref(),
+                    &llm.offload,
+                )
+                .await;
+            let (req, translation) = match prepared {
+                Prepared::Ready(req, translation) => (*req, translation),
+                Prepared::Skip => {
+                    tally.skipped += 1;
+                    break;
+                }
+                Prepared::Invalid(why) => {
+                    return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
+                }
+                Prepared::Busy => return Err(super::busy()),
+            };
+            tally.tried += 1;
+            member.metrics.picks.inc();
+            cx.facts.locked().upstream = Some(name.clone());
+            let resp = match send(upstream, req, settings.first_byte_timeout).await {
+                Sent::Response(r) => r,
+                Sent::Refused => {
+                    if let Some((_, change)) = upstream.group.refused(pick.index(), Instant::now())
+                    {
+                        member.changed(
+                            cx.metrics,
+                            cx.route_name,
+                            change,
+                            Reason::Unreachable.name(),
+                        );
+                    }
+                    note_failover("connect");
+                    continue;
+                }
+                Sent::Failed(reason) => {
+                    finish(&mut pick, Outcome::Failed, cx);
+                    note_failover(reason);
+                    break;
+                }
+            };
+            let status = resp.status();
+            let served_by = settings.served_by_header.then_some(&*name);
+            if settings.failover_on.contains(&status.as_u16()) {
+                let why = match status.as_u16() {
+                    429 => Some(Reason::RateLimited),
+                    503 | 529 => Some(Reason::Overloaded),
+                    _ => None,
                 };
-                if let Some(why) = why {
-                    upstream.hinted(Instant::now(), wait, why);
-                    report_cooldown(cx, &name, upstream);
+                match (why, retry_hint(resp.headers())) {
+                    (Some(why), Some(wait)) => {
+                        let now = Instant::now();
+                        let until = now + wait.min(MAX_HINT);
+                        let change = upstream.group.hold(pick.index(), until, why, now);
+                        member.changed(cx.metrics, cx.route_name, change, why.name());
+                    }
+                    _ => finish(&mut pick, Outcome::Failed, cx),
                 }
+                let rank = if status == StatusCode::TOO_MANY_REQUESTS {
+                    3
+                } else {
+                    2
+                };
+                note_failover(if rank == 3 {
+                    "status_429"
+                } else {
+                    "status_5xx"
+                });
+                let failed = Answered::read(resp, rank, translation.as_ref(), settings).await;
+                keep_best(&mut best, failed);
+                // Busy, not broken: another member (key, endpoint) may serve.
+                if why.is_some() {
+                    continue;
+                }
+                break;
             }
-            let rank = if status == StatusCode::TOO_MANY_REQUESTS {
-                3
-            } else {
-                2
-            };
-            note_failover(if rank == 3 {
-                "status_429"
-            } else {
-                "status_5xx"
-            });
-            let failed = Answered::read(resp, rank, translation.as_ref(), settings).await;
-            keep_best(&mut best, failed);
-            continue;
-        }
-        if translation.is_some() && refused_as_translated(status) {
-            // This upstream could not take what weir made of the request;
-            // another may take the client's own, and an earlier 429/529
-            // says more to the client than this 400 does.
-            note_failover("translated_refused");
-            let failed = Answered::read(resp, 1, translation.as_ref(), settings).await;
-            keep_best(&mut best, failed);
-            continue;
-        }
-        let tally = Tally {
-            metrics: cx.metrics.clone(),
-            route: cx.route_name.clone(),
-            model_label: model_label.clone(),
-            upstream: name.clone(),
-            facts: cx.facts.clone(),
-            started: cx.started,
-        };
-        let streamed = endpoint
-            .api()
-            .filter(|_| status.is_success() && is_event_stream(resp.headers()));
-        let Some(client_api) = streamed else {
-            // Relayed at once: a JSON answer, or a status the client must see.
-            let outcome = if status.is_success() {
-                "completed"
-            } else {
-                "relayed_error"
-            };
-            if status.is_success() {
-                tally.first_content();
-            } else if translation.is_none() {
-                tally.answered(None, outcome);
-                return Ok(relay_verbatim(resp, served_by));
+            let latency =
+                Outcome::Answered(Instant::now().saturating_duration_since(pick.started()));
+            finish(&mut pick, latency, cx);
+            if translation.is_some() && refused_as_translated(status) {
+                // This upstream could not take what weir made of the request;
+                // another may take the client's own, and an earlier 429/529
+                // says more to the client than this 400 does.
+                note_failover("translated_refused");
+                let failed = Answered::read(resp, 1, translation.as_ref(), settings).await;
+                keep_best(&mut best, failed);
+                break;
             }
-            // Read whole: to count its usage as a stream's is counted, and
-            // to translate it.
-            let declared = crate::fields::content_length(resp.headers());
-            let (parts, body) = resp.into_parts();
-            let read = read_whole(
-                body,
-                declared,
-                &llm.budget,
-                translation.is_some(),
-                settings.stream_idle_timeout,
-            )
-            .await;
-            let held = match read {
-                Ok(Answer::Whole(held)) => held,
-                Ok(Answer::Streaming { head, rest }) => {
-                    tally.answered(None, outcome);
-                    return Ok(relay_streaming(parts, head, rest, served_by));
-                }
-                Err(e) => {
-                    tally.answered(None, outcome);
-                    return Err(e);
-                }
+            let tally = Tally {
+                metrics: cx.metrics.clone(),
+                route: cx.route_name.clone(),
+                model_label: model_label.clone(),
+                upstream: name.clone(),
+                facts: cx.facts.clone(),
+                started: cx.started,
+                _in_flight: Some(pick),
             };
-            let bytes = held.bytes.clone();
-            let answer_api = endpoint
+            let streamed = endpoint
                 .api()
-                .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
-            let usage = answer_api
-                .filter(|_| status.is_success())
-                .and_then(|a| a.answer_usage(&bytes));
-            tally.answered(usage, outcome);
-            return match translation {
-                None => Ok(relay_whole(parts, bytes, served_by)),
-                Some(t) => translate_whole(t, parts, bytes, request, served_by),
+                .filter(|_| status.is_success() && is_event_stream(resp.headers()));
+            let Some(client_api) = streamed else {
+                // Relayed at once: a JSON answer, or a status the client must see.
+                let outcome = if status.is_success() {
+                    "completed"
+                } else {
+                    "relayed_error"
+                };
+                if status.is_success() {
+                    tally.first_content();
+                } else if translation.is_none() {
+                    tally.answered(None, outcome);
+                    return Ok(relay_verbatim(resp, served_by));
+                }
+                // Read whole: to count its usage as a stream's is counted, and
+                // to translate it.
+                let declared = crate::fields::content_length(resp.headers());
+                let (parts, body) = resp.into_parts();
+                let read = read_whole(
+                    body,
+                    declared,
+                    &llm.budget,
+                    translation.is_some(),
+                    settings.stream_idle_timeout,
+                )
+                .await;
+                let held = match read {
+                    Ok(Answer::Whole(held)) => held,
+                    Ok(Answer::Streaming { head, rest }) => {
+                        tally.answered(None, outcome);
+                        return Ok(relay_streaming(parts, head, rest, served_by));
+                    }
+                    Err(e) => {
+                        tally.answered(None, outcome);
+                        return Err(e);
+                    }
+                };
+                let bytes = held.bytes.clone();
+                let answer_api = endpoint
+                    .api()
+                    .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
+                let usage = answer_api
+                    .filter(|_| status.is_success())
+                    .and_then(|a| a.answer_usage(&bytes));
+                tally.answered(usage, outcome);
+                return match translation {
+                    None => Ok(relay_whole(parts, bytes, served_by)),
+                    Some(t) => translate_whole(t, parts, bytes, request, served_by),
+                };
             };
-        };
 
-        // A stream: hold its preamble until content shows it is good.
-        let (parts, body) = resp.into_parts();
-        let client_model = request.model.as_deref().unwrap_or_default();
-        let mut relay = Relay::new(
-            body,
-            client_api,
-            translation.map(|t| {
-                let mut s = t.pair.stream(client_model, t.names);
-                s.include_usage(t.include_usage);
-                s
-            }),
-            settings.sse_keepalive,
-            settings.stream_idle_timeout,
-            tally,
-        );
-        match relay.hold_preamble(settings.first_token_timeout).await {
-            Held::Content | Held::TimedOut | Held::TooLarge => {
-                let stream: StreamBody = Box::pin(relay);
-                let mut resp = Response::from_parts(parts, Payload::Stream(stream));
-                remove_hop_by_hop(resp.headers_mut());
-                resp.headers_mut().remove(header::CONTENT_LENGTH);
-                served_by_header(&mut resp, served_by);
-                return Ok(resp);
-            }
-            Held::Broken => {
-                // Cut before any content: nothing worth relaying.
-                note_failover("broken");
-                relay.abandon();
-            }
-            Held::Error => {
-                // An error before any content: pass this upstream over; its
-                // stream so far is what the client gets if nothing better.
-                note_failover("preamble_error");
-                let body = Bytes::from(relay.held_bytes());
-                relay.abandon();
-                keep_best(
-                    &mut best,
-                    Answered {
-                        rank: 2,
-                        status: parts.status,
-                        headers: parts.headers,
-                        body,
-                    },
-                );
+            // A stream: hold its preamble until content shows it is good.
+            let (parts, body) = resp.into_parts();
+            let client_model = request.model.as_deref().unwrap_or_default();
+            let mut relay = Relay::new(
+                body,
+                client_api,
+                translation.map(|t| {
+                    let mut s = t.pair.stream(client_model, t.names);
+                    s.include_usage(t.include_usage);
+                    s
+                }),
+                settings.sse_keepalive,
+                settings.stream_idle_timeout,
+                tally,
+            );
+            match relay.hold_preamble(settings.first_token_timeout).await {
+                Held::Content | Held::TimedOut | Held::TooLarge => {
+                    let stream: StreamBody = Box::pin(relay);
+                    let mut resp = Response::from_parts(parts, Payload::Stream(stream));
+                    remove_hop_by_hop(resp.headers_mut());
+                    resp.headers_mut().remove(header::CONTENT_LENGTH);
+                    served_by_header(&mut resp, served_by);
+                    return Ok(resp);
+                }
+                Held::Broken => {
+                    // Cut before any content: nothing worth relaying.
+                    note_failover("broken");
+                    relay.abandon();
+                    break;
+                }
+                Held::Error => {
+                    // An error before any content: pass this upstream over; its
+                    // stream so far is what the client gets if nothing better.
+                    note_failover("preamble_error");
+                    let body = Bytes::from(relay.held_bytes());
+                    relay.abandon();
+                    keep_best(
+                        &mut best,
+                        Answered {
+                            rank: 2,
+                            status: parts.status,
+                            headers: parts.headers,
+                            body,
+                        },
+                    );
+                    break;
+                }
             }
         }
     }
@@ -295,8 +349,9 @@ struct Attempts {
     tried: usize,
     /// Upstreams that cannot serve the endpoint (no translation).
     skipped: usize,
-    /// Upstreams passed over while cooling: until when, and why.
-    cooling: Vec<(Instant, Cooling)>,
+    /// Upstreams passed over with every member out: until the first is
+    /// back, and whether all of them are rate limited.
+    cooling: Vec<(Instant, bool)>,
 }
 
 /// The answer when every attempt failed: the most useful failure relayed;
@@ -322,7 +377,7 @@ fn exhausted(
     if tally.tried == 0 && !cooling.is_empty() {
         let soonest = cooling.iter().map(|(u, _)| *u).min().unwrap_or(now);
         let wait = soonest.saturating_duration_since(now).as_secs_f64().ceil() as u64;
-        let all_limited = cooling.iter().all(|(_, c)| *c == Cooling::RateLimited);
+        let all_limited = cooling.iter().all(|(_, limited)| *limited);
         let status = if all_limited {
             StatusCode::TOO_MANY_REQUESTS
         } else {
@@ -359,15 +414,11 @@ fn keep_best(best: &mut Option<Answered>, new: Answered) {
     }
 }
 
-fn report_cooldown(cx: &Context<'_>, name: &Arc<str>, upstream: &LlmUpstream) {
-    if let Some((until, _)) = upstream.cooling(Instant::now()) {
-        let left = until.saturating_duration_since(Instant::now());
-        let unix = std::time::SystemTime::now() + left;
-        let secs = unix
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        cx.metrics.llm_cooldown(cx.route_name, name, secs);
-    }
+/// Record how an attempt went, and log and count what that changed.
+pub(super) fn finish(pick: &mut Pick<LlmMember>, outcome: Outcome, cx: &Context<'_>) {
+    let change = pick.finish(outcome, Instant::now());
+    pick.target()
+        .changed(cx.metrics, cx.route_name, change, "failing");
 }
 
 #[cfg(test)]
@@ -443,8 +494,8 @@ mod tests {
 
         let limited = Attempts {
             cooling: vec![
-                (now + Duration::from_millis(7_200), Cooling::RateLimited),
-                (now + Duration::from_secs(30), Cooling::RateLimited),
+                (now + Duration::from_millis(7_200), true),
+                (now + Duration::from_secs(30), true),
             ],
             ..Attempts::default()
         };
@@ -455,8 +506,8 @@ mod tests {
         );
         let mixed = Attempts {
             cooling: vec![
-                (now + Duration::from_secs(5), Cooling::RateLimited),
-                (now + Duration::from_secs(2), Cooling::Unreachable),
+                (now + Duration::from_secs(5), true),
+                (now + Duration::from_secs(2), false),
             ],
             ..Attempts::default()
         };

@@ -7,10 +7,13 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use tokio::time::Instant;
 
-use super::LlmRoute;
 use super::answer::relay_verbatim;
+use super::failover::finish;
 use super::outgoing::{Outgoing, Prepared, Sent, send};
 use super::translate::tokens;
+use super::upstream::LlmUpstream;
+use super::{Context, LlmRoute};
+use crate::balance::{Outcome, Pick, Reason};
 use crate::config::Choice;
 use crate::respond::{Payload, Rescue};
 use crate::wire::Endpoint;
@@ -22,16 +25,21 @@ pub async fn count_tokens(
     llm: &LlmRoute,
     request: &Outgoing,
     choices: &[Choice],
+    cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
     for choice in choices {
         let upstream = &llm.upstreams[choice.upstream];
-        if upstream.cooling(Instant::now()).is_some() {
+        let Ok(mut pick) = upstream
+            .group
+            .pick(request.conversation, &[], Instant::now())
+        else {
             continue;
-        }
+        };
         let prepared = request
             .for_upstream(
                 upstream,
+                pick.target(),
                 Endpoint::CountTokens,
                 choice.model.as_deref(),
                 &llm.offload,
@@ -46,7 +54,9 @@ pub async fn count_tokens(
             }
             Prepared::Skip | Prepared::Invalid(_) | Prepared::Busy => continue,
         };
-        match send(upstream, req, settings.first_byte_timeout).await {
+        let sent = send(upstream, req, settings.first_byte_timeout).await;
+        answered(upstream, &mut pick, &sent, cx);
+        match sent {
             Sent::Response(resp)
                 if matches!(
                     resp.status(),
@@ -66,6 +76,30 @@ pub async fn count_tokens(
     }
     Err(Rescue::status(StatusCode::NOT_IMPLEMENTED)
         .saying("count_tokens is not supported by the upstreams of this route"))
+}
+
+/// What an exchange that generates nothing tells the group: reachable or
+/// not. Its status says nothing of the member's load.
+fn answered(
+    upstream: &LlmUpstream,
+    pick: &mut Pick<super::upstream::LlmMember>,
+    sent: &Sent,
+    cx: &Context<'_>,
+) {
+    match sent {
+        Sent::Response(_) => finish(pick, Outcome::Answered(std::time::Duration::ZERO), cx),
+        Sent::Refused => {
+            if let Some((_, change)) = upstream.group.refused(pick.index(), Instant::now()) {
+                pick.target().changed(
+                    cx.metrics,
+                    cx.route_name,
+                    change,
+                    Reason::Unreachable.name(),
+                );
+            }
+        }
+        Sent::Failed(_) => {}
+    }
 }
 
 /// The estimate, worked out off the serving thread when the body is large.
@@ -90,27 +124,39 @@ async fn count_locally(llm: &LlmRoute, body: &bytes::Bytes) -> Result<Response<P
 }
 
 /// `GET /v1/models`: the first of the route's upstreams that answers.
-pub async fn models(llm: &LlmRoute, request: &Outgoing) -> Result<Response<Payload>, Rescue> {
+pub async fn models(
+    llm: &LlmRoute,
+    request: &Outgoing,
+    cx: &Context<'_>,
+) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
     let mut tried = 0;
     for upstream in &llm.upstreams {
-        if upstream.cooling(Instant::now()).is_some() {
+        let Ok(mut pick) = upstream.group.pick(None, &[], Instant::now()) else {
             continue;
-        }
+        };
         // Only an upstream of the route's own API lists models in the
         // client's format.
         if !settings.protocol.is_native(upstream.config.api) {
             continue;
         }
         let prepared = request
-            .for_upstream(upstream, Endpoint::Models, None, &llm.offload)
+            .for_upstream(
+                upstream,
+                pick.target(),
+                Endpoint::Models,
+                None,
+                &llm.offload,
+            )
             .await;
         let Prepared::Ready(req, _) = prepared else {
             continue;
         };
         let req = *req;
         tried += 1;
-        if let Sent::Response(resp) = send(upstream, req, settings.first_byte_timeout).await {
+        let sent = send(upstream, req, settings.first_byte_timeout).await;
+        answered(upstream, &mut pick, &sent, cx);
+        if let Sent::Response(resp) = sent {
             let served_by = settings
                 .served_by_header
                 .then_some(upstream.config.name.as_str());

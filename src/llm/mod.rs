@@ -62,19 +62,31 @@ pub struct LlmRoute {
 }
 
 impl LlmRoute {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
+        route: &Arc<str>,
         settings: Arc<LlmSettings>,
         upstream_settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
         budget: ByteBudget,
         offload: Offload,
         workers: usize,
+        metrics: &Metrics,
     ) -> Self {
         LlmRoute {
             upstreams: settings
                 .upstreams
                 .iter()
-                .map(|u| Arc::new(LlmUpstream::new(u, upstream_settings, tls, workers)))
+                .map(|u| {
+                    Arc::new(LlmUpstream::new(
+                        route,
+                        u,
+                        upstream_settings,
+                        tls,
+                        workers,
+                        metrics,
+                    ))
+                })
                 .collect(),
             token_gates: settings
                 .client_tokens
@@ -184,10 +196,11 @@ pub async fn serve(
         body: bytes::Bytes::new(),
         model_span: None,
         model: None,
+        conversation: None,
     };
 
     if !endpoint.routes_by_model() {
-        return local::models(llm, &request).await;
+        return local::models(llm, &request, &cx).await;
     }
 
     // Step: body, whole, under the limit and the budget.
@@ -240,16 +253,28 @@ pub async fn serve(
     };
     request.model_span = Some(model.span);
     request.model = Some(model.name.clone());
+    request.conversation = conversation(&request.parts.headers, model.conversation.as_deref());
 
     // Step: failover, then relay.
     let result = if endpoint == Endpoint::CountTokens {
-        local::count_tokens(llm, &request, choices).await
+        local::count_tokens(llm, &request, choices, &cx).await
     } else {
         failover::run(llm, &request, endpoint, choices, &label, &cx).await
     };
     // The body's budget reservation ends with the attempts.
     drop(read);
     result
+}
+
+/// The conversation a request belongs to, hashed for the upstreams that
+/// keep a conversation on one member (`hash_key = "conversation"`):
+/// Claude Code's session header, else what the body names.
+fn conversation(headers: &http::HeaderMap, body: Option<&str>) -> Option<u64> {
+    let header = headers
+        .get("x-claude-code-session-id")
+        .map(|v| v.as_bytes())
+        .filter(|v| !v.is_empty());
+    header.or(body.map(str::as_bytes)).map(crate::balance::key)
 }
 
 /// 503 when every slot for CPU-heavy work is taken.

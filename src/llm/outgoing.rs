@@ -3,19 +3,17 @@
 //! token removed, the model it knows the requested one by, translated when
 //! it speaks another API), and sending it under the first-byte timeout.
 
+use super::body::splice;
+use super::offload::{Busy, Offload};
+use super::translate::{Pair, ToolNames, native};
+use super::upstream::{LlmMember, LlmUpstream};
+use crate::config::Credential;
+use crate::proxy::headers::clean_request;
+use crate::wire::Endpoint;
 use bytes::Bytes;
 use http::Response;
 use http::header::{self, HeaderName, HeaderValue};
 use http_body_util::Full;
-use tokio::time::Instant;
-
-use super::body::splice;
-use super::offload::{Busy, Offload};
-use super::translate::{Pair, ToolNames, native};
-use super::upstream::LlmUpstream;
-use crate::config::Credential;
-use crate::proxy::headers::clean_request;
-use crate::wire::Endpoint;
 
 /// The request as it will be sent upstream, attempt after attempt.
 pub struct Outgoing {
@@ -27,6 +25,9 @@ pub struct Outgoing {
     pub model_span: Option<std::ops::Range<usize>>,
     /// The model the client asked for (echoed in translated answers).
     pub model: Option<String>,
+    /// The conversation's hash, for upstreams that keep a conversation on
+    /// one member.
+    pub conversation: Option<u64>,
 }
 
 /// How one attempt's answer is translated back: the pair, and the tool
@@ -51,18 +52,20 @@ pub enum Prepared {
 
 pub enum Sent {
     Response(Response<hyper::body::Incoming>),
-    /// Could not connect (the upstream is cooling now).
+    /// Could not connect.
     Refused,
     /// Connected, but no head in time, or the exchange broke.
     Failed(&'static str),
 }
 
 impl Outgoing {
-    /// The request for `upstream`, with the model it knows the requested
-    /// one by, translated when it speaks another API than the client.
+    /// The request for `upstream`'s `member`, with the model it knows the
+    /// requested one by, translated when it speaks another API than the
+    /// client.
     pub async fn for_upstream(
         &self,
         upstream: &LlmUpstream,
+        member: &LlmMember,
         endpoint: Endpoint,
         model: Option<&str>,
         offload: &Offload,
@@ -70,7 +73,7 @@ impl Outgoing {
         let Ok(pair) = Pair::between(endpoint, upstream.config.api) else {
             return Prepared::Skip;
         };
-        let base = &upstream.config.url;
+        let base = &member.url;
         let path = format!(
             "{}{}",
             base.path().trim_end_matches('/'),
@@ -100,11 +103,11 @@ impl Outgoing {
         if let Some(h) = &self.strip {
             headers.remove(h);
         }
-        let passthrough = upstream.config.credential == Credential::Passthrough;
+        let passthrough = member.credential == Credential::Passthrough;
         if pair.is_some() {
             upstream.config.api.adopt_headers(&mut headers, passthrough);
         }
-        if let Credential::Key(key) = &upstream.config.credential {
+        if let Credential::Key(key) = &member.credential {
             headers.remove(header::AUTHORIZATION);
             headers.remove("x-api-key");
             let (name, value) = upstream.config.api.key_header(&key.0);
@@ -184,14 +187,8 @@ pub async fn send(
 ) -> Sent {
     match tokio::time::timeout(timeout, upstream.client.get().request(req)).await {
         Err(_) => Sent::Failed("timeout"),
-        Ok(Err(e)) if e.is_connect() => {
-            upstream.refused(Instant::now());
-            Sent::Refused
-        }
+        Ok(Err(e)) if e.is_connect() => Sent::Refused,
         Ok(Err(_)) => Sent::Failed("broken"),
-        Ok(Ok(resp)) => {
-            upstream.answered();
-            Sent::Response(resp)
-        }
+        Ok(Ok(resp)) => Sent::Response(resp),
     }
 }

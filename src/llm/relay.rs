@@ -47,6 +47,8 @@ pub struct Tally {
     pub upstream: Arc<str>,
     pub facts: SharedLlmFacts,
     pub started: std::time::Instant,
+    /// The member serving: counted in flight until the answer ends.
+    pub _in_flight: Option<crate::balance::Pick<super::upstream::LlmMember>>,
 }
 
 impl Tally {

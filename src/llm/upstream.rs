@@ -1,8 +1,12 @@
-//! An LLM upstream: its pooled client, how it is authenticated, and its
-//! cooldown — the time until which failover skips it because it said it
-//! is rate limited or overloaded, or because it refused connections.
+//! An LLM upstream: its pooled client and its members — every endpoint
+//! (`url`, or each of `servers`) with every key (`api_key_*`, or each of
+//! `keys`) — balanced as one [`Group`]. A member that says it is rate
+//! limited or overloaded (429/503/529 with a retry hint) is held out of
+//! the group until then; one that refuses connections is held out for a
+//! growing back-off (the group's holds, [`crate::balance::Reason`]). There
+//! is no cooldown state beside the group's: failover asks the group.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,97 +17,124 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
-use crate::config::{LlmUpstreamConfig, UpstreamSettings};
-use crate::sync::Locked;
+use crate::balance::{Change, Group, Member, Reason};
+use crate::config::{Credential, LlmUpstreamConfig, UpstreamSettings};
+use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
 pub type LlmClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// Why an upstream is cooling down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cooling {
-    /// It answered 429 with a retry hint.
-    RateLimited,
-    /// It answered 503/529 with a retry hint.
-    Overloaded,
-    /// It refused or dropped connections: skipped with a growing back-off.
-    Unreachable,
+/// The longest an upstream's own retry hint keeps a member out.
+pub const MAX_HINT: Duration = Duration::from_secs(300);
+
+/// One endpoint with one key.
+#[derive(Debug)]
+pub struct LlmMember {
+    /// Base URL; the API path is appended to its path.
+    pub url: http::Uri,
+    pub credential: Credential,
+    /// The upstream's name, then the endpoint and the key's source when
+    /// the upstream has more than one of them (never the key itself).
+    pub label: Arc<str>,
+    pub metrics: ServerMetrics,
 }
 
-#[derive(Debug, Default)]
-struct CooldownState {
-    until: Option<(Instant, Cooling)>,
-    refusals: u32,
+impl LlmMember {
+    /// Log and count a member going out of its group or coming back.
+    pub fn changed(
+        &self,
+        metrics: &Metrics,
+        route: &Arc<str>,
+        change: Option<Change>,
+        why: &'static str,
+    ) {
+        match change {
+            Some(Change::Out { until }) => {
+                self.metrics.up.set(0);
+                metrics.server_ejected(route, &self.label, why);
+                let left = until.saturating_duration_since(Instant::now());
+                let unix = std::time::SystemTime::now() + left;
+                let secs = unix
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                metrics.llm_cooldown(route, &self.label, secs);
+                tracing::warn!(
+                    route = &**route,
+                    member = &*self.label,
+                    reason = why,
+                    out_for_s = left.as_secs(),
+                    "LLM upstream member taken out of its group"
+                );
+            }
+            Some(Change::Back) => {
+                self.metrics.up.set(1);
+                tracing::info!(
+                    route = &**route,
+                    member = &*self.label,
+                    "LLM upstream member back in its group"
+                );
+            }
+            Some(Change::Down) | None => {}
+        }
+    }
 }
-
-/// The longest an upstream's own retry hint keeps it out of rotation.
-const MAX_HINT: Duration = Duration::from_secs(300);
-const REFUSED_START: Duration = Duration::from_secs(1);
-const REFUSED_MAX: Duration = Duration::from_secs(60);
 
 pub struct LlmUpstream {
     pub config: LlmUpstreamConfig,
-    /// One pool per worker.
+    /// One pool per worker, shared by the members (keyed by endpoint
+    /// inside).
     pub client: PerWorker<LlmClient>,
-    cooldown: Mutex<CooldownState>,
+    pub group: Arc<Group<LlmMember>>,
 }
 
 impl LlmUpstream {
     pub fn new(
+        route: &Arc<str>,
         config: &LlmUpstreamConfig,
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
         workers: usize,
+        metrics: &Metrics,
     ) -> Self {
+        let mut members = Vec::new();
+        for server in &config.servers {
+            for key in &config.keys {
+                let mut label = config.name.clone();
+                if config.servers.len() > 1 {
+                    label = format!("{label} {}", server.target);
+                }
+                if config.keys.len() > 1 {
+                    label = format!("{label} {}", key.source);
+                }
+                let label: Arc<str> = label.into();
+                members.push(Member {
+                    target: LlmMember {
+                        url: server.target.clone(),
+                        credential: key.credential.clone(),
+                        metrics: metrics.server_metrics(route, &label),
+                        label,
+                    },
+                    weight: server.weight,
+                    backup: server.backup,
+                });
+            }
+        }
         LlmUpstream {
             config: config.clone(),
             client: PerWorker::new(workers, || {
                 crate::proxy::upstream::pooled_client(config.connect_timeout, settings, tls)
             }),
-            cooldown: Mutex::new(CooldownState::default()),
+            group: Arc::new(Group::new(members, config.policy, config.ejection)),
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, CooldownState> {
-        self.cooldown.locked()
-    }
-
-    /// Whether failover should skip this upstream now, and until when.
-    pub fn cooling(&self, now: Instant) -> Option<(Instant, Cooling)> {
-        let state = self.state();
-        state.until.filter(|(until, _)| *until > now)
-    }
-
-    /// The upstream answered: it is reachable again.
-    pub fn answered(&self) {
-        let mut s = self.state();
-        s.refusals = 0;
-        if matches!(s.until, Some((_, Cooling::Unreachable))) {
-            s.until = None;
-        }
-    }
-
-    /// The upstream refused the connection: back off 1 s, 2 s, 4 s … 60 s.
-    pub fn refused(&self, now: Instant) -> Instant {
-        let mut s = self.state();
-        let wait = REFUSED_START
-            .saturating_mul(1u32 << s.refusals.min(6))
-            .min(REFUSED_MAX);
-        s.refusals = s.refusals.saturating_add(1);
-        let until = now + wait;
-        s.until = Some((until, Cooling::Unreachable));
-        until
-    }
-
-    /// The upstream said when to come back (429/503/529 with a retry
-    /// hint): skip it until then.
-    pub fn hinted(&self, now: Instant, wait: Duration, why: Cooling) -> Instant {
-        let until = now + wait.min(MAX_HINT);
-        let mut s = self.state();
-        if s.until.is_none_or(|(u, _)| u < until) {
-            s.until = Some((until, why));
-        }
-        until
+    /// Until when every member is out and whether all of them are rate
+    /// limited (so the client is told 429, not 503), when none is in.
+    pub fn all_out(&self, until: Option<Instant>, now: Instant) -> Option<(Instant, bool)> {
+        let until = until?;
+        let limited = (0..self.group.len())
+            .all(|i| matches!(self.group.held(i, now), Some((_, Reason::RateLimited))));
+        Some((until, limited))
     }
 }
 
@@ -120,63 +151,16 @@ pub fn retry_hint(headers: &HeaderMap) -> Option<Duration> {
             .ok()
             .filter(|v| v.is_finite() && *v > 0.0)
     };
+    // `try_`: an absurd hint (1e300 s) must not panic; it is capped later.
     if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
     }
-    number("retry-after").map(Duration::from_secs_f64)
+    number("retry-after").and_then(|s| Duration::try_from_secs_f64(s).ok())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Credential;
-
-    fn upstream() -> LlmUpstream {
-        let tls = crate::pki::client_config(None).expect("tls");
-        LlmUpstream::new(
-            &LlmUpstreamConfig {
-                name: "a".into(),
-                url: "http://127.0.0.1:1".parse().expect("url"),
-                credential: Credential::Passthrough,
-                connect_timeout: Duration::from_secs(1),
-                api: crate::config::UpstreamApi::Anthropic,
-                accepts: crate::config::Accepts::default(),
-            },
-            &UpstreamSettings::default(),
-            &tls,
-            1,
-        )
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn refusals_back_off_and_an_answer_resets() {
-        let u = upstream();
-        let now = Instant::now();
-        assert_eq!(u.refused(now), now + Duration::from_secs(1));
-        assert_eq!(u.refused(now), now + Duration::from_secs(2));
-        assert_eq!(u.refused(now), now + Duration::from_secs(4));
-        assert!(u.cooling(now).is_some());
-        assert!(u.cooling(now + Duration::from_secs(5)).is_none());
-        u.answered();
-        assert!(u.cooling(now).is_none());
-        assert_eq!(u.refused(now), now + Duration::from_secs(1));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn hints_cool_until_then() {
-        let u = upstream();
-        let now = Instant::now();
-        u.hinted(now, Duration::from_secs(7), Cooling::RateLimited);
-        assert_eq!(
-            u.cooling(now),
-            Some((now + Duration::from_secs(7), Cooling::RateLimited))
-        );
-        u.answered();
-        assert!(
-            u.cooling(now).is_some(),
-            "an answer elsewhere does not undo a hint"
-        );
-    }
 
     #[test]
     fn hints_are_read_like_the_sdks() {
@@ -191,5 +175,7 @@ mod tests {
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().expect("v"),
         );
         assert_eq!(retry_hint(&h), None);
+        h.insert("retry-after", "1e300".parse().expect("v"));
+        assert_eq!(retry_hint(&h), None, "no panic on an absurd hint");
     }
 }

@@ -237,7 +237,7 @@ impl LlmMetrics {
         );
         registry.register(
             "llm_upstream_cooldown_until_seconds",
-            "Unix time until which failover skips an upstream (0 or past: in rotation)",
+            "Unix time until which an LLM upstream member (an upstream, or one endpoint or key of it) is held out (past: back)",
             m.cooldown_until.clone(),
         );
         m
@@ -250,11 +250,18 @@ struct ServerLabels {
     server: RouteName,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EjectionLabels {
+    route: RouteName,
+    server: RouteName,
+    reason: &'static str,
+}
+
 /// The servers of upstream groups.
 struct GroupMetrics {
     up: Family<ServerLabels, Gauge>,
     picks: Family<ServerLabels, Counter>,
-    ejections: Family<ServerLabels, Counter>,
+    ejections: Family<EjectionLabels, Counter>,
 }
 
 impl GroupMetrics {
@@ -276,7 +283,7 @@ impl GroupMetrics {
         );
         registry.register(
             "upstream_server_ejections",
-            "Times a server was taken out of its group for failing",
+            "Times a server was taken out of its group, by reason (failing; on LLM upstreams also rate_limited, overloaded, unreachable)",
             m.ejections.clone(),
         );
         m
@@ -652,10 +659,31 @@ impl Metrics {
         let m = ServerMetrics {
             up: self.groups.up.get_or_create(&labels).clone(),
             picks: self.groups.picks.get_or_create(&labels).clone(),
-            ejections: self.groups.ejections.get_or_create(&labels).clone(),
+            ejections: self
+                .groups
+                .ejections
+                .get_or_create(&EjectionLabels {
+                    route: labels.route.clone(),
+                    server: labels.server.clone(),
+                    reason: "failing",
+                })
+                .clone(),
         };
         m.up.set(1);
         m
+    }
+
+    /// `server` of `route`'s group was taken out for `reason` (the
+    /// passive ejections of [`ServerMetrics::ejections`] are `failing`).
+    pub fn server_ejected(&self, route: &Arc<str>, server: &Arc<str>, reason: &'static str) {
+        self.groups
+            .ejections
+            .get_or_create(&EjectionLabels {
+                route: RouteName(route.clone()),
+                server: RouteName(server.clone()),
+                reason,
+            })
+            .inc();
     }
 
     /// A reload finished; `generation` is the running one afterwards.

@@ -141,6 +141,17 @@ api_key_file = "api-key"
 connect_timeout = "1s"
 reasoning = "auto"
 max_tokens_field = "both"
+[[route.upstreams]]
+name = "b"
+servers = ["http://127.0.0.1:7", { url = "http://127.0.0.1:8", weight = 2, backup = true }]
+keys = ["env:WEIR_TEST_SURELY_UNSET_VARIABLE", "file:api-key"]
+balance = "hash"
+hash_key = "conversation"
+eject_after = 3
+eject_base = "1s"
+eject_max = "1s"
+max_ejected_percent = 50
+slow_start = "1s"
 [[route.models]]
 name = "m"
 upstreams = ["a"]

@@ -15,17 +15,16 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
     // `Section::keys_read_by`).
     let upstream = t.string("upstream");
     let servers = t.strings_or_tables("servers");
-    let balance = t.string("balance");
-    let hash_key = t.string("hash_key");
-    let defaults = Ejection::default();
-    let after = t.uint("eject_after", 1_000);
-    let base = timer(t, "eject_base");
-    let max = timer(t, "eject_max");
-    let max_share = t.uint("max_ejected_percent", 100);
-    let slow_start = t.duration("slow_start", TIMER_OR_ZERO);
+    let rules = balancing(
+        t,
+        Policy::P2cEwma,
+        parse_hash_key,
+        "\"header:<name>\", \"cookie:<name>\" or \"client_ip\"",
+        "header:x-session-id",
+    );
     let check = t.table("health_check").map(|c| health_check(&c));
 
-    let mut ok = true;
+    let mut ok = rules.is_some();
     // Read on after a problem here: the other keys' problems are
     // reported in the same run.
     let servers = match (upstream, servers) {
@@ -57,8 +56,48 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
             None
         }
     };
+    let health_check = match check {
+        None => None,
+        Some(Some(c)) => Some(c),
+        Some(None) => {
+            ok = false;
+            None
+        }
+    };
+    let servers = servers.filter(|_| ok)?;
+    let (policy, hash_key, ejection) = rules?;
+    Some(UpstreamGroup {
+        servers,
+        policy,
+        hash_key,
+        ejection,
+        health_check,
+    })
+}
+
+/// The keys that say how a group balances and when a member is taken out
+/// (`balance`, `hash_key`, `eject_*`, `max_ejected_percent`,
+/// `slow_start`), shared by proxy routes and LLM upstreams: the policy
+/// (`default` when unset), the hash key `parse` reads (`keys` names the
+/// forms it takes, `example` is one), and the ejection rule.
+pub(super) fn balancing<K>(
+    t: &Section<'_, '_>,
+    default: Policy,
+    parse: impl Fn(&str) -> Option<K>,
+    keys: &str,
+    example: &str,
+) -> Option<(Policy, Option<K>, Ejection)> {
+    let balance = t.string("balance");
+    let hash_key = t.string("hash_key");
+    let defaults = Ejection::default();
+    let after = t.uint("eject_after", 1_000);
+    let base = timer(t, "eject_base");
+    let max = timer(t, "eject_max");
+    let max_share = t.uint("max_ejected_percent", 100);
+    let slow_start = t.duration("slow_start", TIMER_OR_ZERO);
+    let mut ok = true;
     let policy = match &balance {
-        None => Policy::P2cEwma,
+        None => default,
         Some(b) => match Policy::from_name(&b.value) {
             Some(p) => p,
             None => {
@@ -71,19 +110,19 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
                     )),
                 );
                 ok = false;
-                Policy::P2cEwma
+                default
             }
         },
     };
     let hash_key = match &hash_key {
         None => None,
-        Some(k) => match parse_hash_key(&k.value) {
+        Some(k) => match parse(&k.value) {
             Some(key) => Some(key),
             None => {
                 k.problem(
                     t.doc(),
                     format!("`{}` is not a hash key", k.value),
-                    Some("use \"header:<name>\", \"cookie:<name>\" or \"client_ip\"".into()),
+                    Some(format!("use {keys}")),
                 );
                 ok = false;
                 None
@@ -95,10 +134,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
             t.problem(
                 "hash_key",
                 "`balance = \"hash\"` needs a key to hash",
-                Some(
-                    "add `hash_key = \"header:x-session-id\"`, \"cookie:<name>\" or \"client_ip\""
-                        .into(),
-                ),
+                Some(format!("add `hash_key = \"{example}\"` (or {keys})")),
             );
             ok = false;
         }
@@ -142,26 +178,14 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
         );
         ok = false;
     }
-    let health_check = match check {
-        None => None,
-        Some(Some(c)) => Some(c),
-        Some(None) => {
-            ok = false;
-            None
-        }
-    };
-    let servers = servers.filter(|_| ok)?;
-    Some(UpstreamGroup {
-        servers,
-        policy,
-        hash_key,
-        ejection,
-        health_check,
-    })
+    ok.then_some((policy, hash_key, ejection))
 }
 
 /// The `servers` list: URLs, or tables with `url`, `weight`, `backup`.
-fn servers_of(t: &Section<'_, '_>, items: Vec<Item<'_, '_>>) -> Option<Vec<Member<http::Uri>>> {
+pub(super) fn servers_of(
+    t: &Section<'_, '_>,
+    items: Vec<Item<'_, '_>>,
+) -> Option<Vec<Member<http::Uri>>> {
     let mut ok = true;
     let mut out: Vec<Member<http::Uri>> = Vec::new();
     for item in items {

@@ -143,7 +143,16 @@ fn upstream(
 ) -> Option<LlmUpstreamConfig> {
     let name = u.string("name");
     let url = u.string("url");
+    let servers = u.strings_or_tables("servers");
     let credential = secrets::secret(u, "api_key_env", "api_key_file", "the API key");
+    let keys = u.string_list("keys");
+    let rules = super::group::balancing(
+        u,
+        Policy::LeastInFlight,
+        |k| (k == "conversation").then_some(()),
+        "\"conversation\"",
+        "conversation",
+    );
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
     let reasoning = named(
@@ -179,20 +188,68 @@ fn upstream(
         );
         ok = false;
     }
-    let url = match url {
-        Some(url) => upstream_uri(u, &url),
-        None => {
-            u.problem("url", "missing", Some("add `url = \"https://...\"`".into()));
+    let servers = match (url, servers) {
+        (Some(url), None) => upstream_uri(u, &url).map(|target| {
+            vec![Member {
+                target,
+                weight: 1,
+                backup: false,
+            }]
+        }),
+        (None, Some(items)) => super::group::servers_of(u, items),
+        (Some(_), Some(_)) => {
+            u.problem(
+                "servers",
+                "an upstream takes `url` or `servers`, not both",
+                Some("move the `url` into `servers`".into()),
+            );
+            None
+        }
+        (None, None) => {
+            u.problem(
+                "url",
+                "missing",
+                Some("add `url = \"https://...\"`, or `servers = [\"http://10.0.0.1:8000\", \"http://10.0.0.2:8000\"]`".into()),
+            );
             None
         }
     };
-    // Neither `api_key_env` nor `api_key_file`: the client's own
+    // Neither `api_key_env`, `api_key_file` nor `keys`: the client's own
     // credential is passed through.
-    let credential = match credential {
-        Ok(Some((key, _))) => Some(Credential::Key(key)),
-        Ok(None) => Some(Credential::Passthrough),
-        Err(secrets::Reported) => None,
+    let keys = match (credential, keys) {
+        (Ok(Some(_)), Some(_)) | (Err(_), Some(_)) => {
+            u.problem(
+                "keys",
+                "an upstream takes `keys` or `api_key_env`/`api_key_file`, not both",
+                Some("move the single key into `keys` as \"env:NAME\" or \"file:PATH\"".into()),
+            );
+            None
+        }
+        (Ok(None), Some(items)) => secrets::key_list(u, items).ok(),
+        (Ok(Some((key, at))), None) => Some(vec![ApiKey {
+            credential: Credential::Key(key),
+            source: match at.key.rsplit('.').next() {
+                Some("api_key_file") => format!("file:{}", at.value),
+                _ => format!("env:{}", at.value),
+            },
+        }]),
+        (Ok(None), None) => Some(vec![ApiKey {
+            credential: Credential::Passthrough,
+            source: "passthrough".into(),
+        }]),
+        (Err(secrets::Reported), None) => None,
     };
+    let members = servers.as_ref().map_or(0, Vec::len) * keys.as_ref().map_or(0, Vec::len);
+    if let Some((Policy::Hash, _, _)) = rules
+        && members == 1
+    {
+        u.problem(
+            "balance",
+            "`balance = \"hash\"` on an upstream of one endpoint and one key: there is nothing to choose",
+            Some("list more `servers` or `keys`, or remove `balance` and `hash_key`".into()),
+        );
+        ok = false;
+    }
     if reasoning.is_none() || max_tokens_field.is_none() {
         ok = false;
     }
@@ -217,17 +274,23 @@ fn upstream(
             }
         }
     }
-    match (url, credential, api) {
-        (Some(url), Some(credential), Some(api)) if ok => {
-            let host = url.host().unwrap_or_default();
+    match (servers, keys, api, rules) {
+        (Some(servers), Some(keys), Some(api), Some((policy, hash_key, ejection))) if ok => {
+            let host = servers
+                .first()
+                .and_then(|s| s.target.host())
+                .unwrap_or_default();
             let accepts = Accepts {
                 reasoning: reasoning.unwrap_or(Reasoning::Auto),
                 max_tokens: max_tokens_field.unwrap_or_else(|| MaxTokensField::for_host(host)),
             };
             Some(LlmUpstreamConfig {
                 name: name.value,
-                url,
-                credential,
+                servers,
+                keys,
+                policy,
+                hash_conversation: hash_key.is_some(),
+                ejection,
                 connect_timeout,
                 api,
                 accepts,
@@ -432,10 +495,99 @@ mod tests {
             .collect();
         assert_eq!(order, vec![0, 1]);
         assert_eq!(llm.failover_on, defaults::LLM_FAILOVER_ON);
-        assert!(
-            llm.upstreams
+        assert!(llm.upstreams.iter().all(|u| {
+            u.keys
                 .iter()
-                .all(|u| u.credential == Credential::Passthrough)
+                .all(|k| k.credential == Credential::Passthrough)
+        }));
+    }
+
+    #[test]
+    fn an_upstream_reads_servers_keys_and_its_balancing() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("k2"), "key-two\n").expect("key");
+        // A variable every test environment has (weir forbids `set_var`).
+        let path = std::env::var("PATH").expect("PATH").trim().to_string();
+        let c = parse(
+            &dir.path().join("w.toml"),
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"a\"\n\
+             servers = [\"http://127.0.0.1:1\", { url = \"http://127.0.0.1:2\", weight = 3 }]\n\
+             keys = [\"env:PATH\", \"file:k2\"]\n\
+             balance = \"hash\"\nhash_key = \"conversation\"\n\
+             [[route.upstreams]]\nname = \"b\"\nurl = \"http://127.0.0.1:3\"\n",
+        )
+        .expect("valid");
+        let RouteKind::Llm(llm) = &c.routes[0].kind else {
+            panic!("an LLM route");
+        };
+        let a = &llm.upstreams[0];
+        let weights: Vec<u32> = a.servers.iter().map(|m| m.weight).collect();
+        assert_eq!(weights, [1, 3]);
+        let keys: Vec<(&str, &Credential)> = a
+            .keys
+            .iter()
+            .map(|k| (k.source.as_str(), &k.credential))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("env:PATH", &Credential::Key(Secret(path))),
+                ("file:k2", &Credential::Key(Secret("key-two".into()))),
+            ]
+        );
+        assert_eq!((a.policy, a.hash_conversation), (Policy::Hash, true));
+        let b = &llm.upstreams[1];
+        assert_eq!(b.policy, Policy::LeastInFlight, "the LLM default");
+        assert_eq!(b.servers.len(), 1);
+        assert_eq!(b.keys[0].credential, Credential::Passthrough);
+    }
+
+    #[test]
+    fn every_upstream_group_problem_is_named() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("k"), "same").expect("key");
+        std::fs::write(dir.path().join("k-again"), "same").expect("key");
+        let doc = "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\nkeys = []\n\
+             [[route.upstreams]]\nname = \"b\"\nurl = \"http://127.0.0.1:1\"\n\
+             keys = [\"file:k\", \"file:k-again\", \"file:k\", \"ANTHROPIC_KEY\"]\n\
+             [[route.upstreams]]\nname = \"c\"\nurl = \"http://127.0.0.1:1\"\n\
+             servers = [\"http://127.0.0.1:2\"]\napi_key_file = \"k\"\nkeys = [\"file:k\"]\n\
+             [[route.upstreams]]\nname = \"d\"\nurl = \"http://127.0.0.1:1\"\n\
+             balance = \"hash\"\nhash_key = \"conversation\"\n\
+             [[route.upstreams]]\nname = \"e\"\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n\
+             hash_key = \"conversation\"\n\
+             [[route.upstreams]]\nname = \"f\"\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:1\"]\n\
+             balance = \"hash\"\nhash_key = \"client_ip\"\n\
+             [[route.upstreams]]\nname = \"g\"\nservers = []\n";
+        let path = dir.path().join("w.toml");
+        let p: Vec<String> = match parse(&path, doc) {
+            Ok(_) => panic!("invalid"),
+            Err(p) => p.0.iter().map(ToString::to_string).collect(),
+        };
+        let joined = p.join("\n");
+        for needle in [
+            "upstreams[0].keys: an empty list of keys",
+            "upstreams[1].keys[1]: the same key as `file:k` earlier in the list",
+            "upstreams[1].keys[2]: the same key as `file:k` earlier in the list",
+            "upstreams[1].keys[3]: `ANTHROPIC_KEY` does not say where the key is",
+            "fix: write each key as \"env:VARIABLE\" or \"file:path/to/key\"",
+            "upstreams[2].servers: an upstream takes `url` or `servers`, not both",
+            "upstreams[2].keys: an upstream takes `keys` or `api_key_env`/`api_key_file`, not both",
+            "upstreams[3].balance: `balance = \"hash\"` on an upstream of one endpoint and one key",
+            "upstreams[4].hash_key: `hash_key` is read only with `balance = \"hash\"`, not `least_in_flight`",
+            "upstreams[5].servers[1]: `http://127.0.0.1:1/` is listed twice",
+            "upstreams[5].hash_key: `client_ip` is not a hash key (fix: use \"conversation\")",
+            "upstreams[6].servers: an empty group serves nothing",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+        assert!(
+            p.iter().all(|l| l.contains("w.toml:")),
+            "each with its file and line: {joined}"
         );
     }
 

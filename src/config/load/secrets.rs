@@ -27,41 +27,125 @@ pub(super) fn secret(
             );
             Err(Reported)
         }
-        (Some(var), None) => match std::env::var(&var.value) {
-            Ok(s) if !s.trim().is_empty() => Ok(Some((Secret(s.trim().to_string()), var))),
-            _ => {
-                var.problem(
-                    t.doc(),
-                    format!("environment variable `{}` is not set or empty", var.value),
-                    Some(format!(
-                        "export it before starting weir, or use `{file_key}`"
-                    )),
-                );
-                Err(Reported)
-            }
-        },
+        (Some(var), None) => {
+            let fix = format!("export it before starting weir, or use `{file_key}`");
+            from_env(t.doc(), &var, fix).map(|s| Some((s, var)))
+        }
         (None, Some(f)) => {
-            let path = t.doc().base_dir().join(&f.value);
-            match std::fs::read_to_string(&path) {
-                Ok(s) if !s.trim().is_empty() => Ok(Some((Secret(s.trim().to_string()), f))),
-                Ok(_) => {
-                    f.problem(t.doc(), format!("{} is empty", path.display()), None);
-                    Err(Reported)
-                }
-                Err(e) => {
-                    f.problem(
-                        t.doc(),
-                        format!("cannot read {}: {e}", path.display()),
-                        Some(format!(
-                            "point `{file_key}` at a readable file holding {what}"
-                        )),
-                    );
-                    Err(Reported)
-                }
-            }
+            let fix = format!("point `{file_key}` at a readable file holding {what}");
+            from_file(t.doc(), &f, fix).map(|s| Some((s, f)))
         }
         (None, None) => Ok(None),
     }
+}
+
+/// The secret in the environment variable `var` names.
+fn from_env(doc: &Doc<'_>, var: &At<String>, fix: String) -> Result<Secret, Reported> {
+    match std::env::var(&var.value) {
+        Ok(s) if !s.trim().is_empty() => Ok(Secret(s.trim().to_string())),
+        _ => {
+            var.problem(
+                doc,
+                format!("environment variable `{}` is not set or empty", var.value),
+                Some(fix),
+            );
+            Err(Reported)
+        }
+    }
+}
+
+/// The secret in the file `f` names (relative to the config's directory).
+fn from_file(doc: &Doc<'_>, f: &At<String>, fix: String) -> Result<Secret, Reported> {
+    let path = doc.base_dir().join(&f.value);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(Secret(s.trim().to_string())),
+        Ok(_) => {
+            f.problem(doc, format!("{} is empty", path.display()), None);
+            Err(Reported)
+        }
+        Err(e) => {
+            f.problem(
+                doc,
+                format!("cannot read {}: {e}", path.display()),
+                Some(fix),
+            );
+            Err(Reported)
+        }
+    }
+}
+
+/// An LLM upstream's `keys`: each `"env:NAME"` or `"file:PATH"`, read as
+/// `api_key_env` and `api_key_file` are; none empty or listed twice (by
+/// where it is read from, or by its value: the same key twice would be
+/// counted as two and rate limited as one).
+pub(super) fn key_list(
+    t: &Section<'_, '_>,
+    items: Vec<At<String>>,
+) -> Result<Vec<ApiKey>, Reported> {
+    let mut keys: Vec<ApiKey> = Vec::new();
+    let mut ok = true;
+    let fix = "write each key as \"env:VARIABLE\" or \"file:path/to/key\"";
+    if items.is_empty() {
+        t.problem(
+            "keys",
+            "an empty list of keys",
+            Some(format!(
+                "{fix}, or remove `keys` to pass the client's own key through"
+            )),
+        );
+        return Err(Reported);
+    }
+    for item in items {
+        let read = match item.value.split_once(':') {
+            Some(("env", name)) if !name.trim().is_empty() => {
+                let var = At {
+                    value: name.trim().to_string(),
+                    ..item.clone()
+                };
+                from_env(t.doc(), &var, "export it before starting weir".into())
+            }
+            Some(("file", path)) if !path.trim().is_empty() => {
+                let f = At {
+                    value: path.trim().to_string(),
+                    ..item.clone()
+                };
+                from_file(
+                    t.doc(),
+                    &f,
+                    "point it at a readable file holding the API key".into(),
+                )
+            }
+            _ => {
+                item.problem(
+                    t.doc(),
+                    format!("`{}` does not say where the key is", item.value),
+                    Some(fix.into()),
+                );
+                Err(Reported)
+            }
+        };
+        let Ok(secret) = read else {
+            ok = false;
+            continue;
+        };
+        let twice = keys
+            .iter()
+            .find(|k| k.source == item.value || k.credential == Credential::Key(secret.clone()));
+        if let Some(earlier) = twice {
+            item.problem(
+                t.doc(),
+                format!("the same key as `{}` earlier in the list", earlier.source),
+                Some("list each key once".into()),
+            );
+            ok = false;
+            continue;
+        }
+        keys.push(ApiKey {
+            credential: Credential::Key(secret),
+            source: item.value,
+        });
+    }
+    if ok { Ok(keys) } else { Err(Reported) }
 }
 
 /// Client tokens from a file (one per line, `#` comments) and/or an
