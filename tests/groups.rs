@@ -132,7 +132,12 @@ async fn a_refused_server_is_passed_over_with_the_body_and_then_taken_out() {
         ("weir_upstream_server_picks_total", &dead, 2),
         ("weir_upstream_server_picks_total", &live, 6),
     ] {
-        let m = format!("{name}{{route=\"main\",server=\"{server}\"}}");
+        let reason = if name.contains("ejections") {
+            ",reason=\"failing\""
+        } else {
+            ""
+        };
+        let m = format!("{name}{{route=\"main\",server=\"{server}\"{reason}}}");
         assert_eq!(metric(&weir, &m).await, Some(want), "{m}");
     }
 }
