@@ -9,7 +9,9 @@
 //! which counts the request in flight until it is dropped and is told how
 //! the request went ([`Pick::finish`]). When every server is out, `pick`
 //! says when the first comes back, so the route answers at once instead of
-//! queueing.
+//! queueing. Besides failing (passive ejection, [`Ejection`]), a server
+//! can be held out until a time it named, or for refusing connections
+//! ([`Group::hold`], [`Group::refused`]): LLM upstreams' cooldowns.
 //!
 //! Pure and clock-driven (tokio's `Instant`, so tests run on paused time);
 //! it knows nothing of HTTP. The proxy and the LLM routes own what a server

@@ -150,7 +150,8 @@ pub async fn run(
             };
             tally.tried += 1;
             member.metrics.picks.inc();
-            cx.facts.locked().upstream = Some(name.clone());
+            // The member: the upstream, and which endpoint and key when it has several.
+            cx.facts.locked().upstream = Some(member.label.clone());
             let resp = match send(upstream, req, settings.first_byte_timeout).await {
                 Sent::Response(r) => r,
                 Sent::Refused => {

@@ -61,7 +61,7 @@ pub struct RequestRecord {
 pub struct LlmFacts {
     /// The model as the client named it.
     pub model: Option<String>,
-    /// The upstream that served (or the last one tried).
+    /// The upstream member that served (or the last one tried).
     pub upstream: Option<Arc<str>>,
     /// Upstreams moved past before one served.
     pub failovers: u32,
