@@ -109,6 +109,8 @@ pub async fn run(
         let upstream = &llm.upstreams[choice.upstream];
         let name: Arc<str> = upstream.config.name.as_str().into();
         let mut tried: Vec<usize> = Vec::new();
+        // Made once for the upstream, sent to each member tried.
+        let mut draft = None;
         // Members of this upstream, one after another while they refuse or
         // say they are busy; `break` moves on to the next upstream.
         while tried.len() < MEMBER_ATTEMPTS {
@@ -128,25 +130,25 @@ pub async fn run(
             };
             tried.push(pick.index());
             let member = pick.target();
-            let prepared = request
-                .for_upstream(
-                    upstream,
-                    member,
-                    endpoint,
-                    choice.model.as_deref(),
-                    &llm.offload,
-                )
-                .await;
-            let (req, translation) = match prepared {
-                Prepared::Ready(req, translation) => (*req, translation),
-                Prepared::Skip => {
-                    tally.skipped += 1;
-                    break;
+            if draft.is_none() {
+                let prepared = request
+                    .for_upstream(upstream, endpoint, choice.model.as_deref(), &llm.offload)
+                    .await;
+                match prepared {
+                    Prepared::Ready(d) => draft = Some(d),
+                    Prepared::Skip => {
+                        tally.skipped += 1;
+                        break;
+                    }
+                    Prepared::Invalid(why) => {
+                        return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
+                    }
+                    Prepared::Busy => return Err(super::busy()),
                 }
-                Prepared::Invalid(why) => {
-                    return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
-                }
-                Prepared::Busy => return Err(super::busy()),
+            }
+            let Some(req) = draft.as_ref().and_then(|d| d.for_member(member)) else {
+                // A key that is no header value: another member may do.
+                continue;
             };
             tally.tried += 1;
             member.metrics.picks.inc();
@@ -200,7 +202,8 @@ pub async fn run(
                 } else {
                     "status_5xx"
                 });
-                let failed = Answered::read(resp, rank, translation.as_ref(), settings).await;
+                let translation = draft.as_ref().and_then(|d| d.translation.as_ref());
+                let failed = Answered::read(resp, rank, translation, settings).await;
                 keep_best(&mut best, failed);
                 // Busy, not broken: another member (key, endpoint) may serve.
                 if why.is_some() {
@@ -211,6 +214,8 @@ pub async fn run(
             let latency =
                 Outcome::Answered(Instant::now().saturating_duration_since(pick.started()));
             finish(&mut pick, latency, cx);
+            // Every way on from here ends this upstream's attempts.
+            let translation = draft.take().and_then(|d| d.translation);
             if translation.is_some() && refused_as_translated(status) {
                 // This upstream could not take what weir made of the request;
                 // another may take the client's own, and an earlier 429/529

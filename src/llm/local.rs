@@ -39,20 +39,22 @@ pub async fn count_tokens(
         let prepared = request
             .for_upstream(
                 upstream,
-                pick.target(),
                 Endpoint::CountTokens,
                 choice.model.as_deref(),
                 &llm.offload,
             )
             .await;
-        let req = match prepared {
-            Prepared::Ready(req, _) => *req,
+        let draft = match prepared {
+            Prepared::Ready(draft) => draft,
             // An upstream of another API cannot count Anthropic's tokens:
             // weir estimates them itself.
             Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
                 return count_locally(llm, &request.body).await;
             }
             Prepared::Skip | Prepared::Invalid(_) | Prepared::Busy => continue,
+        };
+        let Some(req) = draft.for_member(pick.target()) else {
+            continue;
         };
         let sent = send(upstream, req, settings.first_byte_timeout).await;
         answered(upstream, &mut pick, &sent, cx);
@@ -141,18 +143,14 @@ pub async fn models(
             continue;
         }
         let prepared = request
-            .for_upstream(
-                upstream,
-                pick.target(),
-                Endpoint::Models,
-                None,
-                &llm.offload,
-            )
+            .for_upstream(upstream, Endpoint::Models, None, &llm.offload)
             .await;
-        let Prepared::Ready(req, _) = prepared else {
+        let Prepared::Ready(draft) = prepared else {
             continue;
         };
-        let req = *req;
+        let Some(req) = draft.for_member(pick.target()) else {
+            continue;
+        };
         tried += 1;
         let sent = send(upstream, req, settings.first_byte_timeout).await;
         answered(upstream, &mut pick, &sent, cx);

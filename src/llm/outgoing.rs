@@ -1,13 +1,14 @@
 //! One attempt's request: the buffered request made ready for one
-//! upstream (its URL, its key in the header its API reads, the client's
-//! token removed, the model it knows the requested one by, translated when
-//! it speaks another API), and sending it under the first-byte timeout.
+//! upstream once (the client's token removed, the model it knows the
+//! requested one by, translated when it speaks another API: a [`Draft`]),
+//! then for each member tried (its URL, its key in the header its API
+//! reads), and sending it under the first-byte timeout.
 
 use super::body::splice;
 use super::offload::{Busy, Offload};
 use super::translate::{Pair, ToolNames, native};
 use super::upstream::{LlmMember, LlmUpstream};
-use crate::config::Credential;
+use crate::config::{Credential, UpstreamApi};
 use crate::proxy::headers::clean_request;
 use crate::wire::Endpoint;
 use bytes::Bytes;
@@ -38,10 +39,53 @@ pub struct Translation {
     pub include_usage: bool,
 }
 
+/// A request made ready for one upstream, to be sent to any of its
+/// members: translated (or spliced) once, whichever endpoint and key
+/// take it.
+pub struct Draft {
+    api: UpstreamApi,
+    method: http::Method,
+    /// The API path (and query), after each member's base path.
+    path: String,
+    /// Without a key: each member's own goes in.
+    headers: http::HeaderMap,
+    body: Bytes,
+    /// How the answer is translated back, when it is.
+    pub translation: Option<Translation>,
+}
+
+impl Draft {
+    /// The request for `member`: its URL, its key. None when they cannot
+    /// make a request (a key that is no header value).
+    pub fn for_member(&self, member: &LlmMember) -> Option<http::Request<Full<Bytes>>> {
+        let base = &member.url;
+        let path = format!("{}{}", base.path().trim_end_matches('/'), self.path);
+        let uri = http::Uri::builder()
+            .scheme(base.scheme()?.clone())
+            .authority(base.authority()?.clone())
+            .path_and_query(path)
+            .build()
+            .ok()?;
+        let mut headers = self.headers.clone();
+        if let Credential::Key(key) = &member.credential {
+            headers.remove(header::AUTHORIZATION);
+            headers.remove("x-api-key");
+            let (name, value) = self.api.key_header(&key.0);
+            headers.insert(name, HeaderValue::from_str(&value).ok()?);
+        }
+        let mut req = http::Request::new(Full::new(self.body.clone()));
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = headers;
+        Some(req)
+    }
+}
+
 /// A request made ready for one upstream.
 pub enum Prepared {
-    /// Send it; translate the answer back when a translation is given.
-    Ready(Box<http::Request<Full<Bytes>>>, Option<Translation>),
+    /// Send it to a member; translate the answer back when the draft
+    /// says how.
+    Ready(Box<Draft>),
     /// This upstream cannot serve this endpoint (no translation exists).
     Skip,
     /// The client's body could not be translated: a 400 for the client.
@@ -59,13 +103,11 @@ pub enum Sent {
 }
 
 impl Outgoing {
-    /// The request for `upstream`'s `member`, with the model it knows the
-    /// requested one by, translated when it speaks another API than the
-    /// client.
+    /// The request for `upstream`, with the model it knows the requested
+    /// one by, translated when it speaks another API than the client.
     pub async fn for_upstream(
         &self,
         upstream: &LlmUpstream,
-        member: &LlmMember,
         endpoint: Endpoint,
         model: Option<&str>,
         offload: &Offload,
@@ -73,26 +115,10 @@ impl Outgoing {
         let Ok(pair) = Pair::between(endpoint, upstream.config.api) else {
             return Prepared::Skip;
         };
-        let base = &member.url;
-        let path = format!(
-            "{}{}",
-            base.path().trim_end_matches('/'),
-            match pair {
-                // The client's query (`?beta=true`) means nothing to the other API.
-                Some(p) => p.upstream_api().path(),
-                None => &self.path_and_query,
-            }
-        );
-        let (Some(scheme), Some(authority)) = (base.scheme(), base.authority()) else {
-            return Prepared::Skip;
-        };
-        let Ok(uri) = http::Uri::builder()
-            .scheme(scheme.clone())
-            .authority(authority.clone())
-            .path_and_query(path)
-            .build()
-        else {
-            return Prepared::Skip;
+        let path = match pair {
+            // The client's query (`?beta=true`) means nothing to the other API.
+            Some(p) => p.upstream_api().path().to_string(),
+            None => self.path_and_query.clone(),
         };
         let mut headers = self.parts.headers.clone();
         clean_request(&mut headers);
@@ -103,18 +129,14 @@ impl Outgoing {
         if let Some(h) = &self.strip {
             headers.remove(h);
         }
-        let passthrough = member.credential == Credential::Passthrough;
+        // An upstream's keys are all its own, or the client's passed through.
+        let passthrough = upstream
+            .config
+            .keys
+            .iter()
+            .all(|k| k.credential == Credential::Passthrough);
         if pair.is_some() {
             upstream.config.api.adopt_headers(&mut headers, passthrough);
-        }
-        if let Credential::Key(key) = &member.credential {
-            headers.remove(header::AUTHORIZATION);
-            headers.remove("x-api-key");
-            let (name, value) = upstream.config.api.key_header(&key.0);
-            let Ok(value) = HeaderValue::from_str(&value) else {
-                return Prepared::Skip;
-            };
-            headers.insert(name, value);
         }
         // Streams must arrive as plain SSE for weir to read their events.
         headers.insert(
@@ -172,11 +194,14 @@ impl Outgoing {
             (None, Some(m), Some(span)) => splice(&self.body, span, m),
             _ => self.body.clone(),
         };
-        let mut req = http::Request::new(Full::new(body));
-        *req.method_mut() = self.parts.method.clone();
-        *req.uri_mut() = uri;
-        *req.headers_mut() = headers;
-        Prepared::Ready(Box::new(req), translation)
+        Prepared::Ready(Box::new(Draft {
+            api: upstream.config.api,
+            method: self.parts.method.clone(),
+            path,
+            headers,
+            body,
+            translation,
+        }))
     }
 }
 
