@@ -114,6 +114,11 @@ pub async fn run(
             Prepared::Invalid(why) => {
                 return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
             }
+            Prepared::Unserved(why) => {
+                note_failover("cannot_serve");
+                tally.unserved.get_or_insert(why);
+                continue;
+            }
             Prepared::Busy => return Err(super::busy()),
         };
         tally.tried += 1;
@@ -295,6 +300,9 @@ struct Attempts {
     tried: usize,
     /// Upstreams that cannot serve the endpoint (no translation).
     skipped: usize,
+    /// Why the first upstream that could not serve this request (a web
+    /// search to a Chat Completions server) could not.
+    unserved: Option<String>,
     /// Upstreams passed over while cooling: until when, and why.
     cooling: Vec<(Instant, Cooling)>,
 }
@@ -313,6 +321,15 @@ fn exhausted(
         return Ok(b);
     }
     let cooling = &tally.cooling;
+    if let Some(why) = tally
+        .unserved
+        .as_ref()
+        .filter(|_| tally.tried == 0 && cooling.is_empty())
+    {
+        // Nothing was sent and nobody is cooling: the request asks what
+        // no upstream of the model can do, which a retry will not change.
+        return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why.clone()));
+    }
     if tally.tried == 0 && cooling.is_empty() && tally.skipped > 0 {
         return Err(Rescue::status(StatusCode::NOT_IMPLEMENTED).saying(format!(
             "no upstream of this model speaks {}, and weir does not translate it to theirs",

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::body::splice;
 use super::offload::{Busy, Offload};
-use super::translate::{Pair, ToolNames, native};
+use super::translate::{Pair, ToolNames, TranslateError, native};
 use super::upstream::LlmUpstream;
 use crate::config::Credential;
 use crate::proxy::headers::clean_request;
@@ -45,6 +45,9 @@ pub enum Prepared {
     Skip,
     /// The client's body could not be translated: a 400 for the client.
     Invalid(String),
+    /// This upstream cannot do what the request asks (say, search the
+    /// web): the next may; if none can, a 400 saying why.
+    Unserved(String),
     /// Every slot for heavy work is taken: shed.
     Busy,
 }
@@ -143,6 +146,7 @@ impl Outgoing {
                         });
                         t.body
                     }
+                    Ok(Err(TranslateError::Unserved(why))) => return Prepared::Unserved(why),
                     Ok(Err(e)) => return Prepared::Invalid(e.to_string()),
                     Err(Busy) => return Prepared::Busy,
                 }

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::{ToolNames, TranslateError, errors, text_of};
+use super::{ToolNames, TranslateError, errors, search, text_of};
 use crate::wire::{Usage, anthropic, responses, sse};
 
 /// The room for the answer itself when Codex sets no `max_output_tokens`
@@ -228,6 +228,10 @@ pub fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), Transla
         let tools: Vec<Value> = tools
             .iter()
             .filter_map(|t| match t["type"].as_str() {
+                _ if responses::is_web_search_tool(t) => Some(search::to_anthropic_tool(
+                    t,
+                    v["max_tool_calls"].as_u64(),
+                )),
                 Some("function") => Some(json!({
                     "name": t["name"],
                     "description": t["description"].as_str().unwrap_or(""),
@@ -385,7 +389,13 @@ struct Item {
 }
 
 enum ItemKind {
-    Message,
+    /// Text, with the citations of the search results it rests on.
+    Message {
+        citations: Vec<Value>,
+    },
+    /// Anthropic's web search (a `server_tool_use` block): its text is the
+    /// JSON of the block's input until the block ends.
+    Search,
     Function {
         call_id: Value,
         name: Value,
@@ -407,12 +417,26 @@ enum ItemKind {
 impl Item {
     fn value(&self, status: &str) -> Value {
         match &self.kind {
-            ItemKind::Message => json!({
+            ItemKind::Message { citations } => json!({
                 "id": self.id, "type": "message", "status": status, "role": "assistant",
                 "content": if status == "completed" {
-                    json!([{"type": "output_text", "text": self.text, "annotations": []}])
+                    json!([{"type": "output_text", "text": self.text,
+                        "annotations": search::annotations(&Value::Array(citations.clone()), &self.text)}])
                 } else { json!([]) },
             }),
+            ItemKind::Search => {
+                let mut item = search::call_of_block(&json!({
+                    "name": anthropic::WEB_SEARCH_NAME,
+                    "input": serde_json::from_str::<Value>(&self.text).unwrap_or_default(),
+                }))
+                .unwrap_or_default();
+                item["id"] = self.id.clone().into();
+                item["status"] = status.into();
+                if status != "completed" {
+                    item.as_object_mut().map(|m| m.remove("action"));
+                }
+                item
+            }
             ItemKind::Function { call_id, name } => json!({
                 "id": self.id, "type": "function_call", "status": status,
                 "call_id": call_id, "name": name, "arguments": self.text,
@@ -528,7 +552,15 @@ impl Stream {
                 let block = &v["content_block"];
                 let output_index = self.done.len();
                 let (prefix, kind) = match block["type"].as_str() {
-                    Some("text") => ("msg", ItemKind::Message),
+                    Some("text") => (
+                        "msg",
+                        ItemKind::Message {
+                            citations: block["citations"].as_array().cloned().unwrap_or_default(),
+                        },
+                    ),
+                    Some("server_tool_use") if block["name"] == anthropic::WEB_SEARCH_NAME => {
+                        ("ws", ItemKind::Search)
+                    }
                     Some("tool_use") if self.names.is_custom(&block["name"]) => (
                         "ctc",
                         ItemKind::Custom {
@@ -559,23 +591,30 @@ impl Stream {
                     ),
                     _ => return,
                 };
-                let item = Item {
+                let mut item = Item {
                     output_index,
                     id: format!("{prefix}_{}_{output_index}", self.id),
                     kind,
                     text: String::new(),
                 };
+                if matches!(item.kind, ItemKind::Search)
+                    && block["input"].as_object().is_some_and(|i| !i.is_empty())
+                {
+                    // An input that came whole with the block's start.
+                    item.text = block["input"].to_string();
+                }
                 let added =
                     json!({"output_index": output_index, "item": item.value("in_progress")});
                 self.emit("response.output_item.added", added, out);
                 let r = self.item_ref(&item);
                 match item.kind {
-                    ItemKind::Message => {
+                    ItemKind::Message { .. } => {
                         let mut e = r;
                         e["content_index"] = 0.into();
                         e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
                         self.emit("response.content_part.added", e, out);
                     }
+                    ItemKind::Search => self.emit("response.web_search_call.in_progress", r, out),
                     ItemKind::Reasoning { redacted: None, .. } => {
                         let mut e = r;
                         e["summary_index"] = 0.into();
@@ -593,10 +632,21 @@ impl Stream {
                 let d = &v["delta"];
                 let mut e = self.item_ref(&item);
                 let piece = match (d["type"].as_str(), &mut item.kind) {
-                    (Some("text_delta"), ItemKind::Message) => {
+                    (Some("text_delta"), ItemKind::Message { .. }) => {
                         e["content_index"] = 0.into();
                         e["logprobs"] = json!([]);
                         Some(("response.output_text.delta", d["text"].as_str()))
+                    }
+                    // Its annotations are sent when the text is whole: an
+                    // Anthropic citation spans its block.
+                    (Some("citations_delta"), ItemKind::Message { citations }) => {
+                        citations.push(d["citation"].clone());
+                        None
+                    }
+                    (Some("input_json_delta"), ItemKind::Search) => {
+                        item.text
+                            .push_str(d["partial_json"].as_str().unwrap_or_default());
+                        None
                     }
                     (Some("input_json_delta"), ItemKind::Function { .. }) => Some((
                         "response.function_call_arguments.delta",
@@ -633,8 +683,17 @@ impl Stream {
                     return;
                 };
                 let r = self.item_ref(&item);
-                match item.kind {
-                    ItemKind::Message => {
+                match &item.kind {
+                    ItemKind::Message { citations } => {
+                        let annotations =
+                            search::annotations(&Value::Array(citations.clone()), &item.text);
+                        for (n, a) in annotations.iter().enumerate() {
+                            let mut e = r.clone();
+                            e["content_index"] = 0.into();
+                            e["annotation_index"] = n.into();
+                            e["annotation"] = a.clone();
+                            self.emit("response.output_text.annotation.added", e, out);
+                        }
                         let mut e = r.clone();
                         e["content_index"] = 0.into();
                         e["text"] = item.text.clone().into();
@@ -642,9 +701,12 @@ impl Stream {
                         self.emit("response.output_text.done", e, out);
                         let mut e = r;
                         e["content_index"] = 0.into();
-                        e["part"] =
-                            json!({"type": "output_text", "text": item.text, "annotations": []});
+                        e["part"] = json!({"type": "output_text", "text": item.text, "annotations": annotations});
                         self.emit("response.content_part.done", e, out);
+                    }
+                    ItemKind::Search => {
+                        self.emit("response.web_search_call.searching", r.clone(), out);
+                        self.emit("response.web_search_call.completed", r, out);
                     }
                     ItemKind::Function { .. } => {
                         let mut e = r;
@@ -724,8 +786,15 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
         match b["type"].as_str() {
             Some("text") => output.push(json!({
                 "id": format!("msg_{id}_{n}"), "type": "message", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": b["text"], "annotations": []}],
+                "content": [{"type": "output_text", "text": b["text"],
+                    "annotations": search::annotations(&b["citations"], b["text"].as_str().unwrap_or_default())}],
             })),
+            Some("server_tool_use") => {
+                if let Some(mut call) = search::call_of_block(b) {
+                    call["id"] = format!("ws_{id}_{n}").into();
+                    output.push(call);
+                }
+            }
             Some("tool_use") if names.is_custom(&b["name"]) => output.push(json!({
                 "id": format!("ctc_{id}_{n}"), "type": "custom_tool_call", "status": "completed",
                 "call_id": b["id"], "name": b["name"],
@@ -813,7 +882,10 @@ mod tests {
                     ]},
                     {"role": "assistant", "content": [{"type": "text", "text": "Two files."}]},
                 ],
-                "tools": [{"name": "shell", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "array"}}}}],
+                "tools": [
+                    {"name": "shell", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "array"}}}},
+                    {"type": "web_search_20250305", "name": "web_search"},
+                ],
                 "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
                 "thinking": {"type": "enabled", "budget_tokens": 8192},
                 "max_tokens": 24576,

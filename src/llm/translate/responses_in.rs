@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, errors};
+use super::{ToolNames, errors, search};
 use crate::wire::{anthropic, responses, sse};
 
 /// Anthropic's usage from a Responses `usage`.
@@ -304,6 +304,37 @@ impl Stream {
                 );
                 self.close(key, out);
             }
+            // The search comes whole when its item is done: the call
+            // (its query as the input), then its results.
+            "response.output_item.done" if v["item"]["type"] == "web_search_call" => {
+                self.start(&Value::Null, out);
+                let key = (at("output_index"), u64::MAX);
+                for block in search::blocks_of_call(&v["item"]) {
+                    let mut start = block.clone();
+                    let input = start.get_mut("input").map(Value::take);
+                    if input.is_some() {
+                        start["input"] = json!({});
+                    }
+                    self.open(key, Kind::Tool, start, out);
+                    if let Some(input) = input {
+                        let delta =
+                            json!({"type": "input_json_delta", "partial_json": input.to_string()});
+                        self.delta(key, delta, out);
+                    }
+                    self.close(key, out);
+                }
+            }
+            // A citation on the text being written (OpenAI sends its
+            // annotations as the text arrives, with no cited text).
+            "response.output_text.annotation.added" => {
+                let key = (at("output_index"), at("content_index"));
+                if self.open.contains_key(&key)
+                    && let Some(citation) = search::citation(&v["annotation"], "")
+                {
+                    let delta = json!({"type": "citations_delta", "citation": citation});
+                    self.delta(key, delta, out);
+                }
+            }
             "response.output_item.done" if v["item"]["type"] == "message" => {
                 // Parts a server left open (no `content_part.done`).
                 let item = at("output_index");
@@ -350,7 +381,12 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
                 for part in item["content"].as_array().into_iter().flatten() {
                     let text = part["text"].as_str().or(part["refusal"].as_str());
                     if let Some(text) = text {
-                        content.push(json!({"type": "text", "text": text}));
+                        let citations = search::citations(text, &part["annotations"]);
+                        let mut block = json!({"type": "text", "text": text});
+                        if !citations.is_empty() {
+                            block["citations"] = citations.into();
+                        }
+                        content.push(block);
                     }
                 }
             }
@@ -362,6 +398,7 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
                     .unwrap_or_else(|| json!({}));
                 content.push(json!({"type": "tool_use", "id": item["call_id"], "name": names.original(&item["name"]), "input": input}));
             }
+            Some("web_search_call") => content.extend(search::blocks_of_call(item)),
             Some("reasoning") => {
                 let text = super::text_of(&item["summary"]);
                 let signature = reasoning_signature(item);

@@ -79,8 +79,21 @@ pub(crate) fn validate(body: &Value, options: &Options) -> Result<(), Rejection>
     }
     if let Some(tools) = body["tools"].as_array() {
         for (i, t) in tools.iter().enumerate() {
-            if t["type"] == "function" {
-                openai_tool_name(&format!("tools[{i}].function.name"), &t["function"]["name"])?;
+            match t["type"].as_str() {
+                Some("function") => {
+                    openai_tool_name(&format!("tools[{i}].function.name"), &t["function"]["name"])?
+                }
+                Some("custom") => {}
+                // Chat Completions has no web search tool: a search model
+                // takes `web_search_options` instead (web search guide).
+                other => {
+                    return Err(Rejection::bad(format!(
+                        "Invalid value: '{}'. Supported values are: 'function' and 'custom'.",
+                        other.unwrap_or("")
+                    ))
+                    .param(format!("tools[{i}].type"))
+                    .code("invalid_value"));
+                }
             }
         }
     }
