@@ -1289,3 +1289,112 @@ async fn claude_code_search_fails_over_back_to_anthropic() {
     assert_eq!(gpt.journal().len(), 1);
     assert_eq!(claude.journal().len(), 2);
 }
+
+// ------------------------------------------------- documents on every pair
+
+/// A one-page PDF's first bytes, base64 (what the upstream must receive).
+const PDF: &str = "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK";
+
+/// The client's first request with documents in its first user turn, as
+/// each client sends them: Anthropic `document` blocks (a base64 PDF, a
+/// plain-text source, a PDF by URL), Responses `input_file` parts (inline
+/// and by URL), a Chat `file` part.
+fn with_documents(client: Client, stream: bool) -> Value {
+    let mut first = client.first(stream, false);
+    match client {
+        Client::ClaudeCode => {
+            let content = first["messages"][0]["content"]
+                .as_array_mut()
+                .expect("blocks");
+            content.extend([
+                json!({"type": "document", "title": "spec.pdf",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}}),
+                json!({"type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "Plain notes."}}),
+                json!({"type": "document",
+                    "source": {"type": "url", "url": "https://weir.example/spec.pdf"}}),
+            ]);
+        }
+        Client::Codex => {
+            let content = first["input"][0]["content"].as_array_mut().expect("parts");
+            content.extend([
+                json!({"type": "input_file", "filename": "spec.pdf",
+                    "file_data": format!("data:application/pdf;base64,{PDF}")}),
+                json!({"type": "input_file", "file_url": "https://weir.example/spec.pdf"}),
+            ]);
+        }
+        Client::ChatApp => {
+            let text = first["messages"][1]["content"].clone();
+            first["messages"][1]["content"] = json!([
+                {"type": "text", "text": text},
+                {"type": "file", "file": {"filename": "spec.pdf",
+                    "file_data": format!("data:application/pdf;base64,{PDF}")}},
+            ]);
+        }
+    }
+    first
+}
+
+/// Documents through `client` on one upstream, streamed and whole: every
+/// request taken, and the PDF delivered (not dropped) on both turns.
+async fn documents(client: Client, api: ProviderApi, kind: &str, protocol: &str) {
+    for stream in [true, false] {
+        let up = emulator(api).await;
+        let weir = weir_over(kind, &[(&up, protocol)]).await;
+        round_trip(client, &weir, with_documents(client, stream), &[&up]).await;
+        for e in up.journal() {
+            assert!(e.body.to_string().contains(PDF), "no PDF: {}", e.body);
+        }
+    }
+}
+
+#[tokio::test]
+async fn claude_code_documents_on_every_upstream() {
+    documents(
+        Client::ClaudeCode,
+        ProviderApi::Anthropic,
+        "anthropic",
+        "anthropic",
+    )
+    .await;
+    documents(
+        Client::ClaudeCode,
+        ProviderApi::Responses,
+        "anthropic",
+        "openai_responses",
+    )
+    .await;
+    documents(
+        Client::ClaudeCode,
+        ProviderApi::Chat,
+        "anthropic",
+        "openai_chat",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn codex_documents_on_every_upstream() {
+    documents(Client::Codex, ProviderApi::Responses, "openai", "openai").await;
+    documents(Client::Codex, ProviderApi::Anthropic, "openai", "anthropic").await;
+    documents(Client::Codex, ProviderApi::Chat, "openai", "openai_chat").await;
+}
+
+#[tokio::test]
+async fn chat_client_documents_on_every_upstream() {
+    documents(Client::ChatApp, ProviderApi::Chat, "openai", "openai_chat").await;
+    documents(
+        Client::ChatApp,
+        ProviderApi::Anthropic,
+        "openai",
+        "anthropic",
+    )
+    .await;
+    documents(
+        Client::ChatApp,
+        ProviderApi::Responses,
+        "openai",
+        "openai_responses",
+    )
+    .await;
+}

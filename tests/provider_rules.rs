@@ -1556,3 +1556,163 @@ async fn chat_has_no_search_tool() {
     )
     .await;
 }
+
+// ------------------------------------------------- content parts and documents
+
+const PDF_URL: &str = "data:application/pdf;base64,JVBERi0xLjQK";
+
+#[tokio::test]
+async fn responses_content_parts_are_the_apis_own() {
+    let p = spawn(ProviderApi::Responses).await;
+    let user = |parts: Value| {
+        codex(json!({"input": [{"type": "message", "role": "user", "content": parts}]}))
+    };
+    accepted(
+        &p,
+        &user(json!([
+            {"type": "input_text", "text": "read these"},
+            {"type": "input_image", "image_url": "data:image/png;base64,QUJD"},
+            {"type": "input_file", "filename": "a.pdf", "file_data": PDF_URL},
+            {"type": "input_file", "file_id": "file-abc"},
+            {"type": "input_file", "file_url": "https://weir.example/a.pdf"},
+        ])),
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "document", "text": "x"}])),
+        400,
+        &[
+            "invalid_value",
+            "input[0].content[0].type",
+            "'input_text', 'input_image', and 'input_file'",
+        ],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "input_file", "file_data": PDF_URL}])),
+        400,
+        &["missing_required_parameter", "input[0].content[0].filename"],
+    )
+    .await;
+    for two_or_none in [
+        json!({"type": "input_file", "filename": "a.pdf", "file_data": PDF_URL, "file_url": "https://weir.example/a.pdf"}),
+        json!({"type": "input_file", "filename": "a.pdf"}),
+    ] {
+        refused(
+            &p,
+            &user(json!([two_or_none])),
+            400,
+            &[
+                "invalid_value",
+                "exactly one of 'file_data', 'file_id' or 'file_url'",
+            ],
+        )
+        .await;
+    }
+    refused(
+        &p,
+        &user(json!([{"type": "input_image", "detail": "high"}])),
+        400,
+        &["invalid_value", "'image_url' or 'file_id'"],
+    )
+    .await;
+    let assistant = codex(json!({"input": [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": [{"type": "input_text", "text": "hello"}]},
+    ]}));
+    refused(
+        &p,
+        &assistant,
+        400,
+        &[
+            "invalid_value",
+            "input[1].content[0].type",
+            "'output_text' and 'refusal'",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn chat_content_parts_are_the_apis_own() {
+    let p = spawn(ProviderApi::Chat).await;
+    let user = |parts: Value| chat(json!({"messages": [{"role": "user", "content": parts}]}));
+    accepted(
+        &p,
+        &user(json!([
+            {"type": "text", "text": "read these"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+            {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL}},
+            {"type": "file", "file": {"file_id": "file-abc"}},
+        ])),
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "input_file", "file_url": "https://weir.example/a.pdf"}])),
+        400,
+        &["invalid_value", "messages[0].content[0].type", "'file'"],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "file", "file": {"file_data": PDF_URL}}])),
+        400,
+        &[
+            "missing_required_parameter",
+            "messages[0].content[0].file.filename",
+        ],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL, "file_id": "file-abc"}}])),
+        400,
+        &["invalid_value", "exactly one of 'file_data' or 'file_id'"],
+    )
+    .await;
+    let system = chat(json!({"messages": [
+        {"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://weir.example/a.png"}}]},
+        {"role": "user", "content": "hi"},
+    ]}));
+    refused(
+        &p,
+        &system,
+        400,
+        &["invalid_value", "messages[0].content[0].type"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn anthropic_documents_have_a_known_source() {
+    let p = spawn(ProviderApi::Anthropic).await;
+    let user = |block: Value| {
+        claude(
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "read"}, block]}]}),
+        )
+    };
+    for good in [
+        json!({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}),
+        json!({"type": "text", "media_type": "text/plain", "data": "notes"}),
+        json!({"type": "url", "url": "https://weir.example/a.pdf"}),
+    ] {
+        accepted(&p, &user(json!({"type": "document", "source": good}))).await;
+    }
+    refused(
+        &p,
+        &user(json!({"type": "document", "source": {"type": "base64", "media_type": "text/plain", "data": "bm90ZXM="}})),
+        400,
+        &["document.source"],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!({"type": "document", "source": {"type": "file_url", "url": "https://weir.example/a.pdf"}})),
+        400,
+        &["Input tag 'file_url'"],
+    )
+    .await;
+}

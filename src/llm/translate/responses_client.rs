@@ -124,6 +124,44 @@ pub(super) fn image_block(url: &str) -> Value {
     }
 }
 
+/// An OpenAI file input → an Anthropic `document` block: a PDF's data
+/// URL → a base64 PDF, a plain-text one → its text, a URL → a URL
+/// document (Anthropic fetches PDFs by URL), each titled by its
+/// filename. `None` for what Anthropic cannot take as a document (an
+/// uploaded file's id means nothing there; other media types).
+pub(super) fn document_block(
+    file_data: Option<&str>,
+    filename: Option<&str>,
+    file_url: Option<&str>,
+) -> Option<Value> {
+    let source = match (file_data, file_url) {
+        (Some(data), _) => {
+            let (media_type, data) = data.strip_prefix("data:")?.split_once(";base64,")?;
+            match media_type {
+                "application/pdf" => {
+                    json!({"type": "base64", "media_type": "application/pdf", "data": data})
+                }
+                "text/plain" => {
+                    use base64::Engine as _;
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .ok()?;
+                    json!({"type": "text", "media_type": "text/plain",
+                        "data": String::from_utf8(bytes).ok()?})
+                }
+                _ => return None,
+            }
+        }
+        (None, Some(url)) => json!({"type": "url", "url": url}),
+        (None, None) => return None,
+    };
+    let mut block = json!({"type": "document", "source": source});
+    if let Some(name) = filename.filter(|n| !n.is_empty()) {
+        block["title"] = name.into();
+    }
+    Some(block)
+}
+
 /// Content parts of a Responses message → Anthropic blocks.
 fn content_blocks(content: &Value) -> Vec<Value> {
     match content {
@@ -135,6 +173,11 @@ fn content_blocks(content: &Value) -> Vec<Value> {
                     Some(json!({"type": "text", "text": p["text"]}))
                 }
                 Some("input_image") => p["image_url"].as_str().map(image_block),
+                Some("input_file") => document_block(
+                    p["file_data"].as_str(),
+                    p["filename"].as_str(),
+                    p["file_url"].as_str(),
+                ),
                 _ => None,
             })
             .collect(),
@@ -833,6 +876,41 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A PDF and plain text inline, a PDF by URL; an uploaded file's id
+    /// and other media types have no Anthropic document.
+    #[test]
+    fn file_inputs_become_documents() {
+        assert_eq!(
+            document_block(
+                Some("data:application/pdf;base64,JVBE"),
+                Some("a.pdf"),
+                None
+            ),
+            Some(json!({"type": "document", "title": "a.pdf",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}}))
+        );
+        assert_eq!(
+            document_block(Some("data:text/plain;base64,bm90ZXM="), None, None),
+            Some(json!({"type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}))
+        );
+        assert_eq!(
+            document_block(None, None, Some("https://weir.example/a.pdf")),
+            Some(
+                json!({"type": "document", "source": {"type": "url", "url": "https://weir.example/a.pdf"}})
+            )
+        );
+        assert_eq!(
+            document_block(Some("data:image/png;base64,QUJD"), None, None),
+            None
+        );
+        assert_eq!(
+            document_block(Some("data:text/plain;base64,%%"), None, None),
+            None
+        );
+        assert_eq!(document_block(None, Some("a.pdf"), None), None);
+    }
 
     #[test]
     fn codex_request_golden() {

@@ -561,7 +561,8 @@ fn block(role: &str, b: &Block<'_>) -> Result<(), Rejection> {
                 return Err(required(&format!("{}.tool_result.tool_use_id", at(b))));
             }
         }
-        "image" | "document" | "search_result" if role == "user" => {}
+        "document" if role == "user" => document(b)?,
+        "image" | "search_result" if role == "user" => {}
         "server_tool_use" if role == "assistant" => {
             // Ids the API issued (`srvtoolu_…`), for a server tool it has.
             let issued = b.block["id"]
@@ -601,6 +602,33 @@ fn block(role: &str, b: &Block<'_>) -> Result<(), Rejection> {
         }
     }
     Ok(())
+}
+
+/// A document's source (PDF support and citations guides): a base64 PDF,
+/// plain text, a URL, custom content blocks, or an uploaded file.
+fn document(b: &Block<'_>) -> Result<(), Rejection> {
+    let src = &b.block["source"];
+    let at = format!("{}.document.source", at(b));
+    let ok = match src["type"].as_str() {
+        Some("base64") => src["media_type"] == "application/pdf" && src["data"].is_string(),
+        Some("text") => src["media_type"] == "text/plain" && src["data"].is_string(),
+        Some("url") => src["url"].is_string(),
+        Some("content") => src["content"].is_string() || src["content"].is_array(),
+        Some("file") => src["file_id"].is_string(),
+        other => {
+            return Err(Rejection::bad(format!(
+                "{at}: Input tag '{}' found using 'type' does not match any of the expected tags: 'base64', 'content', 'file', 'text', 'url'",
+                other.unwrap_or("")
+            )));
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Rejection::bad(format!(
+            "{at}: the source's fields do not match its type"
+        )))
+    }
 }
 
 /// Search results go back as the API gave them: each result's

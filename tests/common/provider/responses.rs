@@ -250,6 +250,76 @@ fn web_search_tool(i: usize, t: &Value) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// A message's content parts (the Responses API reference, "Input item
+/// list"): the model's own turns are `output_text` / `refusal`; the
+/// others `input_text`, `input_image` (an `image_url` or a `file_id`) and
+/// `input_file` with exactly one source — `file_data` (with its
+/// `filename`), `file_id` or `file_url` (file inputs guide,
+/// platform.openai.com/docs/guides/pdf-files). A string is text.
+fn content_parts(content: &Value, assistant: bool, at: &str) -> Result<(), Rejection> {
+    let Some(parts) = content.as_array() else {
+        return Ok(());
+    };
+    let invalid =
+        |param: String, message: String| Rejection::bad(message).param(param).code("invalid_value");
+    for (j, p) in parts.iter().enumerate() {
+        let at = format!("{at}[{j}]");
+        let kind = p["type"].as_str().unwrap_or("");
+        let allowed: &[&str] = if assistant {
+            &["output_text", "refusal"]
+        } else {
+            &["input_text", "input_image", "input_file"]
+        };
+        if !allowed.contains(&kind) {
+            let supported = if assistant {
+                "'output_text' and 'refusal'"
+            } else {
+                "'input_text', 'input_image', and 'input_file'"
+            };
+            return Err(invalid(
+                format!("{at}.type"),
+                format!("Invalid value: '{kind}'. Supported values are: {supported}."),
+            ));
+        }
+        match kind {
+            "input_text" | "output_text" if !p["text"].is_string() => {
+                return Err(
+                    Rejection::bad(format!("Missing required parameter: '{at}.text'."))
+                        .param(format!("{at}.text"))
+                        .code("missing_required_parameter"),
+                );
+            }
+            "input_image" if !p["image_url"].is_string() && !p["file_id"].is_string() => {
+                return Err(invalid(
+                    at.clone(),
+                    "Invalid input image: one of 'image_url' or 'file_id' is required.".into(),
+                ));
+            }
+            "input_file" => {
+                let sources = ["file_data", "file_id", "file_url"]
+                    .iter()
+                    .filter(|k| p[**k].is_string())
+                    .count();
+                if sources != 1 {
+                    return Err(invalid(
+                        at.clone(),
+                        "Invalid input file: exactly one of 'file_data', 'file_id' or 'file_url' must be provided.".into(),
+                    ));
+                }
+                if p["file_data"].is_string() && !p["filename"].is_string() {
+                    return Err(Rejection::bad(format!(
+                        "Missing required parameter: '{at}.filename'."
+                    ))
+                    .param(format!("{at}.filename"))
+                    .code("missing_required_parameter"));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// A `web_search_call` sent back as input: its `status` and an `action`
 /// of a known kind (`search`, `open_page`, `find_in_page`); no other
 /// fields. Codex sends it without its `id`, which the service takes.
@@ -362,6 +432,11 @@ fn input(input: &Value) -> Result<(), Rejection> {
                     .param(format!("input[{i}].role"))
                     .code("invalid_value"));
                 }
+                content_parts(
+                    &item["content"],
+                    role == "assistant",
+                    &format!("input[{i}].content"),
+                )?;
             }
             "function_call" | "custom_tool_call" => {
                 max_length(&format!("input[{i}].call_id"), &item["call_id"], 64)?;
@@ -372,6 +447,7 @@ fn input(input: &Value) -> Result<(), Rejection> {
             }
             "function_call_output" | "custom_tool_call_output" => {
                 max_length(&format!("input[{i}].call_id"), &item["call_id"], 64)?;
+                content_parts(&item["output"], false, &format!("input[{i}].output"))?;
                 let call = item["call_id"].as_str().unwrap_or("");
                 if !calls.contains(call) {
                     let what = if kind == "function_call_output" {
