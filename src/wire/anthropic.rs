@@ -292,6 +292,36 @@ pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
     out.push(event(&json!({"type": "ping"})));
 }
 
+/// What a `message_start` event says of the message: its id, and the
+/// usage so far (the input side).
+pub fn message_started(data: &Value) -> (Option<&str>, Usage) {
+    let m = &data["message"];
+    (m["id"].as_str(), usage(&m["usage"]).unwrap_or_default())
+}
+
+/// The events of content block `index`, as a translated stream writes
+/// them: its start, each delta, its stop.
+pub fn block_start(index: usize, block: &Value) -> Bytes {
+    event(&json!({"type": "content_block_start", "index": index, "content_block": block}))
+}
+
+pub fn block_delta(index: usize, delta: &Value) -> Bytes {
+    event(&json!({"type": "content_block_delta", "index": index, "delta": delta}))
+}
+
+pub fn block_stop(index: usize) -> Bytes {
+    event(&json!({"type": "content_block_stop", "index": index}))
+}
+
+/// The end of a stream: `message_delta` with the stop reason and the
+/// usage, then `message_stop`.
+pub fn closing(stop_reason: &str, usage: Value, out: &mut Vec<Bytes>) {
+    out.push(event(&json!({"type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+        "usage": usage})));
+    out.push(event(&json!({"type": "message_stop"})));
+}
+
 pub(super) fn keepalive() -> Bytes {
     Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
 }

@@ -342,11 +342,11 @@ impl Stream {
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
             "message_start" => {
-                let m = &v["message"];
-                if let Some(id) = m["id"].as_str() {
+                let (id, usage) = anthropic::message_started(&v);
+                if let Some(id) = id {
                     self.id = format!("chatcmpl-{id}");
                 }
-                self.usage = anthropic::usage(&m["usage"]).unwrap_or_default();
+                self.usage = usage;
                 self.emit(json!({"role": "assistant", "content": ""}), None, out);
             }
             "content_block_start" => {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ToolNames, errors, search};
-use crate::wire::{anthropic, responses, sse};
+use crate::wire::{anthropic, responses};
 
 /// Anthropic's usage from a Responses `usage`.
 fn usage(u: &Value) -> Value {
@@ -107,10 +107,7 @@ impl Stream {
         }
         let index = self.next_index;
         self.next_index += 1;
-        out.push(sse::event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": index, "content_block": block}),
-        ));
+        out.push(anthropic::block_start(index, &block));
         self.open.insert(
             key,
             Block {
@@ -124,19 +121,13 @@ impl Stream {
     fn delta(&mut self, key: (u64, u64), delta: Value, out: &mut Vec<Bytes>) {
         if let Some(b) = self.open.get_mut(&key) {
             b.streamed = true;
-            out.push(sse::event(
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": b.index, "delta": delta}),
-            ));
+            out.push(anthropic::block_delta(b.index, &delta));
         }
     }
 
     fn close(&mut self, key: (u64, u64), out: &mut Vec<Bytes>) {
         if let Some(b) = self.open.remove(&key) {
-            out.push(sse::event(
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": b.index}),
-            ));
+            out.push(anthropic::block_stop(b.index));
         }
     }
 
@@ -167,13 +158,8 @@ impl Stream {
         for k in left {
             self.close(k, out);
         }
-        out.push(sse::event(
-            "message_delta",
-            &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(response, self.used_tools), "stop_sequence": null},
-                "usage": usage(&response["usage"])}),
-        ));
-        out.push(sse::event("message_stop", &json!({"type": "message_stop"})));
+        let stop = stop_reason(response, self.used_tools);
+        anthropic::closing(stop, usage(&response["usage"]), out);
     }
 
     pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
