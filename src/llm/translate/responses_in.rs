@@ -816,4 +816,96 @@ mod tests {
         assert_eq!(out[6].1["delta"]["partial_json"], "{}");
         assert_eq!(out[8].1["delta"]["stop_reason"], "tool_use");
     }
+
+    /// OpenAI's search reaches Claude Code as Anthropic's two blocks
+    /// (weir's id and mark; the query as the input) and its annotation as
+    /// a citation on the open text block.
+    #[test]
+    fn a_web_search_call_becomes_search_blocks_and_citations() {
+        let out = run(&[
+            (
+                "response.created",
+                json!({"response": {"id": "r1", "status": "in_progress"}}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"type": "web_search_call", "id": "ws_1", "status": "in_progress"}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                    "action": {"type": "search", "query": "is it", "sources": [{"type": "url", "url": "https://u.example"}]}}}),
+            ),
+            (
+                "response.content_part.added",
+                json!({"output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": ""}}),
+            ),
+            (
+                "response.output_text.delta",
+                json!({"output_index": 1, "content_index": 0, "delta": "Yes."}),
+            ),
+            (
+                "response.output_text.annotation.added",
+                json!({"output_index": 1, "content_index": 0, "annotation_index": 0,
+                    "annotation": {"type": "url_citation", "start_index": 0, "end_index": 4, "url": "https://u.example", "title": "U"}}),
+            ),
+            (
+                "response.content_part.done",
+                json!({"output_index": 1, "content_index": 0}),
+            ),
+            (
+                "response.completed",
+                json!({"response": {"id": "r1", "usage": {"input_tokens": 5, "output_tokens": 3}}}),
+            ),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        let used = &out[2].1["content_block"];
+        assert_eq!(
+            used,
+            &json!({"type": "server_tool_use", "id": "srvtoolu_weir_ws_1", "name": "web_search", "input": {}})
+        );
+        assert_eq!(
+            out[3].1["delta"],
+            json!({"type": "input_json_delta", "partial_json": "{\"query\":\"is it\"}"})
+        );
+        let result = &out[5].1["content_block"];
+        assert_eq!(result["tool_use_id"], "srvtoolu_weir_ws_1");
+        assert_eq!(result["content"][0]["url"], "https://u.example");
+        assert_eq!(result["content"][0]["encrypted_content"], "weir.w1");
+        let citation = &out[9].1["delta"];
+        assert_eq!(citation["type"], "citations_delta");
+        assert_eq!(citation["citation"]["url"], "https://u.example");
+        assert_eq!(citation["citation"]["encrypted_index"], "weir.w1");
+        assert_eq!(out[11].1["delta"]["stop_reason"], "end_turn");
+
+        // Whole, the same blocks, the citation citing its span.
+        let response = json!({"id": "r1", "usage": {}, "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "is it"}},
+            {"type": "message", "content": [{"type": "output_text", "text": "So: yes.",
+                "annotations": [{"type": "url_citation", "start_index": 4, "end_index": 8, "url": "https://u.example", "title": "U"}]}]},
+        ]});
+        let message = whole(&response, "claude", &ToolNames::default()).expect("whole");
+        let content = message["content"].as_array().expect("content");
+        assert_eq!(content[0]["type"], "server_tool_use");
+        assert_eq!(content[1]["type"], "web_search_tool_result");
+        assert_eq!(content[2]["citations"][0]["cited_text"], "yes.");
+        assert_eq!(message["stop_reason"], "end_turn");
+    }
 }

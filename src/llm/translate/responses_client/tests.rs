@@ -590,3 +590,97 @@ fn freeform_tools_travel_as_one_string() {
     assert_eq!(r["output"][0]["type"], "custom_tool_call");
     assert_eq!(r["output"][0]["input"], patch);
 }
+
+/// Claude's search reaches Codex as a `web_search_call` (its query, its
+/// three status events) and its citation as a `url_citation` spanning
+/// the cited block, announced before the text is done; the results'
+/// block has no item.
+#[test]
+fn a_search_becomes_a_web_search_call_and_citations_annotations() {
+    let citation = json!({"type": "web_search_result_location", "url": "https://u.example",
+        "title": "U", "cited_text": "Yes.", "encrypted_index": "enc"});
+    let out = run(&[
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m1", "usage": {"input_tokens": 5}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"is it\"}"}}),
+        ),
+        ("content_block_stop", json!({"index": 0})),
+        (
+            "content_block_start",
+            json!({"index": 1, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+                "content": [{"type": "web_search_result", "url": "https://u.example", "title": "U", "encrypted_content": "e"}]}}),
+        ),
+        ("content_block_stop", json!({"index": 1})),
+        (
+            "content_block_start",
+            json!({"index": 2, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"index": 2, "delta": {"type": "citations_delta", "citation": citation}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"index": 2, "delta": {"type": "text_delta", "text": "Yes."}}),
+        ),
+        ("content_block_stop", json!({"index": 2})),
+        (
+            "message_delta",
+            json!({"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+        ),
+        ("message_stop", json!({})),
+    ]);
+    let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.web_search_call.in_progress",
+            "response.web_search_call.searching",
+            "response.web_search_call.completed",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.annotation.added",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    assert_eq!(out[2].1["item"]["type"], "web_search_call");
+    assert_eq!(out[2].1["item"]["status"], "in_progress");
+    let call = &out[6].1["item"];
+    assert_eq!(call["status"], "completed");
+    assert_eq!(call["action"], json!({"type": "search", "query": "is it"}));
+    let annotation = json!({"type": "url_citation", "start_index": 0, "end_index": 4,
+        "url": "https://u.example", "title": "U"});
+    assert_eq!(out[10].1["annotation"], annotation);
+    assert_eq!(out[10].1["annotation_index"], 0);
+    let done = &out[14].1["response"]["output"];
+    assert_eq!(done[1]["content"][0]["annotations"], json!([annotation]));
+
+    // Whole, the same items.
+    let message = json!({"id": "m1", "stop_reason": "end_turn", "usage": {}, "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "is it"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "text", "text": "Yes.", "citations": [citation]},
+    ]});
+    let whole = whole(&message, "gpt-5-codex", &ToolNames::default()).expect("whole");
+    let output = whole["output"].as_array().expect("output");
+    assert_eq!(output.len(), 2, "{whole}");
+    assert_eq!(output[0]["type"], "web_search_call");
+    assert_eq!(output[0]["action"]["query"], "is it");
+    assert_eq!(output[1]["content"][0]["annotations"], json!([annotation]));
+}
