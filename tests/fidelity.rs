@@ -167,6 +167,9 @@ fn codex_tools() -> Value {
          }, "required": ["command"], "additionalProperties": false}},
         {"type": "custom", "name": "apply_patch", "description": "Use the `apply_patch` tool to edit files.",
          "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\nhunk: /(.|\\n)+/\n%import common.LF"}},
+        // On every request, as Codex 0.171.0 sends it
+        // (tests/fixtures/agents/codex-0.171.0).
+        {"type": "web_search", "external_web_access": true, "search_content_types": ["text", "image"]},
     ])
 }
 
@@ -340,13 +343,23 @@ fn claude_stream(body: &str) -> Value {
                     "text_delta" => append(&mut b["text"], &delta["text"]),
                     "thinking_delta" => append(&mut b["thinking"], &delta["thinking"]),
                     "signature_delta" => b["signature"] = delta["signature"].clone(),
+                    "citations_delta" => {
+                        let mut all = b["citations"].as_array().cloned().unwrap_or_default();
+                        all.push(delta["citation"].clone());
+                        b["citations"] = json!(all);
+                    }
                     "input_json_delta" => {
                         partial[index].push_str(delta["partial_json"].as_str().expect("json"))
                     }
                     other => panic!("unknown delta {other}: {body}"),
                 }
             }
-            "content_block_stop" if blocks[index]["type"] == "tool_use" => {
+            "content_block_stop"
+                if matches!(
+                    blocks[index]["type"].as_str(),
+                    Some("tool_use" | "server_tool_use")
+                ) =>
+            {
                 let input = if partial[index].is_empty() {
                     "{}"
                 } else {
@@ -389,8 +402,24 @@ fn codex_answer(output: Value) -> Answer {
     Answer {
         call,
         text,
-        replay: items,
+        replay: items.iter().map(codex_replay).collect(),
     }
+}
+
+/// An output item as Codex sends it back (openai/codex `ResponseItem`):
+/// a `web_search_call` without its id, `output_text` without annotations.
+fn codex_replay(item: &Value) -> Value {
+    let mut item = item.clone();
+    if item["type"] == "web_search_call" {
+        item.as_object_mut().map(|m| m.remove("id"));
+    }
+    let parts = item.get_mut("content").and_then(Value::as_array_mut);
+    for part in parts.into_iter().flatten() {
+        if part["type"] == "output_text" {
+            *part = json!({"type": "output_text", "text": part["text"]});
+        }
+    }
+    item
 }
 
 /// A Responses stream read as Codex reads it: numbered events from
@@ -938,4 +967,434 @@ async fn claude_code_fails_over_from_responses_back_to_anthropic_mid_conversatio
 async fn codex_fails_over_from_anthropic_to_responses_mid_conversation() {
     let (_, gpt) = failover(Client::Codex, "openai", "openai", 2).await;
     assert_eq!(gpt.journal()[0].turn, 2);
+}
+
+// ------------------------------------------------- web search across protocols
+
+const QUERY: &str = "does weir keep serving under overload";
+
+/// Claude Code's WebSearch tool, as it asks Anthropic's server tool: a
+/// request offering only `web_search_20250305`.
+fn claude_code_search(stream: bool) -> Value {
+    let mut req = claude_code_request(stream, false);
+    req["messages"] = json!([{"role": "user", "content": [
+        {"type": "text", "text": format!("Perform a web search for the query: {QUERY}")},
+    ]}]);
+    req["tools"] = json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 8,
+        "allowed_domains": ["weir.example"],
+        "user_location": {"type": "approximate", "city": "Lyon", "country": "FR", "timezone": "Europe/Paris"}}]);
+    req
+}
+
+fn codex_search(stream: bool) -> Value {
+    let mut req = codex_request(stream);
+    req["input"] = json!([{"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": format!("Search the web: {QUERY}")},
+    ]}]);
+    req
+}
+
+async fn search_emulator(api: ProviderApi) -> Provider {
+    Provider::spawn(
+        api,
+        Options::default().script(Script::Search {
+            query: QUERY.into(),
+        }),
+    )
+    .await
+}
+
+/// The first answer is a search with its page cited, in the client's own
+/// shapes.
+fn assert_searched(client: Client, answer: &Answer, body: &str) {
+    assert!(answer.call.is_none(), "{body}");
+    assert!(answer.text.contains(CITED), "{body}");
+    let replay = json!(answer.replay);
+    match client {
+        Client::ClaudeCode => {
+            let used = replay.as_array().expect("blocks").iter();
+            let kinds: Vec<&str> = used.filter_map(|b| b["type"].as_str()).collect();
+            let at = kinds
+                .iter()
+                .position(|k| *k == "server_tool_use")
+                .expect(body);
+            assert_eq!(kinds[at + 1], "web_search_tool_result", "{body}");
+            let call = &replay[at];
+            assert_eq!(call["name"], "web_search", "{body}");
+            assert_eq!(call["input"]["query"], QUERY, "{body}");
+            assert_eq!(replay[at + 1]["tool_use_id"], call["id"], "{body}");
+            assert_eq!(replay[at + 1]["content"][0]["url"], SEARCH_URL, "{body}");
+            let cited = replay
+                .as_array()
+                .expect("blocks")
+                .iter()
+                .find(|b| b["text"] == CITED);
+            let citation = &cited.expect(body)["citations"][0];
+            assert_eq!(citation["type"], "web_search_result_location", "{body}");
+            assert_eq!(citation["url"], SEARCH_URL, "{body}");
+        }
+        Client::Codex => {
+            let items = replay.as_array().expect("items");
+            let call = items
+                .iter()
+                .find(|i| i["type"] == "web_search_call")
+                .expect(body);
+            assert_eq!(call["status"], "completed", "{body}");
+            assert_eq!(call["action"]["query"], QUERY, "{body}");
+            // The annotation is in the answer, not in what Codex sends back;
+            // a stream announces it before the text is done.
+            assert!(body.contains("url_citation"), "{body}");
+            if body.contains("event: ") {
+                assert!(
+                    body.contains("response.output_text.annotation.added"),
+                    "{body}"
+                );
+            }
+            assert!(body.contains(SEARCH_URL), "{body}");
+        }
+        Client::ChatApp => unreachable!("Chat clients do not search"),
+    }
+}
+
+/// Turn 1 searches; turn 2 sends the search back with a new question,
+/// as the client replays it, and must be taken by the upstream.
+async fn search_round_trip(client: Client, weir: &Weir, first: Value, ups: &[&Provider]) {
+    let stream = first["stream"] == true;
+    let (status, _, body) = post(weir, client.path(), &first, client.headers()).await;
+    assert_accepted(ups);
+    assert_eq!(status, 200, "{body}");
+    let answer = client.read(&body, stream);
+    assert_searched(client, &answer, &body);
+    let mut second = first.clone();
+    match client {
+        Client::ClaudeCode => {
+            let messages = second["messages"].as_array_mut().expect("messages");
+            messages.push(json!({"role": "assistant", "content": answer.replay}));
+            messages.push(json!({"role": "user", "content": "And what does that mean for me?"}));
+        }
+        _ => {
+            let input = second["input"].as_array_mut().expect("input");
+            input.extend(answer.replay.iter().cloned());
+            input.push(json!({"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "And what does that mean for me?"},
+            ]}));
+        }
+    }
+    let (status, _, body) = post(weir, client.path(), &second, client.headers()).await;
+    assert_accepted(ups);
+    assert_eq!(status, 200, "{body}");
+    let answer = client.read(&body, stream);
+    assert!(answer.text.contains(AFTER_SEARCH), "{body}");
+}
+
+async fn search_pair(client: Client, api: ProviderApi, kind: &str, protocol: &str, stream: bool) {
+    let up = search_emulator(api).await;
+    let weir = weir_over(kind, &[(&up, protocol)]).await;
+    let first = match client {
+        Client::ClaudeCode => claude_code_search(stream),
+        _ => codex_search(stream),
+    };
+    search_round_trip(client, &weir, first, &[&up]).await;
+    assert_eq!(up.journal().len(), 2);
+}
+
+#[tokio::test]
+async fn claude_code_searches_on_anthropic() {
+    for stream in [true, false] {
+        search_pair(
+            Client::ClaudeCode,
+            ProviderApi::Anthropic,
+            "anthropic",
+            "anthropic",
+            stream,
+        )
+        .await;
+    }
+}
+
+/// Anthropic's search tool becomes OpenAI's (domains, location,
+/// `max_uses` as `max_tool_calls`, the sources asked for); the search
+/// comes back as Anthropic's blocks and citations; the second turn sends
+/// it as a `web_search_call` item.
+#[tokio::test]
+async fn claude_code_searches_on_responses_streamed() {
+    let up = search_emulator(ProviderApi::Responses).await;
+    let weir = weir_over("anthropic", &[(&up, "openai_responses")]).await;
+    search_round_trip(Client::ClaudeCode, &weir, claude_code_search(true), &[&up]).await;
+    let sent = &up.journal()[0].body;
+    assert_eq!(
+        sent["tools"],
+        json!([{"type": "web_search", "filters": {"allowed_domains": ["weir.example"]},
+            "user_location": {"type": "approximate", "city": "Lyon", "country": "FR", "timezone": "Europe/Paris"}}]),
+        "{sent}"
+    );
+    assert_eq!(sent["max_tool_calls"], 8, "{sent}");
+    let include = sent["include"].as_array().expect("include");
+    assert!(
+        include.contains(&json!("web_search_call.action.sources")),
+        "{sent}"
+    );
+    let again = &up.journal()[1].body;
+    let call = again["input"]
+        .as_array()
+        .expect("input")
+        .iter()
+        .find(|i| i["type"] == "web_search_call");
+    assert_eq!(
+        call.expect("the search sent back")["action"]["query"],
+        QUERY,
+        "{again}"
+    );
+}
+
+#[tokio::test]
+async fn claude_code_searches_on_responses_whole() {
+    search_pair(
+        Client::ClaudeCode,
+        ProviderApi::Responses,
+        "anthropic",
+        "openai_responses",
+        false,
+    )
+    .await;
+}
+
+/// A Chat Completions server cannot search: Claude Code's search is
+/// refused in Anthropic's shape, saying so, and nothing is sent.
+#[tokio::test]
+async fn claude_code_search_on_chat_is_refused_in_its_shape() {
+    let up = search_emulator(ProviderApi::Chat).await;
+    let weir = weir_over("anthropic", &[(&up, "openai_chat")]).await;
+    let (status, _, body) = post(
+        &weir,
+        Client::ClaudeCode.path(),
+        &claude_code_search(false),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let error = json_of(&body);
+    assert_eq!(error["type"], "error", "{body}");
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{body}");
+    assert!(body.contains("cannot search the web"), "{body}");
+    assert!(up.journal().is_empty());
+}
+
+/// ... and with an upstream after it that can search, the request goes
+/// there.
+#[tokio::test]
+async fn claude_code_search_passes_a_chat_server_over_for_one_that_searches() {
+    let chat = search_emulator(ProviderApi::Chat).await;
+    let gpt = search_emulator(ProviderApi::Responses).await;
+    let weir = weir_over(
+        "anthropic",
+        &[(&chat, "openai_chat"), (&gpt, "openai_responses")],
+    )
+    .await;
+    search_round_trip(
+        Client::ClaudeCode,
+        &weir,
+        claude_code_search(true),
+        &[&chat, &gpt],
+    )
+    .await;
+    assert!(chat.journal().is_empty());
+    assert_eq!(gpt.journal().len(), 2);
+}
+
+#[tokio::test]
+async fn codex_searches_on_responses() {
+    for stream in [true, false] {
+        search_pair(
+            Client::Codex,
+            ProviderApi::Responses,
+            "openai",
+            "openai",
+            stream,
+        )
+        .await;
+    }
+}
+
+/// Codex's `web_search` becomes Anthropic's server tool; Claude's search
+/// comes back as a `web_search_call` and `url_citation`s; the second turn
+/// (the call replayed without an id, the text without annotations) is
+/// taken by Anthropic.
+#[tokio::test]
+async fn codex_searches_on_anthropic_streamed() {
+    let up = search_emulator(ProviderApi::Anthropic).await;
+    let weir = weir_over("openai", &[(&up, "anthropic")]).await;
+    search_round_trip(Client::Codex, &weir, codex_search(true), &[&up]).await;
+    let sent = &up.journal()[0].body;
+    let tools = sent["tools"].as_array().expect("tools");
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["type"] == "web_search_20250305" && t["name"] == "web_search"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn codex_searches_on_anthropic_whole() {
+    search_pair(
+        Client::Codex,
+        ProviderApi::Anthropic,
+        "openai",
+        "anthropic",
+        false,
+    )
+    .await;
+}
+
+/// Codex offers its search on every request; on a Chat server, which
+/// cannot search, it is left out and Codex works without it.
+#[tokio::test]
+async fn codex_on_chat_goes_without_its_search() {
+    let up = search_emulator(ProviderApi::Chat).await;
+    let weir = weir_over("openai", &[(&up, "openai_chat")]).await;
+    let (status, _, body) = post(
+        &weir,
+        Client::Codex.path(),
+        &codex_search(true),
+        CODEX_HEADERS,
+    )
+    .await;
+    up.assert_all_accepted();
+    assert_eq!(status, 200, "{body}");
+    let answer = Client::Codex.read(&body, true);
+    assert!(answer.text.contains(NO_SEARCH), "{body}");
+}
+
+/// Turn 1 searches on a Responses upstream while Anthropic is overloaded;
+/// turn 2 goes to Anthropic, which must not get weir's blocks of OpenAI's
+/// search as if it had made them.
+#[tokio::test]
+async fn claude_code_search_fails_over_back_to_anthropic() {
+    let claude = search_emulator(ProviderApi::Anthropic).await;
+    let gpt = search_emulator(ProviderApi::Responses).await;
+    claude.fail_turn(1, Failure::new(529).with_message("Overloaded"));
+    let weir = weir_over(
+        "anthropic",
+        &[(&claude, "anthropic"), (&gpt, "openai_responses")],
+    )
+    .await;
+    search_round_trip(
+        Client::ClaudeCode,
+        &weir,
+        claude_code_search(true),
+        &[&claude, &gpt],
+    )
+    .await;
+    assert_eq!(gpt.journal().len(), 1);
+    assert_eq!(claude.journal().len(), 2);
+}
+
+// ------------------------------------------------- documents on every pair
+
+/// A one-page PDF's first bytes, base64 (what the upstream must receive).
+const PDF: &str = "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK";
+
+/// The client's first request with documents in its first user turn, as
+/// each client sends them: Anthropic `document` blocks (a base64 PDF, a
+/// plain-text source, a PDF by URL), Responses `input_file` parts (inline
+/// and by URL), a Chat `file` part.
+fn with_documents(client: Client, stream: bool) -> Value {
+    let mut first = client.first(stream, false);
+    match client {
+        Client::ClaudeCode => {
+            let content = first["messages"][0]["content"]
+                .as_array_mut()
+                .expect("blocks");
+            content.extend([
+                json!({"type": "document", "title": "spec.pdf",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}}),
+                json!({"type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "Plain notes."}}),
+                json!({"type": "document",
+                    "source": {"type": "url", "url": "https://weir.example/spec.pdf"}}),
+            ]);
+        }
+        Client::Codex => {
+            let content = first["input"][0]["content"].as_array_mut().expect("parts");
+            content.extend([
+                json!({"type": "input_file", "filename": "spec.pdf",
+                    "file_data": format!("data:application/pdf;base64,{PDF}")}),
+                json!({"type": "input_file", "file_url": "https://weir.example/spec.pdf"}),
+            ]);
+        }
+        Client::ChatApp => {
+            let text = first["messages"][1]["content"].clone();
+            first["messages"][1]["content"] = json!([
+                {"type": "text", "text": text},
+                {"type": "file", "file": {"filename": "spec.pdf",
+                    "file_data": format!("data:application/pdf;base64,{PDF}")}},
+            ]);
+        }
+    }
+    first
+}
+
+/// Documents through `client` on one upstream, streamed and whole: every
+/// request taken, and the PDF delivered (not dropped) on both turns.
+async fn documents(client: Client, api: ProviderApi, kind: &str, protocol: &str) {
+    for stream in [true, false] {
+        let up = emulator(api).await;
+        let weir = weir_over(kind, &[(&up, protocol)]).await;
+        round_trip(client, &weir, with_documents(client, stream), &[&up]).await;
+        for e in up.journal() {
+            assert!(e.body.to_string().contains(PDF), "no PDF: {}", e.body);
+        }
+    }
+}
+
+#[tokio::test]
+async fn claude_code_documents_on_every_upstream() {
+    documents(
+        Client::ClaudeCode,
+        ProviderApi::Anthropic,
+        "anthropic",
+        "anthropic",
+    )
+    .await;
+    documents(
+        Client::ClaudeCode,
+        ProviderApi::Responses,
+        "anthropic",
+        "openai_responses",
+    )
+    .await;
+    documents(
+        Client::ClaudeCode,
+        ProviderApi::Chat,
+        "anthropic",
+        "openai_chat",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn codex_documents_on_every_upstream() {
+    documents(Client::Codex, ProviderApi::Responses, "openai", "openai").await;
+    documents(Client::Codex, ProviderApi::Anthropic, "openai", "anthropic").await;
+    documents(Client::Codex, ProviderApi::Chat, "openai", "openai_chat").await;
+}
+
+#[tokio::test]
+async fn chat_client_documents_on_every_upstream() {
+    documents(Client::ChatApp, ProviderApi::Chat, "openai", "openai_chat").await;
+    documents(
+        Client::ChatApp,
+        ProviderApi::Anthropic,
+        "openai",
+        "anthropic",
+    )
+    .await;
+    documents(
+        Client::ChatApp,
+        ProviderApi::Responses,
+        "openai",
+        "openai_responses",
+    )
+    .await;
 }

@@ -1300,3 +1300,419 @@ async fn chat_streams_in_each_shape() {
     assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
     assert!(last["usage"]["total_tokens"].is_u64(), "{last}");
 }
+
+// ------------------------------------------------- web search
+
+fn claude_search_tool() -> Value {
+    json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 3})
+}
+
+async fn search_spawn(api: ProviderApi) -> Provider {
+    Provider::spawn(
+        api,
+        Options::default().script(Script::Search {
+            query: "weir".into(),
+        }),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn anthropic_knows_its_server_tools_and_the_search_tools_fields() {
+    let p = spawn(ProviderApi::Anthropic).await;
+    accepted(&p, &claude(json!({"tools": [claude_search_tool()]}))).await;
+    let mut located = claude_search_tool();
+    located["allowed_domains"] = json!(["docs.rs"]);
+    located["user_location"] = json!({"type": "approximate", "city": "Lyon", "country": "FR"});
+    accepted(&p, &claude(json!({"tools": [located.clone()]}))).await;
+    refused(
+        &p,
+        &claude(json!({"tools": [{"type": "web_search_20990101", "name": "web_search"}]})),
+        400,
+        &["Input tag 'web_search_20990101'", "'web_search_20250305'"],
+    )
+    .await;
+    let mut unknown = claude_search_tool();
+    unknown["search_context_size"] = json!("high");
+    refused(
+        &p,
+        &claude(json!({"tools": [unknown]})),
+        400,
+        &["tools.0.web_search_20250305.search_context_size: Extra inputs are not permitted"],
+    )
+    .await;
+    let mut renamed = claude_search_tool();
+    renamed["name"] = json!("search");
+    refused(
+        &p,
+        &claude(json!({"tools": [renamed]})),
+        400,
+        &["'web_search'"],
+    )
+    .await;
+    let mut both = located;
+    both["blocked_domains"] = json!(["example.com"]);
+    refused(
+        &p,
+        &claude(json!({"tools": [both]})),
+        400,
+        &["both allowed_domains and blocked_domains"],
+    )
+    .await;
+    let mut zero = claude_search_tool();
+    zero["max_uses"] = json!(0);
+    refused(&p, &claude(json!({"tools": [zero]})), 400, &["max_uses"]).await;
+}
+
+/// The scripted search on Anthropic: the call, its results and the cited
+/// text, whole and streamed; sent back as issued they are taken, changed
+/// or made up they are refused.
+#[tokio::test]
+async fn anthropic_search_blocks_go_back_only_as_it_issued_them() {
+    let p = search_spawn(ProviderApi::Anthropic).await;
+    let first = claude(json!({"tools": [claude_search_tool()]}));
+    let answer = accepted(&p, &first).await;
+    let content = answer["content"].as_array().expect("content").clone();
+    let kinds: Vec<&str> = content.iter().filter_map(|b| b["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["server_tool_use", "web_search_tool_result", "text"],
+        "{answer}"
+    );
+    assert_eq!(answer["usage"]["server_tool_use"]["web_search_requests"], 1);
+    assert_eq!(content[2]["citations"][0]["url"], SEARCH_URL);
+    let again = |blocks: Vec<Value>| {
+        let mut req = first.clone();
+        let m = req["messages"].as_array_mut().expect("messages");
+        m.push(json!({"role": "assistant", "content": blocks}));
+        m.push(json!({"role": "user", "content": "thanks"}));
+        req
+    };
+    let second = accepted(&p, &again(content.clone())).await;
+    assert_eq!(second["content"][0]["text"], AFTER_SEARCH, "{second}");
+
+    let mut forged = content.clone();
+    forged[1]["content"][0]["encrypted_content"] = json!("weir.w1");
+    refused(&p, &again(forged), 400, &["Invalid `encrypted_content`"]).await;
+    let mut moved = content.clone();
+    moved[1]["content"][0]["url"] = json!("https://elsewhere.example");
+    refused(&p, &again(moved), 400, &["Invalid `encrypted_content`"]).await;
+    let mut cited = content.clone();
+    cited[2]["citations"][0]["encrypted_index"] = json!("weir.w1");
+    refused(&p, &again(cited), 400, &["Invalid `encrypted_index`"]).await;
+    let mut renamed = content.clone();
+    renamed[0]["id"] = json!("srvtoolu_weir_ws_1");
+    renamed[1]["tool_use_id"] = json!("srvtoolu_weir_ws_1");
+    refused(&p, &again(renamed), 400, &["server_tool_use.id"]).await;
+    let orphan = vec![content[1].clone(), content[2].clone()];
+    refused(
+        &p,
+        &again(orphan),
+        400,
+        &["without a preceding `server_tool_use`"],
+    )
+    .await;
+    let mut as_user = first.clone();
+    as_user["messages"] = json!([{"role": "user", "content": [content[1].clone()]}]);
+    refused(
+        &p,
+        &as_user,
+        400,
+        &["Input tag 'web_search_tool_result'", "user message"],
+    )
+    .await;
+
+    let (_, streamed) = accepted_raw(&p, &with(first, json!({"stream": true}))).await;
+    let ev = events(sse_text(&streamed));
+    let deltas: Vec<&str> = ev
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["type"].as_str())
+        .collect();
+    assert!(deltas.contains(&"citations_delta"), "{streamed}");
+    let result = ev
+        .iter()
+        .find(|(_, d)| d["content_block"]["type"] == "web_search_tool_result")
+        .expect("the results' block");
+    assert_eq!(result.1["content_block"]["content"][0]["url"], SEARCH_URL);
+}
+
+#[tokio::test]
+async fn responses_search_tool_fields_and_search_calls_sent_back() {
+    let p = search_spawn(ProviderApi::Responses).await;
+    let codexs = json!({"type": "web_search", "external_web_access": true,
+        "search_content_types": ["text", "image"]});
+    accepted(&p, &codex(json!({"tools": [codexs]}))).await;
+    let located = json!({"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]},
+        "user_location": {"type": "approximate", "city": "Lyon"}, "search_context_size": "low"});
+    accepted(&p, &codex(json!({"tools": [located]}))).await;
+    refused(
+        &p,
+        &codex(
+            json!({"tools": [{"type": "web_search", "filters": {"blocked_domains": ["x.com"]}}]}),
+        ),
+        400,
+        &["unknown_parameter", "tools[0].filters.blocked_domains"],
+    )
+    .await;
+    refused(
+        &p,
+        &codex(json!({"tools": [{"type": "web_search", "max_uses": 3}]})),
+        400,
+        &["unknown_parameter", "tools[0].max_uses"],
+    )
+    .await;
+    refused(
+        &p,
+        &codex(json!({"tools": [{"type": "web_search", "search_context_size": "huge"}]})),
+        400,
+        &["invalid_value", "tools[0].search_context_size"],
+    )
+    .await;
+
+    // The scripted search: the call, and the text with its citation.
+    let first = codex(json!({"tools": [{"type": "web_search"}],
+        "include": ["web_search_call.action.sources"]}));
+    let answer = accepted(&p, &first).await;
+    let output = answer["output"].as_array().expect("output").clone();
+    let call = output
+        .iter()
+        .find(|i| i["type"] == "web_search_call")
+        .expect("a search");
+    assert_eq!(call["action"]["sources"][0]["url"], SEARCH_URL);
+    let message = output
+        .iter()
+        .find(|i| i["type"] == "message")
+        .expect("text");
+    assert_eq!(
+        message["content"][0]["annotations"][0]["type"],
+        "url_citation"
+    );
+
+    let again = |item: Value| {
+        codex(json!({"tools": [{"type": "web_search"}], "input": [
+            {"type": "message", "role": "user", "content": "search"},
+            item,
+            {"type": "message", "role": "user", "content": "thanks"},
+        ]}))
+    };
+    // As Codex sends it back: no id.
+    let replay = json!({"type": "web_search_call", "status": "completed",
+        "action": {"type": "search", "query": "weir"}});
+    let second = accepted(&p, &again(replay.clone())).await;
+    assert!(second.to_string().contains(AFTER_SEARCH), "{second}");
+    accepted(&p, &again(call.clone())).await;
+    let mut unknown = replay.clone();
+    unknown["results"] = json!([]);
+    refused(
+        &p,
+        &again(unknown),
+        400,
+        &["unknown_parameter", "input[1].results"],
+    )
+    .await;
+    let mut no_action = replay.clone();
+    no_action["action"] = json!({"type": "browse"});
+    refused(
+        &p,
+        &again(no_action),
+        400,
+        &["invalid_value", "input[1].action.type"],
+    )
+    .await;
+    let mut no_status = replay;
+    no_status.as_object_mut().expect("item").remove("status");
+    refused(
+        &p,
+        &again(no_status),
+        400,
+        &["missing_required_parameter", "input[1].status"],
+    )
+    .await;
+
+    let (_, streamed) = accepted_raw(&p, &with(first, json!({"stream": true}))).await;
+    let names: Vec<String> = events(sse_text(&streamed))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    for name in [
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.output_text.annotation.added",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
+}
+
+/// Chat Completions has function and custom tools only.
+#[tokio::test]
+async fn chat_has_no_search_tool() {
+    let p = spawn(ProviderApi::Chat).await;
+    refused(
+        &p,
+        &chat(json!({"tools": [{"type": "web_search"}]})),
+        400,
+        &["invalid_value", "tools[0].type", "'function' and 'custom'"],
+    )
+    .await;
+}
+
+// ------------------------------------------------- content parts and documents
+
+const PDF_URL: &str = "data:application/pdf;base64,JVBERi0xLjQK";
+
+#[tokio::test]
+async fn responses_content_parts_are_the_apis_own() {
+    let p = spawn(ProviderApi::Responses).await;
+    let user = |parts: Value| {
+        codex(json!({"input": [{"type": "message", "role": "user", "content": parts}]}))
+    };
+    accepted(
+        &p,
+        &user(json!([
+            {"type": "input_text", "text": "read these"},
+            {"type": "input_image", "image_url": "data:image/png;base64,QUJD"},
+            {"type": "input_file", "filename": "a.pdf", "file_data": PDF_URL},
+            {"type": "input_file", "file_id": "file-abc"},
+            {"type": "input_file", "file_url": "https://weir.example/a.pdf"},
+        ])),
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "document", "text": "x"}])),
+        400,
+        &[
+            "invalid_value",
+            "input[0].content[0].type",
+            "'input_text', 'input_image', and 'input_file'",
+        ],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "input_file", "file_data": PDF_URL}])),
+        400,
+        &["missing_required_parameter", "input[0].content[0].filename"],
+    )
+    .await;
+    for two_or_none in [
+        json!({"type": "input_file", "filename": "a.pdf", "file_data": PDF_URL, "file_url": "https://weir.example/a.pdf"}),
+        json!({"type": "input_file", "filename": "a.pdf"}),
+    ] {
+        refused(
+            &p,
+            &user(json!([two_or_none])),
+            400,
+            &[
+                "invalid_value",
+                "exactly one of 'file_data', 'file_id' or 'file_url'",
+            ],
+        )
+        .await;
+    }
+    refused(
+        &p,
+        &user(json!([{"type": "input_image", "detail": "high"}])),
+        400,
+        &["invalid_value", "'image_url' or 'file_id'"],
+    )
+    .await;
+    let assistant = codex(json!({"input": [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": [{"type": "input_text", "text": "hello"}]},
+    ]}));
+    refused(
+        &p,
+        &assistant,
+        400,
+        &[
+            "invalid_value",
+            "input[1].content[0].type",
+            "'output_text' and 'refusal'",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn chat_content_parts_are_the_apis_own() {
+    let p = spawn(ProviderApi::Chat).await;
+    let user = |parts: Value| chat(json!({"messages": [{"role": "user", "content": parts}]}));
+    accepted(
+        &p,
+        &user(json!([
+            {"type": "text", "text": "read these"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+            {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL}},
+            {"type": "file", "file": {"file_id": "file-abc"}},
+        ])),
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "input_file", "file_url": "https://weir.example/a.pdf"}])),
+        400,
+        &["invalid_value", "messages[0].content[0].type", "'file'"],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "file", "file": {"file_data": PDF_URL}}])),
+        400,
+        &[
+            "missing_required_parameter",
+            "messages[0].content[0].file.filename",
+        ],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!([{"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL, "file_id": "file-abc"}}])),
+        400,
+        &["invalid_value", "exactly one of 'file_data' or 'file_id'"],
+    )
+    .await;
+    let system = chat(json!({"messages": [
+        {"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://weir.example/a.png"}}]},
+        {"role": "user", "content": "hi"},
+    ]}));
+    refused(
+        &p,
+        &system,
+        400,
+        &["invalid_value", "messages[0].content[0].type"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn anthropic_documents_have_a_known_source() {
+    let p = spawn(ProviderApi::Anthropic).await;
+    let user = |block: Value| {
+        claude(
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "read"}, block]}]}),
+        )
+    };
+    for good in [
+        json!({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}),
+        json!({"type": "text", "media_type": "text/plain", "data": "notes"}),
+        json!({"type": "url", "url": "https://weir.example/a.pdf"}),
+    ] {
+        accepted(&p, &user(json!({"type": "document", "source": good}))).await;
+    }
+    refused(
+        &p,
+        &user(json!({"type": "document", "source": {"type": "base64", "media_type": "text/plain", "data": "bm90ZXM="}})),
+        400,
+        &["document.source"],
+    )
+    .await;
+    refused(
+        &p,
+        &user(json!({"type": "document", "source": {"type": "file_url", "url": "https://weir.example/a.pdf"}})),
+        400,
+        &["Input tag 'file_url'"],
+    )
+    .await;
+}

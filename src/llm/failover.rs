@@ -143,6 +143,11 @@ pub async fn run(
                     Prepared::Invalid(why) => {
                         return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
                     }
+                    Prepared::Unserved(why) => {
+                        note_failover("cannot_serve");
+                        tally.unserved.get_or_insert(why);
+                        break;
+                    }
                     Prepared::Busy => return Err(super::busy()),
                 }
             }
@@ -358,6 +363,9 @@ struct Attempts {
     /// Upstreams passed over with every member out: until the first is
     /// back, and whether all of them are rate limited.
     cooling: Vec<(Instant, bool)>,
+    /// Why the first upstream that could not serve this request (a web
+    /// search to a Chat Completions server) could not.
+    unserved: Option<String>,
 }
 
 /// The answer when every attempt failed: the most useful failure relayed;
@@ -374,6 +382,15 @@ fn exhausted(
         return Ok(b);
     }
     let cooling = &tally.cooling;
+    if let Some(why) = tally
+        .unserved
+        .as_ref()
+        .filter(|_| tally.tried == 0 && cooling.is_empty())
+    {
+        // Nothing was sent and nobody is cooling: the request asks what
+        // no upstream of the model can do, which a retry will not change.
+        return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why.clone()));
+    }
     if tally.tried == 0 && cooling.is_empty() && tally.skipped > 0 {
         return Err(Rescue::status(StatusCode::NOT_IMPLEMENTED).saying(format!(
             "no upstream of this model speaks {}, and weir does not translate it to theirs",

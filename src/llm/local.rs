@@ -51,7 +51,9 @@ pub async fn count_tokens(
             Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
                 return count_locally(llm, &request.body).await;
             }
-            Prepared::Skip | Prepared::Invalid(_) | Prepared::Busy => continue,
+            Prepared::Skip | Prepared::Invalid(_) | Prepared::Unserved(_) | Prepared::Busy => {
+                continue;
+            }
         };
         let Some(req) = draft.for_member(pick.target()) else {
             continue;

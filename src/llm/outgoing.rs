@@ -6,7 +6,7 @@
 
 use super::body::splice;
 use super::offload::{Busy, Offload};
-use super::translate::{Pair, ToolNames, native};
+use super::translate::{Pair, ToolNames, TranslateError, native};
 use super::upstream::{LlmMember, LlmUpstream};
 use crate::config::{Credential, UpstreamApi};
 use crate::proxy::headers::clean_request;
@@ -90,6 +90,9 @@ pub enum Prepared {
     Skip,
     /// The client's body could not be translated: a 400 for the client.
     Invalid(String),
+    /// This upstream cannot do what the request asks (say, search the
+    /// web): the next may; if none can, a 400 saying why.
+    Unserved(String),
     /// Every slot for heavy work is taken: shed.
     Busy,
 }
@@ -168,6 +171,7 @@ impl Outgoing {
                         });
                         t.body
                     }
+                    Ok(Err(TranslateError::Unserved(why))) => return Prepared::Unserved(why),
                     Ok(Err(e)) => return Prepared::Invalid(e.to_string()),
                     Err(Busy) => return Prepared::Busy,
                 }

@@ -222,7 +222,7 @@ impl LlmMetrics {
         );
         registry.register(
             "llm_failovers",
-            "Moves to the next upstream before any content, by reason (connect, timeout, status_429, status_5xx, translated_refused, preamble_error, cooling)",
+            "Moves to the next upstream before any content, by reason (connect, timeout, broken, status_429, status_5xx, translated_refused, preamble_error, cooling, cannot_serve)",
             m.failovers.clone(),
         );
         registry.register(

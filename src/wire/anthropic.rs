@@ -120,6 +120,58 @@ pub fn thinking_off(request: &mut serde_json::Map<String, Value>) {
     }
 }
 
+/// The type of Anthropic's web search server tool, as weir sends it
+/// (docs.claude.com/en/docs/agents-and-tools/tool-use/web-search-tool);
+/// later versions (`web_search_2026…`) are read as the same tool.
+pub const WEB_SEARCH_TOOL: &str = "web_search_20250305";
+/// The fixed name of that tool and of its `server_tool_use` blocks.
+pub const WEB_SEARCH_NAME: &str = "web_search";
+
+/// Whether a tool definition is Anthropic's web search server tool.
+pub fn is_web_search_tool(tool: &Value) -> bool {
+    tool["type"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("web_search_"))
+}
+
+/// The `encrypted_content` of a search result, and the `encrypted_index`
+/// of a citation, that weir made from another vendor's search: Anthropic
+/// issued neither, so such blocks never go to it.
+pub const WEIR_SEARCH_MARK: &str = "weir.w1";
+/// How the ids of the `server_tool_use` blocks weir makes start (a search
+/// with no results has no `encrypted_content` to mark).
+pub const WEIR_SEARCH_ID_PREFIX: &str = "srvtoolu_weir_";
+
+/// Whether a block is a web search weir made from another vendor's: its
+/// `server_tool_use` or its `web_search_tool_result`.
+pub fn is_weir_search(block: &Value) -> bool {
+    let id = match block["type"].as_str() {
+        Some("server_tool_use") => &block["id"],
+        Some("web_search_tool_result") => &block["tool_use_id"],
+        _ => return false,
+    };
+    id.as_str()
+        .is_some_and(|id| id.starts_with(WEIR_SEARCH_ID_PREFIX))
+}
+
+/// A text block without the citations weir made (of another vendor's
+/// search); whether it had any.
+pub fn strip_weir_citations(block: &mut Value) -> bool {
+    let Some(fields) = block.as_object_mut() else {
+        return false;
+    };
+    let Some(citations) = fields.get_mut("citations").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let before = citations.len();
+    citations.retain(|c| c["encrypted_index"] != WEIR_SEARCH_MARK);
+    let removed = citations.len() != before;
+    if citations.is_empty() {
+        fields.remove("citations");
+    }
+    removed
+}
+
 /// The smallest `thinking.budget_tokens` Anthropic accepts.
 pub const MIN_THINKING_BUDGET: u64 = 1024;
 
@@ -238,6 +290,36 @@ pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
         "usage": {"input_tokens": 0, "output_tokens": 0},
     }})));
     out.push(event(&json!({"type": "ping"})));
+}
+
+/// What a `message_start` event says of the message: its id, and the
+/// usage so far (the input side).
+pub fn message_started(data: &Value) -> (Option<&str>, Usage) {
+    let m = &data["message"];
+    (m["id"].as_str(), usage(&m["usage"]).unwrap_or_default())
+}
+
+/// The events of content block `index`, as a translated stream writes
+/// them: its start, each delta, its stop.
+pub fn block_start(index: usize, block: &Value) -> Bytes {
+    event(&json!({"type": "content_block_start", "index": index, "content_block": block}))
+}
+
+pub fn block_delta(index: usize, delta: &Value) -> Bytes {
+    event(&json!({"type": "content_block_delta", "index": index, "delta": delta}))
+}
+
+pub fn block_stop(index: usize) -> Bytes {
+    event(&json!({"type": "content_block_stop", "index": index}))
+}
+
+/// The end of a stream: `message_delta` with the stop reason and the
+/// usage, then `message_stop`.
+pub fn closing(stop_reason: &str, usage: Value, out: &mut Vec<Bytes>) {
+    out.push(event(&json!({"type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+        "usage": usage})));
+    out.push(event(&json!({"type": "message_stop"})));
 }
 
 pub(super) fn keepalive() -> Bytes {

@@ -65,6 +65,18 @@ pub fn reasoning_of_signature(signature: &str) -> Option<(String, &str)> {
     Some((String::from_utf8(id).ok()?, encrypted))
 }
 
+/// The `include` value that makes a `web_search_call` list the pages it
+/// found (`action.sources`), which an Anthropic client gets as results.
+pub const INCLUDE_SEARCH_SOURCES: &str = "web_search_call.action.sources";
+
+/// Whether a tool definition is OpenAI's web search tool (`web_search`,
+/// its dated form, or the older `web_search_preview`).
+pub fn is_web_search_tool(tool: &Value) -> bool {
+    tool["type"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("web_search"))
+}
+
 /// The `encrypted_content` carrying an Anthropic thinking block.
 pub fn block_content(block: &Value) -> String {
     use base64::Engine as _;

@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::responses_client::{DEFAULT_MAX_TOKENS, budget, image_block, push};
+use super::responses_client::{DEFAULT_MAX_TOKENS, budget, document_block, image_block, push};
 use super::{TranslateError, errors, text_of};
 use crate::wire::{Usage, anthropic, chat, sse};
 
@@ -23,9 +23,9 @@ fn finish_reason(stop_reason: Option<&str>) -> &'static str {
     }
 }
 
-/// Content parts of a user or tool message → Anthropic blocks (text and
-/// images; audio and files have no equivalent here). Empty text is left
-/// out: Anthropic refuses an empty text block.
+/// Content parts of a user or tool message → Anthropic blocks (text,
+/// images, files as documents; audio has no equivalent here). Empty text
+/// is left out: Anthropic refuses an empty text block.
 fn blocks(content: &Value) -> Vec<Value> {
     match content {
         Value::String(s) if s.is_empty() => Vec::new(),
@@ -41,6 +41,11 @@ fn blocks(content: &Value) -> Vec<Value> {
                     .as_str()
                     .or(p["image_url"].as_str())
                     .map(image_block),
+                Some("file") => document_block(
+                    p["file"]["file_data"].as_str(),
+                    p["file"]["filename"].as_str(),
+                    None,
+                ),
                 other => {
                     tracing::debug!(part = ?other, "content part dropped in translation");
                     None
@@ -337,11 +342,11 @@ impl Stream {
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
             "message_start" => {
-                let m = &v["message"];
-                if let Some(id) = m["id"].as_str() {
+                let (id, usage) = anthropic::message_started(&v);
+                if let Some(id) = id {
                     self.id = format!("chatcmpl-{id}");
                 }
-                self.usage = anthropic::usage(&m["usage"]).unwrap_or_default();
+                self.usage = usage;
                 self.emit(json!({"role": "assistant", "content": ""}), None, out);
             }
             "content_block_start" => {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ToolNames, errors};
-use crate::wire::{anthropic, chat, sse};
+use crate::wire::{anthropic, chat};
 
 /// The stop reason: `tool_use` whenever the answer called tools, whatever
 /// the server's finish reason says (many say `stop`), unless it was cut
@@ -96,10 +96,7 @@ impl Stream {
             );
         }
         if let Some((_, index)) = self.open.take() {
-            out.push(sse::event(
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": index}),
-            ));
+            out.push(anthropic::block_stop(index));
         }
     }
 
@@ -119,19 +116,13 @@ impl Stream {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        out.push(sse::event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": index, "content_block": block}),
-        ));
+        out.push(anthropic::block_start(index, &block));
         self.open = Some((want, index));
         index
     }
 
     fn delta(index: usize, delta: Value, out: &mut Vec<Bytes>) {
-        out.push(sse::event(
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-        ));
+        out.push(anthropic::block_delta(index, &delta));
     }
 
     /// Start a tool block for call `index` with `id`, and write its
@@ -214,13 +205,8 @@ impl Stream {
         self.start(&Value::Null, out);
         self.flush_pending(out);
         self.close(out);
-        out.push(sse::event(
-            "message_delta",
-            &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(self.finish.as_deref(), self.used_tools), "stop_sequence": null},
-                "usage": usage(&self.usage)}),
-        ));
-        out.push(sse::event("message_stop", &json!({"type": "message_stop"})));
+        let stop = stop_reason(self.finish.as_deref(), self.used_tools);
+        anthropic::closing(stop, usage(&self.usage), out);
     }
 
     pub fn event(&mut self, data: &str, out: &mut Vec<Bytes>) {

@@ -15,13 +15,13 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ToolNames, TranslateError, chat_client, messages_out, responses_client};
-use crate::wire::{responses, sse};
+use crate::wire::{anthropic, responses, sse};
 
 /// Chat Completions → Responses.
 pub fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
     let hub = chat_client::to_messages(v, model)?;
     let names = ToolNames::of_messages_request(&hub);
-    let mut out = messages_out::to_responses(&hub, model, &names);
+    let mut out = messages_out::to_responses(&hub, model, &names)?;
     restore_sampling(v, &mut out);
     match chat_client::max_tokens(v) {
         Some(n) => out["max_output_tokens"] = n.max(responses::MIN_MAX_OUTPUT_TOKENS).into(),
@@ -48,13 +48,14 @@ pub fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), T
 
 /// Responses → Chat Completions.
 pub fn responses_to_chat(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
-    let (hub, codex) = responses_client::to_messages(v, model)?;
+    let (mut hub, codex) = responses_client::to_messages(v, model)?;
     // Long names are shortened for the Chat server; Codex's freeform
     // tools and limit still decide what its answer looks like.
     let mut names = ToolNames::of_messages_request(&hub);
     names.custom = codex.custom;
     names.client_limit = codex.client_limit;
-    let mut out = messages_out::to_chat(&hub, model, &names);
+    without_search(&mut hub);
+    let mut out = messages_out::to_chat(&hub, model, &names)?;
     restore_sampling(v, &mut out);
     match v["max_output_tokens"].as_u64() {
         Some(n) => out["max_completion_tokens"] = n.into(),
@@ -77,6 +78,24 @@ pub fn responses_to_chat(v: &Value, model: &str) -> Result<(Value, ToolNames), T
         _ => {}
     }
     Ok((out, names))
+}
+
+/// Codex offers its `web_search` tool on every request, asked for or
+/// not, and a Chat Completions server cannot search: the tool is left
+/// out rather than the request refused, so Codex still works there
+/// (without search). Claude Code offers Anthropic's search only when it
+/// means to search, and is refused instead (`messages_out`).
+fn without_search(hub: &mut Value) {
+    let Some(fields) = hub.as_object_mut() else {
+        return;
+    };
+    if let Some(tools) = fields.get_mut("tools").and_then(Value::as_array_mut) {
+        tools.retain(|t| !anthropic::is_web_search_tool(t));
+        if tools.is_empty() {
+            fields.remove("tools");
+            fields.remove("tool_choice");
+        }
+    }
 }
 
 /// Sampling as the client asked: the hub clamps the temperature to

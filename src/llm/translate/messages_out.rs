@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ToolNames, text_of};
+use super::{ToolNames, TranslateError, search, text_of};
 use crate::wire::{anthropic, chat, openai, responses};
 
 /// `thinking.budget_tokens` → a reasoning effort.
@@ -146,9 +146,17 @@ enum Api {
     Chat,
 }
 
-/// `tools` (`input_schema` → function `parameters`) and `tool_choice`
-/// (auto / any / tool / none; `disable_parallel_tool_use`).
-fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api, names: &ToolNames) {
+/// `tools` (`input_schema` → function `parameters`; Anthropic's web
+/// search → Responses' `web_search`, its `max_uses` → `max_tool_calls`)
+/// and `tool_choice` (auto / any / tool / none;
+/// `disable_parallel_tool_use`). A Chat Completions server cannot search:
+/// a request that offers the search is not for it.
+fn tools_and_choice(
+    v: &Value,
+    out: &mut Map<String, Value>,
+    api: Api,
+    names: &ToolNames,
+) -> Result<(), TranslateError> {
     let function = |name: &Value, mut fields: Map<String, Value>| {
         fields.insert("name".into(), name.clone());
         match api {
@@ -159,7 +167,27 @@ fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api, names: &T
             Api::Chat => json!({"type": "function", "function": fields}),
         }
     };
-    let tools: Vec<Value> = v["tools"]
+    let mut tools: Vec<Value> = Vec::new();
+    for t in v["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| anthropic::is_web_search_tool(t))
+    {
+        if api == Api::Chat {
+            return Err(TranslateError::Unserved(
+                "this upstream (OpenAI Chat Completions) cannot search the web: \
+                 the request's `web_search` tool needs an Anthropic or OpenAI Responses upstream"
+                    .into(),
+            ));
+        }
+        let (tool, max_uses) = search::to_responses_tool(t)?;
+        tools.push(tool);
+        if let Some(n) = max_uses {
+            out.insert("max_tool_calls".into(), n.into());
+        }
+    }
+    let functions = v["tools"]
         .as_array()
         .into_iter()
         .flatten()
@@ -178,8 +206,8 @@ fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api, names: &T
                 fields.insert("strict".into(), false.into());
             }
             function(&names.short(&t["name"]), fields)
-        })
-        .collect();
+        });
+    tools.extend(functions);
     if !tools.is_empty() {
         out.insert("tools".into(), tools.into());
     }
@@ -195,6 +223,7 @@ fn tools_and_choice(v: &Value, out: &mut Map<String, Value>, api: Api, names: &T
             out.insert("parallel_tool_calls".into(), false.into());
         }
     }
+    Ok(())
 }
 
 fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
@@ -204,7 +233,7 @@ fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
 }
 
 /// Messages → Responses.
-pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
+pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let system = anthropic::system_text(&v["system"]);
@@ -245,6 +274,15 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
                         "arguments": b["input"].to_string(),
                     }));
                 }
+                // The search the model made (its results and the text's
+                // citations carry Anthropic's encryption, which OpenAI
+                // cannot read: they stay behind).
+                Some("server_tool_use") => {
+                    if let Some(call) = search::call_of_block(&b) {
+                        flush(&mut parts, &mut input);
+                        input.push(call);
+                    }
+                }
                 Some("tool_result") => {
                     flush(&mut parts, &mut input);
                     let text = tool_result_text(&b);
@@ -278,7 +316,7 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
         flush(&mut parts, &mut input);
     }
     out.insert("input".into(), input.into());
-    tools_and_choice(v, &mut out, Api::Responses, names);
+    tools_and_choice(v, &mut out, Api::Responses, names)?;
     if let Some(n) = v["max_tokens"].as_u64() {
         out.insert(
             "max_output_tokens".into(),
@@ -294,25 +332,33 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Value {
     if let Some(user) = v["metadata"]["user_id"].as_str() {
         out.insert("user".into(), openai::user(user).into());
     }
+    let mut include = Vec::new();
     if let Some(e) = thinking_effort(v) {
         out.insert("reasoning".into(), json!({"effort": e, "summary": "auto"}));
         // The reasoning comes back encrypted, carried in the thinking
         // block's signature to the next turn.
-        out.insert(
-            "include".into(),
-            json!([responses::INCLUDE_ENCRYPTED_REASONING]),
-        );
+        include.push(responses::INCLUDE_ENCRYPTED_REASONING);
+    }
+    let searches = v["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(anthropic::is_web_search_tool));
+    if searches {
+        // The pages found, which the client gets as the search's results.
+        include.push(responses::INCLUDE_SEARCH_SOURCES);
+    }
+    if !include.is_empty() {
+        out.insert("include".into(), json!(include));
     }
     if let Some(schema) = anthropic::output_schema(v) {
         out.insert("text".into(), responses::text_format(schema));
     }
     // Stateless, as an Anthropic client expects: nothing kept upstream.
     out.insert("store".into(), false.into());
-    Value::Object(out)
+    Ok(Value::Object(out))
 }
 
 /// Messages → Chat Completions.
-pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
+pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut messages = Vec::new();
@@ -396,7 +442,7 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
         }
     }
     out.insert("messages".into(), messages.into());
-    tools_and_choice(v, &mut out, Api::Chat, names);
+    tools_and_choice(v, &mut out, Api::Chat, names)?;
     copy(v, "max_tokens", &mut out, "max_completion_tokens");
     copy(v, "temperature", &mut out, "temperature");
     copy(v, "top_p", &mut out, "top_p");
@@ -414,7 +460,7 @@ pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Value {
     if let Some(schema) = anthropic::output_schema(v) {
         out.insert("response_format".into(), chat::response_format(schema));
     }
-    Value::Object(out)
+    Ok(Value::Object(out))
 }
 
 #[cfg(test)]
@@ -428,7 +474,7 @@ mod tests {
             {"role": "system", "content": [{"type": "text", "text": "Be brief from here on."}]},
             {"role": "user", "content": "and?"},
         ]});
-        let out = to_chat(&r, "m", &ToolNames::default());
+        let out = to_chat(&r, "m", &ToolNames::default()).expect("translated");
         assert_eq!(
             out["messages"][1],
             json!({"role": "system", "content": "Be brief from here on."})
@@ -470,7 +516,7 @@ mod tests {
 
     #[test]
     fn messages_to_responses_golden() {
-        let out = to_responses(&request(), "gpt-5", &ToolNames::default());
+        let out = to_responses(&request(), "gpt-5", &ToolNames::default()).expect("translated");
         assert_eq!(
             out,
             json!({
@@ -513,9 +559,9 @@ mod tests {
             {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=sdk-cli; cch=8f3a1;"},
             {"type": "text", "text": "You are terse."},
         ]);
-        let responses = to_responses(&v, "gpt-5", &ToolNames::default());
+        let responses = to_responses(&v, "gpt-5", &ToolNames::default()).expect("translated");
         assert_eq!(responses["instructions"], "You are terse.");
-        let chat = to_chat(&v, "llama-3", &ToolNames::default());
+        let chat = to_chat(&v, "llama-3", &ToolNames::default()).expect("translated");
         assert_eq!(
             chat["messages"][0],
             json!({"role": "system", "content": "You are terse."})
@@ -536,8 +582,9 @@ mod tests {
         );
         claude_code["metadata"]["user_id"] = long_id.clone().into();
         claude_code["max_tokens"] = 1.into();
-        let responses = to_responses(&claude_code, "gpt-5", &ToolNames::default());
-        let chat = to_chat(&claude_code, "llama-3", &ToolNames::default());
+        let responses =
+            to_responses(&claude_code, "gpt-5", &ToolNames::default()).expect("translated");
+        let chat = to_chat(&claude_code, "llama-3", &ToolNames::default()).expect("translated");
         for out in [&responses, &chat] {
             let user = out["user"].as_str().expect("user");
             assert!(user.len() <= 64, "{user}");
@@ -550,7 +597,7 @@ mod tests {
         );
         let mut named = request();
         named["tool_choice"] = json!({"type": "tool", "name": "read"});
-        let out = to_responses(&named, "gpt-5", &ToolNames::default());
+        let out = to_responses(&named, "gpt-5", &ToolNames::default()).expect("translated");
         assert_eq!(
             out["tool_choice"],
             json!({"type": "function", "name": "read"})
@@ -559,7 +606,7 @@ mod tests {
 
     #[test]
     fn messages_to_chat_golden() {
-        let out = to_chat(&request(), "llama-3", &ToolNames::default());
+        let out = to_chat(&request(), "llama-3", &ToolNames::default()).expect("translated");
         assert_eq!(
             out,
             json!({
@@ -596,7 +643,7 @@ mod tests {
         let mut r = request();
         r["tool_choice"] = json!({"type": "tool", "name": "read"});
         r["thinking"]["budget_tokens"] = 1024.into();
-        let out = to_responses(&r, "m", &ToolNames::default());
+        let out = to_responses(&r, "m", &ToolNames::default()).expect("translated");
         assert_eq!(
             out["tool_choice"],
             json!({"type": "function", "name": "read"})
@@ -604,12 +651,12 @@ mod tests {
         assert_eq!(out["reasoning"]["effort"], "low");
         r["tool_choice"] = json!({"type": "none"});
         r["thinking"] = json!({"type": "disabled"});
-        let out = to_chat(&r, "m", &ToolNames::default());
+        let out = to_chat(&r, "m", &ToolNames::default()).expect("translated");
         assert_eq!(out["tool_choice"], "none");
         assert!(out.get("reasoning_effort").is_none());
         r["thinking"] = json!({"type": "enabled", "budget_tokens": 32000});
         assert_eq!(
-            to_chat(&r, "m", &ToolNames::default())["reasoning_effort"],
+            to_chat(&r, "m", &ToolNames::default()).expect("translated")["reasoning_effort"],
             "high"
         );
     }
@@ -622,12 +669,12 @@ mod tests {
                 {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "AAA"}},
             ]},
         ]}]});
-        let out = to_responses(&r, "m", &ToolNames::default());
+        let out = to_responses(&r, "m", &ToolNames::default()).expect("translated");
         assert_eq!(
             out["input"][0]["output"],
             json!([{"type": "input_text", "text": "screenshot"}, {"type": "input_image", "image_url": "data:image/jpeg;base64,AAA"}])
         );
-        let out = to_chat(&r, "m", &ToolNames::default());
+        let out = to_chat(&r, "m", &ToolNames::default()).expect("translated");
         assert_eq!(out["messages"][0]["content"], "screenshot");
         assert_eq!(
             out["messages"][1],
@@ -645,7 +692,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "read", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "here"}, pdf]}]},
         ]});
-        let out = to_responses(&r, "m", &ToolNames::default());
+        let out = to_responses(&r, "m", &ToolNames::default()).expect("translated");
         assert_eq!(
             out["input"][0]["content"],
             json!([
@@ -661,7 +708,7 @@ mod tests {
                 {"type": "input_file", "filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0"},
             ])
         );
-        let out = to_chat(&r, "m", &ToolNames::default());
+        let out = to_chat(&r, "m", &ToolNames::default()).expect("translated");
         let file = json!({"type": "file", "file": {"filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0"}});
         // Chat takes no file by URL: that one alone is left out.
         assert_eq!(
@@ -682,12 +729,12 @@ mod tests {
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "output_config": {"format": {"type": "json_schema", "schema": schema}}}),
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "output_format": {"type": "json_schema", "schema": schema}}),
         ] {
-            let out = to_responses(&r, "m", &ToolNames::default());
+            let out = to_responses(&r, "m", &ToolNames::default()).expect("translated");
             assert_eq!(
                 out["text"],
                 json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
             );
-            let out = to_chat(&r, "m", &ToolNames::default());
+            let out = to_chat(&r, "m", &ToolNames::default()).expect("translated");
             assert_eq!(
                 out["response_format"],
                 json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
@@ -714,7 +761,7 @@ mod tests {
             ]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
         ]});
-        let out = to_responses(&r, "gpt-5", &ToolNames::default());
+        let out = to_responses(&r, "gpt-5", &ToolNames::default()).expect("translated");
         assert_eq!(
             out["input"][1],
             json!({"type": "reasoning", "id": "rs_7", "summary": [{"type": "summary_text", "text": "I should list."}], "encrypted_content": "gAAAAB.enc"})
@@ -722,7 +769,7 @@ mod tests {
         assert_eq!(out["input"][2]["type"], "message");
         assert_eq!(out["input"][3]["type"], "function_call");
         assert_eq!(out["input"].as_array().map(Vec::len), Some(5), "{out}");
-        let out = to_chat(&r, "deepseek-reasoner", &ToolNames::default());
+        let out = to_chat(&r, "deepseek-reasoner", &ToolNames::default()).expect("translated");
         assert_eq!(out["messages"][1]["reasoning_content"], "from DeepSeek");
         assert_eq!(out["messages"][1]["tool_calls"][0]["id"], "t1");
     }
@@ -733,17 +780,17 @@ mod tests {
     fn adaptive_thinking_maps_to_an_effort() {
         let mut r = json!({"model": "m", "max_tokens": 100, "messages": [],
             "thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}});
-        let out = to_responses(&r, "gpt-5", &ToolNames::default());
+        let out = to_responses(&r, "gpt-5", &ToolNames::default()).expect("translated");
         assert_eq!(out["reasoning"]["effort"], "low");
         assert_eq!(out["include"], json!(["reasoning.encrypted_content"]));
         assert_eq!(out["store"], false);
         r["output_config"]["effort"] = "max".into();
         assert_eq!(
-            to_chat(&r, "m", &ToolNames::default())["reasoning_effort"],
+            to_chat(&r, "m", &ToolNames::default()).expect("translated")["reasoning_effort"],
             "high"
         );
         r["thinking"] = json!({"type": "disabled"});
-        let out = to_responses(&r, "gpt-5", &ToolNames::default());
+        let out = to_responses(&r, "gpt-5", &ToolNames::default()).expect("translated");
         assert!(out.get("include").is_none() && out.get("reasoning").is_none());
     }
 }

@@ -23,6 +23,7 @@ mod messages_out;
 pub mod native;
 mod responses_client;
 mod responses_in;
+mod search;
 pub mod tokens;
 
 use bytes::Bytes;
@@ -165,6 +166,10 @@ pub enum TranslateError {
     NotAnObject,
     #[error("{0}")]
     Invalid(String),
+    /// This upstream cannot do what the request asks (a web search on a
+    /// Chat Completions server): another upstream of the model may.
+    #[error("{0}")]
+    Unserved(String),
 }
 
 impl Pair {
@@ -229,11 +234,11 @@ impl Pair {
         let (out, names) = match self {
             Pair::MessagesToResponses => {
                 let names = ToolNames::of_messages_request(&v);
-                (messages_out::to_responses(&v, model, &names), names)
+                (messages_out::to_responses(&v, model, &names)?, names)
             }
             Pair::MessagesToChat => {
                 let names = ToolNames::of_messages_request(&v);
-                (messages_out::to_chat(&v, model, &names), names)
+                (messages_out::to_chat(&v, model, &names)?, names)
             }
             Pair::ResponsesToMessages => responses_client::to_messages(&v, model)?,
             Pair::ChatToMessages => (chat_client::to_messages(&v, model)?, ToolNames::default()),

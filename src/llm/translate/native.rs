@@ -14,10 +14,11 @@ use crate::wire::{Endpoint, anthropic, responses};
 const MARK: &str = "\"weir.";
 
 /// Whether a native request's body may carry weir's state: a substring
-/// search, no parse.
+/// search, no parse (the ids of the searches weir made are marked too).
 pub fn carries_weir_state(endpoint: Endpoint, body: &[u8]) -> bool {
     matches!(endpoint, Endpoint::Messages | Endpoint::Responses)
-        && std::str::from_utf8(body).is_ok_and(|s| s.contains(MARK))
+        && std::str::from_utf8(body)
+            .is_ok_and(|s| s.contains(MARK) || s.contains(anthropic::WEIR_SEARCH_ID_PREFIX))
 }
 
 /// The body without the state weir made for another vendor, naming
@@ -42,9 +43,11 @@ pub fn without_weir_state(endpoint: Endpoint, body: &[u8], model: Option<&str>) 
 }
 
 /// A Messages request for Anthropic: thinking Anthropic did not sign is
-/// dropped; if that leaves a tool-use continuation whose assistant turn
-/// does not start with thinking, thinking is turned off for the request
-/// (Anthropic would refuse it with thinking on).
+/// dropped, and so are the searches weir made of another vendor's (their
+/// blocks and the citations of them: Anthropic encrypted none of them);
+/// if that leaves a tool-use continuation whose assistant turn does not
+/// start with thinking, thinking is turned off for the request (Anthropic
+/// would refuse it with thinking on).
 fn messages(fields: &mut Map<String, Value>) -> bool {
     let mut removed = false;
     for m in fields
@@ -55,8 +58,15 @@ fn messages(fields: &mut Map<String, Value>) -> bool {
     {
         if let Some(content) = m.get_mut("content").and_then(Value::as_array_mut) {
             let before = content.len();
-            content.retain(|b| !anthropic::is_thinking(b) || anthropic::signed_by_anthropic(b));
-            removed |= content.len() != before;
+            content.retain(|b| {
+                !(anthropic::is_thinking(b) && !anthropic::signed_by_anthropic(b)
+                    || anthropic::is_weir_search(b))
+            });
+            let mut thinned = content.len() != before;
+            for b in content.iter_mut() {
+                thinned |= anthropic::strip_weir_citations(b);
+            }
+            removed |= thinned;
         }
     }
     if removed {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, errors};
-use crate::wire::{anthropic, responses, sse};
+use super::{ToolNames, errors, search};
+use crate::wire::{anthropic, responses};
 
 /// Anthropic's usage from a Responses `usage`.
 fn usage(u: &Value) -> Value {
@@ -107,10 +107,7 @@ impl Stream {
         }
         let index = self.next_index;
         self.next_index += 1;
-        out.push(sse::event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": index, "content_block": block}),
-        ));
+        out.push(anthropic::block_start(index, &block));
         self.open.insert(
             key,
             Block {
@@ -124,19 +121,13 @@ impl Stream {
     fn delta(&mut self, key: (u64, u64), delta: Value, out: &mut Vec<Bytes>) {
         if let Some(b) = self.open.get_mut(&key) {
             b.streamed = true;
-            out.push(sse::event(
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": b.index, "delta": delta}),
-            ));
+            out.push(anthropic::block_delta(b.index, &delta));
         }
     }
 
     fn close(&mut self, key: (u64, u64), out: &mut Vec<Bytes>) {
         if let Some(b) = self.open.remove(&key) {
-            out.push(sse::event(
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": b.index}),
-            ));
+            out.push(anthropic::block_stop(b.index));
         }
     }
 
@@ -167,13 +158,8 @@ impl Stream {
         for k in left {
             self.close(k, out);
         }
-        out.push(sse::event(
-            "message_delta",
-            &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(response, self.used_tools), "stop_sequence": null},
-                "usage": usage(&response["usage"])}),
-        ));
-        out.push(sse::event("message_stop", &json!({"type": "message_stop"})));
+        let stop = stop_reason(response, self.used_tools);
+        anthropic::closing(stop, usage(&response["usage"]), out);
     }
 
     pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
@@ -304,6 +290,37 @@ impl Stream {
                 );
                 self.close(key, out);
             }
+            // The search comes whole when its item is done: the call
+            // (its query as the input), then its results.
+            "response.output_item.done" if v["item"]["type"] == "web_search_call" => {
+                self.start(&Value::Null, out);
+                let key = (at("output_index"), u64::MAX);
+                for block in search::blocks_of_call(&v["item"]) {
+                    let mut start = block.clone();
+                    let input = start.get_mut("input").map(Value::take);
+                    if input.is_some() {
+                        start["input"] = json!({});
+                    }
+                    self.open(key, Kind::Tool, start, out);
+                    if let Some(input) = input {
+                        let delta =
+                            json!({"type": "input_json_delta", "partial_json": input.to_string()});
+                        self.delta(key, delta, out);
+                    }
+                    self.close(key, out);
+                }
+            }
+            // A citation on the text being written (OpenAI sends its
+            // annotations as the text arrives, with no cited text).
+            "response.output_text.annotation.added" => {
+                let key = (at("output_index"), at("content_index"));
+                if self.open.contains_key(&key)
+                    && let Some(citation) = search::citation(&v["annotation"], "")
+                {
+                    let delta = json!({"type": "citations_delta", "citation": citation});
+                    self.delta(key, delta, out);
+                }
+            }
             "response.output_item.done" if v["item"]["type"] == "message" => {
                 // Parts a server left open (no `content_part.done`).
                 let item = at("output_index");
@@ -350,7 +367,12 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
                 for part in item["content"].as_array().into_iter().flatten() {
                     let text = part["text"].as_str().or(part["refusal"].as_str());
                     if let Some(text) = text {
-                        content.push(json!({"type": "text", "text": text}));
+                        let citations = search::citations(text, &part["annotations"]);
+                        let mut block = json!({"type": "text", "text": text});
+                        if !citations.is_empty() {
+                            block["citations"] = citations.into();
+                        }
+                        content.push(block);
                     }
                 }
             }
@@ -362,6 +384,7 @@ pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
                     .unwrap_or_else(|| json!({}));
                 content.push(json!({"type": "tool_use", "id": item["call_id"], "name": names.original(&item["name"]), "input": input}));
             }
+            Some("web_search_call") => content.extend(search::blocks_of_call(item)),
             Some("reasoning") => {
                 let text = super::text_of(&item["summary"]);
                 let signature = reasoning_signature(item);
@@ -792,5 +815,97 @@ mod tests {
         assert_eq!(out[5].1["content_block"]["id"], "c1");
         assert_eq!(out[6].1["delta"]["partial_json"], "{}");
         assert_eq!(out[8].1["delta"]["stop_reason"], "tool_use");
+    }
+
+    /// OpenAI's search reaches Claude Code as Anthropic's two blocks
+    /// (weir's id and mark; the query as the input) and its annotation as
+    /// a citation on the open text block.
+    #[test]
+    fn a_web_search_call_becomes_search_blocks_and_citations() {
+        let out = run(&[
+            (
+                "response.created",
+                json!({"response": {"id": "r1", "status": "in_progress"}}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"type": "web_search_call", "id": "ws_1", "status": "in_progress"}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                    "action": {"type": "search", "query": "is it", "sources": [{"type": "url", "url": "https://u.example"}]}}}),
+            ),
+            (
+                "response.content_part.added",
+                json!({"output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": ""}}),
+            ),
+            (
+                "response.output_text.delta",
+                json!({"output_index": 1, "content_index": 0, "delta": "Yes."}),
+            ),
+            (
+                "response.output_text.annotation.added",
+                json!({"output_index": 1, "content_index": 0, "annotation_index": 0,
+                    "annotation": {"type": "url_citation", "start_index": 0, "end_index": 4, "url": "https://u.example", "title": "U"}}),
+            ),
+            (
+                "response.content_part.done",
+                json!({"output_index": 1, "content_index": 0}),
+            ),
+            (
+                "response.completed",
+                json!({"response": {"id": "r1", "usage": {"input_tokens": 5, "output_tokens": 3}}}),
+            ),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        let used = &out[2].1["content_block"];
+        assert_eq!(
+            used,
+            &json!({"type": "server_tool_use", "id": "srvtoolu_weir_ws_1", "name": "web_search", "input": {}})
+        );
+        assert_eq!(
+            out[3].1["delta"],
+            json!({"type": "input_json_delta", "partial_json": "{\"query\":\"is it\"}"})
+        );
+        let result = &out[5].1["content_block"];
+        assert_eq!(result["tool_use_id"], "srvtoolu_weir_ws_1");
+        assert_eq!(result["content"][0]["url"], "https://u.example");
+        assert_eq!(result["content"][0]["encrypted_content"], "weir.w1");
+        let citation = &out[9].1["delta"];
+        assert_eq!(citation["type"], "citations_delta");
+        assert_eq!(citation["citation"]["url"], "https://u.example");
+        assert_eq!(citation["citation"]["encrypted_index"], "weir.w1");
+        assert_eq!(out[11].1["delta"]["stop_reason"], "end_turn");
+
+        // Whole, the same blocks, the citation citing its span.
+        let response = json!({"id": "r1", "usage": {}, "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "is it"}},
+            {"type": "message", "content": [{"type": "output_text", "text": "So: yes.",
+                "annotations": [{"type": "url_citation", "start_index": 4, "end_index": 8, "url": "https://u.example", "title": "U"}]}]},
+        ]});
+        let message = whole(&response, "claude", &ToolNames::default()).expect("whole");
+        let content = message["content"].as_array().expect("content");
+        assert_eq!(content[0]["type"], "server_tool_use");
+        assert_eq!(content[1]["type"], "web_search_tool_result");
+        assert_eq!(content[2]["citations"][0]["cited_text"], "yes.");
+        assert_eq!(message["stop_reason"], "end_turn");
     }
 }

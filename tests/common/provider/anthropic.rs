@@ -16,7 +16,7 @@
 use http::HeaderMap;
 use serde_json::{Value, json};
 
-use super::script::{Plan, ShellTool, View, words};
+use super::script::{CITED, Plan, SEARCH_TITLE, SEARCH_URL, ShellTool, View, words};
 use super::{Answer, Rejection, id, pieces, seal, sse, text_of, unseal};
 
 /// Every top-level field the Messages API documents, beta ones included
@@ -62,6 +62,10 @@ const KNOWN_COUNT: &[&str] = &[
 /// "redacted" (this emulator never issues one, so none is valid).
 const THINKING: &str = "thinking";
 const REDACTED: &str = "redacted";
+/// A search result's `encrypted_content` and a citation's
+/// `encrypted_index` are sealed over the result's URL.
+const SEARCH: &str = "search";
+const CITATION: &str = "citation";
 
 pub(crate) fn authenticate(headers: &HeaderMap) -> Result<(), Rejection> {
     let present = |name: &str| {
@@ -287,9 +291,79 @@ fn system(system: &Value) -> Result<(), Rejection> {
     }
 }
 
+/// The server and Anthropic-defined tools the API knows, by their
+/// versioned `type` (tool-use guide, "Anthropic-defined tools"; the web
+/// search, web fetch, code execution, memory and tool search guides).
+const SERVER_TOOLS: &[&str] = &[
+    "bash_20241022",
+    "bash_20250124",
+    "code_execution_20250522",
+    "code_execution_20250825",
+    "computer_20241022",
+    "computer_20250124",
+    "memory_20250818",
+    "text_editor_20241022",
+    "text_editor_20250124",
+    "text_editor_20250429",
+    "text_editor_20250728",
+    "tool_search_tool_bm25_20251119",
+    "tool_search_tool_regex_20251119",
+    "web_fetch_20250910",
+    "web_search_20250305",
+];
+
+/// The web search tool's fields (web search tool guide): its fixed name,
+/// `max_uses` (a positive integer), `allowed_domains` or
+/// `blocked_domains` (not both), an approximate `user_location`.
+fn web_search_tool(i: usize, t: &Value) -> Result<(), Rejection> {
+    let at = format!("tools.{i}.web_search_20250305");
+    only_known(
+        t,
+        &[
+            "type",
+            "name",
+            "max_uses",
+            "allowed_domains",
+            "blocked_domains",
+            "user_location",
+            "cache_control",
+        ],
+        &at,
+    )?;
+    if t["name"] != "web_search" {
+        return Err(Rejection::bad(format!(
+            "{at}.name: Input should be 'web_search'"
+        )));
+    }
+    if !t["max_uses"].is_null() && t["max_uses"].as_u64().is_none_or(|n| n < 1) {
+        return Err(Rejection::bad(format!(
+            "{at}.max_uses: Input should be greater than 0"
+        )));
+    }
+    if !t["allowed_domains"].is_null() && !t["blocked_domains"].is_null() {
+        return Err(Rejection::bad(
+            "Cannot specify both allowed_domains and blocked_domains",
+        ));
+    }
+    let loc = &t["user_location"];
+    if !loc.is_null() {
+        only_known(
+            loc,
+            &["type", "city", "region", "country", "timezone"],
+            &format!("{at}.user_location"),
+        )?;
+        if loc["type"] != "approximate" {
+            return Err(Rejection::bad(format!(
+                "{at}.user_location.type: Input should be 'approximate'"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Custom tools' names follow `^[a-zA-Z0-9_-]{1,64}$` (tool-use guide);
 /// server tools (a versioned `type` such as `web_search_20250305`) have
-/// fixed names.
+/// fixed names and their own fields; an unknown `type` is refused.
 fn tools(tools: &Value) -> Result<(), Rejection> {
     let Some(tools) = tools.as_array() else {
         return Ok(());
@@ -297,6 +371,20 @@ fn tools(tools: &Value) -> Result<(), Rejection> {
     for (i, t) in tools.iter().enumerate() {
         let custom = matches!(t["type"].as_str(), None | Some("custom"));
         if !custom {
+            let kind = t["type"].as_str().unwrap_or("");
+            if !SERVER_TOOLS.contains(&kind) {
+                return Err(Rejection::bad(format!(
+                    "tools.{i}: Input tag '{kind}' found using 'type' does not match any of the expected tags: 'custom', {}",
+                    SERVER_TOOLS
+                        .iter()
+                        .map(|t| format!("'{t}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            if kind == "web_search_20250305" {
+                web_search_tool(i, t)?;
+            }
             continue;
         }
         let name = t["name"]
@@ -400,6 +488,7 @@ fn messages(messages: &Value, thinking_on: bool, system_turns: bool) -> Result<(
         for b in &turn.blocks {
             block(turn.role, b)?;
         }
+        search_results_answer(turn)?;
     }
     for (t, turn) in turns.iter().enumerate().filter(|(_, t)| t.role == "user") {
         tool_results_answer(turn, t.checked_sub(1).map(|p| &turns[p]))?;
@@ -426,6 +515,7 @@ fn block(role: &str, b: &Block<'_>) -> Result<(), Rejection> {
                     "messages: text content blocks must be non-empty",
                 ));
             }
+            citations(b)?;
         }
         "thinking" if role == "assistant" => {
             let Some(signature) = b.block["signature"].as_str() else {
@@ -471,18 +561,150 @@ fn block(role: &str, b: &Block<'_>) -> Result<(), Rejection> {
                 return Err(required(&format!("{}.tool_result.tool_use_id", at(b))));
             }
         }
-        "image" | "document" | "search_result" if role == "user" => {}
-        "server_tool_use"
-        | "web_search_tool_result"
-        | "web_fetch_tool_result"
-        | "mcp_tool_use"
-        | "mcp_tool_result"
-        | "container_upload" => {}
+        "document" if role == "user" => document(b)?,
+        "image" | "search_result" if role == "user" => {}
+        "server_tool_use" if role == "assistant" => {
+            // Ids the API issued (`srvtoolu_…`), for a server tool it has.
+            let issued = b.block["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("srvtoolu_") && !id.starts_with("srvtoolu_weir"));
+            if !issued {
+                return Err(Rejection::bad(format!(
+                    "{}.server_tool_use.id: String should match pattern '^srvtoolu_[a-zA-Z0-9_]+$'",
+                    at(b)
+                )));
+            }
+            if !matches!(
+                b.block["name"].as_str(),
+                Some(
+                    "web_search"
+                        | "web_fetch"
+                        | "code_execution"
+                        | "bash_code_execution"
+                        | "text_editor_code_execution"
+                        | "tool_search_tool_regex"
+                        | "tool_search_tool_bm25"
+                )
+            ) {
+                return Err(Rejection::bad(format!(
+                    "{}.server_tool_use.name: Input should be a server tool's name",
+                    at(b)
+                )));
+            }
+        }
+        "web_search_tool_result" if role == "assistant" => search_result(b)?,
+        "web_fetch_tool_result" | "mcp_tool_use" | "mcp_tool_result" | "container_upload" => {}
         _ => {
             return Err(Rejection::bad(format!(
                 "{}: Input tag '{kind}' found using 'type' does not match any of the expected tags for a {role} message",
                 at(b)
             )));
+        }
+    }
+    Ok(())
+}
+
+/// A document's source (PDF support and citations guides): a base64 PDF,
+/// plain text, a URL, custom content blocks, or an uploaded file.
+fn document(b: &Block<'_>) -> Result<(), Rejection> {
+    let src = &b.block["source"];
+    let at = format!("{}.document.source", at(b));
+    let ok = match src["type"].as_str() {
+        Some("base64") => src["media_type"] == "application/pdf" && src["data"].is_string(),
+        Some("text") => src["media_type"] == "text/plain" && src["data"].is_string(),
+        Some("url") => src["url"].is_string(),
+        Some("content") => src["content"].is_string() || src["content"].is_array(),
+        Some("file") => src["file_id"].is_string(),
+        other => {
+            return Err(Rejection::bad(format!(
+                "{at}: Input tag '{}' found using 'type' does not match any of the expected tags: 'base64', 'content', 'file', 'text', 'url'",
+                other.unwrap_or("")
+            )));
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Rejection::bad(format!(
+            "{at}: the source's fields do not match its type"
+        )))
+    }
+}
+
+/// Search results go back as the API gave them: each result's
+/// `encrypted_content` is the API's own (web search guide: "the
+/// encrypted_content … must be passed back for multi-turn conversations").
+fn search_result(b: &Block<'_>) -> Result<(), Rejection> {
+    if !b.block["tool_use_id"].is_string() {
+        return Err(required(&format!(
+            "{}.web_search_tool_result.tool_use_id",
+            at(b)
+        )));
+    }
+    let content = &b.block["content"];
+    if content["type"] == "web_search_tool_result_error" {
+        return Ok(());
+    }
+    let Some(results) = content.as_array() else {
+        return Err(Rejection::bad(format!(
+            "{}.web_search_tool_result.content: Input should be a valid list",
+            at(b)
+        )));
+    };
+    for (n, r) in results.iter().enumerate() {
+        let url = r["url"].as_str().unwrap_or("");
+        let sealed = r["encrypted_content"].as_str().unwrap_or("");
+        if r["type"] != "web_search_result" || unseal(SEARCH, sealed).as_deref() != Some(url) {
+            return Err(Rejection::bad(format!(
+                "{}.web_search_tool_result.content.{n}: Invalid `encrypted_content` in web search result",
+                at(b)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A text block's citations of search results carry the API's own
+/// `encrypted_index`.
+fn citations(b: &Block<'_>) -> Result<(), Rejection> {
+    for (n, c) in b.block["citations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if c["type"] != "web_search_result_location" {
+            continue;
+        }
+        let url = c["url"].as_str().unwrap_or("");
+        let sealed = c["encrypted_index"].as_str().unwrap_or("");
+        if unseal(CITATION, sealed).as_deref() != Some(url) {
+            return Err(Rejection::bad(format!(
+                "{}.text.citations.{n}: Invalid `encrypted_index` in web_search_result_location citation",
+                at(b)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every `web_search_tool_result` answers a `server_tool_use` before it
+/// in the same turn.
+fn search_results_answer(turn: &Turn<'_>) -> Result<(), Rejection> {
+    let mut asked: Vec<&str> = Vec::new();
+    for b in &turn.blocks {
+        match b.block["type"].as_str() {
+            Some("server_tool_use") => asked.extend(b.block["id"].as_str()),
+            Some("web_search_tool_result") => {
+                let answers = b.block["tool_use_id"].as_str().unwrap_or("");
+                if !asked.contains(&answers) {
+                    return Err(Rejection::bad(format!(
+                        "{}: `web_search_tool_result` block(s) provided without a preceding `server_tool_use` block with id {answers}",
+                        at(b)
+                    )));
+                }
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -597,6 +819,8 @@ pub(crate) fn view(body: &Value) -> View {
     View {
         shell,
         result,
+        search: tools.iter().any(|t| t["type"] == "web_search_20250305"),
+        later: turn(body) > 1,
         thinking: matches!(
             body["thinking"]["type"].as_str(),
             Some("enabled" | "adaptive")
@@ -618,7 +842,23 @@ pub(crate) fn answer(plan: &Plan, view: &View, body: &Value) -> Answer {
         );
     }
     let mut stop = "end_turn";
-    if let Some(text) = &plan.text {
+    let mut searches = 0;
+    if let Some(query) = &plan.search {
+        searches = 1;
+        let tool_id = id("srvtoolu_");
+        content.push(json!({"type": "server_tool_use", "id": tool_id, "name": "web_search", "input": {"query": query}}));
+        content.push(
+            json!({"type": "web_search_tool_result", "tool_use_id": tool_id, "content": [{
+                "type": "web_search_result", "url": SEARCH_URL, "title": SEARCH_TITLE,
+                "encrypted_content": seal(SEARCH, SEARCH_URL), "page_age": "November 30, 2026",
+            }]}),
+        );
+        content.push(json!({"type": "text", "text": CITED, "citations": [{
+            "type": "web_search_result_location", "url": SEARCH_URL, "title": SEARCH_TITLE,
+            "cited_text": CITED, "encrypted_index": seal(CITATION, SEARCH_URL),
+        }]}));
+    }
+    if let Some(text) = plan.text.as_ref().filter(|_| plan.search.is_none()) {
         let all: Vec<&str> = text.split_inclusive(' ').collect();
         let limit = view.max_tokens.unwrap_or(u64::MAX) as usize;
         let kept = if all.len() > limit {
@@ -640,6 +880,7 @@ pub(crate) fn answer(plan: &Plan, view: &View, body: &Value) -> Answer {
         "output_tokens": output,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
+        "server_tool_use": {"web_search_requests": searches},
     });
     let message = json!({
         "id": id("msg_"),
@@ -689,13 +930,24 @@ fn stream(message: Value) -> Vec<String> {
                     deltas,
                 )
             }
+            // Citations come first, each in a `citations_delta` (web
+            // search guide, "Streaming").
             "text" => (
                 json!({"type": "text", "text": ""}),
-                pieces(b["text"].as_str().unwrap_or(""), 8)
+                b["citations"]
+                    .as_array()
                     .into_iter()
-                    .map(|p| json!({"type": "text_delta", "text": p}))
+                    .flatten()
+                    .map(|c| json!({"type": "citations_delta", "citation": c}))
+                    .chain(
+                        pieces(b["text"].as_str().unwrap_or(""), 8)
+                            .into_iter()
+                            .map(|p| json!({"type": "text_delta", "text": p})),
+                    )
                     .collect(),
             ),
+            // The results come whole with the block's start.
+            "web_search_tool_result" => (b.clone(), Vec::new()),
             _ => {
                 let mut empty = b.clone();
                 empty["input"] = json!({});

@@ -79,8 +79,21 @@ pub(crate) fn validate(body: &Value, options: &Options) -> Result<(), Rejection>
     }
     if let Some(tools) = body["tools"].as_array() {
         for (i, t) in tools.iter().enumerate() {
-            if t["type"] == "function" {
-                openai_tool_name(&format!("tools[{i}].function.name"), &t["function"]["name"])?;
+            match t["type"].as_str() {
+                Some("function") => {
+                    openai_tool_name(&format!("tools[{i}].function.name"), &t["function"]["name"])?
+                }
+                Some("custom") => {}
+                // Chat Completions has no web search tool: a search model
+                // takes `web_search_options` instead (web search guide).
+                other => {
+                    return Err(Rejection::bad(format!(
+                        "Invalid value: '{}'. Supported values are: 'function' and 'custom'.",
+                        other.unwrap_or("")
+                    ))
+                    .param(format!("tools[{i}].type"))
+                    .code("invalid_value"));
+                }
             }
         }
     }
@@ -140,6 +153,7 @@ fn messages(messages: &Value) -> Result<(), Rejection> {
             .param(format!("messages[{i}].role"))
             .code("invalid_value"));
         }
+        content_parts(&m["content"], role, i)?;
         if role == "tool" {
             let answers = m["tool_call_id"].as_str().unwrap_or("");
             match pending.iter().position(|p| p == answers) {
@@ -169,6 +183,64 @@ fn messages(messages: &Value) -> Result<(), Rejection> {
         }
     }
     unanswered(&pending, asked_at)
+}
+
+/// A message's content parts (Chat Completions API reference, the
+/// message types): a user's `text`, `image_url` (`image_url.url`),
+/// `input_audio` and `file` (`file.file_data` with `file.filename`, or
+/// `file.file_id`); the assistant's `text` and `refusal`; the system's,
+/// developer's and tool's `text` only. A string is text.
+fn content_parts(content: &Value, role: &str, i: usize) -> Result<(), Rejection> {
+    let Some(parts) = content.as_array() else {
+        return Ok(());
+    };
+    let allowed: &[&str] = match role {
+        "user" => &["text", "image_url", "input_audio", "file"],
+        "assistant" => &["text", "refusal"],
+        _ => &["text"],
+    };
+    for (j, p) in parts.iter().enumerate() {
+        let at = format!("messages[{i}].content[{j}]");
+        let kind = p["type"].as_str().unwrap_or("");
+        if !allowed.contains(&kind) {
+            let listed: Vec<String> = allowed.iter().map(|k| format!("'{k}'")).collect();
+            return Err(Rejection::bad(format!(
+                "Invalid value: '{kind}'. Supported values are: {}.",
+                listed.join(", ")
+            ))
+            .param(format!("{at}.type"))
+            .code("invalid_value"));
+        }
+        let missing = |what: &str| {
+            Rejection::bad(format!("Missing required parameter: '{at}.{what}'."))
+                .param(format!("{at}.{what}"))
+                .code("missing_required_parameter")
+        };
+        match kind {
+            "text" if !p["text"].is_string() => return Err(missing("text")),
+            "image_url" if !p["image_url"]["url"].is_string() => {
+                return Err(missing("image_url.url"));
+            }
+            "file" => {
+                let f = &p["file"];
+                match (f["file_data"].is_string(), f["file_id"].is_string()) {
+                    (true, false) if !f["filename"].is_string() => {
+                        return Err(missing("file.filename"));
+                    }
+                    (true, false) | (false, true) => {}
+                    _ => {
+                        return Err(Rejection::bad(format!(
+                            "Invalid '{at}.file': exactly one of 'file_data' or 'file_id' must be provided."
+                        ))
+                        .param(format!("{at}.file"))
+                        .code("invalid_value"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn unanswered(pending: &[String], at: usize) -> Result<(), Rejection> {

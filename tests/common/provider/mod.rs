@@ -73,7 +73,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-pub use script::Script;
+// Not every test that builds the emulator names the search script's words.
+#[allow(unused_imports)]
+pub use script::{AFTER_SEARCH, CITED, NO_SEARCH, SEARCH_URL, Script};
 
 /// The API one emulator speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,10 +17,10 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::script::{Plan, ShellTool, View, words};
+use super::script::{CITED, Plan, SEARCH_TITLE, SEARCH_URL, ShellTool, View, words};
 use super::{
-    Answer, Options, Rejection, Shape, id, max_length, now, openai_common, openai_tool_name,
-    pieces, seal, sse, text_of, unseal, unsupported,
+    Answer, Options, Rejection, Shape, id, max_length, now, openai_common, openai_known,
+    openai_tool_name, pieces, seal, sse, text_of, unseal, unsupported,
 };
 
 /// Every documented body field, and `client_metadata`, which Codex sends
@@ -170,6 +170,9 @@ fn tools(tools: &Value) -> Result<(), Rejection> {
                 }
             }
             Some("custom") => openai_tool_name(&format!("tools[{i}].name"), &t["name"])?,
+            Some("web_search" | "web_search_2025_08_26" | "web_search_preview") => {
+                web_search_tool(i, t)?
+            }
             Some(_) => {}
             None => {
                 return Err(Rejection::bad(format!(
@@ -181,6 +184,173 @@ fn tools(tools: &Value) -> Result<(), Rejection> {
         }
     }
     Ok(())
+}
+
+/// An unknown field of a nested object: `unknown_parameter` with its path.
+fn nested_known(value: &Value, known: &[&str], at: &str) -> Result<(), Rejection> {
+    openai_known(value, known).map_err(|r| {
+        let param = format!("{at}.{}", r.param.unwrap_or_default());
+        Rejection::bad(format!("Unknown parameter: '{param}'."))
+            .param(param)
+            .code("unknown_parameter")
+    })
+}
+
+/// The web search tool's fields (web search guide; openai/codex
+/// `ToolSpec::WebSearch`, which adds `external_web_access` and
+/// `search_content_types`): `filters.allowed_domains` only (there is no
+/// block list), an approximate `user_location`, `search_context_size`
+/// low / medium / high.
+fn web_search_tool(i: usize, t: &Value) -> Result<(), Rejection> {
+    let at = format!("tools[{i}]");
+    nested_known(
+        t,
+        &[
+            "type",
+            "filters",
+            "user_location",
+            "search_context_size",
+            "external_web_access",
+            "search_content_types",
+        ],
+        &at,
+    )?;
+    if !t["filters"].is_null() {
+        nested_known(
+            &t["filters"],
+            &["allowed_domains"],
+            &format!("{at}.filters"),
+        )?;
+    }
+    if !t["user_location"].is_null() {
+        let loc = &t["user_location"];
+        nested_known(
+            loc,
+            &["type", "city", "region", "country", "timezone"],
+            &format!("{at}.user_location"),
+        )?;
+        if !loc["type"].is_null() && loc["type"] != "approximate" {
+            return Err(Rejection::bad(format!(
+                "Invalid value: '{}'. Supported values are: 'approximate'.",
+                loc["type"].as_str().unwrap_or("")
+            ))
+            .param(format!("{at}.user_location.type"))
+            .code("invalid_value"));
+        }
+    }
+    let size = &t["search_context_size"];
+    if !size.is_null() && !matches!(size.as_str(), Some("low" | "medium" | "high")) {
+        return Err(Rejection::bad(format!(
+            "Invalid value: '{}'. Supported values are: 'low', 'medium', and 'high'.",
+            size.as_str().unwrap_or("")
+        ))
+        .param(format!("{at}.search_context_size"))
+        .code("invalid_value"));
+    }
+    Ok(())
+}
+
+/// A message's content parts (the Responses API reference, "Input item
+/// list"): the model's own turns are `output_text` / `refusal`; the
+/// others `input_text`, `input_image` (an `image_url` or a `file_id`) and
+/// `input_file` with exactly one source — `file_data` (with its
+/// `filename`), `file_id` or `file_url` (file inputs guide,
+/// platform.openai.com/docs/guides/pdf-files). A string is text.
+fn content_parts(content: &Value, assistant: bool, at: &str) -> Result<(), Rejection> {
+    let Some(parts) = content.as_array() else {
+        return Ok(());
+    };
+    let invalid =
+        |param: String, message: String| Rejection::bad(message).param(param).code("invalid_value");
+    for (j, p) in parts.iter().enumerate() {
+        let at = format!("{at}[{j}]");
+        let kind = p["type"].as_str().unwrap_or("");
+        let allowed: &[&str] = if assistant {
+            &["output_text", "refusal"]
+        } else {
+            &["input_text", "input_image", "input_file"]
+        };
+        if !allowed.contains(&kind) {
+            let supported = if assistant {
+                "'output_text' and 'refusal'"
+            } else {
+                "'input_text', 'input_image', and 'input_file'"
+            };
+            return Err(invalid(
+                format!("{at}.type"),
+                format!("Invalid value: '{kind}'. Supported values are: {supported}."),
+            ));
+        }
+        match kind {
+            "input_text" | "output_text" if !p["text"].is_string() => {
+                return Err(
+                    Rejection::bad(format!("Missing required parameter: '{at}.text'."))
+                        .param(format!("{at}.text"))
+                        .code("missing_required_parameter"),
+                );
+            }
+            "input_image" if !p["image_url"].is_string() && !p["file_id"].is_string() => {
+                return Err(invalid(
+                    at.clone(),
+                    "Invalid input image: one of 'image_url' or 'file_id' is required.".into(),
+                ));
+            }
+            "input_file" => {
+                let sources = ["file_data", "file_id", "file_url"]
+                    .iter()
+                    .filter(|k| p[**k].is_string())
+                    .count();
+                if sources != 1 {
+                    return Err(invalid(
+                        at.clone(),
+                        "Invalid input file: exactly one of 'file_data', 'file_id' or 'file_url' must be provided.".into(),
+                    ));
+                }
+                if p["file_data"].is_string() && !p["filename"].is_string() {
+                    return Err(Rejection::bad(format!(
+                        "Missing required parameter: '{at}.filename'."
+                    ))
+                    .param(format!("{at}.filename"))
+                    .code("missing_required_parameter"));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A `web_search_call` sent back as input: its `status` and an `action`
+/// of a known kind (`search`, `open_page`, `find_in_page`); no other
+/// fields. Codex sends it without its `id`, which the service takes.
+fn web_search_call(i: usize, item: &Value) -> Result<(), Rejection> {
+    let at = format!("input[{i}]");
+    nested_known(item, &["type", "id", "status", "action"], &at)?;
+    if !matches!(
+        item["status"].as_str(),
+        Some("in_progress" | "searching" | "completed" | "failed")
+    ) {
+        return Err(
+            Rejection::bad(format!("Missing required parameter: '{at}.status'."))
+                .param(format!("{at}.status"))
+                .code("missing_required_parameter"),
+        );
+    }
+    let action = &item["action"];
+    let fields: &[&str] = match action["type"].as_str() {
+        Some("search") => &["type", "query", "queries", "sources"],
+        Some("open_page") => &["type", "url"],
+        Some("find_in_page") => &["type", "url", "pattern"],
+        _ => {
+            return Err(Rejection::bad(format!(
+                "Invalid value: '{}'. Supported values are: 'search', 'open_page', and 'find_in_page'.",
+                action["type"].as_str().unwrap_or("")
+            ))
+            .param(format!("{at}.action.type"))
+            .code("invalid_value"));
+        }
+    };
+    nested_known(action, fields, &format!("{at}.action"))
 }
 
 /// Structured Outputs' subset: every object closes with
@@ -262,6 +432,11 @@ fn input(input: &Value) -> Result<(), Rejection> {
                     .param(format!("input[{i}].role"))
                     .code("invalid_value"));
                 }
+                content_parts(
+                    &item["content"],
+                    role == "assistant",
+                    &format!("input[{i}].content"),
+                )?;
             }
             "function_call" | "custom_tool_call" => {
                 max_length(&format!("input[{i}].call_id"), &item["call_id"], 64)?;
@@ -272,6 +447,7 @@ fn input(input: &Value) -> Result<(), Rejection> {
             }
             "function_call_output" | "custom_tool_call_output" => {
                 max_length(&format!("input[{i}].call_id"), &item["call_id"], 64)?;
+                content_parts(&item["output"], false, &format!("input[{i}].output"))?;
                 let call = item["call_id"].as_str().unwrap_or("");
                 if !calls.contains(call) {
                     let what = if kind == "function_call_output" {
@@ -286,6 +462,7 @@ fn input(input: &Value) -> Result<(), Rejection> {
                 }
             }
             "reasoning" => reasoning_item(item)?,
+            "web_search_call" => web_search_call(i, item)?,
             _ => {}
         }
     }
@@ -318,7 +495,13 @@ fn reasoning_item(item: &Value) -> Result<(), Rejection> {
 fn is_output_item(item: &Value) -> bool {
     matches!(
         item["type"].as_str(),
-        Some("function_call" | "custom_tool_call" | "reasoning" | "local_shell_call")
+        Some(
+            "function_call"
+                | "custom_tool_call"
+                | "reasoning"
+                | "local_shell_call"
+                | "web_search_call"
+        )
     ) || (item["role"] == "assistant")
 }
 
@@ -358,6 +541,12 @@ pub(crate) fn view(body: &Value, options: &Options) -> View {
     View {
         shell,
         result,
+        search: tools.iter().any(|t| {
+            t["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("web_search"))
+        }),
+        later: turn(body) > 1,
         // A reasoning model always reasons; the summary and the encrypted
         // state come only when asked for.
         thinking: options.reasoning_model,
@@ -386,6 +575,19 @@ pub(crate) fn answer(plan: &Plan, view: &View, body: &Value, shape: &Shape) -> A
         output.push(item);
     }
     let mut output_tokens = reasoning_tokens;
+    let mut annotations = json!([]);
+    if let Some(query) = &plan.search {
+        let mut action = json!({"type": "search", "query": query});
+        let sources = body["include"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|v| v == "web_search_call.action.sources"));
+        if sources {
+            action["sources"] = json!([{"type": "url", "url": SEARCH_URL}]);
+        }
+        output.push(json!({"id": id("ws_"), "type": "web_search_call", "status": "completed", "action": action}));
+        annotations = json!([{"type": "url_citation", "start_index": 0,
+            "end_index": CITED.chars().count(), "url": SEARCH_URL, "title": SEARCH_TITLE}]);
+    }
     if let Some(text) = &plan.text {
         output_tokens += words(text);
         output.push(json!({
@@ -393,7 +595,7 @@ pub(crate) fn answer(plan: &Plan, view: &View, body: &Value, shape: &Shape) -> A
             "type": "message",
             "status": "completed",
             "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+            "content": [{"type": "output_text", "text": text, "annotations": annotations, "logprobs": []}],
         }));
     }
     if let Some((name, args)) = &plan.call {
@@ -530,11 +732,36 @@ fn stream(response: Value) -> Vec<(String, Value)> {
                         with(json!({"delta": piece, "logprobs": []})),
                     );
                 }
+                for (n, a) in part["annotations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    push(
+                        "response.output_text.annotation.added",
+                        with(json!({"annotation_index": n, "annotation": a})),
+                    );
+                }
                 push(
                     "response.output_text.done",
                     with(json!({"text": text, "logprobs": []})),
                 );
                 push("response.content_part.done", with(json!({"part": part})));
+            }
+            "web_search_call" => {
+                empty["status"] = json!("in_progress");
+                empty.as_object_mut().map(|m| m.remove("action"));
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": o, "item": empty}),
+                );
+                for phase in ["in_progress", "searching", "completed"] {
+                    push(
+                        &format!("response.web_search_call.{phase}"),
+                        json!({"item_id": item_id, "output_index": o}),
+                    );
+                }
             }
             _ => {
                 empty["status"] = json!("in_progress");

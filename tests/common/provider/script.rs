@@ -16,7 +16,22 @@ pub enum Script {
     RoundTrip { command: String },
     /// Always this text (after thinking, when turned on).
     Text(String),
+    /// A web search: on a conversation's first turn, when the request
+    /// offers the API's web search tool, search for `query` and answer
+    /// with [`CITED`], citing the page found; on a later turn, answer
+    /// without searching. Without the tool, say so.
+    Search { query: String },
 }
+
+/// The page the scripted search finds, and the sentence of it the answer
+/// cites.
+pub const SEARCH_URL: &str = "https://weir.example/overload";
+pub const SEARCH_TITLE: &str = "weir under overload";
+pub const CITED: &str = "weir keeps serving under overload.";
+/// The answer on a later turn of a search conversation.
+pub const AFTER_SEARCH: &str = "As the search found, weir keeps serving.";
+/// The answer when the request offers no web search.
+pub const NO_SEARCH: &str = "I have no web search to answer with.";
 
 /// The API-neutral reading of a request.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +47,10 @@ pub struct View {
     pub thinking: bool,
     /// The client's output limit.
     pub max_tokens: Option<u64>,
+    /// Whether the request offers the API's web search tool.
+    pub search: bool,
+    /// Whether the history holds an answer already (a later turn).
+    pub later: bool,
     pub input_tokens: u64,
 }
 
@@ -101,6 +120,8 @@ pub struct Plan {
     /// A tool call: the tool's name and its arguments.
     pub call: Option<(String, Value)>,
     pub text: Option<String>,
+    /// A web search made before the text, which cites its page.
+    pub search: Option<String>,
 }
 
 pub fn plan(script: &Script, view: &View) -> Plan {
@@ -108,32 +129,50 @@ pub fn plan(script: &Script, view: &View) -> Plan {
     match script {
         Script::Text(text) => Plan {
             thinking: thinking("The user wants a plain answer."),
-            call: None,
             text: Some(text.clone()),
+            ..Plan::default()
+        },
+        Script::Search { query } => match (view.search, view.later) {
+            (true, false) => Plan {
+                thinking: thinking("I should search the web."),
+                text: Some(CITED.into()),
+                search: Some(query.clone()),
+                ..Plan::default()
+            },
+            (_, true) => Plan {
+                thinking: thinking("The search already answered it."),
+                text: Some(AFTER_SEARCH.into()),
+                ..Plan::default()
+            },
+            (false, false) => Plan {
+                thinking: thinking("There is no web search."),
+                text: Some(NO_SEARCH.into()),
+                ..Plan::default()
+            },
         },
         Script::RoundTrip { command } => {
             if let Some(output) = &view.result {
                 return Plan {
                     thinking: thinking("The command ran; I report its output."),
-                    call: None,
                     text: Some(format!("The command printed: {}", output.trim_end())),
+                    ..Plan::default()
                 };
             }
             match (&view.shell, view.tools) {
                 (Some(shell), _) => Plan {
                     thinking: thinking("I should run the command with the shell tool."),
                     call: Some((shell.name.clone(), shell.arguments(command))),
-                    text: None,
+                    ..Plan::default()
                 },
                 (None, true) => Plan {
                     thinking: thinking("There is no shell tool."),
-                    call: None,
                     text: Some("I have no shell tool to run the command with.".into()),
+                    ..Plan::default()
                 },
                 (None, false) => Plan {
                     thinking: thinking("A short answer will do."),
-                    call: None,
                     text: Some("Shell command round trip".into()),
+                    ..Plan::default()
                 },
             }
         }

@@ -1,0 +1,27 @@
+//! Codex on an Anthropic upstream: a Responses request → a Messages
+//! request, and the Messages answer → the Responses event sequence Codex
+//! needs (`response.created`, `response.output_item.added` before any
+//! delta, the deltas, `response.output_item.done`, and always a terminal
+//! `response.completed` / `response.incomplete` / `response.failed`, with
+//! `sequence_number` on every event).
+//!
+//! One file per concern: `request` (the request, and the helpers the
+//! Chat client's translation shares), `stream` (the event sequence), and
+//! `whole` (a whole answer).
+
+mod request;
+mod stream;
+mod whole;
+
+pub(super) use request::{
+    DEFAULT_MAX_TOKENS, budget, document_block, image_block, push,
+    starts_with_thinking_where_needed, to_messages,
+};
+pub use stream::Stream;
+pub use whole::whole;
+
+/// The single string property a freeform tool's text travels in.
+const CUSTOM_INPUT: &str = "input";
+
+#[cfg(test)]
+mod tests;

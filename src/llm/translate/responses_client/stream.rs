@@ -1,0 +1,405 @@
+//! A Messages stream → the Responses event sequence Codex needs.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::CUSTOM_INPUT;
+use crate::llm::translate::{ToolNames, errors, search};
+use crate::wire::{Usage, anthropic, responses, sse};
+
+/// An output item being built from one Anthropic content block.
+struct Item {
+    output_index: usize,
+    id: String,
+    kind: ItemKind,
+    text: String,
+}
+
+enum ItemKind {
+    /// Text, with the citations of the search results it rests on.
+    Message {
+        citations: Vec<Value>,
+    },
+    /// Anthropic's web search (a `server_tool_use` block): its text is the
+    /// JSON of the block's input until the block ends.
+    Search,
+    Function {
+        call_id: Value,
+        name: Value,
+    },
+    /// A call of a freeform tool: its text is the JSON of the Anthropic
+    /// input (`{"input": …}`) until the block ends.
+    Custom {
+        call_id: Value,
+        name: Value,
+    },
+    /// Thinking, with what carries it to the next turn: the signature
+    /// (filled by `signature_delta`) or a redacted block's data.
+    Reasoning {
+        signature: String,
+        redacted: Option<Value>,
+    },
+}
+
+impl Item {
+    fn value(&self, status: &str) -> Value {
+        match &self.kind {
+            ItemKind::Message { citations } => json!({
+                "id": self.id, "type": "message", "status": status, "role": "assistant",
+                "content": if status == "completed" {
+                    json!([{"type": "output_text", "text": self.text,
+                        "annotations": search::annotations(&Value::Array(citations.clone()), &self.text)}])
+                } else { json!([]) },
+            }),
+            ItemKind::Search => {
+                let mut item = search::call_of_block(&json!({
+                    "name": anthropic::WEB_SEARCH_NAME,
+                    "input": serde_json::from_str::<Value>(&self.text).unwrap_or_default(),
+                }))
+                .unwrap_or_default();
+                item["id"] = self.id.clone().into();
+                item["status"] = status.into();
+                if status != "completed" {
+                    item.as_object_mut().map(|m| m.remove("action"));
+                }
+                item
+            }
+            ItemKind::Function { call_id, name } => json!({
+                "id": self.id, "type": "function_call", "status": status,
+                "call_id": call_id, "name": name, "arguments": self.text,
+            }),
+            ItemKind::Custom { call_id, name } => json!({
+                "id": self.id, "type": "custom_tool_call", "status": status,
+                "call_id": call_id, "name": name, "input": custom_input(&self.text),
+            }),
+            ItemKind::Reasoning {
+                signature,
+                redacted,
+            } => {
+                let mut item = json!({
+                    "id": self.id, "type": "reasoning",
+                    "summary": if status == "completed" && redacted.is_none() {
+                        json!([{"type": "summary_text", "text": self.text}])
+                    } else { json!([]) },
+                });
+                if status == "completed" {
+                    let block = match redacted {
+                        Some(data) => json!({"type": "redacted_thinking", "data": data}),
+                        None => {
+                            json!({"type": "thinking", "thinking": self.text, "signature": signature})
+                        }
+                    };
+                    item["encrypted_content"] = responses::block_content(&block).into();
+                }
+                item
+            }
+        }
+    }
+}
+
+/// The text of a freeform tool call from the JSON of its Anthropic input.
+fn custom_input(json: &str) -> String {
+    serde_json::from_str::<Value>(json)
+        .ok()
+        .and_then(|v| v[CUSTOM_INPUT].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub struct Stream {
+    model: String,
+    id: String,
+    created_at: u64,
+    sequence: u64,
+    /// The item of the open Anthropic block.
+    current: Option<Item>,
+    done: Vec<Value>,
+    stop_reason: Option<String>,
+    usage: Usage,
+    finished: bool,
+    /// The request's freeform tools and whether Codex set a limit.
+    names: ToolNames,
+}
+
+impl Stream {
+    pub fn new(model: &str, names: ToolNames) -> Self {
+        Stream {
+            names,
+            model: model.to_string(),
+            id: "resp_translated".into(),
+            created_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            sequence: 0,
+            current: None,
+            done: Vec::new(),
+            stop_reason: None,
+            usage: Usage::default(),
+            finished: false,
+        }
+    }
+
+    fn emit(&mut self, kind: &str, mut data: Value, out: &mut Vec<Bytes>) {
+        data["type"] = kind.into();
+        data["sequence_number"] = self.sequence.into();
+        self.sequence += 1;
+        out.push(sse::event(kind, &data));
+    }
+
+    fn response(&self, status: &str) -> Value {
+        json!({
+            "id": self.id, "object": "response", "created_at": self.created_at,
+            "status": status, "model": self.model, "output": self.done,
+            "usage": if status == "in_progress" { Value::Null } else { responses::usage_value(self.usage) },
+            "error": null, "incomplete_details": null,
+        })
+    }
+
+    fn item_ref(&self, item: &Item) -> Value {
+        json!({"item_id": item.id, "output_index": item.output_index})
+    }
+
+    pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        let kind = name.or(v["type"].as_str()).unwrap_or("");
+        match kind {
+            "message_start" => {
+                let (id, usage) = anthropic::message_started(&v);
+                if let Some(id) = id {
+                    self.id = format!("resp_{id}");
+                }
+                self.usage = usage;
+                let r = self.response("in_progress");
+                self.emit("response.created", json!({"response": r}), out);
+                let r = self.response("in_progress");
+                self.emit("response.in_progress", json!({"response": r}), out);
+            }
+            "content_block_start" => {
+                let block = &v["content_block"];
+                let output_index = self.done.len();
+                let (prefix, kind) = match block["type"].as_str() {
+                    Some("text") => (
+                        "msg",
+                        ItemKind::Message {
+                            citations: block["citations"].as_array().cloned().unwrap_or_default(),
+                        },
+                    ),
+                    Some("server_tool_use") if block["name"] == anthropic::WEB_SEARCH_NAME => {
+                        ("ws", ItemKind::Search)
+                    }
+                    Some("tool_use") if self.names.is_custom(&block["name"]) => (
+                        "ctc",
+                        ItemKind::Custom {
+                            call_id: block["id"].clone(),
+                            name: block["name"].clone(),
+                        },
+                    ),
+                    Some("tool_use") => (
+                        "fc",
+                        ItemKind::Function {
+                            call_id: block["id"].clone(),
+                            name: block["name"].clone(),
+                        },
+                    ),
+                    Some("thinking") => (
+                        "rs",
+                        ItemKind::Reasoning {
+                            signature: block["signature"].as_str().unwrap_or_default().into(),
+                            redacted: None,
+                        },
+                    ),
+                    Some("redacted_thinking") => (
+                        "rs",
+                        ItemKind::Reasoning {
+                            signature: String::new(),
+                            redacted: Some(block["data"].clone()),
+                        },
+                    ),
+                    _ => return,
+                };
+                let mut item = Item {
+                    output_index,
+                    id: format!("{prefix}_{}_{output_index}", self.id),
+                    kind,
+                    text: String::new(),
+                };
+                if matches!(item.kind, ItemKind::Search)
+                    && block["input"].as_object().is_some_and(|i| !i.is_empty())
+                {
+                    // An input that came whole with the block's start.
+                    item.text = block["input"].to_string();
+                }
+                let added =
+                    json!({"output_index": output_index, "item": item.value("in_progress")});
+                self.emit("response.output_item.added", added, out);
+                let r = self.item_ref(&item);
+                match item.kind {
+                    ItemKind::Message { .. } => {
+                        let mut e = r;
+                        e["content_index"] = 0.into();
+                        e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
+                        self.emit("response.content_part.added", e, out);
+                    }
+                    ItemKind::Search => self.emit("response.web_search_call.in_progress", r, out),
+                    ItemKind::Reasoning { redacted: None, .. } => {
+                        let mut e = r;
+                        e["summary_index"] = 0.into();
+                        e["part"] = json!({"type": "summary_text", "text": ""});
+                        self.emit("response.reasoning_summary_part.added", e, out);
+                    }
+                    _ => {}
+                }
+                self.current = Some(item);
+            }
+            "content_block_delta" => {
+                let Some(mut item) = self.current.take() else {
+                    return;
+                };
+                let d = &v["delta"];
+                let mut e = self.item_ref(&item);
+                let piece = match (d["type"].as_str(), &mut item.kind) {
+                    (Some("text_delta"), ItemKind::Message { .. }) => {
+                        e["content_index"] = 0.into();
+                        e["logprobs"] = json!([]);
+                        Some(("response.output_text.delta", d["text"].as_str()))
+                    }
+                    // Its annotations are sent when the text is whole: an
+                    // Anthropic citation spans its block.
+                    (Some("citations_delta"), ItemKind::Message { citations }) => {
+                        citations.push(d["citation"].clone());
+                        None
+                    }
+                    (Some("input_json_delta"), ItemKind::Search) => {
+                        item.text
+                            .push_str(d["partial_json"].as_str().unwrap_or_default());
+                        None
+                    }
+                    (Some("input_json_delta"), ItemKind::Function { .. }) => Some((
+                        "response.function_call_arguments.delta",
+                        d["partial_json"].as_str(),
+                    )),
+                    (Some("input_json_delta"), ItemKind::Custom { .. }) => {
+                        // Its text is sent whole when the block ends.
+                        item.text
+                            .push_str(d["partial_json"].as_str().unwrap_or_default());
+                        None
+                    }
+                    (Some("signature_delta"), ItemKind::Reasoning { signature, .. }) => {
+                        signature.push_str(d["signature"].as_str().unwrap_or_default());
+                        None
+                    }
+                    (Some("thinking_delta"), ItemKind::Reasoning { .. }) => {
+                        e["summary_index"] = 0.into();
+                        Some((
+                            "response.reasoning_summary_text.delta",
+                            d["thinking"].as_str(),
+                        ))
+                    }
+                    _ => None,
+                };
+                if let Some((kind, Some(text))) = piece {
+                    item.text.push_str(text);
+                    e["delta"] = text.into();
+                    self.emit(kind, e, out);
+                }
+                self.current = Some(item);
+            }
+            "content_block_stop" => {
+                let Some(item) = self.current.take() else {
+                    return;
+                };
+                let r = self.item_ref(&item);
+                match &item.kind {
+                    ItemKind::Message { citations } => {
+                        let annotations =
+                            search::annotations(&Value::Array(citations.clone()), &item.text);
+                        for (n, a) in annotations.iter().enumerate() {
+                            let mut e = r.clone();
+                            e["content_index"] = 0.into();
+                            e["annotation_index"] = n.into();
+                            e["annotation"] = a.clone();
+                            self.emit("response.output_text.annotation.added", e, out);
+                        }
+                        let mut e = r.clone();
+                        e["content_index"] = 0.into();
+                        e["text"] = item.text.clone().into();
+                        e["logprobs"] = json!([]);
+                        self.emit("response.output_text.done", e, out);
+                        let mut e = r;
+                        e["content_index"] = 0.into();
+                        e["part"] = json!({"type": "output_text", "text": item.text, "annotations": annotations});
+                        self.emit("response.content_part.done", e, out);
+                    }
+                    ItemKind::Search => {
+                        self.emit("response.web_search_call.searching", r.clone(), out);
+                        self.emit("response.web_search_call.completed", r, out);
+                    }
+                    ItemKind::Function { .. } => {
+                        let mut e = r;
+                        e["arguments"] = item.text.clone().into();
+                        self.emit("response.function_call_arguments.done", e, out);
+                    }
+                    ItemKind::Custom { .. } => {
+                        let input = custom_input(&item.text);
+                        let mut e = r.clone();
+                        e["delta"] = input.clone().into();
+                        self.emit("response.custom_tool_call_input.delta", e, out);
+                        let mut e = r;
+                        e["input"] = input.into();
+                        self.emit("response.custom_tool_call_input.done", e, out);
+                    }
+                    ItemKind::Reasoning {
+                        redacted: Some(_), ..
+                    } => {}
+                    ItemKind::Reasoning { .. } => {
+                        let mut e = r.clone();
+                        e["summary_index"] = 0.into();
+                        e["text"] = item.text.clone().into();
+                        self.emit("response.reasoning_summary_text.done", e, out);
+                        let mut e = r;
+                        e["summary_index"] = 0.into();
+                        e["part"] = json!({"type": "summary_text", "text": item.text});
+                        self.emit("response.reasoning_summary_part.done", e, out);
+                    }
+                }
+                let value = item.value("completed");
+                let done = json!({"output_index": item.output_index, "item": value.clone()});
+                self.emit("response.output_item.done", done, out);
+                self.done.push(value);
+            }
+            "message_delta" => {
+                if let Some(r) = v["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(r.to_string());
+                }
+                anthropic::update_usage(&mut self.usage, &v["usage"]);
+            }
+            "message_stop" => self.finish(out),
+            "error" => {
+                let (code, message) = errors::responses_failure(&v);
+                let mut r = self.response("failed");
+                r["error"] = json!({"code": code, "message": message});
+                self.emit("response.failed", json!({"response": r}), out);
+                self.finished = true;
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Bytes>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        // Cut at a limit Codex did not set, the answer is whole as far as
+        // Codex knows: an incomplete turn it would retry.
+        if self.stop_reason.as_deref() == Some("max_tokens") && self.names.client_limit {
+            let mut r = self.response("incomplete");
+            r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+            self.emit("response.incomplete", json!({"response": r}), out);
+        } else {
+            let r = self.response("completed");
+            self.emit("response.completed", json!({"response": r}), out);
+        }
+    }
+}
