@@ -166,15 +166,16 @@ impl<T> Group<T> {
     }
 
     /// A group of `members` that carries over what `old` knows: a member
-    /// whose `id` is that of a server of `old` is that server — its
-    /// requests in flight, latency and time out go on, and requests picked
-    /// from `old` still count on it — and any other joins now, with slow
-    /// start. Servers of `old` not among `members` are in no new pick;
-    /// they leave when the picks already made are dropped.
-    pub fn carrying<K: PartialEq>(
+    /// that is (`same`) a server of `old` is that server — its requests in
+    /// flight, latency and time out go on, and requests picked from `old`
+    /// still count on it — and any other is made (`make`) and joins now,
+    /// with slow start. Servers of `old` not among `members` are in no new
+    /// pick; they leave when the picks already made are dropped.
+    pub fn carrying<M>(
         old: &Group<T>,
-        members: Vec<Member<T>>,
-        id: impl Fn(&T) -> K,
+        members: Vec<Member<M>>,
+        same: impl Fn(&T, &M) -> bool,
+        mut make: impl FnMut(M) -> T,
         now: Instant,
     ) -> Self {
         let mut group = Group::new(Vec::new(), old.policy, old.ejection);
@@ -183,11 +184,21 @@ impl<T> Group<T> {
         group.round_robin = std::sync::Mutex::new(vec![0; members.len()]);
         group.servers = members
             .into_iter()
-            .map(|member| {
-                let key = id(&member.target);
-                match old.servers.iter().find(|s| id(&s.member.target) == key) {
+            .map(|m| {
+                match old
+                    .servers
+                    .iter()
+                    .find(|s| same(&s.member.target, &m.target))
+                {
                     Some(kept) => kept.clone(),
-                    None => Arc::new(Server::new(member, Health::joining(now))),
+                    None => Arc::new(Server::new(
+                        Member {
+                            target: make(m.target),
+                            weight: m.weight,
+                            backup: m.backup,
+                        },
+                        Health::joining(now),
+                    )),
                 }
             })
             .collect();

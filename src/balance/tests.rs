@@ -334,7 +334,7 @@ async fn a_new_member_list_carries_state_over_and_newcomers_ramp_up() {
             backup: false,
         })
         .collect();
-    let new = Arc::new(Group::carrying(&old, members, |t| *t, now));
+    let new = Arc::new(Group::carrying(&old, members, |a, b| a == b, |t| t, now));
     assert_eq!(new.len(), 3);
     assert_eq!(new.in_flight(0), 1, "1's request in flight carried over");
     assert!(!new.is_in(1, now), "2 still out");
