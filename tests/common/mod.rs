@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod dns;
 pub mod h2raw;
 pub mod keepalive;
 pub mod llm;
@@ -156,9 +157,16 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<TestBody>> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind upstream");
+    upstream_at("127.0.0.1:0".parse().expect("addr"), handler).await
+}
+
+/// [`upstream`] on `addr` (another loopback address, a port given back).
+pub async fn upstream_at<F, Fut>(addr: SocketAddr, handler: F) -> Upstream
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<TestBody>> + Send + 'static,
+{
+    let listener = TcpListener::bind(addr).await.expect("bind upstream");
     let addr = listener.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(AtomicUsize::new(0));
