@@ -11,7 +11,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +19,6 @@ use bytes::Bytes;
 use common::dns::{Answer, Dns};
 use common::load::{Load, Tally};
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::AbortHandle;
 
 fn config(servers: &str, extra: &str) -> String {
@@ -71,30 +70,6 @@ impl Killable {
             t.abort();
         }
     }
-}
-
-/// A server that reads a request head and closes the connection
-/// unanswered, counting the requests that reached it.
-async fn resetting() -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let counter = counter.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                if s.read(&mut buf).await.is_ok_and(|n| n > 0) {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                }
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    (addr, seen)
 }
 
 async fn status_of(weir: &Weir, method: http::Method) -> (u16, String) {

@@ -206,6 +206,29 @@ pub fn text(status: u16, b: &'static str) -> Response<TestBody> {
     r
 }
 
+/// A server that reads a request head and closes the connection with the
+/// request unanswered, counting the requests that reached it: a request
+/// that reached a server, which must not be sent again unless idempotent.
+pub async fn resetting() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
 /// An address nothing listens on.
 pub async fn closed_port() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
