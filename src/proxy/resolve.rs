@@ -81,7 +81,9 @@ pub fn spawn(
         tracing::warn!(%route, "no runtime to re-resolve server names on; they are resolved per connection");
         return;
     };
-    let resolver = resolver(settings);
+    let Some(resolver) = resolver(settings, &route) else {
+        return;
+    };
     let task = Task {
         group: Arc::downgrade(group),
         entries,
@@ -104,14 +106,19 @@ fn name_of(uri: &http::Uri) -> Option<String> {
 }
 
 /// The configured nameservers (UDP, and TCP for answers too long for it),
-/// or the system's (resolv.conf, and the hosts file).
-fn resolver(settings: &UpstreamSettings) -> TokioResolver {
+/// or the system's (resolv.conf, and the hosts file). None when the
+/// system's cannot be read: hickory's fallback would be public resolvers,
+/// which must not learn internal names.
+fn resolver(settings: &UpstreamSettings, route: &str) -> Option<TokioResolver> {
     let provider = TokioConnectionProvider::default();
     let mut builder = if settings.nameservers.is_empty() {
-        Resolver::builder(provider.clone()).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "the system's DNS configuration is unreadable; using its defaults");
-            Resolver::builder_with_config(ResolverConfig::default(), provider)
-        })
+        match Resolver::builder(provider) {
+            Ok(b) => b,
+            Err(error) => {
+                tracing::warn!(route, %error, "the system's DNS configuration is unreadable: server names are resolved per connection, not re-resolved; set `[upstream] nameservers`");
+                return None;
+            }
+        }
     } else {
         let servers: Vec<NameServerConfig> = settings
             .nameservers
@@ -132,7 +139,7 @@ fn resolver(settings: &UpstreamSettings) -> TokioResolver {
     // keeps serving meanwhile.
     opts.timeout = Duration::from_secs(2);
     opts.attempts = 1;
-    builder.build()
+    Some(builder.build())
 }
 
 struct Task {
