@@ -250,3 +250,24 @@ impl Task {
         group.store(Arc::new(next));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_http_names_are_looked_up() {
+        let name = |u: &str| name_of(&u.parse().expect("uri"));
+        assert_eq!(
+            name("http://app.internal:8080"),
+            Some("app.internal".into())
+        );
+        assert_eq!(name("http://10.0.0.1:8080"), None, "an address");
+        assert_eq!(name("http://[::1]:8080"), None, "an IPv6 address");
+        assert_eq!(
+            name("https://api.example.com"),
+            None,
+            "the certificate is checked against the name"
+        );
+    }
+}
