@@ -1,8 +1,8 @@
 //! Retries that are safe and group members that follow DNS, on proxy
 //! routes, against real servers on port 0: a server killed under
 //! concurrent load costs no idempotent request and comes back through its
-//! health check; an idempotent request that got no answer goes once to
-//! another server, a POST never; the retry budget caps what a failing
+//! health check; an idempotent request that got no answer (reset, or past
+//! its response timeout) goes once to another server, a POST never; the retry budget caps what a failing
 //! group receives; a server name's addresses follow a real (test) DNS
 //! server's answers, with state carried and the last set kept when a
 //! lookup fails.
@@ -408,4 +408,50 @@ async fn servers_follow_the_names_addresses_keeping_state_and_the_last_set_on_fa
         );
     }
     drop((one, two, slow));
+}
+
+#[tokio::test]
+async fn a_get_past_its_response_timeout_goes_to_another_server_with_its_own() {
+    // A server that reads requests and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let silent = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let live = Killable::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        "live",
+        Duration::from_millis(100),
+    )
+    .await;
+    let weir = Weir::start(&config(
+        &format!("\"http://{silent}\", \"http://{}\"", live.addr),
+        "balance = \"round_robin\"\neject_after = 1000\nresponse_timeout = \"300ms\"",
+    ))
+    .await;
+    for _ in 0..2 {
+        assert_eq!(
+            status_of(&weir, http::Method::GET).await,
+            (200, "live".into()),
+            "the retry has its own 300 ms, more than the 100 ms it needs"
+        );
+    }
+    let posts = [
+        status_of(&weir, http::Method::POST).await.0,
+        status_of(&weir, http::Method::POST).await.0,
+    ];
+    assert!(posts.contains(&504), "a POST past its timeout: {posts:?}");
+    assert_eq!(
+        metric(
+            &weir,
+            "weir_upstream_retries_total{route=\"main\",reason=\"no_response\"}"
+        )
+        .await,
+        Some(1)
+    );
 }
