@@ -64,6 +64,8 @@ struct PoolKey {
     pool_idle_timeout: Duration,
     pool_max_idle_per_host: usize,
     ca_file: CaFile,
+    nameservers: Vec<std::net::SocketAddr>,
+    resolve_interval: Duration,
 }
 
 impl PoolKey {
@@ -79,6 +81,8 @@ impl PoolKey {
             pool_idle_timeout: settings.pool_idle_timeout,
             pool_max_idle_per_host: settings.pool_max_idle_per_host,
             ca_file: ca_file.clone(),
+            nameservers: settings.nameservers.clone(),
+            resolve_interval: settings.resolve_interval,
         }
     }
 }

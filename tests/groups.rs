@@ -12,7 +12,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use http_body_util::BodyExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A server answering `name` (and the request body's length).
 async fn named(name: &'static str, delay: Duration) -> Upstream {
@@ -140,34 +139,6 @@ async fn a_refused_server_is_passed_over_with_the_body_and_then_taken_out() {
         let m = format!("{name}{{route=\"main\",server=\"{server}\"{reason}}}");
         assert_eq!(metric(&weir, &m).await, Some(want), "{m}");
     }
-}
-
-/// A server that reads a request head and resets the connection: the
-/// request reached it, so it must not be sent again.
-async fn resetting() -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let counter = counter.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                if s.read(&mut buf).await.is_ok_and(|n| n > 0) {
-                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-                // Closed with the request unanswered.
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    (addr, seen)
 }
 
 #[tokio::test]

@@ -66,6 +66,15 @@ pub(super) struct Health {
 }
 
 impl Health {
+    /// A server joining a group that is already serving: in, ramping up
+    /// from `now` over the slow-start window.
+    pub(super) fn joining(now: Instant) -> Self {
+        Health {
+            until: Some(now),
+            ..Health::default()
+        }
+    }
+
     pub(super) fn is_in(&self, now: Instant) -> bool {
         !self.checked_down && self.until.is_none_or(|u| now >= u) && self.held.is_in(now)
     }

@@ -17,6 +17,7 @@
 //! it knows nothing of HTTP. The proxy and the LLM routes own what a server
 //! *is* (the type parameter) and decide what counts as a failure.
 
+mod budget;
 mod eject;
 mod ewma;
 mod hold;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use budget::{Budget, RetryBudget};
 pub use eject::Ejection;
 use eject::Health;
 use ewma::PeakEwma;
@@ -94,6 +96,17 @@ struct Server<T> {
     health: std::sync::Mutex<Health>,
 }
 
+impl<T> Server<T> {
+    fn new(member: Member<T>, health: Health) -> Self {
+        Server {
+            member,
+            in_flight: AtomicU32::new(0),
+            latency: std::sync::Mutex::new(PeakEwma::default()),
+            health: std::sync::Mutex::new(health),
+        }
+    }
+}
+
 /// How a request to a server went, as the caller judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -130,7 +143,9 @@ pub struct AllOut {
 /// A route's servers and their state.
 #[derive(Debug)]
 pub struct Group<T> {
-    servers: Box<[Server<T>]>,
+    /// Shared with the group this one was carried over from, if any, so a
+    /// request picked from the old group still counts on the same server.
+    servers: Box<[Arc<Server<T>>]>,
     policy: Policy,
     ejection: Ejection,
     /// Nginx's smooth weighted round robin: each server's current weight.
@@ -145,18 +160,53 @@ impl<T> Group<T> {
         Group {
             servers: members
                 .into_iter()
-                .map(|member| Server {
-                    member,
-                    in_flight: AtomicU32::new(0),
-                    latency: std::sync::Mutex::new(PeakEwma::default()),
-                    health: std::sync::Mutex::new(Health::default()),
-                })
+                .map(|member| Arc::new(Server::new(member, Health::default())))
                 .collect(),
             policy,
             ejection,
             round_robin,
             ring,
         }
+    }
+
+    /// A group of `members` that carries over what `old` knows: a member
+    /// that is (`same`) a server of `old` is that server — its requests in
+    /// flight, latency and time out go on, and requests picked from `old`
+    /// still count on it — and any other is made (`make`) and joins now,
+    /// with slow start. Servers of `old` not among `members` are in no new
+    /// pick; they leave when the picks already made are dropped.
+    pub fn carrying<M>(
+        old: &Group<T>,
+        members: Vec<Member<M>>,
+        same: impl Fn(&T, &M) -> bool,
+        mut make: impl FnMut(M) -> T,
+        now: Instant,
+    ) -> Self {
+        let mut group = Group::new(Vec::new(), old.policy, old.ejection);
+        group.ring =
+            (old.policy == Policy::Hash).then(|| Ring::new(members.iter().map(|m| m.weight)));
+        group.round_robin = std::sync::Mutex::new(vec![0; members.len()]);
+        group.servers = members
+            .into_iter()
+            .map(|m| {
+                match old
+                    .servers
+                    .iter()
+                    .find(|s| same(&s.member.target, &m.target))
+                {
+                    Some(kept) => kept.clone(),
+                    None => Arc::new(Server::new(
+                        Member {
+                            target: make(m.target),
+                            weight: m.weight,
+                            backup: m.backup,
+                        },
+                        Health::joining(now),
+                    )),
+                }
+            })
+            .collect();
+        group
     }
 
     pub fn len(&self) -> usize {

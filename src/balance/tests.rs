@@ -414,3 +414,97 @@ async fn a_held_server_moves_only_its_own_keys() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_new_member_list_carries_state_over_and_newcomers_ramp_up() {
+    let rule = Ejection {
+        after: 1,
+        base: Duration::from_secs(60),
+        slow_start: Duration::from_secs(100),
+        ..Ejection::default()
+    };
+    // Targets 0, 1, 2; then 1 and 2 stay, 0 leaves, 3 joins.
+    let old = group(&[(1, false); 3], Policy::RoundRobin, rule);
+    let now = Instant::now();
+    let held = old.pick(None, &[0, 2], now).expect("pick");
+    assert_eq!(*held.target(), 1);
+    let mut gone = old.pick(None, &[1, 2], now).expect("pick");
+    assert_eq!(*gone.target(), 0);
+    old.pick(None, &[0, 1], now)
+        .expect("pick")
+        .finish(Outcome::Failed, now);
+    assert!(!old.is_in(2, now), "2 is out");
+
+    let members = [1, 2, 3]
+        .into_iter()
+        .map(|target| Member {
+            target,
+            weight: 1,
+            backup: false,
+        })
+        .collect();
+    let new = Arc::new(Group::carrying(&old, members, |a, b| a == b, |t| t, now));
+    assert_eq!(new.len(), 3);
+    assert_eq!(new.in_flight(0), 1, "1's request in flight carried over");
+    assert!(!new.is_in(1, now), "2 still out");
+    assert!(new.is_in(2, now), "3 joins in");
+    drop(held);
+    assert_eq!(
+        new.in_flight(0),
+        0,
+        "a pick made before counts on the same server"
+    );
+    // A pick from the old group on a server that left still finishes.
+    assert_eq!(gone.finish(Outcome::Failed, now), None);
+    drop(gone);
+
+    // The newcomer takes a tenth of its share at first, all after the window.
+    let by_index = |n: usize| {
+        let mut counts = vec![0usize; new.len()];
+        for _ in 0..n {
+            let now = Instant::now();
+            let mut p = new.pick(None, &[], now).expect("a server");
+            counts[p.index()] += 1;
+            p.finish(Outcome::Answered(Duration::from_millis(1)), now);
+        }
+        counts
+    };
+    let early = by_index(1_100);
+    assert_eq!(early[1], 0, "2 out: {early:?}");
+    assert!(early[2] < 150, "3 ramps up: {early:?}");
+    tokio::time::advance(Duration::from_secs(100)).await;
+    let later = by_index(1_000);
+    assert!(
+        later[0].abs_diff(later[2]) <= 2,
+        "3 has all of its share after the window: {later:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_budget_is_a_share_of_requests_plus_a_floor_over_the_window() {
+    let rule = RetryBudget {
+        percent: 20,
+        min_per_second: 1,
+        window: Duration::from_secs(10),
+    };
+    let budget = Budget::new(rule, Instant::now());
+    let spend = || {
+        let mut n = 0;
+        while budget.try_retry(Instant::now()) {
+            n += 1;
+            assert!(n < 10_000, "bounded");
+        }
+        n
+    };
+    assert_eq!(spend(), 10, "the floor: 1/s over 10 s");
+    for _ in 0..100 {
+        budget.request(Instant::now());
+    }
+    assert_eq!(spend(), 20, "a fifth of 100 requests more");
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert_eq!(spend(), 0, "still spent half a window later");
+    tokio::time::advance(Duration::from_secs(6)).await;
+    assert_eq!(spend(), 10, "the window slid past: the floor again");
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert_eq!(spend(), 10, "after a long idle, the floor");
+}

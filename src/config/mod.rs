@@ -33,6 +33,7 @@ pub mod defaults {
     pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
     pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
     pub const POOL_MAX_IDLE_PER_HOST: usize = 64;
+    pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(30);
     pub const HTTPS_PORT: u16 = 443;
     pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
     pub const ACME_STAGING_DIRECTORY: &str =
@@ -397,6 +398,26 @@ pub struct UpstreamGroup {
     pub hash_key: Option<HashKey>,
     pub ejection: Ejection,
     pub health_check: Option<HealthCheck>,
+    pub retry: Retry,
+}
+
+/// Which requests that got no answer go to another server, and how many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// Methods retried once on another server after being sent and getting
+    /// no response head (a request that never left goes elsewhere whatever
+    /// its method).
+    pub methods: Vec<http::Method>,
+    pub budget: RetryBudget,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            methods: vec![http::Method::GET, http::Method::HEAD, http::Method::OPTIONS],
+            budget: RetryBudget::default(),
+        }
+    }
 }
 
 /// An active HTTP health check, run for each server of a group.
@@ -437,6 +458,7 @@ impl UpstreamGroup {
             hash_key: None,
             ejection: Ejection::default(),
             health_check: None,
+            retry: Retry::default(),
         }
     }
 }
@@ -449,7 +471,7 @@ pub enum HashKey {
     ClientIp,
 }
 
-pub use crate::balance::{Ejection, Member, Policy};
+pub use crate::balance::{Ejection, Member, Policy, RetryBudget};
 
 /// Which LLM API family a route speaks to its clients, and which API an
 /// upstream speaks: what they mean on the wire is [`crate::wire`]'s.
@@ -561,6 +583,11 @@ pub struct UpstreamSettings {
     pub pool_max_idle_per_host: usize,
     /// Extra CA certificates trusted for `https://` upstreams, besides web PKI roots.
     pub ca_file: Option<PathBuf>,
+    /// DNS servers asked for group members' names; empty: the system's.
+    pub nameservers: Vec<SocketAddr>,
+    /// How often group members' names are looked up again (sooner when the
+    /// record's TTL is shorter).
+    pub resolve_interval: Duration,
 }
 
 impl Default for UpstreamSettings {
@@ -569,6 +596,8 @@ impl Default for UpstreamSettings {
             pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
             pool_max_idle_per_host: defaults::POOL_MAX_IDLE_PER_HOST,
             ca_file: None,
+            nameservers: Vec::new(),
+            resolve_interval: defaults::RESOLVE_INTERVAL,
         }
     }
 }

@@ -182,6 +182,9 @@ pub enum Attempt {
         slot: Arc<Mutex<Option<RequestBody>>>,
         taken: Option<RequestBody>,
     },
+    /// A request without a body, sent again after its first attempt
+    /// consumed the (empty) one it had.
+    Empty,
 }
 
 /// The way back to a body no attempt has read.
@@ -201,6 +204,11 @@ impl Attempt {
 }
 
 impl Reclaim {
+    /// Nothing to take back.
+    pub fn empty() -> Reclaim {
+        Reclaim(Arc::new(Mutex::new(None)))
+    }
+
     /// The body, if no attempt has begun reading it.
     pub fn take(&self) -> Option<RequestBody> {
         self.0.locked().take()
@@ -227,6 +235,7 @@ impl Body for Attempt {
                     None => Poll::Ready(None),
                 }
             }
+            Attempt::Empty => Poll::Ready(None),
         }
     }
 
@@ -237,6 +246,7 @@ impl Body for Attempt {
                 Some(body) => body.is_end_stream(),
                 None => slot.locked().as_ref().is_none_or(Body::is_end_stream),
             },
+            Attempt::Empty => true,
         }
     }
 
@@ -250,6 +260,7 @@ impl Body for Attempt {
                     .as_ref()
                     .map_or_else(|| SizeHint::with_exact(0), Body::size_hint),
             },
+            Attempt::Empty => SizeHint::with_exact(0),
         }
     }
 }

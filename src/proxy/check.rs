@@ -4,10 +4,13 @@
 //! check says it cannot serve), `rise` passes in a row bring it back.
 //! Servers start in, so a restart does not refuse traffic until the first
 //! checks pass. The task ends when its group is dropped (the route was
-//! removed or changed by a reload).
+//! removed or changed by a reload). A group whose servers change with DNS
+//! is checked as it is at each round; a server's streak follows its label.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{Request, header};
 use http_body_util::Empty;
@@ -22,7 +25,12 @@ use crate::config::HealthCheck;
 type CheckClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 /// Start checking `group`'s servers, if there is a runtime to run on.
-pub fn spawn(group: &Arc<Group<Server>>, check: HealthCheck, route: Arc<str>, client: CheckClient) {
+pub fn spawn(
+    group: &Arc<ArcSwap<Group<Server>>>,
+    check: HealthCheck,
+    route: Arc<str>,
+    client: CheckClient,
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::warn!(%route, "no runtime to run health checks on; servers are judged by their answers only");
         return;
@@ -30,25 +38,34 @@ pub fn spawn(group: &Arc<Group<Server>>, check: HealthCheck, route: Arc<str>, cl
     runtime.spawn(run(Arc::downgrade(group), check, route, client));
 }
 
-async fn run(group: Weak<Group<Server>>, check: HealthCheck, route: Arc<str>, client: CheckClient) {
+async fn run(
+    group: Weak<ArcSwap<Group<Server>>>,
+    check: HealthCheck,
+    route: Arc<str>,
+    client: CheckClient,
+) {
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut streaks: Vec<(u32, u32)> = Vec::new();
+    let mut streaks: HashMap<Arc<str>, (u32, u32)> = HashMap::new();
     loop {
         ticker.tick().await;
-        let Some(group) = group.upgrade() else {
+        let Some(group) = group.upgrade().map(|g| g.load_full()) else {
             return;
         };
-        streaks.resize(group.len(), (0, 0));
+        // Servers gone with DNS take their streaks with them.
+        streaks.retain(|label, _| {
+            (0..group.len()).any(|i| group.member(i).is_some_and(|m| m.target.label == *label))
+        });
         let probes = (0..group.len()).filter_map(|i| {
             let server = &group.member(i)?.target;
             Some(probe(&client, server, &check))
         });
         let results = futures_util::future::join_all(probes).await;
         for (i, passed) in results.into_iter().enumerate() {
-            let Some((passes, fails)) = streaks.get_mut(i) else {
+            let Some(label) = group.member(i).map(|m| m.target.label.clone()) else {
                 continue;
             };
+            let (passes, fails) = streaks.entry(label).or_default();
             let verdict = if passed {
                 *passes = passes.saturating_add(1);
                 *fails = 0;
@@ -71,10 +88,11 @@ async fn probe(client: &CheckClient, server: &Server, check: &HealthCheck) -> bo
         "{}://{}{}{}",
         server.scheme, server.authority, server.base_path, check.path
     );
-    let Ok(req) = Request::get(uri)
-        .header(header::USER_AGENT, "weir-health-check")
-        .body(Empty::new())
-    else {
+    let mut req = Request::get(uri).header(header::USER_AGENT, "weir-health-check");
+    if let Some(host) = &server.host {
+        req = req.header(header::HOST, host.as_str());
+    }
+    let Ok(req) = req.body(Empty::new()) else {
         return false;
     };
     match tokio::time::timeout(check.timeout, client.request(req)).await {

@@ -5,6 +5,7 @@
 mod body;
 mod check;
 pub mod headers;
+mod resolve;
 mod tunnel;
 pub mod upstream;
 
@@ -13,7 +14,7 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use ipnet::IpNet;
 
-use body::Attempt;
+use body::{Attempt, Reclaim};
 pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, BoxError, RequestBody};
 pub use upstream::{Server, Upstream};
 
@@ -191,24 +192,33 @@ pub async fn forward(
     }
 
     let body = RequestBody::new(body, route.max_request_body, client.body_rate);
-    let deadline = Instant::now() + route.response_timeout;
+    // Nothing to lose by sending a request without a body again.
+    let bodyless = http_body::Body::is_end_stream(&body);
     let key = upstream
         .hash_key
         .as_ref()
         .and_then(|k| hash_key(k, &parts.headers, client.conn.peer.ip()));
+    // The group as it is now: indices in `tried` stay valid if DNS changes
+    // it meanwhile.
+    let group = upstream.group.load_full();
+    let retry = &upstream.retry;
     // A body several servers may be offered is shared, so a refused
     // attempt gives it back.
-    let (mut attempt, mut reclaim) = if upstream.group.len() > 1 {
+    let (mut attempt, mut reclaim) = if group.len() > 1 {
+        retry.budget.request(Instant::now());
         let (shared, reclaim) = Attempt::shared(body);
         (shared, Some(reclaim))
     } else {
         (Attempt::Only(body), None)
     };
+    // Sent once more after it reached a server: only an idempotent
+    // request, and only once.
+    let mut may_resend = retry.methods.contains(&parts.method);
     let mut tried: Vec<usize> = Vec::new();
     let mut last_failure = None;
     let resp = loop {
         let now = Instant::now();
-        let mut pick = match upstream.group.pick(key, &tried, now) {
+        let mut pick = match group.pick(key, &tried, now) {
             Ok(pick) => pick,
             Err(AllOut { .. }) if let Some(failed) = last_failure => return Err(failed),
             Err(AllOut { until }) => {
@@ -232,10 +242,24 @@ pub async fn forward(
         } else {
             std::mem::take(&mut parts.headers)
         };
+        if let Some(name) = &server.host
+            && !attempt_req.headers().contains_key(header::HOST)
+        {
+            // Connected by address: the server still expects its name.
+            if let Ok(v) = HeaderValue::from_str(name.as_str()) {
+                attempt_req.headers_mut().insert(header::HOST, v);
+            }
+        }
+        // Each attempt has the whole response timeout: a retry after a
+        // timeout must not start with its time already spent.
+        let deadline = Instant::now() + route.response_timeout;
         let sent = upstream.client.get().request(attempt_req);
-        let failed = match tokio::time::timeout_at(deadline, sent).await {
-            Err(_) => ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),
-            Ok(Err(e)) => classify(&e),
+        let (failed, never_sent) = match tokio::time::timeout_at(deadline, sent).await {
+            Err(_) => (
+                ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),
+                false,
+            ),
+            Ok(Err(e)) => (classify(&e), never_sent(&e)),
             Ok(Ok(resp)) => {
                 let latency = Instant::now().saturating_duration_since(pick.started());
                 let outcome = if counts_as_failure(resp.status()) {
@@ -253,24 +277,40 @@ pub async fn forward(
             pick.target().changed(report.route, change);
         }
         tried.push(pick.index());
-        // Another server only when none of the body left: the attempt
-        // gives it back unread.
-        let again = match (&failed, &reclaim) {
-            (ProxyError::Upstream(kind), Some(r)) if kind.before_sending() => r.take(),
-            _ => None,
+        let ProxyError::Upstream(kind) = failed else {
+            return Err(failed);
         };
-        match again {
-            Some(body) => {
-                if let ProxyError::Upstream(kind) = failed {
-                    report.passed_over(kind);
-                }
-                let (shared, r) = Attempt::shared(body);
-                attempt = shared;
-                reclaim = Some(r);
-                last_failure = Some(failed);
-            }
-            None => return Err(failed),
+        let Some(r) = &reclaim else {
+            return Err(failed);
+        };
+        // Another server when none of the request left (the attempt gives
+        // the body back unread), whatever the method; or when an
+        // idempotent one got no answer and has its body whole to send.
+        let (reason, body) = if kind.before_sending() || never_sent {
+            ("not_sent", r.take().map(Attempt::shared))
+        } else if may_resend {
+            may_resend = false;
+            let body = match r.take() {
+                Some(b) => Some(Attempt::shared(b)),
+                None if bodyless => Some((Attempt::Empty, Reclaim::empty())),
+                None => None,
+            };
+            ("no_response", body)
+        } else {
+            ("", None)
+        };
+        let Some((shared, r)) = body else {
+            return Err(failed);
+        };
+        if group.len() <= tried.len() || !retry.allowed(report.route, report.metrics) {
+            return Err(failed);
         }
+        report.metrics.upstream_retry(report.route, reason);
+        tracing::debug!(route = %report.route, server = %pick.target().label, reason, "sending the request to another server");
+        report.passed_over(kind);
+        attempt = shared;
+        reclaim = Some(r);
+        last_failure = Some(failed);
     };
 
     let (mut response, pick) = resp;
@@ -298,7 +338,7 @@ pub async fn forward(
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         h.insert(header::UPGRADE, proto);
     }
-    Ok(if upstream.group.len() > 1 {
+    Ok(if group.len() > 1 {
         // The request counts in flight on its server until the body ends.
         response.map(|b| Payload::Held(b, Guard::new(pick)))
     } else {
@@ -330,6 +370,21 @@ fn hash_key(key: &HashKey, headers: &http::HeaderMap, peer: std::net::IpAddr) ->
             std::net::IpAddr::V6(a) => balance::key(&a.octets()),
         }),
     }
+}
+
+/// Whether the request never left: the client gave it back unsent (a
+/// pooled connection closed before it was written).
+fn never_sent(err: &hyper_util::client::legacy::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// Map a client error to what went wrong, by walking its causes.

@@ -17,8 +17,11 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use super::body::Attempt;
 use tokio::time::Instant;
 
-use crate::balance::{Change, Group, Member};
-use crate::config::{HashKey, RouteConfig, UpstreamGroup, UpstreamSettings};
+use arc_swap::ArcSwap;
+
+use crate::balance::{Budget, Change, Group, Member};
+use crate::config::{HashKey, Retry, RouteConfig, UpstreamGroup, UpstreamSettings};
+use crate::sync::Locked;
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
@@ -56,25 +59,56 @@ where
 #[derive(Debug)]
 pub struct Server {
     pub scheme: http::uri::Scheme,
+    /// Where connections go: the URL's authority, or one address its name
+    /// resolved to.
     pub authority: http::uri::Authority,
+    /// The URL's authority when `authority` is an address it resolved to:
+    /// the `Host` the server expects when the client's is not passed on.
+    pub host: Option<http::uri::Authority>,
     /// The server URL's path without a trailing slash ("" for the root).
     pub base_path: String,
-    /// The server URL as configured, for logs.
+    /// The server URL as configured, and the address it resolved to, for
+    /// logs and metrics; unique in its group.
     pub label: Arc<str>,
     pub metrics: ServerMetrics,
 }
 
 impl Server {
-    fn new(uri: &http::Uri, route: &Arc<str>, metrics: &Metrics) -> Self {
-        let label: Arc<str> = uri.to_string().into();
+    /// The server `uri` names, or with `addr`, one of the addresses its
+    /// name resolved to.
+    pub(super) fn new(
+        uri: &http::Uri,
+        addr: Option<std::net::IpAddr>,
+        route: &Arc<str>,
+        metrics: &Metrics,
+    ) -> Self {
+        // Validated by config loading: upstream URLs always have a host.
+        let named = uri
+            .authority()
+            .cloned()
+            .unwrap_or_else(|| http::uri::Authority::from_static("invalid"));
+        let scheme = uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
+        let label: Arc<str> = server_label(uri, addr).into();
+        let (authority, host) = match addr {
+            None => (named, None),
+            Some(ip) => {
+                let port = named
+                    .port_u16()
+                    .unwrap_or(if scheme == http::uri::Scheme::HTTPS {
+                        443
+                    } else {
+                        80
+                    });
+                let at = std::net::SocketAddr::new(ip, port).to_string();
+                let authority = at.parse().unwrap_or_else(|_| named.clone());
+                (authority, Some(named))
+            }
+        };
         Server {
             metrics: metrics.server_metrics(route, &label),
-            scheme: uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP),
-            // Validated by config loading: upstream URLs always have a host.
-            authority: uri
-                .authority()
-                .cloned()
-                .unwrap_or_else(|| http::uri::Authority::from_static("invalid")),
+            scheme,
+            authority,
+            host,
             base_path: uri.path().trim_end_matches('/').to_string(),
             label,
         }
@@ -102,16 +136,62 @@ impl Server {
     }
 }
 
+/// How a server shows in logs and metrics: its URL, and the address its
+/// name resolved to.
+pub(super) fn server_label(uri: &http::Uri, addr: Option<std::net::IpAddr>) -> String {
+    match addr {
+        None => uri.to_string(),
+        Some(ip) => format!("{uri} ({ip})"),
+    }
+}
+
 /// Where a route sends its requests — a group of servers and what weir
 /// knows of them — and the clients that get them there: one pool per
 /// worker (keyed by server inside), so a worker reuses only connections
 /// driven by its own runtime.
 pub struct Upstream {
     pub client: PerWorker<UpstreamClient>,
-    pub group: Arc<Group<Server>>,
+    /// Replaced whole when a server name resolves to other addresses; a
+    /// request works on the group it loaded.
+    pub group: Arc<ArcSwap<Group<Server>>>,
     pub hash_key: Option<HashKey>,
     /// The group as configured, for logs when no server was picked.
     pub label: Arc<str>,
+    pub retry: RouteRetry,
+}
+
+/// A route's retry rule and what its budget has spent.
+pub struct RouteRetry {
+    pub methods: Vec<http::Method>,
+    pub budget: Budget,
+    /// When the spent budget was last logged: once per window.
+    warned: std::sync::Mutex<Option<Instant>>,
+}
+
+impl RouteRetry {
+    fn new(retry: &Retry) -> Self {
+        RouteRetry {
+            methods: retry.methods.clone(),
+            budget: Budget::new(retry.budget, Instant::now()),
+            warned: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Whether a retry fits the budget; counted and logged when not.
+    pub fn allowed(&self, route: &Arc<str>, metrics: &Metrics) -> bool {
+        let now = Instant::now();
+        if self.budget.try_retry(now) {
+            return true;
+        }
+        metrics.retry_budget_exhausted(route);
+        let window = self.budget.rule().window;
+        let mut warned = self.warned.locked();
+        if warned.is_none_or(|w| now.saturating_duration_since(w) >= window) {
+            *warned = Some(now);
+            tracing::warn!(route = %route, "retry budget spent: failures are answered without trying another server");
+        }
+        false
+    }
 }
 
 impl Upstream {
@@ -121,14 +201,16 @@ impl Upstream {
         settings: &UpstreamSettings,
         tls: &rustls::ClientConfig,
         workers: usize,
-        metrics: &Metrics,
+        metrics: &Arc<Metrics>,
     ) -> Self {
         let route_name: Arc<str> = route.name.as_str().into();
+        // Names are served as the system resolves them per connection until
+        // their first lookup gives the addresses.
         let members = group
             .servers
             .iter()
             .map(|m| Member {
-                target: Server::new(&m.target, &route_name, metrics),
+                target: Server::new(&m.target, None, &route_name, metrics),
                 weight: m.weight,
                 backup: m.backup,
             })
@@ -137,11 +219,16 @@ impl Upstream {
             [one] => one.target.to_string(),
             many => format!("{} servers", many.len()),
         };
-        let servers = Arc::new(Group::new(members, group.policy, group.ejection));
+        let servers = Arc::new(ArcSwap::from_pointee(Group::new(
+            members,
+            group.policy,
+            group.ejection,
+        )));
         if let Some(check) = &group.health_check {
             let client = pooled_client(route.connect_timeout, settings, tls);
-            super::check::spawn(&servers, check.clone(), route_name, client);
+            super::check::spawn(&servers, check.clone(), route_name.clone(), client);
         }
+        super::resolve::spawn(&servers, group, settings, route_name, metrics);
         Upstream {
             client: PerWorker::new(workers, || {
                 pooled_client(route.connect_timeout, settings, tls)
@@ -149,6 +236,7 @@ impl Upstream {
             group: servers,
             hash_key: group.hash_key.clone(),
             label: label.into(),
+            retry: RouteRetry::new(&group.retry),
         }
     }
 }

@@ -257,11 +257,26 @@ struct EjectionLabels {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RetryLabels {
+    route: RouteName,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HostLabels {
+    route: RouteName,
+    host: String,
+}
+
 /// The servers of upstream groups.
 struct GroupMetrics {
     up: Family<ServerLabels, Gauge>,
     picks: Family<ServerLabels, Counter>,
     ejections: Family<EjectionLabels, Counter>,
+    retries: Family<RetryLabels, Counter>,
+    retry_budget_exhausted: Family<RouteLabels, Counter>,
+    dns_failures: Family<HostLabels, Counter>,
 }
 
 impl GroupMetrics {
@@ -270,7 +285,25 @@ impl GroupMetrics {
             up: Family::default(),
             picks: Family::default(),
             ejections: Family::default(),
+            retries: Family::default(),
+            retry_budget_exhausted: Family::default(),
+            dns_failures: Family::default(),
         };
+        registry.register(
+            "upstream_retries",
+            "Requests sent again to another server of a group, by reason: `not_sent` (connect failed, or the request never left), `no_response` (an idempotent request got no response head)",
+            m.retries.clone(),
+        );
+        registry.register(
+            "upstream_retry_budget_exhausted",
+            "Retries not made because the route's retry budget was spent; the failure was answered",
+            m.retry_budget_exhausted.clone(),
+        );
+        registry.register(
+            "upstream_dns_failures",
+            "Failed lookups of a group's server name; the servers from the last good answer stay",
+            m.dns_failures.clone(),
+        );
         registry.register(
             "upstream_server_up",
             "1 while a server of a group takes requests; 0 from when it is taken out until it next answers",
@@ -682,6 +715,38 @@ impl Metrics {
                 route: RouteName(route.clone()),
                 server: RouteName(server.clone()),
                 reason,
+            })
+            .inc();
+    }
+
+    /// A request went to another server of `route`'s group.
+    pub fn upstream_retry(&self, route: &Arc<str>, reason: &'static str) {
+        self.groups
+            .retries
+            .get_or_create(&RetryLabels {
+                route: RouteName(route.clone()),
+                reason,
+            })
+            .inc();
+    }
+
+    /// A retry `route`'s budget did not allow.
+    pub fn retry_budget_exhausted(&self, route: &Arc<str>) {
+        self.groups
+            .retry_budget_exhausted
+            .get_or_create(&RouteLabels {
+                route: RouteName(route.clone()),
+            })
+            .inc();
+    }
+
+    /// A lookup of `host`, a server name of `route`'s group, failed.
+    pub fn dns_failure(&self, route: &Arc<str>, host: &str) {
+        self.groups
+            .dns_failures
+            .get_or_create(&HostLabels {
+                route: RouteName(route.clone()),
+                host: host.to_string(),
             })
             .inc();
     }

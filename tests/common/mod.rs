@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod dns;
 pub mod h2raw;
 pub mod keepalive;
 pub mod llm;
@@ -156,9 +157,16 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<TestBody>> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind upstream");
+    upstream_at("127.0.0.1:0".parse().expect("addr"), handler).await
+}
+
+/// [`upstream`] on `addr` (another loopback address, a port given back).
+pub async fn upstream_at<F, Fut>(addr: SocketAddr, handler: F) -> Upstream
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<TestBody>> + Send + 'static,
+{
+    let listener = TcpListener::bind(addr).await.expect("bind upstream");
     let addr = listener.local_addr().expect("addr");
     let connections = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(AtomicUsize::new(0));
@@ -196,6 +204,29 @@ pub fn text(status: u16, b: &'static str) -> Response<TestBody> {
     let mut r = Response::new(body(b));
     *r.status_mut() = http::StatusCode::from_u16(status).expect("status");
     r
+}
+
+/// A server that reads a request head and closes the connection with the
+/// request unanswered, counting the requests that reached it: a request
+/// that reached a server, which must not be sent again unless idempotent.
+pub async fn resetting() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (addr, seen)
 }
 
 /// An address nothing listens on.

@@ -110,6 +110,10 @@ eject_base = "1s"
 eject_max = "1s"
 max_ejected_percent = 50
 slow_start = "1s"
+retry_methods = ["GET", "PUT"]
+retry_budget_percent = 10
+retry_budget_min_per_second = 1
+retry_budget_window = "1s"
 [route.health_check]
 path = "/healthz"
 interval = "1s"
@@ -160,6 +164,8 @@ upstreams = ["a"]
 pool_idle_timeout = "1s"
 pool_max_idle_per_host = 1
 ca_file = "ca.pem"
+nameservers = ["127.0.0.1:53"]
+resolve_interval = "1s"
 "#;
 
 /// The keys documented per table: the first cell of each row of a key

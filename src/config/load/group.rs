@@ -23,6 +23,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
         "header:x-session-id",
     );
     let check = t.table("health_check").map(|c| health_check(&c));
+    let retry = retry(t);
 
     let mut ok = rules.is_some();
     // Read on after a problem here: the other keys' problems are
@@ -72,6 +73,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
         hash_key,
         ejection,
         health_check,
+        retry: retry?,
     })
 }
 
@@ -260,6 +262,53 @@ pub(super) fn servers_of(
     ok.then_some(out)
 }
 
+/// `retry_methods` and the retry budget.
+fn retry(t: &Section<'_, '_>) -> Option<Retry> {
+    let defaults = Retry::default();
+    let methods = t.string_list("retry_methods");
+    let percent = t.uint("retry_budget_percent", 1_000);
+    let min_per_second = t.uint("retry_budget_min_per_second", 100_000);
+    let window = timer(t, "retry_budget_window");
+    let mut ok = true;
+    let methods = match methods {
+        None => defaults.methods,
+        Some(list) => {
+            let mut out = Vec::new();
+            for m in list {
+                let upper = m.value.to_ascii_uppercase();
+                match http::Method::from_bytes(upper.as_bytes()) {
+                    Ok(method) if method != http::Method::POST && method != http::Method::PATCH => {
+                        out.push(method)
+                    }
+                    Ok(_) => {
+                        m.problem(
+                            t.doc(),
+                            format!("`{}` is not idempotent: a retry could do it twice", m.value),
+                            Some("list only methods your servers make idempotent, like \"GET\" or \"PUT\"".into()),
+                        );
+                        ok = false;
+                    }
+                    Err(_) => {
+                        m.problem(
+                            t.doc(),
+                            format!("`{}` is not an HTTP method", m.value),
+                            None,
+                        );
+                        ok = false;
+                    }
+                }
+            }
+            out
+        }
+    };
+    let budget = RetryBudget {
+        percent: percent.map_or(defaults.budget.percent, |n| n as u32),
+        min_per_second: min_per_second.map_or(defaults.budget.min_per_second, |n| n as u32),
+        window: window.unwrap_or(defaults.budget.window),
+    };
+    ok.then_some(Retry { methods, budget })
+}
+
 /// `[route.health_check]`.
 fn health_check(c: &Section<'_, '_>) -> Option<HealthCheck> {
     let path = c.string("path");
@@ -429,6 +478,54 @@ mod tests {
             "route[7].health_check.expect_status[0]: not an HTTP status",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn retry_keys_are_read_and_a_non_idempotent_method_is_refused() {
+        let c = parse(
+            Path::new("w.toml"),
+            &format!(
+                "{LISTENER}[upstream]\nnameservers = [\"127.0.0.1:5353\", \"10.0.0.2\"]\nresolve_interval = \"5s\"\n\
+                 [[route]]\npath = \"/a\"\nservers = [\"http://127.0.0.1:1\"]\n\
+                 retry_methods = [\"get\", \"PUT\"]\nretry_budget_percent = 50\nretry_budget_window = \"1m\"\n"
+            ),
+        )
+        .expect("valid");
+        assert_eq!(
+            c.upstream.nameservers,
+            [
+                "127.0.0.1:5353".parse().expect("addr"),
+                "10.0.0.2:53".parse().expect("addr")
+            ]
+        );
+        assert_eq!(c.upstream.resolve_interval, Duration::from_secs(5));
+        let RouteKind::Proxy { upstream } = &c.routes[0].kind else {
+            panic!("a proxy route");
+        };
+        assert_eq!(
+            upstream.retry.methods,
+            [http::Method::GET, http::Method::PUT]
+        );
+        assert_eq!(
+            upstream.retry.budget,
+            RetryBudget {
+                percent: 50,
+                min_per_second: 10,
+                window: Duration::from_secs(60)
+            }
+        );
+        let p = problems(&format!(
+            "{LISTENER}[upstream]\nnameservers = [\"dns.example\"]\n\
+             [[route]]\npath = \"/a\"\nservers = [\"http://127.0.0.1:1\"]\nretry_methods = [\"POST\", \"G T\"]\n"
+        ))
+        .join("\n");
+        for needle in [
+            "upstream.nameservers[0]: `dns.example` is not an IP address",
+            "route[0].retry_methods[0]: `POST` is not idempotent",
+            "route[0].retry_methods[1]: `G T` is not an HTTP method",
+        ] {
+            assert!(p.contains(needle), "missing {needle:?} in:\n{p}");
         }
     }
 }

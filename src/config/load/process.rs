@@ -228,6 +228,26 @@ pub(super) fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
     if let Some(n) = t.uint("pool_max_idle_per_host", 1_000_000) {
         s.pool_max_idle_per_host = n as usize;
     }
+    if let Some(d) = timer(&t, "resolve_interval") {
+        s.resolve_interval = d;
+    }
+    for ns in t.string_list("nameservers").into_iter().flatten() {
+        // A bare address means the DNS port.
+        let parsed = ns.value.parse::<SocketAddr>().or_else(|_| {
+            ns.value
+                .parse::<std::net::IpAddr>()
+                .map(|ip| SocketAddr::new(ip, 53))
+        });
+        match parsed {
+            Ok(addr) => s.nameservers.push(addr),
+            Err(_) => t.doc().report(
+                Some(ns.span.clone()),
+                &ns.key,
+                format!("`{}` is not an IP address", ns.value),
+                Some("write it like \"10.0.0.2\" or \"127.0.0.1:5353\"".into()),
+            ),
+        }
+    }
     if let Some(p) = path_opt(&t, "ca_file") {
         match crate::pki::client_config(Some(&p.value)) {
             Ok(_) => s.ca_file = Some(p.value),
