@@ -397,6 +397,41 @@ pub struct UpstreamGroup {
     pub hash_key: Option<HashKey>,
     pub ejection: Ejection,
     pub health_check: Option<HealthCheck>,
+    /// The HTTP versions weir speaks to the group's servers.
+    pub http: UpstreamHttp,
+}
+
+/// Which HTTP versions weir speaks to an upstream (`http_version`).
+/// Upgrades (WebSocket) always go over HTTP/1.1, whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamHttp {
+    /// `https://`: offer `h2` and `http/1.1` by ALPN, and speak what the
+    /// server picks; `http://`: HTTP/1.1 (a cleartext server cannot say
+    /// it speaks HTTP/2 before it is spoken to).
+    #[default]
+    Auto,
+    /// HTTP/1.1 only, as nginx speaks to upstreams.
+    Http1,
+    /// HTTP/2 only: ALPN `h2` on `https://`, h2c with prior knowledge on
+    /// `http://` (what gRPC servers speak in cleartext).
+    Http2,
+}
+
+impl UpstreamHttp {
+    pub const ALL: [UpstreamHttp; 3] =
+        [UpstreamHttp::Auto, UpstreamHttp::Http1, UpstreamHttp::Http2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UpstreamHttp::Auto => "auto",
+            UpstreamHttp::Http1 => "1.1",
+            UpstreamHttp::Http2 => "2",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
 }
 
 /// An active HTTP health check, run for each server of a group.
@@ -437,6 +472,7 @@ impl UpstreamGroup {
             hash_key: None,
             ejection: Ejection::default(),
             health_check: None,
+            http: UpstreamHttp::Auto,
         }
     }
 }
@@ -488,6 +524,8 @@ pub struct LlmUpstreamConfig {
     /// What an OpenAI-API upstream accepts, for the requests weir
     /// translates to it.
     pub accepts: Accepts,
+    /// The HTTP versions weir speaks to it.
+    pub http: UpstreamHttp,
 }
 
 /// One step of a model's failover order: an upstream (index into

@@ -58,7 +58,12 @@ impl LlmUpstream {
         LlmUpstream {
             config: config.clone(),
             client: PerWorker::new(workers, || {
-                crate::proxy::upstream::pooled_client(config.connect_timeout, settings, tls)
+                use crate::proxy::upstream::{connector, pooled_client};
+                pooled_client(
+                    connector(config.connect_timeout, tls, config.http),
+                    settings,
+                    config.http,
+                )
             }),
             cooldown: Mutex::new(CooldownState::default()),
         }
@@ -141,6 +146,7 @@ mod tests {
                 connect_timeout: Duration::from_secs(1),
                 api: crate::config::UpstreamApi::Anthropic,
                 accepts: crate::config::Accepts::default(),
+                http: crate::config::UpstreamHttp::Auto,
             },
             &UpstreamSettings::default(),
             &tls,

@@ -70,7 +70,15 @@ impl ProxyError {
 
 /// The path the upstream sees: its own base path, then the request path
 /// (without the route prefix when `strip_prefix` is set).
-fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, ProxyError> {
+/// `authority` is the one the request names: the server's, or the
+/// client's host when it goes as HTTP/2's `:authority` (the server's own
+/// client dials the server whatever it says).
+fn upstream_uri(
+    route: &RouteConfig,
+    up: &Server,
+    authority: &http::uri::Authority,
+    uri: &Uri,
+) -> Result<Uri, ProxyError> {
     let stripping = route.strip_prefix && route.path != "/";
     // The common case, nothing to rewrite: the client's path and query are
     // reused as parsed (shared bytes), not rebuilt and parsed again.
@@ -80,7 +88,7 @@ fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, Prox
     {
         return Uri::builder()
             .scheme(up.scheme.clone())
-            .authority(up.authority.clone())
+            .authority(authority.clone())
             .path_and_query(pq.clone())
             .build()
             .map_err(|_| ProxyError::BadRequest);
@@ -105,7 +113,7 @@ fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, Prox
     }
     Uri::builder()
         .scheme(up.scheme.clone())
-        .authority(up.authority.clone())
+        .authority(authority.clone())
         .path_and_query(pq)
         .build()
         .map_err(|_| ProxyError::BadRequest)
@@ -190,6 +198,11 @@ pub async fn forward(
         }
     }
 
+    // HTTP/2 names the host in `:authority`, which is the request URI's.
+    let client_authority = host
+        .filter(|_| route.preserve_host)
+        .and_then(|h| h.parse::<http::uri::Authority>().ok());
+
     let body = RequestBody::new(body, route.max_request_body, client.body_rate);
     let deadline = Instant::now() + route.response_timeout;
     let key = upstream
@@ -223,16 +236,21 @@ pub async fn forward(
         let server = pick.target();
         server.metrics.picks.inc();
         *report.served_by = Some(server.label.clone());
+        let (http, may_be_h2) = server.clients.get(upgrade.is_some());
+        let authority = match &client_authority {
+            Some(a) if may_be_h2 => a,
+            _ => &server.authority,
+        };
         let mut attempt_req = Request::new(attempt);
         *attempt_req.method_mut() = parts.method.clone();
-        *attempt_req.uri_mut() = upstream_uri(route, server, &parts.uri)?;
+        *attempt_req.uri_mut() = upstream_uri(route, server, authority, &parts.uri)?;
         *attempt_req.version_mut() = Version::HTTP_11;
         *attempt_req.headers_mut() = if reclaim.is_some() {
             parts.headers.clone()
         } else {
             std::mem::take(&mut parts.headers)
         };
-        let sent = upstream.client.get().request(attempt_req);
+        let sent = http.request(attempt_req);
         let failed = match tokio::time::timeout_at(deadline, sent).await {
             Err(_) => ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),
             Ok(Err(e)) => classify(&e),

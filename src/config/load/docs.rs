@@ -98,6 +98,7 @@ hsts_max_age = "365d"
 hsts_include_subdomains = true
 hsts_preload = true
 server_header = "remove"
+http_version = "2"
 
 [[route]]
 name = "group"
@@ -141,6 +142,7 @@ api_key_file = "api-key"
 connect_timeout = "1s"
 reasoning = "auto"
 max_tokens_field = "both"
+http_version = "1.1"
 [[route.models]]
 name = "m"
 upstreams = ["a"]
