@@ -204,7 +204,10 @@ pub async fn forward(
         .and_then(|h| h.parse::<http::uri::Authority>().ok());
 
     let body = RequestBody::new(body, route.max_request_body, client.body_rate);
-    let deadline = Instant::now() + route.response_timeout;
+    // A gRPC client's deadline, never past the route's own.
+    let wait = headers::grpc_timeout(&parts.headers)
+        .map_or(route.response_timeout, |t| t.min(route.response_timeout));
+    let deadline = Instant::now() + wait;
     let key = upstream
         .hash_key
         .as_ref()
