@@ -3,7 +3,8 @@
 //! client's host); a cleartext server is spoken to in h2c when the route
 //! says so; many concurrent requests share one connection; hop-by-hop
 //! headers never reach an HTTP/2 server; trailers cross in both
-//! directions; an upgrade still goes over HTTP/1.1.
+//! directions; an upgrade still goes over HTTP/1.1; an LLM upstream takes
+//! the same `http_version` and multiplexes its calls.
 
 mod common;
 
@@ -107,6 +108,46 @@ where
     (addr, pem, accepted)
 }
 
+/// Holds each request until `n` have arrived, so they are truly
+/// concurrent on the wire (awaited, not slept on).
+#[derive(Clone)]
+struct AllAtOnce {
+    n: usize,
+    arrived: Arc<AtomicUsize>,
+    all_in: Arc<Notify>,
+}
+
+impl AllAtOnce {
+    fn new(n: usize) -> Self {
+        AllAtOnce {
+            n,
+            arrived: Arc::new(AtomicUsize::new(0)),
+            all_in: Arc::new(Notify::new()),
+        }
+    }
+
+    async fn wait(&self) {
+        // Registered before counting, so the last arrival cannot miss it.
+        let released = self.all_in.notified();
+        if self.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= self.n {
+            self.all_in.notify_waiters();
+        } else {
+            released.await;
+        }
+    }
+}
+
+/// The results of `tasks`, each of which must end within 20 s.
+async fn all_done<T>(tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let done = tokio::time::timeout(
+        Duration::from_secs(20),
+        futures_util::future::join_all(tasks),
+    )
+    .await
+    .expect("every request answered");
+    done.into_iter().map(|r| r.expect("task")).collect()
+}
+
 fn config(upstream: &str, extra: &str, global: &str) -> String {
     format!(
         "[log]\naccess_log = false\n{global}[[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
@@ -191,23 +232,12 @@ async fn a_cleartext_upstream_is_spoken_to_in_h2c_when_the_route_says_so() {
 async fn many_concurrent_requests_to_an_h2_upstream_share_one_connection() {
     const N: usize = 100;
     let dir = tempfile::tempdir().expect("tempdir");
-    // Every request is held until all N are in at the server, so they
-    // are truly concurrent on the wire.
-    let arrived = Arc::new(AtomicUsize::new(0));
-    let all_in = Arc::new(Notify::new());
-    let handler = {
-        let (arrived, all_in) = (arrived.clone(), all_in.clone());
-        move |_req: Request<Incoming>| {
-            let (arrived, all_in) = (arrived.clone(), all_in.clone());
-            async move {
-                let released = all_in.notified();
-                if arrived.fetch_add(1, Ordering::SeqCst) + 1 == N {
-                    all_in.notify_waiters();
-                } else {
-                    released.await;
-                }
-                text(200, "ok")
-            }
+    let gather = AllAtOnce::new(N);
+    let handler = move |_req: Request<Incoming>| {
+        let gather = gather.clone();
+        async move {
+            gather.wait().await;
+            text(200, "ok")
         }
     };
     let (addr, ca, accepted) = h2_only_tls_upstream(dir.path(), handler).await;
@@ -226,14 +256,8 @@ async fn many_concurrent_requests_to_an_h2_upstream_share_one_connection() {
             resp.status()
         })
     });
-    let done = tokio::time::timeout(
-        Duration::from_secs(20),
-        futures_util::future::join_all(requests),
-    )
-    .await
-    .expect("every request answered");
-    for s in done {
-        assert_eq!(s.expect("task"), 200);
+    for status in all_done(requests).await {
+        assert_eq!(status, 200);
     }
     assert_eq!(
         accepted.load(Ordering::SeqCst),
@@ -339,4 +363,52 @@ async fn an_upgrade_goes_over_http1_when_the_route_speaks_h2() {
         .expect("echo in time")
         .expect("echo");
     assert_eq!(&back, b"hello");
+}
+
+#[tokio::test]
+async fn an_llm_upstream_over_h2_carries_concurrent_requests_on_one_connection() {
+    const N: usize = 50;
+    let gather = AllAtOnce::new(N);
+    let over_h2 = Arc::new(AtomicUsize::new(0));
+    let up = upstream({
+        let over_h2 = over_h2.clone();
+        move |req: Request<Incoming>| {
+            let (gather, over_h2) = (gather.clone(), over_h2.clone());
+            async move {
+                if req.version() == http::Version::HTTP_2 {
+                    over_h2.fetch_add(1, Ordering::SeqCst);
+                }
+                gather.wait().await;
+                let mut r = Response::new(body(
+                    r#"{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}"#,
+                ));
+                r.headers_mut()
+                    .insert("content-type", HeaderValue::from_static("application/json"));
+                r
+            }
+        }
+    })
+    .await;
+    let text = llm::llm_config_with(
+        "anthropic",
+        &[(
+            "up",
+            format!("http://{}", up.addr),
+            "http_version = \"2\"".to_string(),
+        )],
+        "",
+    );
+    let weir = Weir::start(&format!("[server]\nworkers = 1\n{text}")).await;
+    let weir = Arc::new(weir);
+    let calls = (0..N).map(|_| {
+        let weir = weir.clone();
+        tokio::spawn(async move {
+            llm::post(&weir, "/v1/messages", llm::messages_body("m", false), &[]).await
+        })
+    });
+    for (status, _, text) in all_done(calls).await {
+        assert_eq!(status, 200, "{text}");
+    }
+    assert_eq!(over_h2.load(Ordering::SeqCst), N, "every call over h2c");
+    assert_eq!(up.connections(), 1, "{N} concurrent calls, one connection");
 }
