@@ -167,7 +167,7 @@ async fn an_https_upstream_that_speaks_only_h2_is_reached_by_alpn() {
     let (addr, ca, _) = h2_only_tls_upstream(dir.path(), describe).await;
     let upstream = format!("https://localhost:{}", addr.port());
     let ca = format!("[upstream]\nca_file = \"{}\"\n", ca.display());
-    let weir = Weir::start(&config(&upstream, "", &ca)).await;
+    let weir = Weir::start(&config(&upstream, "http_version = \"auto\"", &ca)).await;
     let (status, _, text) = get_with(
         &weir.url("web", "/"),
         &[("host", "app.example:8080"), ("te", "trailers")],
@@ -179,8 +179,9 @@ async fn an_https_upstream_that_speaks_only_h2_is_reached_by_alpn() {
     // while the connection and its TLS name are the server's.
     assert!(text.contains(" app.example:8080 "), "{text}");
 
-    // Told to speak HTTP/1.1 only, weir cannot agree on a protocol with it.
-    let weir = Weir::start(&config(&upstream, "http_version = \"1.1\"", &ca)).await;
+    // By default weir speaks HTTP/1.1 only, and cannot agree on a
+    // protocol with it.
+    let weir = Weir::start(&config(&upstream, "", &ca)).await;
     let (status, _, text) = get_with(&weir.url("web", "/"), &[]).await;
     assert_eq!(status, 502, "{text}");
 }
@@ -190,7 +191,7 @@ async fn a_cleartext_upstream_is_spoken_to_in_h2c_when_the_route_says_so() {
     let up = upstream(describe).await;
     let url = format!("http://{}", up.addr);
     let h2c = h2c_weir(&up).await;
-    let auto = Weir::start(&config(&url, "", "")).await;
+    let auto = Weir::start(&config(&url, "http_version = \"auto\"", "")).await;
     let hop = [
         ("connection", "keep-alive, x-hop"),
         ("x-hop", "1"),
@@ -224,7 +225,7 @@ async fn a_cleartext_upstream_is_spoken_to_in_h2c_when_the_route_says_so() {
     let (_, _, text) = get_with(&auto.url("web", "/"), &[]).await;
     assert!(
         text.starts_with("HTTP/1.1 "),
-        "plain http stays HTTP/1.1 by default: {text}"
+        "plain http stays HTTP/1.1 with \"auto\": {text}"
     );
 }
 

@@ -403,14 +403,17 @@ pub struct UpstreamGroup {
 
 /// Which HTTP versions weir speaks to an upstream (`http_version`).
 /// Upgrades (WebSocket) always go over HTTP/1.1, whatever this says.
+/// HTTP/1.1 is the default because hyper-util's pool holds one HTTP/2
+/// connection per server and worker: past the server's stream limit,
+/// requests queue on it instead of opening another connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UpstreamHttp {
     /// `https://`: offer `h2` and `http/1.1` by ALPN, and speak what the
     /// server picks; `http://`: HTTP/1.1 (a cleartext server cannot say
     /// it speaks HTTP/2 before it is spoken to).
-    #[default]
     Auto,
     /// HTTP/1.1 only, as nginx speaks to upstreams.
+    #[default]
     Http1,
     /// HTTP/2 only: ALPN `h2` on `https://`, h2c with prior knowledge on
     /// `http://` (what gRPC servers speak in cleartext).
@@ -472,7 +475,7 @@ impl UpstreamGroup {
             hash_key: None,
             ejection: Ejection::default(),
             health_check: None,
-            http: UpstreamHttp::Auto,
+            http: UpstreamHttp::Http1,
         }
     }
 }

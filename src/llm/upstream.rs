@@ -146,7 +146,7 @@ mod tests {
                 connect_timeout: Duration::from_secs(1),
                 api: crate::config::UpstreamApi::Anthropic,
                 accepts: crate::config::Accepts::default(),
-                http: crate::config::UpstreamHttp::Auto,
+                http: crate::config::UpstreamHttp::Http1,
             },
             &UpstreamSettings::default(),
             &tls,

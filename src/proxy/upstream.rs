@@ -5,9 +5,10 @@
 //! `pool_idle_timeout`. `https://` upstreams are verified against the web
 //! PKI roots (webpki-roots, so the result does not depend on the host's CA
 //! bundle) plus an optional `ca_file`. Which HTTP versions are spoken is
-//! the upstream's `http_version`: by default an `https://` server is
-//! offered `h2` and `http/1.1` by ALPN and spoken to in what it picks; an
-//! HTTP/2 connection carries every request of a worker to that server as
+//! the upstream's `http_version`: HTTP/1.1 by default; with `"auto"` an
+//! `https://` server is offered `h2` and `http/1.1` by ALPN and spoken to
+//! in what it picks; with `"2"` only HTTP/2 (h2c on `http://`). An HTTP/2
+//! connection carries every request of a worker to that server as
 //! streams. Upgrades always take an HTTP/1.1 connection of their own.
 //!
 //! Each server has its own clients, whose connector dials that server

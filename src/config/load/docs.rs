@@ -142,7 +142,7 @@ api_key_file = "api-key"
 connect_timeout = "1s"
 reasoning = "auto"
 max_tokens_field = "both"
-http_version = "1.1"
+http_version = "auto"
 [[route.models]]
 name = "m"
 upstreams = ["a"]

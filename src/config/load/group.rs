@@ -167,7 +167,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
 /// something else (reported).
 pub(super) fn http_version(t: &Section<'_, '_>) -> Option<UpstreamHttp> {
     let Some(v) = t.string("http_version") else {
-        return Some(UpstreamHttp::Auto);
+        return Some(UpstreamHttp::default());
     };
     let found = UpstreamHttp::from_name(&v.value);
     if found.is_none() {
@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(upstream.http, UpstreamHttp::Http2);
         assert_eq!(
             UpstreamGroup {
-                http: UpstreamHttp::Auto,
+                http: UpstreamHttp::Http1,
                 ..(**upstream).clone()
             },
             UpstreamGroup::one("http://127.0.0.1:4".parse().expect("uri"))
