@@ -198,10 +198,9 @@ pub async fn forward(
         }
     }
 
-    // HTTP/2 names the host in `:authority`, which is the request URI's.
-    let client_authority = host
-        .filter(|_| route.preserve_host)
-        .and_then(|h| h.parse::<http::uri::Authority>().ok());
+    // HTTP/2 names the host in `:authority`, which is the request URI's:
+    // parsed once, and only for a server that may speak HTTP/2.
+    let mut client_authority: Option<Option<http::uri::Authority>> = None;
 
     let body = RequestBody::new(body, route.max_request_body, client.body_rate);
     // A gRPC client's deadline, never past the route's own.
@@ -240,9 +239,15 @@ pub async fn forward(
         server.metrics.picks.inc();
         *report.served_by = Some(server.label.clone());
         let (http, may_be_h2) = server.clients.get(upgrade.is_some());
-        let authority = match &client_authority {
-            Some(a) if may_be_h2 => a,
-            _ => &server.authority,
+        let authority = match may_be_h2 {
+            true => client_authority
+                .get_or_insert_with(|| {
+                    host.filter(|_| route.preserve_host)
+                        .and_then(|h| h.parse().ok())
+                })
+                .as_ref()
+                .unwrap_or(&server.authority),
+            false => &server.authority,
         };
         let mut attempt_req = Request::new(attempt);
         *attempt_req.method_mut() = parts.method.clone();
