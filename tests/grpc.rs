@@ -3,7 +3,8 @@
 //! protobuf code is generated): unary and server-streaming calls, a status
 //! with details relayed in trailers, and the errors weir generates itself
 //! answered as gRPC — UNAVAILABLE when the upstream is down,
-//! DEADLINE_EXCEEDED when the client's `grpc-timeout` passes.
+//! DEADLINE_EXCEEDED when the client's `grpc-timeout` passes,
+//! RESOURCE_EXHAUSTED when the route's gate sheds the call.
 
 mod common;
 
@@ -70,7 +71,13 @@ enum Method {
     Refuse,
     /// Never answers.
     Hang,
+    /// Never answers, and says so on [`HELD`].
+    Hold,
 }
+
+/// Notified when a `Hold` call has reached the server.
+static HELD: std::sync::LazyLock<tokio::sync::Notify> =
+    std::sync::LazyLock::new(tokio::sync::Notify::new);
 
 impl tower_service::Service<tonic::Request<Bytes>> for Method {
     type Response = tonic::Response<Bytes>;
@@ -94,6 +101,10 @@ impl tower_service::Service<tonic::Request<Bytes>> for Method {
                     Bytes::from_static(b"\x08\x2a details"),
                 )),
                 Method::Hang => std::future::pending().await,
+                Method::Hold => {
+                    HELD.notify_waiters();
+                    std::future::pending().await
+                }
             }
         })
     }
@@ -145,6 +156,7 @@ async fn grpc_server() -> SocketAddr {
                             "/test.Svc/Echo" => grpc.unary(Method::Echo, req).await,
                             "/test.Svc/Refuse" => grpc.unary(Method::Refuse, req).await,
                             "/test.Svc/Hang" => grpc.unary(Method::Hang, req).await,
+                            "/test.Svc/Hold" => grpc.unary(Method::Hold, req).await,
                             "/test.Svc/Count" => {
                                 grpc.server_streaming(Count { fail: false }, req).await
                             }
@@ -297,4 +309,33 @@ async fn a_grpc_timeout_that_passes_is_deadline_exceeded() {
     .expect_err("the server never answers");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert_eq!(status.message(), "upstream timed out");
+}
+
+#[tokio::test]
+async fn a_shed_call_is_resource_exhausted() {
+    let config = weir_config(grpc_server().await) + "max_concurrent_requests = 1\n";
+    let weir = Weir::start(&config).await;
+    let addr = weir.addr("web");
+    // One call holds the route's only slot; the server says when it has it.
+    let held = HELD.notified();
+    let holder = tokio::spawn(async move {
+        let mut client = grpc_client(addr);
+        unary(
+            &mut client,
+            "/test.Svc/Hold",
+            tonic::Request::new(Bytes::new()),
+        )
+        .await
+    });
+    tokio::time::timeout(Duration::from_secs(10), held)
+        .await
+        .expect("the holder reached the server");
+    let mut probe = tonic::Request::new(Bytes::new());
+    probe.set_timeout(Duration::from_secs(5));
+    let status = unary(&mut grpc_client(addr), "/test.Svc/Echo", probe)
+        .await
+        .expect_err("shed");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert_eq!(status.message(), "overloaded, retry later");
+    holder.abort();
 }
