@@ -4,7 +4,8 @@
 //! says so; many concurrent requests share one connection; hop-by-hop
 //! headers never reach an HTTP/2 server; trailers cross in both
 //! directions; an upgrade still goes over HTTP/1.1; an LLM upstream takes
-//! the same `http_version` and multiplexes its calls.
+//! the same `http_version` and multiplexes its calls; the active health
+//! check speaks it too.
 
 mod common;
 
@@ -126,12 +127,19 @@ impl AllAtOnce {
         }
     }
 
+    /// Count one arrival; the `n`th (and any after) wakes the waiters.
+    fn arrive(&self) -> bool {
+        let all = self.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= self.n;
+        if all {
+            self.all_in.notify_waiters();
+        }
+        all
+    }
+
     async fn wait(&self) {
         // Registered before counting, so the last arrival cannot miss it.
         let released = self.all_in.notified();
-        if self.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= self.n {
-            self.all_in.notify_waiters();
-        } else {
+        if !self.arrive() {
             released.await;
         }
     }
@@ -412,4 +420,48 @@ async fn an_llm_upstream_over_h2_carries_concurrent_requests_on_one_connection()
     }
     assert_eq!(over_h2.load(Ordering::SeqCst), N, "every call over h2c");
     assert_eq!(up.connections(), 1, "{N} concurrent calls, one connection");
+}
+
+#[tokio::test]
+async fn the_health_check_speaks_the_routes_http_version() {
+    // A server that speaks only h2c: an HTTP/1.1 check could never pass.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let checks = AllAtOnce::new(3);
+    let seen = checks.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let seen = seen.clone();
+                    async move {
+                        if req.uri().path() == "/healthz" {
+                            // Counted, never held.
+                            seen.arrive();
+                        }
+                        Ok::<_, Infallible>(text(200, "up"))
+                    }
+                });
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    let three_checks = checks.all_in.notified();
+    let weir = Weir::start(&config(
+        &format!("http://{addr}"),
+        "http_version = \"2\"\n[route.health_check]\npath = \"/healthz\"\n\
+         interval = \"50ms\"\ntimeout = \"50ms\"\nfall = 1\nrise = 1",
+        "",
+    ))
+    .await;
+    tokio::time::timeout(Duration::from_secs(10), three_checks)
+        .await
+        .expect("three checks reached the server");
+    let (status, _, text) = get_with(&weir.url("web", "/"), &[]).await;
+    assert_eq!(status, 200, "the checks passed, the server is in: {text}");
 }
