@@ -122,7 +122,12 @@ impl LlmUpstream {
         LlmUpstream {
             config: config.clone(),
             client: PerWorker::new(workers, || {
-                crate::proxy::upstream::pooled_client(config.connect_timeout, settings, tls)
+                use crate::proxy::upstream::{connector, pooled_client};
+                pooled_client(
+                    connector(config.connect_timeout, tls, config.http),
+                    settings,
+                    config.http,
+                )
             }),
             group: Arc::new(Group::new(members, config.policy, config.ejection)),
         }

@@ -2,6 +2,7 @@
 //! and the X-Forwarded-* / X-Real-IP headers.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use http::HeaderMap;
 use http::header::{self, HeaderName, HeaderValue};
@@ -75,6 +76,31 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+}
+
+/// A gRPC client's deadline, from `grpc-timeout`: at most 8 digits and a
+/// unit (`H`, `M`, `S`, `m`, `u`, `n`), as the gRPC spec writes it.
+/// Anything else is ignored, as if the header were absent, so a
+/// malformed value cannot shorten or lengthen the route's own timeout.
+pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get("grpc-timeout")?.as_bytes();
+    let (unit, digits) = v.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // At most 99,999,999: no arithmetic below can overflow.
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// What the edge knows about the connection a request came in on.
@@ -231,6 +257,30 @@ mod tests {
         assert_eq!(h["x-forwarded-for"], "203.0.113.9, 10.0.0.2, 10.0.0.1");
         assert_eq!(h["x-real-ip"], "203.0.113.9");
         assert_eq!(h["x-forwarded-proto"], "https");
+    }
+
+    #[test]
+    fn grpc_timeout_is_eight_digits_and_a_unit_or_nothing() {
+        let t = |v: &str| grpc_timeout(&map(&[("grpc-timeout", v)]));
+        assert_eq!(t("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(t("3S"), Some(Duration::from_secs(3)));
+        assert_eq!(t("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(t("99999999H"), Some(Duration::from_secs(99_999_999 * 3600)));
+        assert_eq!(t("10u"), Some(Duration::from_micros(10)));
+        assert_eq!(t("7n"), Some(Duration::from_nanos(7)));
+        for bad in [
+            "",
+            "S",
+            "100000000S",
+            "1s",
+            "-1S",
+            "1.5S",
+            "1 S",
+            "18446744073709551616n",
+        ] {
+            assert_eq!(t(bad), None, "{bad:?}");
+        }
+        assert_eq!(grpc_timeout(&HeaderMap::new()), None);
     }
 
     #[test]

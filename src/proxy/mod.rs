@@ -71,7 +71,15 @@ impl ProxyError {
 
 /// The path the upstream sees: its own base path, then the request path
 /// (without the route prefix when `strip_prefix` is set).
-fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, ProxyError> {
+/// `authority` is the one the request names: the server's, or the
+/// client's host when it goes as HTTP/2's `:authority` (the server's own
+/// client dials the server whatever it says).
+fn upstream_uri(
+    route: &RouteConfig,
+    up: &Server,
+    authority: &http::uri::Authority,
+    uri: &Uri,
+) -> Result<Uri, ProxyError> {
     let stripping = route.strip_prefix && route.path != "/";
     // The common case, nothing to rewrite: the client's path and query are
     // reused as parsed (shared bytes), not rebuilt and parsed again.
@@ -81,7 +89,7 @@ fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, Prox
     {
         return Uri::builder()
             .scheme(up.scheme.clone())
-            .authority(up.authority.clone())
+            .authority(authority.clone())
             .path_and_query(pq.clone())
             .build()
             .map_err(|_| ProxyError::BadRequest);
@@ -106,7 +114,7 @@ fn upstream_uri(route: &RouteConfig, up: &Server, uri: &Uri) -> Result<Uri, Prox
     }
     Uri::builder()
         .scheme(up.scheme.clone())
-        .authority(up.authority.clone())
+        .authority(authority.clone())
         .path_and_query(pq)
         .build()
         .map_err(|_| ProxyError::BadRequest)
@@ -191,9 +199,15 @@ pub async fn forward(
         }
     }
 
+    // HTTP/2 names the host in `:authority`, which is the request URI's:
+    // parsed once, and only for a server that may speak HTTP/2.
+    let mut client_authority: Option<Option<http::uri::Authority>> = None;
+
     let body = RequestBody::new(body, route.max_request_body, client.body_rate);
     // Nothing to lose by sending a request without a body again.
     let bodyless = http_body::Body::is_end_stream(&body);
+    // A gRPC client's deadline: no attempt waits past it.
+    let grpc_deadline = headers::grpc_timeout(&parts.headers).map(|t| Instant::now() + t);
     let key = upstream
         .hash_key
         .as_ref()
@@ -233,9 +247,21 @@ pub async fn forward(
         let server = pick.target();
         server.metrics.picks.inc();
         *report.served_by = Some(server.label.clone());
+        let (http, may_be_h2) = server.clients.get(upgrade.is_some());
+        let authority = match may_be_h2 {
+            true => client_authority
+                .get_or_insert_with(|| {
+                    host.filter(|_| route.preserve_host)
+                        .and_then(|h| h.parse().ok())
+                })
+                .as_ref()
+                .or(server.host.as_ref())
+                .unwrap_or(&server.authority),
+            false => &server.authority,
+        };
         let mut attempt_req = Request::new(attempt);
         *attempt_req.method_mut() = parts.method.clone();
-        *attempt_req.uri_mut() = upstream_uri(route, server, &parts.uri)?;
+        *attempt_req.uri_mut() = upstream_uri(route, server, authority, &parts.uri)?;
         *attempt_req.version_mut() = Version::HTTP_11;
         *attempt_req.headers_mut() = if reclaim.is_some() {
             parts.headers.clone()
@@ -251,9 +277,11 @@ pub async fn forward(
             }
         }
         // Each attempt has the whole response timeout: a retry after a
-        // timeout must not start with its time already spent.
+        // timeout must not start with its time already spent; a gRPC
+        // client's deadline bounds them all.
         let deadline = Instant::now() + route.response_timeout;
-        let sent = upstream.client.get().request(attempt_req);
+        let deadline = grpc_deadline.map_or(deadline, |g| g.min(deadline));
+        let sent = http.request(attempt_req);
         let (failed, never_sent) = match tokio::time::timeout_at(deadline, sent).await {
             Err(_) => (
                 ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),

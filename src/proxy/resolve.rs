@@ -14,8 +14,9 @@
 //! serving the rest of the group.
 //!
 //! `https://` names are not expanded: the certificate is checked against
-//! the name, and the connection pool is keyed by the URL, so each address
-//! would need its own name-to-address mapping in the TLS connector.
+//! the name, which the connector takes from the address it dials, so each
+//! address would need its own name-to-address mapping in the TLS
+//! connector.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Weak};
@@ -28,7 +29,7 @@ use hickory_resolver::proto::xfer::Protocol;
 use hickory_resolver::{Resolver, TokioResolver};
 use tokio::time::Instant;
 
-use super::upstream::{Server, server_label};
+use super::upstream::{Dialing, Server, server_label};
 use crate::balance::{Group, Member};
 use crate::config::{UpstreamGroup, UpstreamSettings};
 use crate::telemetry::Metrics;
@@ -62,6 +63,7 @@ pub fn spawn(
     settings: &UpstreamSettings,
     route: Arc<str>,
     metrics: &Arc<Metrics>,
+    dial: Dialing,
 ) {
     let entries: Vec<Entry> = config
         .servers
@@ -91,6 +93,7 @@ pub fn spawn(
         interval: settings.resolve_interval,
         route,
         metrics: metrics.clone(),
+        dial,
     };
     runtime.spawn(task.run());
 }
@@ -151,6 +154,8 @@ struct Task {
     interval: Duration,
     route: Arc<str>,
     metrics: Arc<Metrics>,
+    /// How the servers that join are reached.
+    dial: Dialing,
 }
 
 impl Task {
@@ -235,7 +240,7 @@ impl Task {
             &current,
             wants,
             |s, w| *s.label == *w.label,
-            |w| Server::new(w.uri, w.addr, &self.route, &self.metrics),
+            |w| Server::new(w.uri, w.addr, &self.route, &self.metrics, &self.dial),
             Instant::now(),
         );
         // Servers gone stop showing as up; their metrics stay at their

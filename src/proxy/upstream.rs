@@ -1,13 +1,24 @@
-//! The pooled client a route uses to reach its upstream.
+//! The pooled clients a route uses to reach its servers.
 //!
 //! hyper-util's pooled client over hyper-rustls: keep-alive connections are
-//! reused per upstream host, capped by `pool_max_idle_per_host` and closed
-//! after `pool_idle_timeout`. `https://` upstreams are verified against the
-//! web PKI roots (webpki-roots, so the result does not depend on the host's
-//! CA bundle) plus an optional `ca_file`. Upstream connections speak
-//! HTTP/1.1, like nginx's default, which keeps upgrades and trailers simple.
+//! reused per server, capped by `pool_max_idle_per_host` and closed after
+//! `pool_idle_timeout`. `https://` upstreams are verified against the web
+//! PKI roots (webpki-roots, so the result does not depend on the host's CA
+//! bundle) plus an optional `ca_file`. Which HTTP versions are spoken is
+//! the upstream's `http_version`: HTTP/1.1 by default; with `"auto"` an
+//! `https://` server is offered `h2` and `http/1.1` by ALPN and spoken to
+//! in what it picks; with `"2"` only HTTP/2 (h2c on `http://`). An HTTP/2
+//! connection carries every request of a worker to that server as
+//! streams. Upgrades always take an HTTP/1.1 connection of their own.
+//!
+//! Each server has its own clients, whose connector dials that server
+//! whatever authority the request names: the request's authority can then
+//! be the client's host, which HTTP/2 sends as `:authority` (the Host of
+//! HTTP/2), while the pool and the connection stay the server's.
 
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -20,39 +31,164 @@ use tokio::time::Instant;
 use arc_swap::ArcSwap;
 
 use crate::balance::{Budget, Change, Group, Member};
-use crate::config::{HashKey, Retry, RouteConfig, UpstreamGroup, UpstreamSettings};
+use crate::config::{HashKey, Retry, RouteConfig, UpstreamGroup, UpstreamHttp, UpstreamSettings};
 use crate::sync::Locked;
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
-pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, Attempt>;
+/// TCP, then TLS for `https://`, offering the ALPN protocols of the
+/// upstream's HTTP versions.
+pub type Connector = HttpsConnector<HttpConnector>;
 
-/// A pooled HTTP/1.1 client over TLS-or-plain, shared by every kind of
-/// upstream (proxy routes' and LLM routes'), generic over the request body.
-pub fn pooled_client<B>(
-    connect_timeout: std::time::Duration,
-    settings: &UpstreamSettings,
+pub type UpstreamClient = Client<ToServer, Attempt>;
+
+/// An HTTP/2 connection with requests on it is pinged this often, so one
+/// that died silently (a NAT dropped it, the server vanished) is found
+/// before every request multiplexed on it waits out `response_timeout`.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
+/// A ping unanswered for this long closes the connection.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The connector for an upstream spoken to in `http`.
+pub fn connector(
+    connect_timeout: Duration,
     tls: &rustls::ClientConfig,
-) -> Client<HttpsConnector<HttpConnector>, B>
+    http: UpstreamHttp,
+) -> Connector {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_connect_timeout(Some(connect_timeout));
+    tcp.set_nodelay(true);
+    let b = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls.clone())
+        .https_or_http();
+    match http {
+        UpstreamHttp::Http1 => b.enable_http1().wrap_connector(tcp),
+        UpstreamHttp::Auto => b.enable_http1().enable_http2().wrap_connector(tcp),
+        UpstreamHttp::Http2 => b.enable_http2().wrap_connector(tcp),
+    }
+}
+
+/// A pooled client over `connector`, shared by every kind of upstream
+/// (proxy routes', their health checks, LLM routes'), generic over the
+/// request body. With `http = Http2` every connection is HTTP/2 (h2c with
+/// prior knowledge on `http://`), and a worker opens one connection per
+/// server at a time rather than one per request in a burst.
+pub fn pooled_client<C, B>(
+    connector: C,
+    settings: &UpstreamSettings,
+    http: UpstreamHttp,
+) -> Client<C, B>
 where
+    C: hyper_util::client::legacy::connect::Connect + Clone,
     B: http_body::Body + Send + 'static,
     B::Data: Send,
 {
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_connect_timeout(Some(connect_timeout));
-    http.set_nodelay(true);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls.clone())
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
         .pool_max_idle_per_host(settings.pool_max_idle_per_host)
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
+        .http2_only(http == UpstreamHttp::Http2)
+        .http2_keep_alive_interval(H2_PING_INTERVAL)
+        .http2_keep_alive_timeout(H2_PING_TIMEOUT)
         .build(connector)
+}
+
+/// A connector that dials one server whatever the request's authority.
+#[derive(Clone)]
+pub struct ToServer {
+    inner: Connector,
+    /// The server's scheme and authority: where the TCP connection goes,
+    /// and the name TLS verifies (SNI).
+    server: http::Uri,
+}
+
+impl tower_service::Service<http::Uri> for ToServer {
+    type Response = <Connector as tower_service::Service<http::Uri>>::Response;
+    type Error = <Connector as tower_service::Service<http::Uri>>::Error;
+    type Future = <Connector as tower_service::Service<http::Uri>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, _asked: http::Uri) -> Self::Future {
+        self.inner.call(self.server.clone())
+    }
+}
+
+/// A server's clients, one per worker: `requests` speaks the route's
+/// HTTP versions; `upgrades`, when those may be HTTP/2, is HTTP/1.1 only,
+/// since an HTTP/2 connection cannot carry an HTTP/1.1 upgrade.
+pub struct Clients {
+    requests: PerWorker<UpstreamClient>,
+    upgrades: Option<PerWorker<UpstreamClient>>,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients")
+            .field("upgrades_apart", &self.upgrades.is_some())
+            .finish()
+    }
+}
+
+/// How a group's servers are reached: kept by DNS re-resolution, which
+/// makes the clients of the servers that join.
+#[derive(Clone)]
+pub struct Dialing {
+    connect_timeout: Duration,
+    settings: UpstreamSettings,
+    tls: rustls::ClientConfig,
+    http: UpstreamHttp,
+    workers: usize,
+}
+
+impl Dialing {
+    /// The clients that dial `scheme://authority`, whatever authority a
+    /// request names.
+    fn clients(&self, scheme: &http::uri::Scheme, authority: &http::uri::Authority) -> Clients {
+        let server = http::Uri::builder()
+            .scheme(scheme.clone())
+            .authority(authority.clone())
+            .path_and_query("/")
+            .build()
+            .unwrap_or_default();
+        let make = |http: UpstreamHttp| {
+            let server = server.clone();
+            PerWorker::new(self.workers, move || {
+                let inner = connector(self.connect_timeout, &self.tls, http);
+                let to = ToServer {
+                    inner,
+                    server: server.clone(),
+                };
+                pooled_client(to, &self.settings, http)
+            })
+        };
+        let may_be_h2 = match self.http {
+            UpstreamHttp::Http1 => false,
+            UpstreamHttp::Auto => *scheme == http::uri::Scheme::HTTPS,
+            UpstreamHttp::Http2 => true,
+        };
+        Clients {
+            requests: make(self.http),
+            upgrades: may_be_h2.then(|| make(UpstreamHttp::Http1)),
+        }
+    }
+}
+
+impl Clients {
+    /// This worker's client for a request, or for an upgrade, and whether
+    /// it may speak HTTP/2 (then the request's authority is the host the
+    /// upstream sees).
+    pub fn get(&self, upgrade: bool) -> (&UpstreamClient, bool) {
+        match (&self.upgrades, upgrade) {
+            (Some(h1), true) => (h1.get(), false),
+            (Some(_), false) => (self.requests.get(), true),
+            (None, _) => (self.requests.get(), false),
+        }
+    }
 }
 
 /// One server of a route's group: where its requests go.
@@ -71,16 +207,19 @@ pub struct Server {
     /// logs and metrics; unique in its group.
     pub label: Arc<str>,
     pub metrics: ServerMetrics,
+    /// The pools that reach it, one per worker.
+    pub clients: Clients,
 }
 
 impl Server {
     /// The server `uri` names, or with `addr`, one of the addresses its
-    /// name resolved to.
+    /// name resolved to; its clients made as `dial` says.
     pub(super) fn new(
         uri: &http::Uri,
         addr: Option<std::net::IpAddr>,
         route: &Arc<str>,
         metrics: &Metrics,
+        dial: &Dialing,
     ) -> Self {
         // Validated by config loading: upstream URLs always have a host.
         let named = uri
@@ -104,7 +243,9 @@ impl Server {
                 (authority, Some(named))
             }
         };
+        let clients = dial.clients(&scheme, &authority);
         Server {
+            clients,
             metrics: metrics.server_metrics(route, &label),
             scheme,
             authority,
@@ -145,12 +286,10 @@ pub(super) fn server_label(uri: &http::Uri, addr: Option<std::net::IpAddr>) -> S
     }
 }
 
-/// Where a route sends its requests — a group of servers and what weir
-/// knows of them — and the clients that get them there: one pool per
-/// worker (keyed by server inside), so a worker reuses only connections
-/// driven by its own runtime.
+/// Where a route sends its requests: a group of servers, what weir knows
+/// of them, and the clients that reach each (one pool per worker, so a
+/// worker reuses only connections driven by its own runtime).
 pub struct Upstream {
-    pub client: PerWorker<UpstreamClient>,
     /// Replaced whole when a server name resolves to other addresses; a
     /// request works on the group it loaded.
     pub group: Arc<ArcSwap<Group<Server>>>,
@@ -204,13 +343,20 @@ impl Upstream {
         metrics: &Arc<Metrics>,
     ) -> Self {
         let route_name: Arc<str> = route.name.as_str().into();
+        let dial = Dialing {
+            connect_timeout: route.connect_timeout,
+            settings: settings.clone(),
+            tls: tls.clone(),
+            http: group.http,
+            workers,
+        };
         // Names are served as the system resolves them per connection until
         // their first lookup gives the addresses.
         let members = group
             .servers
             .iter()
             .map(|m| Member {
-                target: Server::new(&m.target, None, &route_name, metrics),
+                target: Server::new(&m.target, None, &route_name, metrics, &dial),
                 weight: m.weight,
                 backup: m.backup,
             })
@@ -225,14 +371,15 @@ impl Upstream {
             group.ejection,
         )));
         if let Some(check) = &group.health_check {
-            let client = pooled_client(route.connect_timeout, settings, tls);
+            let client = pooled_client(
+                connector(route.connect_timeout, tls, group.http),
+                settings,
+                group.http,
+            );
             super::check::spawn(&servers, check.clone(), route_name.clone(), client);
         }
-        super::resolve::spawn(&servers, group, settings, route_name, metrics);
+        super::resolve::spawn(&servers, group, settings, route_name, metrics, dial);
         Upstream {
-            client: PerWorker::new(workers, || {
-                pooled_client(route.connect_timeout, settings, tls)
-            }),
             group: servers,
             hash_key: group.hash_key.clone(),
             label: label.into(),

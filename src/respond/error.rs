@@ -6,8 +6,10 @@
 //! prefers it, with messages fixed per status so that nothing about the
 //! upstream leaks to the client; LLM routes answer in their protocol's own
 //! error envelope (the wire module's), with the error type its SDKs map to
-//! an exception and a request id header. 429 and 503 always carry
-//! `Retry-After`, decided here and nowhere else.
+//! an exception and a request id header; a gRPC request (any route, by its
+//! `content-type`) is answered as gRPC servers answer: HTTP 200 with
+//! `grpc-status` and `grpc-message` in a trailers-only response. 429 and
+//! 503 always carry `Retry-After`, decided here and nowhere else.
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -24,11 +26,17 @@ pub enum ErrorShape {
     Json,
     /// The protocol's own envelope and request id header.
     Llm(Protocol),
+    /// A gRPC call's: HTTP 200, the status in `grpc-status`, no body.
+    Grpc,
 }
 
 impl ErrorShape {
-    /// A plain route answers in JSON only when the client asks for it.
+    /// A plain route answers a gRPC call in gRPC, and otherwise in JSON
+    /// only when the client asks for it.
     pub fn for_plain_route(request_headers: &HeaderMap) -> Self {
+        if is_grpc(request_headers) {
+            return ErrorShape::Grpc;
+        }
         let wants_json = request_headers
             .get_all(header::ACCEPT)
             .iter()
@@ -40,6 +48,92 @@ impl ErrorShape {
             ErrorShape::Text
         }
     }
+}
+
+/// Whether a request is a gRPC call: `application/grpc`, with or without
+/// a `+proto`/`+json` suffix or the gRPC-Web variants.
+pub fn is_grpc(request_headers: &HeaderMap) -> bool {
+    request_headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// The gRPC status codes weir answers with (the numbers of gRPC's
+/// `statuscodes.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrpcCode(pub u8);
+
+impl GrpcCode {
+    pub const UNKNOWN: GrpcCode = GrpcCode(2);
+    pub const DEADLINE_EXCEEDED: GrpcCode = GrpcCode(4);
+    pub const PERMISSION_DENIED: GrpcCode = GrpcCode(7);
+    pub const RESOURCE_EXHAUSTED: GrpcCode = GrpcCode(8);
+    pub const UNIMPLEMENTED: GrpcCode = GrpcCode(12);
+    pub const INTERNAL: GrpcCode = GrpcCode(13);
+    pub const UNAVAILABLE: GrpcCode = GrpcCode(14);
+    pub const UNAUTHENTICATED: GrpcCode = GrpcCode(16);
+
+    /// The code for a status weir would have answered with, after gRPC's
+    /// own HTTP-to-gRPC table where it has the status, with two of weir's
+    /// own: a timeout is DEADLINE_EXCEEDED (the client's deadline or the
+    /// route's passed), and a body over the limit is RESOURCE_EXHAUSTED
+    /// (what gRPC servers answer for a message too large). The caller
+    /// knows finer (a shed 503 is RESOURCE_EXHAUSTED, not UNAVAILABLE).
+    pub fn for_status(status: StatusCode) -> Self {
+        match status.as_u16() {
+            400 => GrpcCode::INTERNAL,
+            401 => GrpcCode::UNAUTHENTICATED,
+            403 => GrpcCode::PERMISSION_DENIED,
+            404 | 405 | 501 => GrpcCode::UNIMPLEMENTED,
+            408 | 504 => GrpcCode::DEADLINE_EXCEEDED,
+            413 | 429 | 431 => GrpcCode::RESOURCE_EXHAUSTED,
+            502 | 503 => GrpcCode::UNAVAILABLE,
+            _ => GrpcCode::UNKNOWN,
+        }
+    }
+}
+
+/// A gRPC error weir generates: a trailers-only response (HTTP 200, one
+/// HEADERS frame that ends the stream) with `grpc-status` and the status's
+/// fixed message in `grpc-message`. A retry hint goes out as
+/// `grpc-retry-pushback-ms`, which gRPC's retry policy honours.
+pub fn grpc_response(
+    code: GrpcCode,
+    status: StatusCode,
+    retry_after: Option<u64>,
+) -> Response<Payload> {
+    let message = static_message(status)
+        .or(status.canonical_reason())
+        .unwrap_or("error");
+    let mut resp = Response::new(Payload::empty());
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert("grpc-status", HeaderValue::from(u16::from(code.0)));
+    if let Ok(v) = HeaderValue::from_str(&grpc_message(message)) {
+        h.insert("grpc-message", v);
+    }
+    if let Some(seconds) = retry_after {
+        let ms = seconds.clamp(1, MAX_RETRY_AFTER).saturating_mul(1000);
+        h.insert("grpc-retry-pushback-ms", HeaderValue::from(ms));
+    }
+    resp
+}
+
+/// `grpc-message` is percent-encoded: printable ASCII but `%` as is,
+/// every other byte as `%XX` (gRPC's PROTOCOL-HTTP2.md).
+fn grpc_message(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// The fixed, leak-free bodies for each status weir generates, as static
@@ -104,6 +198,9 @@ pub fn render(
     let mut resp = match shape {
         ErrorShape::Text | ErrorShape::Json => plain(shape, status),
         ErrorShape::Llm(protocol) => llm(protocol, status, message),
+        ErrorShape::Grpc => {
+            return grpc_response(GrpcCode::for_status(status), status, retry_after);
+        }
     };
     let retry_after = retry_after
         .or(
@@ -202,6 +299,7 @@ fn plain(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body::Body;
     use http_body_util::BodyExt;
 
     async fn body(r: Response<Payload>) -> String {
@@ -282,6 +380,51 @@ mod tests {
             None,
         );
         assert_eq!(unsupported.headers()["x-should-retry"], "false");
+    }
+
+    #[tokio::test]
+    async fn grpc_calls_get_a_trailers_only_answer_with_the_status() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc+proto"),
+        );
+        h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert_eq!(ErrorShape::for_plain_route(&h), ErrorShape::Grpc);
+        let r = render(ErrorShape::Grpc, StatusCode::NOT_FOUND, None, None);
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["content-type"], "application/grpc");
+        assert_eq!(r.headers()["grpc-status"], "12");
+        assert_eq!(
+            r.headers()["grpc-message"],
+            "no route for this host and path"
+        );
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
+        assert!(r.body().is_end_stream(), "trailers-only: no body at all");
+        let r = render(
+            ErrorShape::Grpc,
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            Some(3),
+        );
+        assert_eq!(r.headers()["grpc-status"], "14");
+        assert_eq!(r.headers()["grpc-retry-pushback-ms"], "3000");
+        assert_eq!(body(r).await, "");
+        assert_eq!(grpc_message("50% off\n\u{e9}"), "50%25 off%0A%C3%A9");
+        for (status, code) in [
+            (400, 13),
+            (401, 16),
+            (403, 7),
+            (408, 4),
+            (413, 8),
+            (429, 8),
+            (502, 14),
+            (504, 4),
+            (418, 2),
+        ] {
+            let status = StatusCode::from_u16(status).expect("status");
+            assert_eq!(GrpcCode::for_status(status), GrpcCode(code), "{status}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::Payload;
-use super::error::{ErrorShape, render};
+use super::error::{ErrorShape, GrpcCode, grpc_response, render};
 use crate::admit::rate::{self, Limited};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 
@@ -132,6 +132,19 @@ impl Rescue {
         Rescue::upstream(UpstreamErrorKind::NoServer).retry_after(retry_after)
     }
 
+    /// The gRPC status for this answer: by its HTTP status, except that a
+    /// shed request or a rate-limited client is RESOURCE_EXHAUSTED (the
+    /// gateway's capacity, not the server, said no) and a connect timeout
+    /// is UNAVAILABLE (the server could not be reached; the client's
+    /// deadline did not pass).
+    fn grpc_code(&self) -> GrpcCode {
+        match self.counted {
+            Counted::Shed(_) => GrpcCode::RESOURCE_EXHAUSTED,
+            Counted::Upstream(UpstreamErrorKind::ConnectTimeout) => GrpcCode::UNAVAILABLE,
+            _ => GrpcCode::for_status(self.status),
+        }
+    }
+
     /// Count, log and render the answer in `shape`. `route` names the
     /// matched route, if routing got that far.
     pub fn answer(
@@ -157,12 +170,15 @@ impl Rescue {
             }
             Counted::ConnectionClosed(reason) => metrics.connection_closed(reason),
         }
-        let mut resp = render(
-            shape,
-            self.status,
-            self.message.as_deref(),
-            self.retry_after,
-        );
+        let mut resp = match shape {
+            ErrorShape::Grpc => grpc_response(self.grpc_code(), self.status, self.retry_after),
+            _ => render(
+                shape,
+                self.status,
+                self.message.as_deref(),
+                self.retry_after,
+            ),
+        };
         if self.close {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -205,6 +221,19 @@ mod tests {
         );
         assert_eq!(anthropic.headers()["x-should-retry"], "true");
         assert_eq!(anthropic.headers()["retry-after-ms"], "1000");
+        let grpc = |r: Rescue| r.answer(ErrorShape::Grpc, &metrics, Some(&route));
+        for (rescue, code) in [
+            (Rescue::shed("global"), "8"),
+            (Rescue::no_server(2), "14"),
+            (Rescue::upstream(UpstreamErrorKind::Connect), "14"),
+            (Rescue::upstream(UpstreamErrorKind::ConnectTimeout), "14"),
+            (Rescue::upstream(UpstreamErrorKind::ResponseTimeout), "4"),
+            (Rescue::status(StatusCode::UNAUTHORIZED), "16"),
+        ] {
+            let r = grpc(rescue);
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers()["grpc-status"], code);
+        }
         let capped = Rescue::status(StatusCode::TOO_MANY_REQUESTS).retry_after(3600);
         assert_eq!(capped.retry_after, Some(MAX_RETRY_AFTER));
         let limited = Rescue::status(StatusCode::TOO_MANY_REQUESTS)

@@ -98,6 +98,7 @@ hsts_max_age = "365d"
 hsts_include_subdomains = true
 hsts_preload = true
 server_header = "remove"
+http_version = "2"
 
 [[route]]
 name = "group"
@@ -145,6 +146,7 @@ api_key_file = "api-key"
 connect_timeout = "1s"
 reasoning = "auto"
 max_tokens_field = "both"
+http_version = "auto"
 [[route.upstreams]]
 name = "b"
 servers = ["http://127.0.0.1:7", { url = "http://127.0.0.1:8", weight = 2, backup = true }]

@@ -24,6 +24,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
     );
     let check = t.table("health_check").map(|c| health_check(&c));
     let retry = retry(t);
+    let http = http_version(t);
 
     let mut ok = rules.is_some();
     // Read on after a problem here: the other keys' problems are
@@ -74,6 +75,7 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
         ejection,
         health_check,
         retry: retry?,
+        http: http?,
     })
 }
 
@@ -181,6 +183,27 @@ pub(super) fn balancing<K>(
         ok = false;
     }
     ok.then_some((policy, hash_key, ejection))
+}
+
+/// `http_version`: which HTTP versions weir speaks to the upstream (a
+/// proxy route's group, or one LLM upstream). `None` when it is set to
+/// something else (reported).
+pub(super) fn http_version(t: &Section<'_, '_>) -> Option<UpstreamHttp> {
+    let Some(v) = t.string("http_version") else {
+        return Some(UpstreamHttp::default());
+    };
+    let found = UpstreamHttp::from_name(&v.value);
+    if found.is_none() {
+        v.problem(
+            t.doc(),
+            format!("unknown HTTP version `{}`", v.value),
+            Some(format!(
+                "use {}",
+                super::llm::names(UpstreamHttp::ALL.map(UpstreamHttp::name))
+            )),
+        );
+    }
+    found
 }
 
 /// The `servers` list: URLs, or tables with `url`, `weight`, `backup`.
@@ -409,7 +432,7 @@ mod tests {
                  {{ url = \"http://127.0.0.1:2\", weight = 3 }}, \
                  {{ url = \"http://127.0.0.1:3\", backup = true }}]\n\
                  balance = \"hash\"\nhash_key = \"cookie:sid\"\nslow_start = \"30s\"\n\
-                 [[route]]\npath = \"/b\"\nupstream = \"http://127.0.0.1:4\"\n"
+                 [[route]]\npath = \"/b\"\nupstream = \"http://127.0.0.1:4\"\nhttp_version = \"2\"\n"
             ),
         )
         .expect("valid");
@@ -435,8 +458,13 @@ mod tests {
         let RouteKind::Proxy { upstream } = &c.routes[1].kind else {
             panic!("a proxy route");
         };
+        assert_eq!(upstream.policy, Policy::P2cEwma);
+        assert_eq!(upstream.http, UpstreamHttp::Http2);
         assert_eq!(
-            **upstream,
+            UpstreamGroup {
+                http: UpstreamHttp::Http1,
+                ..(**upstream).clone()
+            },
             UpstreamGroup::one("http://127.0.0.1:4".parse().expect("uri"))
         );
     }
@@ -444,7 +472,7 @@ mod tests {
     #[test]
     fn every_group_problem_is_named() {
         let p = problems(&format!(
-            "{LISTENER}[[route]]\npath = \"/a\"\nupstream = \"http://127.0.0.1:1\"\nservers = [\"http://127.0.0.1:2\"]\n\
+            "{LISTENER}[[route]]\npath = \"/a\"\nupstream = \"http://127.0.0.1:1\"\nservers = [\"http://127.0.0.1:2\"]\nhttp_version = \"h3\"\n\
              [[route]]\npath = \"/b\"\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:1\", 7, {{ weight = 0 }}]\n\
              balance = \"fastest\"\nhash_key = \"header:x\"\n\
              [[route]]\npath = \"/c\"\nservers = [{{ url = \"http://127.0.0.1:1\", backup = true }}]\n\
@@ -461,6 +489,7 @@ mod tests {
         let joined = p.join("\n");
         for needle in [
             "route[0].servers: a route takes `upstream` or `servers`, not both",
+            "route[0].http_version: unknown HTTP version `h3` (fix: use \"auto\", \"1.1\" or \"2\")",
             "route[1].servers[1]: `http://127.0.0.1:1/` is listed twice",
             "route[1].servers[2]: expected a string or a table, found integer",
             "route[1].servers[3].weight: a weight of 0 never sends a request",

@@ -155,6 +155,7 @@ fn upstream(
     );
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
+    let http = super::group::http_version(u);
     let reasoning = named(
         u,
         "reasoning",
@@ -274,8 +275,10 @@ fn upstream(
             }
         }
     }
-    match (servers, keys, api, rules) {
-        (Some(servers), Some(keys), Some(api), Some((policy, hash_key, ejection))) if ok => {
+    match (servers, keys, api, rules, http) {
+        (Some(servers), Some(keys), Some(api), Some((policy, hash_key, ejection)), Some(http))
+            if ok =>
+        {
             let host = servers
                 .first()
                 .and_then(|s| s.target.host())
@@ -294,6 +297,7 @@ fn upstream(
                 connect_timeout,
                 api,
                 accepts,
+                http,
             })
         }
         _ => None,
@@ -401,7 +405,7 @@ mod tests {
              [[route]]\nname = \"a\"\nkind = \"anthropic\"\nupstream = \"http://x\"\n\
              [[route.upstreams]]\nname = \"one\"\nurl = \"http://127.0.0.1:1\"\n\
              api_key_env = \"WEIR_TEST_SURELY_UNSET_VARIABLE\"\n\
-             [[route.upstreams]]\nname = \"two\"\nurl = \"ftp://x\"\n\
+             [[route.upstreams]]\nname = \"two\"\nurl = \"ftp://x\"\nhttp_version = \"1.0\"\n\
              [[route.models]]\nname = \"m\"\nupstreams = [\"one\", \"three:id\"]\n\
              [[route]]\nname = \"b\"\nkind = \"gemini\"\n\
              [[route]]\nname = \"c\"\nupstream = \"http://x\"\nsse_keepalive = \"1s\"\n",
@@ -411,6 +415,7 @@ mod tests {
             "route[0].upstream: `upstream` does not apply to anthropic routes",
             "WEIR_TEST_SURELY_UNSET_VARIABLE` is not set",
             "must start with http:// or https://",
+            "route[0].upstreams[1].http_version: unknown HTTP version `1.0`",
             "no upstream named `three`",
             "unknown route kind `gemini`",
             "route[2].sse_keepalive: `sse_keepalive` does not apply to proxy routes",
