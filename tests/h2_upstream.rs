@@ -515,3 +515,45 @@ async fn after_a_goaway_the_next_request_takes_a_new_connection() {
         accepted.load(Ordering::SeqCst)
     );
 }
+
+#[tokio::test]
+async fn a_refused_stream_goes_to_another_server_whatever_its_method() {
+    // Server a refuses every stream (REFUSED_STREAM: not processed, as a
+    // server at its stream limit or going away answers); b serves. The
+    // requests have no body: one already sent is not kept to send again.
+    let refused = Arc::new(AtomicUsize::new(0));
+    let seen = refused.clone();
+    let (a, _) = accepting(move |tcp| {
+        let seen = seen.clone();
+        async move {
+            let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                return;
+            };
+            while let Some(Ok((_req, mut respond))) = conn.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                respond.send_reset(h2::Reason::REFUSED_STREAM);
+            }
+        }
+    })
+    .await;
+    let b = upstream(|_req| async { text(200, "b") }).await;
+    let weir = Weir::start(&format!(
+        "[log]\naccess_log = false\n[server]\nworkers = 1\n[[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nservers = [\"http://{a}\", \"http://{}\"]\nbalance = \"round_robin\"\n\
+         http_version = \"2\"\neject_after = 1000\n",
+        b.addr
+    ))
+    .await;
+    let client = h1_client();
+    for n in 0..4 {
+        let req = Request::post(weir.url("web", "/"))
+            .body(http_body_util::Full::new(Bytes::new()))
+            .expect("request");
+        let (status, _, text) = split(client.request(req).await.expect("answer")).await;
+        assert_eq!((status.as_u16(), text.as_str()), (200, "b"), "POST {n}");
+    }
+    assert!(
+        refused.load(Ordering::SeqCst) >= 1,
+        "a was asked and refused"
+    );
+}

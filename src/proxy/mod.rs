@@ -314,14 +314,17 @@ pub async fn forward(
         // Another server when none of the request left (the attempt gives
         // the body back unread), whatever the method; or when an
         // idempotent one got no answer and has its body whole to send.
+        let resend_empty = || bodyless.then(|| (Attempt::Empty, Reclaim::empty()));
         let (reason, body) = if kind.before_sending() || never_sent {
-            ("not_sent", r.take().map(Attempt::shared))
+            (
+                "not_sent",
+                r.take().map(Attempt::shared).or_else(resend_empty),
+            )
         } else if may_resend {
             may_resend = false;
             let body = match r.take() {
                 Some(b) => Some(Attempt::shared(b)),
-                None if bodyless => Some((Attempt::Empty, Reclaim::empty())),
-                None => None,
+                None => resend_empty(),
             };
             ("no_response", body)
         } else {
@@ -400,13 +403,21 @@ fn hash_key(key: &HashKey, headers: &http::HeaderMap, peer: std::net::IpAddr) ->
     }
 }
 
-/// Whether the request never left: the client gave it back unsent (a
-/// pooled connection closed before it was written).
+/// Whether the request never left or was never processed: the client gave
+/// it back unsent (a pooled connection closed before it was written), or
+/// an HTTP/2 server refused its stream.
 fn never_sent(err: &hyper_util::client::legacy::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = source {
         if e.downcast_ref::<hyper::Error>()
             .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        // An HTTP/2 server that refuses a stream (at its stream limit, or
+        // going away) says it did not process it (RFC 9113 §8.7).
+        if e.downcast_ref::<h2::Error>()
+            .is_some_and(|h| h.reason() == Some(h2::Reason::REFUSED_STREAM))
         {
             return true;
         }
