@@ -161,8 +161,9 @@ async fn count_tokens_answers_or_says_not_supported() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sdks_see_weirs_shed_and_the_upstreams_rate_limit_as_retryable() {
-    let slow =
-        mock(|seen| success(seen, &["a", "b", "c", "d", "e"], Duration::from_millis(300))).await;
+    // Long enough (~30 s) to outlast a Python SDK's start on a loaded
+    // machine; the stream is dropped as soon as the SDK has been shed.
+    let slow = mock(|seen| success(seen, &["a", "b", "c", "d", "e"], Duration::from_secs(3))).await;
     let weir = weir_over("anthropic", &slow, "max_concurrent_requests = 1").await;
     let held = open_stream(&weir, "/v1/messages", messages_body("m", true), &[]).await;
     let r = sdk(&weir, "anthropic_create", "m", "k", 0).await;
