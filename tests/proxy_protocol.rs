@@ -24,7 +24,11 @@ const REQUEST: &[u8] = b"GET /echo HTTP/1.1\r\nHost: example.test\r\nConnection:
 /// A v1 header naming `client`.
 fn v1(client: SocketAddr) -> Vec<u8> {
     let family = if client.is_ipv4() { "TCP4" } else { "TCP6" };
-    let dst = if client.is_ipv4() { "10.0.0.9" } else { "2001:db8::9" };
+    let dst = if client.is_ipv4() {
+        "10.0.0.9"
+    } else {
+        "2001:db8::9"
+    };
     format!(
         "PROXY {family} {} {dst} {} 443\r\n",
         client.ip(),
@@ -39,7 +43,15 @@ fn v2(client: SocketAddr, tlvs: &[u8]) -> Vec<u8> {
         IpAddr::V4(ip) => (0x11, [ip.octets().to_vec(), vec![10, 0, 0, 9]].concat()),
         IpAddr::V6(ip) => (
             0x21,
-            [ip.octets().to_vec(), "2001:db8::9".parse::<std::net::Ipv6Addr>().expect("v6").octets().to_vec()].concat(),
+            [
+                ip.octets().to_vec(),
+                "2001:db8::9"
+                    .parse::<std::net::Ipv6Addr>()
+                    .expect("v6")
+                    .octets()
+                    .to_vec(),
+            ]
+            .concat(),
         ),
     };
     addresses.extend_from_slice(&client.port().to_be_bytes());
@@ -132,8 +144,14 @@ async fn v1_and_v2_from_a_trusted_source_name_the_client() {
     let mut s = start("", "", "").await;
     let cases: [(&str, Vec<u8>); 4] = [
         ("192.0.2.1", v1("192.0.2.1:5001".parse().expect("addr"))),
-        ("2001:db8::1", v1("[2001:db8::1]:5002".parse().expect("addr"))),
-        ("198.51.100.7", v2("198.51.100.7:5003".parse().expect("addr"), &[])),
+        (
+            "2001:db8::1",
+            v1("[2001:db8::1]:5002".parse().expect("addr")),
+        ),
+        (
+            "198.51.100.7",
+            v2("198.51.100.7:5003".parse().expect("addr"), &[]),
+        ),
         // With TLVs, as AWS NLB sends them (type 0xEA, the VPC endpoint).
         (
             "2001:db8::2",
@@ -146,7 +164,11 @@ async fn v1_and_v2_from_a_trusted_source_name_the_client() {
     for (client, header) in cases {
         let mut c = connect_from("127.0.0.1", s.web).await;
         let answer = exchange(&mut c, &[header.as_slice(), REQUEST].concat()).await;
-        assert_eq!(forwarded_for(&answer), client, "header and request in one write");
+        assert_eq!(
+            forwarded_for(&answer),
+            client,
+            "header and request in one write"
+        );
         // The access log's client is the one the header named.
         s.weir.wait_for(|l| {
             l.contains("weir::access") && l.contains(&format!("\"client\":\"{client}\""))
@@ -181,7 +203,11 @@ async fn a_header_split_byte_by_byte_is_read_and_nothing_after_it_is_lost() {
         }
         // The request begins in the same segment as nothing else.
         let answer = exchange(&mut c, REQUEST).await;
-        let want = if header[0] == b'P' { "192.0.2.5" } else { "192.0.2.6" };
+        let want = if header[0] == b'P' {
+            "192.0.2.5"
+        } else {
+            "192.0.2.6"
+        };
         assert_eq!(forwarded_for(&answer), want);
     }
 }
@@ -193,7 +219,10 @@ async fn a_trusted_source_without_a_header_is_refused() {
     let answer = exchange(&mut c, REQUEST).await;
     assert_eq!(answer, "", "closed without an answer");
     assert!(
-        eventually_async(Duration::from_secs(5), || async { refused(&s).await == Some(1) }).await,
+        eventually_async(Duration::from_secs(5), || async {
+            refused(&s).await == Some(1)
+        })
+        .await,
         "counted as refused{{reason=\"proxy_protocol\"}}"
     );
     s.weir
@@ -217,12 +246,18 @@ async fn an_untrusted_source_is_served_as_itself_and_refused_with_a_header() {
         assert_eq!(answer, "", "no client can claim an address");
     }
     assert!(
-        eventually_async(Duration::from_secs(5), || async { refused(&s).await == Some(2) }).await
+        eventually_async(Duration::from_secs(5), || async {
+            refused(&s).await == Some(2)
+        })
+        .await
     );
     s.weir
         .wait_for(|l| l.contains("connection refused") && l.contains("\"kind\":\"untrusted\""));
     assert!(
-        !s.weir.seen.iter().any(|l| l.contains("\"client\":\"192.0.2.1\"")),
+        !s.weir
+            .seen
+            .iter()
+            .any(|l| l.contains("\"client\":\"192.0.2.1\"")),
         "the claimed address reached no log"
     );
 }
@@ -244,7 +279,10 @@ async fn the_per_ip_cap_counts_the_carried_client_not_the_balancer() {
             break;
         }
         // The held connection's header may not have been read yet.
-        assert!(Instant::now() < deadline, "A's second connection was served: {answer}");
+        assert!(
+            Instant::now() < deadline,
+            "A's second connection was served: {answer}"
+        );
     }
     let per_ip = metric_at(s.admin, "weir_connections_refused_total{reason=\"per_ip\"}").await;
     assert!(per_ip >= Some(1), "{per_ip:?}");
@@ -274,7 +312,10 @@ async fn rate_limits_apply_to_the_carried_client() {
         answer.lines().next().unwrap_or("").to_string()
     };
     assert!(status("192.0.2.20").await.contains("200"));
-    assert!(status("192.0.2.20").await.contains("429"), "the same client, over its rate");
+    assert!(
+        status("192.0.2.20").await.contains("429"),
+        "the same client, over its rate"
+    );
     assert!(
         status("192.0.2.21").await.contains("200"),
         "another client through the same balancer has its own budget"
@@ -291,19 +332,23 @@ async fn a_tls_listener_reads_the_header_before_the_client_hello() {
         key.display()
     );
     let s = start("", &listener, "").await;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_config(
-        &ca,
-        &[&rustls::version::TLS13],
-    )));
+    let connector =
+        tokio_rustls::TlsConnector::from(Arc::new(tls_config(&ca, &[&rustls::version::TLS13])));
     for (header, client) in [
-        (v2("203.0.113.5:443".parse().expect("addr"), &[]), "203.0.113.5"),
+        (
+            v2("203.0.113.5:443".parse().expect("addr"), &[]),
+            "203.0.113.5",
+        ),
         (v1("203.0.113.6:443".parse().expect("addr")), "203.0.113.6"),
     ] {
         let mut tcp = connect_from("127.0.0.1", s.web).await;
         // The header in a write of its own; the ClientHello follows.
         tcp.write_all(&header).await.expect("header");
         let name = rustls_pki_types::ServerName::try_from("example.test").expect("name");
-        let mut tls = connector.connect(name, tcp).await.expect("TLS after the header");
+        let mut tls = connector
+            .connect(name, tcp)
+            .await
+            .expect("TLS after the header");
         tls.write_all(REQUEST).await.expect("request");
         let mut out = Vec::new();
         let _ = tls.read_to_end(&mut out).await;
@@ -337,9 +382,16 @@ async fn garbage_and_overlong_headers_are_refused_at_once() {
         let answer = exchange(&mut c, bytes).await;
         assert_eq!(answer, "", "refused: {:?}", String::from_utf8_lossy(bytes));
     }
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert!(
-        eventually_async(Duration::from_secs(5), || async { refused(&s).await == Some(5) }).await
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        eventually_async(Duration::from_secs(5), || async {
+            refused(&s).await == Some(5)
+        })
+        .await
     );
 }
 
@@ -352,9 +404,100 @@ async fn a_half_header_is_closed_by_the_head_deadline() {
     let started = Instant::now();
     let (out, closed) = read_until_close(&mut c, Duration::from_secs(10)).await;
     assert!(closed && out.is_empty(), "closed without an answer: {out}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(
-        metric_at(s.admin, "weir_connections_closed_total{reason=\"head_timeout\"}").await,
+        metric_at(
+            s.admin,
+            "weir_connections_closed_total{reason=\"head_timeout\"}"
+        )
+        .await,
         Some(1)
     );
+}
+
+/// HAProxy, if installed, kept running for a test; killed on drop.
+struct Haproxy(std::process::Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn haproxy_binary() -> Option<std::path::PathBuf> {
+    [
+        "/usr/sbin/haproxy",
+        "/usr/bin/haproxy",
+        "/usr/local/sbin/haproxy",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// A free loopback port (closed again at once; HAProxy binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn behind_the_real_haproxy_with_send_proxy_and_send_proxy_v2() {
+    let found = haproxy_binary();
+    if !can_run(
+        found.is_some(),
+        "haproxy is not installed",
+        "apt-get install haproxy",
+        "WEIR_REQUIRE_HAPROXY",
+    ) {
+        return;
+    }
+    let s = start("", "", "").await;
+    let (v1_port, v2_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxconn 100\n\
+             defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
+             frontend v1\n  bind 127.0.0.1:{v1_port}\n  default_backend weir_v1\n\
+             frontend v2\n  bind 127.0.0.1:{v2_port}\n  default_backend weir_v2\n\
+             backend weir_v1\n  server weir {web} send-proxy\n\
+             backend weir_v2\n  server weir {web} send-proxy-v2\n",
+            web = s.web
+        ),
+    )
+    .expect("haproxy config");
+    let child = std::process::Command::new(found.expect("found"))
+        .args(["-db", "-f"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start haproxy");
+    let _haproxy = Haproxy(child);
+    for port in [v1_port, v2_port] {
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        assert!(
+            eventually_async(Duration::from_secs(10), || async {
+                TcpStream::connect(addr).await.is_ok()
+            })
+            .await,
+            "haproxy listens on {addr}"
+        );
+        // The client comes from 127.0.0.3; HAProxy connects to weir from
+        // 127.0.0.1, the trusted source, and names 127.0.0.3.
+        let mut c = connect_from("127.0.0.3", addr).await;
+        let answer = exchange(&mut c, REQUEST).await;
+        assert_eq!(forwarded_for(&answer), "127.0.0.3", "through port {port}");
+    }
+    assert_eq!(refused(&s).await.unwrap_or(0), 0);
 }

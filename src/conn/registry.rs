@@ -229,8 +229,7 @@ impl Registry {
         let key = ip_key(peer);
         let mut inner = self.lock();
         let max_per_ip = self.max_per_ip.load(Ordering::Relaxed);
-        if per_ip && max_per_ip > 0 && inner.per_ip.get(&key).copied().unwrap_or(0) >= max_per_ip
-        {
+        if per_ip && max_per_ip > 0 && inner.per_ip.get(&key).copied().unwrap_or(0) >= max_per_ip {
             return Err(Refused::PerIp);
         }
         let mut evicted = None;
@@ -510,15 +509,21 @@ mod tests {
         // The balancer's own address never fills a per-IP count.
         let a = unattributed(&r);
         let b = unattributed(&r);
-        assert_eq!(a.state.peer(), lb, "the socket's peer until a header names one");
-        a.attribute("192.0.2.1".parse().expect("ip")).expect("first client");
+        assert_eq!(
+            a.state.peer(),
+            lb,
+            "the socket's peer until a header names one"
+        );
+        a.attribute("192.0.2.1".parse().expect("ip"))
+            .expect("first client");
         assert_eq!(a.state.peer().to_string(), "192.0.2.1");
         assert_eq!(
             b.attribute("192.0.2.1".parse().expect("ip")),
             Err(Refused::PerIp),
             "the named client is at its cap"
         );
-        b.attribute("192.0.2.2".parse().expect("ip")).expect("another client");
+        b.attribute("192.0.2.2".parse().expect("ip"))
+            .expect("another client");
         assert_eq!(
             admit(&r, "192.0.2.2", Phase::Active).err(),
             Some(Refused::PerIp),
@@ -542,7 +547,8 @@ mod tests {
         let e = unattributed(&r);
         let (f, evicted) = admit(&r, "192.0.2.9", Phase::Active).expect("evicts");
         assert!(evicted.is_some());
-        e.attribute("192.0.2.3".parse().expect("ip")).expect("nothing to count");
+        e.attribute("192.0.2.3".parse().expect("ip"))
+            .expect("nothing to count");
         drop(f);
         let _g = admit(&r, "192.0.2.3", Phase::Active).expect("192.0.2.3 holds no count");
         drop(e);

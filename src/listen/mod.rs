@@ -261,7 +261,8 @@ impl ProxyProtocol {
     fn log_refusal(&self, listener: &str, peer: SocketAddr, refusal: proxy_protocol::Refusal) {
         use accept::LogAction;
         let kind = refusal.label();
-        let action = crate::sync::Locked::locked(&self.log).record(kind, tokio::time::Instant::now());
+        let action =
+            crate::sync::Locked::locked(&self.log).record(kind, tokio::time::Instant::now());
         let why = match refusal {
             proxy_protocol::Refusal::Missing => {
                 "a trusted source sent no PROXY header (is the balancer set to send one?)"

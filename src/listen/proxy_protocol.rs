@@ -191,7 +191,10 @@ pub fn parse(header: &[u8]) -> Result<Option<SocketAddr>, Invalid> {
     };
     // An IPv4 client written as an IPv4-mapped IPv6 address is the IPv4
     // client, in every log, header and limit.
-    Ok(Some(SocketAddr::new(source.ip().to_canonical(), source.port())))
+    Ok(Some(SocketAddr::new(
+        source.ip().to_canonical(),
+        source.port(),
+    )))
 }
 
 /// Why a connection was not taken.
@@ -330,7 +333,11 @@ mod tests {
         assert_eq!(signature(b""), Signature::Undecided);
         assert_eq!(signature(b"G"), Signature::Absent);
         assert_eq!(signature(b"PRI * HTTP/2.0"), Signature::Absent);
-        assert_eq!(signature(b"\x16\x03\x01"), Signature::Absent, "a ClientHello");
+        assert_eq!(
+            signature(b"\x16\x03\x01"),
+            Signature::Absent,
+            "a ClientHello"
+        );
         assert_eq!(signature(b"PROX"), Signature::Undecided);
         assert_eq!(signature(b"PROXY "), Signature::Present);
         assert_eq!(signature(b"\r\n\r\n\0"), Signature::Undecided);
@@ -366,7 +373,10 @@ mod tests {
             Err(Invalid::Malformed),
             "an IPv6 address under TCP4"
         );
-        assert_eq!(frame(b"PROXY TCP4 \rX"), Framing::Invalid(Invalid::Malformed));
+        assert_eq!(
+            frame(b"PROXY TCP4 \rX"),
+            Framing::Invalid(Invalid::Malformed)
+        );
         assert_eq!(frame(b"PROXY TCP4 1.2"), Framing::NeedMore(V1_MAX));
         assert_eq!(frame(b"PROXY TCP4 1.2\r"), Framing::NeedMore(V1_MAX));
         let long = [b"PROXY ".as_slice(), &[b'1'; 101]].concat();
@@ -374,7 +384,11 @@ mod tests {
         assert_eq!(frame(&long), Framing::Invalid(Invalid::TooLong));
         let mut at_limit = [b"PROXY ".as_slice(), &[b'1'; 99]].concat();
         at_limit.extend_from_slice(b"\r\n");
-        assert_eq!(frame(&at_limit), Framing::Header(V1_MAX), "107 bytes is allowed");
+        assert_eq!(
+            frame(&at_limit),
+            Framing::Header(V1_MAX),
+            "107 bytes is allowed"
+        );
     }
 
     #[test]
@@ -383,10 +397,7 @@ mod tests {
         assert_eq!(frame(&h[..15]), Framing::NeedMore(V2_FIXED));
         assert_eq!(frame(&h[..16]), Framing::NeedMore(28));
         assert_eq!(frame(&h), Framing::Header(28));
-        assert_eq!(
-            parse(&h),
-            Ok(Some("192.0.2.1:5555".parse().expect("addr")))
-        );
+        assert_eq!(parse(&h), Ok(Some("192.0.2.1:5555".parse().expect("addr"))));
         // TLVs (here AWS's VPC endpoint id, type 0xEA) are skipped.
         let tlv = [&[0xEA, 0, 5, 1][..], b"vpce"].concat();
         let with_tlv = v2_tcp4([192, 0, 2, 1], 5555, &tlv);
@@ -394,13 +405,23 @@ mod tests {
         assert!(parse(&with_tlv).is_ok());
         // IPv6, and an IPv4-mapped source taken as IPv4.
         let mut a = vec![0u8; 36];
-        a[..16].copy_from_slice(&"2001:db8::7".parse::<std::net::Ipv6Addr>().expect("v6").octets());
+        a[..16].copy_from_slice(
+            &"2001:db8::7"
+                .parse::<std::net::Ipv6Addr>()
+                .expect("v6")
+                .octets(),
+        );
         a[32..34].copy_from_slice(&7u16.to_be_bytes());
         assert_eq!(
             parse(&v2(1, 0x21, &a, &[])),
             Ok(Some("[2001:db8::7]:7".parse().expect("addr")))
         );
-        a[..16].copy_from_slice(&"::ffff:192.0.2.8".parse::<std::net::Ipv6Addr>().expect("v6").octets());
+        a[..16].copy_from_slice(
+            &"::ffff:192.0.2.8"
+                .parse::<std::net::Ipv6Addr>()
+                .expect("v6")
+                .octets(),
+        );
         assert_eq!(
             parse(&v2(1, 0x21, &a, &[])),
             Ok(Some("192.0.2.8:7".parse().expect("addr")))
@@ -458,7 +479,10 @@ mod tests {
         let (got, mut server) = reader.await.expect("join");
         assert_eq!(got, Ok(Some("192.0.2.1:5555".parse().expect("addr"))));
         let mut rest = vec![0u8; after.len()];
-        server.read_exact(&mut rest).await.expect("the rest is there");
+        server
+            .read_exact(&mut rest)
+            .await
+            .expect("the rest is there");
         assert_eq!(&rest, after);
 
         // v1 and the request in one write.
@@ -479,19 +503,31 @@ mod tests {
     #[tokio::test]
     async fn trust_decides_whether_a_header_is_required_or_refused() {
         let (mut server, mut client) = pair().await;
-        client.write_all(b"GET / HTTP/1.1\r\n").await.expect("write");
+        client
+            .write_all(b"GET / HTTP/1.1\r\n")
+            .await
+            .expect("write");
         assert_eq!(read_header(&mut server, true).await, Err(Refusal::Missing));
 
         let (mut server, mut client) = pair().await;
-        client.write_all(b"GET / HTTP/1.1\r\n").await.expect("write");
+        client
+            .write_all(b"GET / HTTP/1.1\r\n")
+            .await
+            .expect("write");
         assert_eq!(read_header(&mut server, false).await, Ok(None));
         let mut first = [0u8; 3];
         server.read_exact(&mut first).await.expect("read");
-        assert_eq!(&first, b"GET", "an untrusted client's bytes are left in place");
+        assert_eq!(
+            &first, b"GET",
+            "an untrusted client's bytes are left in place"
+        );
 
         let (mut server, mut client) = pair().await;
         client.write_all(b"PROXY TCP4 ").await.expect("write");
-        assert_eq!(read_header(&mut server, false).await, Err(Refusal::Untrusted));
+        assert_eq!(
+            read_header(&mut server, false).await,
+            Err(Refusal::Untrusted)
+        );
 
         let (mut server, mut client) = pair().await;
         client.write_all(&V2_SIGNATURE[..7]).await.expect("write");

@@ -155,7 +155,11 @@ mod tests {
             "{}",
             p[0]
         );
-        assert!(p[1].contains("listener[1].proxy_protocol_from[3]"), "{}", p[1]);
+        assert!(
+            p[1].contains("listener[1].proxy_protocol_from[3]"),
+            "{}",
+            p[1]
+        );
     }
 
     #[test]

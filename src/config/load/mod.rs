@@ -110,10 +110,12 @@ fn socket_addr(t: &Section<'_, '_>, key: &'static str) -> Option<SocketAddr> {
 fn ip_networks(t: &Section<'_, '_>, key: &'static str) -> Vec<ipnet::IpNet> {
     let mut out = Vec::new();
     for entry in t.string_list(key).unwrap_or_default() {
-        let parsed = entry
-            .value
-            .parse::<ipnet::IpNet>()
-            .or_else(|_| entry.value.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+        let parsed = entry.value.parse::<ipnet::IpNet>().or_else(|_| {
+            entry
+                .value
+                .parse::<std::net::IpAddr>()
+                .map(ipnet::IpNet::from)
+        });
         match parsed {
             Ok(net) => out.push(net),
             Err(_) => entry.problem(
