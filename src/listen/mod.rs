@@ -4,7 +4,10 @@
 //! Each accepted connection is admitted through the
 //! [`crate::conn::registry::Registry`]
 //! (which may evict an unproductive connection to make room, or refuse),
-//! then served in its own task by [`crate::conn::serve`], which hands its
+//! then served in its own task by [`crate::conn::serve`] — on a listener
+//! with `proxy_protocol_from`, after the PROXY header a balancer sends has
+//! named the client, which then is the connection's peer (see
+//! [`proxy_protocol`] and `serve_proxied`) — which hands its
 //! requests to the handler every loop shares ([`Shared::handler`]: the
 //! gateway, in weir; this module only knows the trait). Accept errors go
 //! through the policy in [`accept`]. The loop stops when shutdown begins,

@@ -501,6 +501,18 @@ mod tests {
             restart_only_changes(&redirect(443), &redirect(8443)),
             ["listener"]
         );
+        let proxied = |from: &str| {
+            parse(&format!(
+                "{}[[listener]]\nname = \"p\"\naddress = \"127.0.0.1:0\"\n\
+                 proxy_protocol_from = [{from}]\n",
+                config_text(100, false)
+            ))
+        };
+        assert_eq!(
+            restart_only_changes(&proxied(""), &proxied("\"10.0.0.0/8\"")),
+            ["listener"],
+            "PROXY protocol sources are fixed at start"
+        );
         assert!(restart_only_changes(&base, &base).is_empty());
     }
 
