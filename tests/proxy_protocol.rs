@@ -501,3 +501,32 @@ async fn behind_the_real_haproxy_with_send_proxy_and_send_proxy_v2() {
     }
     assert_eq!(refused(&s).await.unwrap_or(0), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cleartext_http2_follows_the_header() {
+    let s = start("", "", "").await;
+    let mut tcp = connect_from("127.0.0.1", s.web).await;
+    tcp.write_all(&v2("192.0.2.30:1".parse().expect("addr"), &[]))
+        .await
+        .expect("header");
+    // The HTTP/2 preface comes next: weir's sniff must see it whole.
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .uri(format!("http://{}/echo", s.web))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let resp = sender.send_request(req).await.expect("response");
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    let (status, _, body) = split(resp).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        echo_json(&body)["headers"]["x-forwarded-for"][0],
+        "192.0.2.30"
+    );
+}

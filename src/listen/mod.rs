@@ -490,3 +490,28 @@ pub fn socket_handover(socket: &TcpListener) -> Option<std::net::TcpListener> {
     let fd = std::os::fd::AsFd::as_fd(socket).try_clone_to_owned().ok()?;
     Some(std::net::TcpListener::from(fd))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_balancer_reached_over_a_dual_stack_socket_is_trusted_as_ipv4() {
+        let p = ProxyProtocol {
+            from: vec![
+                "10.0.0.0/8".parse().expect("net"),
+                "2001:db8::/32".parse().expect("net"),
+            ],
+            log: Default::default(),
+        };
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+        assert!(p.trusts(ip("10.1.2.3")));
+        assert!(
+            p.trusts(ip("::ffff:10.1.2.3")),
+            "as a [::] listener sees it"
+        );
+        assert!(p.trusts(ip("2001:db8::5")));
+        assert!(!p.trusts(ip("11.0.0.1")));
+        assert!(!p.trusts(ip("::ffff:11.0.0.1")));
+    }
+}
