@@ -3,7 +3,8 @@
 //! nightly, here on stable so every `cargo test` runs them: the SSE
 //! framer, the model extraction and splice, every translation pair
 //! (request, whole answer, error body, stream events), each API's stream
-//! watcher, local token counting and the config loader. Inputs are JSON
+//! watcher, local token counting, the config loader and the PROXY
+//! protocol header reader's framing and parsing. Inputs are JSON
 //! built from the fields the APIs use, with values of every type (a number
 //! where an object belongs found the panic of issue 23).
 
@@ -11,6 +12,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
+use weir::listen::proxy_protocol::{Framing, V2_SIGNATURE, frame, parse};
 use weir::llm::body::{model, splice};
 use weir::llm::translate::{Pair, tokens};
 use weir::wire::Api;
@@ -227,6 +229,39 @@ proptest! {
     #[test]
     fn token_counting_takes_any_body(body in json()) {
         let _ = tokens::count(body.to_string().as_bytes());
+    }
+
+    /// A PROXY header split anywhere: each prefix asks for more (within
+    /// what it names) or decides what the whole does; a header never
+    /// reaches past what arrived, and its fields parse without a panic.
+    #[test]
+    fn proxy_headers_decide_the_same_whole_or_in_pieces(
+        start in prop_oneof![
+            Just(&b"PROXY "[..]),
+            Just(&b"PROXY TCP4 192.0.2.1 "[..]),
+            Just(&b"PROXY TCP6 "[..]),
+            Just(&V2_SIGNATURE[..]),
+            Just(&b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c"[..]),
+            Just(&b""[..]),
+        ],
+        // CR and LF often, so v1 lines end (and end badly) early.
+        rest in prop::collection::vec(
+            prop_oneof![4 => any::<u8>(), 1 => Just(b'\r'), 1 => Just(b'\n')],
+            0..300,
+        ),
+    ) {
+        let input = [start, &rest].concat();
+        let whole = frame(&input);
+        if let Framing::Header(len) = whole {
+            prop_assert!(len <= input.len());
+            let _ = parse(&input[..len]);
+        }
+        for k in 0..input.len() {
+            match frame(&input[..k]) {
+                Framing::NeedMore(most) => prop_assert!(most > k),
+                decided => prop_assert_eq!(decided, whole),
+            }
+        }
     }
 
     #[test]

@@ -219,6 +219,9 @@ pub struct ListenerConfig {
     pub tls: Option<TlsSettings>,
     /// When set, this listener only redirects to HTTPS.
     pub redirect_https: Option<RedirectSettings>,
+    /// Sources that must open every connection with a PROXY protocol
+    /// header (v1 or v2); empty: the feature is off on this listener.
+    pub proxy_protocol_from: Vec<IpNet>,
 }
 
 #[derive(Debug, Clone)]

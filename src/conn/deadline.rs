@@ -107,7 +107,7 @@ pub async fn sweep(
         }
         sweep_once(&registry, &deadlines, &mut overdue);
         for (c, reason) in overdue.drain(..) {
-            tracing::debug!(peer = %c.peer, listener = %c.listener, reason = reason.label(), "closing connection");
+            tracing::debug!(peer = %c.peer(), listener = %c.listener, reason = reason.label(), "closing connection");
             c.close(reason);
         }
     }

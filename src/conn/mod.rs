@@ -185,7 +185,7 @@ async fn close_tls(mut tls: tokio_rustls::server::TlsStream<TcpStream>) {
 /// here, once, before the socket closes — so whoever sees the close also
 /// sees it counted. A body-rate close is counted where its 408 is answered
 /// (`Rescue`), since that close goes through hyper's Connection: close.
-fn count_close(state: &ConnState, metrics: &Metrics) {
+pub fn count_close(state: &ConnState, metrics: &Metrics) {
     let reason = state.close_reason();
     if reason != CloseReason::None && state.first_count() {
         metrics.connection_closed(reason.label());

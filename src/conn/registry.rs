@@ -131,6 +131,14 @@ pub struct Slot {
     open_gauge: Gauge,
 }
 
+impl Slot {
+    /// Count this connection, admitted unattributed, under `client`'s
+    /// per-IP cap; `Err(Refused::PerIp)` when the client is at the cap.
+    pub fn attribute(&self, client: IpAddr) -> Result<(), Refused> {
+        self.registry.attribute(self.id, &self.state, client)
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         self.registry.remove(self.id);
@@ -192,10 +200,36 @@ impl Registry {
         phase: Phase,
         open_gauge: Gauge,
     ) -> Result<(Slot, Option<Arc<ConnState>>), Refused> {
+        self.admit_as(peer, true, listener, phase, open_gauge)
+    }
+
+    /// Admit a connection from a balancer that will name the client in a
+    /// PROXY header: under the process-wide cap now, under the per-IP cap
+    /// only once [`Slot::attribute`] is given the client's address (the
+    /// balancer's own address is not a client's, and must not fill its
+    /// per-IP count).
+    pub fn admit_unattributed(
+        self: &Arc<Self>,
+        socket_peer: IpAddr,
+        listener: Arc<str>,
+        phase: Phase,
+        open_gauge: Gauge,
+    ) -> Result<(Slot, Option<Arc<ConnState>>), Refused> {
+        self.admit_as(socket_peer, false, listener, phase, open_gauge)
+    }
+
+    fn admit_as(
+        self: &Arc<Self>,
+        peer: IpAddr,
+        per_ip: bool,
+        listener: Arc<str>,
+        phase: Phase,
+        open_gauge: Gauge,
+    ) -> Result<(Slot, Option<Arc<ConnState>>), Refused> {
         let key = ip_key(peer);
         let mut inner = self.lock();
         let max_per_ip = self.max_per_ip.load(Ordering::Relaxed);
-        if max_per_ip > 0 && inner.per_ip.get(&key).copied().unwrap_or(0) >= max_per_ip {
+        if per_ip && max_per_ip > 0 && inner.per_ip.get(&key).copied().unwrap_or(0) >= max_per_ip {
             return Err(Refused::PerIp);
         }
         let mut evicted = None;
@@ -214,7 +248,10 @@ impl Registry {
         let at = inner.entries.len();
         inner.entries.push((id, state.clone()));
         inner.index.insert(id, at);
-        *inner.per_ip.entry(key).or_insert(0) += 1;
+        if per_ip {
+            *inner.per_ip.entry(key).or_insert(0) += 1;
+            let _ = state.counted_as.set(peer);
+        }
         self.open.store(inner.entries.len(), Ordering::Relaxed);
         drop(inner);
         open_gauge.inc();
@@ -229,17 +266,38 @@ impl Registry {
         ))
     }
 
+    /// Count an unattributed connection under `client`'s per-IP cap, or
+    /// refuse it if the client is at the cap. A connection already
+    /// evicted is not counted (its task is closing it).
+    fn attribute(&self, id: u64, state: &ConnState, client: IpAddr) -> Result<(), Refused> {
+        let key = ip_key(client);
+        let mut inner = self.lock();
+        if !inner.index.contains_key(&id) || state.counted_as.get().is_some() {
+            return Ok(());
+        }
+        let max_per_ip = self.max_per_ip.load(Ordering::Relaxed);
+        if max_per_ip > 0 && inner.per_ip.get(&key).copied().unwrap_or(0) >= max_per_ip {
+            return Err(Refused::PerIp);
+        }
+        *inner.per_ip.entry(key).or_insert(0) += 1;
+        let _ = state.counted_as.set(client);
+        Ok(())
+    }
+
     fn forget(inner: &mut Inner, id: u64) -> Option<Arc<ConnState>> {
         let at = inner.index.remove(&id)?;
         let (_, state) = inner.entries.swap_remove(at);
         if let Some((moved, _)) = inner.entries.get(at) {
             inner.index.insert(*moved, at);
         }
-        let key = ip_key(state.peer);
-        if let Some(n) = inner.per_ip.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                inner.per_ip.remove(&key);
+        // An unattributed connection was never counted per IP.
+        if let Some(&counted) = state.counted_as.get() {
+            let key = ip_key(counted);
+            if let Some(n) = inner.per_ip.get_mut(&key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    inner.per_ip.remove(&key);
+                }
             }
         }
         Some(state)
@@ -437,6 +495,64 @@ mod tests {
         let _c = admit(&r, "2001:db8:0:1::1", Phase::Active).expect("another /64");
         r.set_max_per_ip(3);
         let _d = admit(&r, "2001:db8:0:0:1::1", Phase::Active).expect("raised cap");
+    }
+
+    #[test]
+    fn a_balancers_connections_count_under_the_clients_they_name() {
+        let r = Registry::new(3, 1);
+        let lb: IpAddr = "10.0.0.1".parse().expect("ip");
+        let unattributed = |r: &Arc<Registry>| {
+            r.admit_unattributed(lb, "l".into(), Phase::ReadingHead, Gauge::default())
+                .expect("admitted")
+                .0
+        };
+        // The balancer's own address never fills a per-IP count.
+        let a = unattributed(&r);
+        let b = unattributed(&r);
+        assert_eq!(
+            a.state.peer(),
+            lb,
+            "the socket's peer until a header names one"
+        );
+        a.attribute("192.0.2.1".parse().expect("ip"))
+            .expect("first client");
+        assert_eq!(a.state.peer().to_string(), "192.0.2.1");
+        assert_eq!(
+            b.attribute("192.0.2.1".parse().expect("ip")),
+            Err(Refused::PerIp),
+            "the named client is at its cap"
+        );
+        b.attribute("192.0.2.2".parse().expect("ip"))
+            .expect("another client");
+        assert_eq!(
+            admit(&r, "192.0.2.2", Phase::Active).err(),
+            Some(Refused::PerIp),
+            "counted like a direct connection of that client"
+        );
+        // The global cap still holds for unattributed connections.
+        let c = unattributed(&r);
+        for busy in [&a, &b, &c] {
+            busy.state.request_started();
+        }
+        assert_eq!(
+            r.admit_unattributed(lb, "l".into(), Phase::Active, Gauge::default())
+                .err(),
+            Some(Refused::Full)
+        );
+        drop(a);
+        let _d = admit(&r, "192.0.2.1", Phase::Active).expect("the client's count was freed");
+        drop(c);
+        // An evicted, unattributed connection is not counted later.
+        let r = Registry::new(1, 1);
+        let e = unattributed(&r);
+        let (f, evicted) = admit(&r, "192.0.2.9", Phase::Active).expect("evicts");
+        assert!(evicted.is_some());
+        e.attribute("192.0.2.3".parse().expect("ip"))
+            .expect("nothing to count");
+        drop(f);
+        let _g = admit(&r, "192.0.2.3", Phase::Active).expect("192.0.2.3 holds no count");
+        drop(e);
+        assert_eq!(r.open(), 1, "the evicted slot's drop frees nothing else");
     }
 
     #[test]

@@ -101,7 +101,12 @@ impl CloseReason {
 
 /// The shared, lock-free state of one connection.
 pub struct ConnState {
-    pub peer: IpAddr,
+    /// The TCP peer: the client, or the balancer that sent a PROXY header.
+    socket_peer: IpAddr,
+    /// The client's address as the per-IP cap counts it, set by the
+    /// registry when it counts the connection: at admission, or — behind
+    /// a balancer — once the PROXY header has named the client.
+    pub(super) counted_as: std::sync::OnceLock<IpAddr>,
     pub listener: Arc<str>,
     epoch: Instant,
     phase: AtomicU8,
@@ -156,7 +161,8 @@ pub enum Wake {
 impl ConnState {
     pub(super) fn new(peer: IpAddr, listener: Arc<str>, epoch: Instant, phase: Phase) -> Self {
         let s = ConnState {
-            peer,
+            socket_peer: peer,
+            counted_as: std::sync::OnceLock::new(),
             listener,
             epoch,
             phase: AtomicU8::new(phase as u8),
@@ -175,6 +181,12 @@ impl ConnState {
         };
         s.since_us.store(s.now_us(), Ordering::Relaxed);
         s
+    }
+
+    /// The client's address: the one a PROXY header carried, once read,
+    /// else the TCP peer.
+    pub fn peer(&self) -> IpAddr {
+        self.counted_as.get().copied().unwrap_or(self.socket_peer)
     }
 
     fn now_us(&self) -> u64 {

@@ -4,7 +4,10 @@
 //! Each accepted connection is admitted through the
 //! [`crate::conn::registry::Registry`]
 //! (which may evict an unproductive connection to make room, or refuse),
-//! then served in its own task by [`crate::conn::serve`], which hands its
+//! then served in its own task by [`crate::conn::serve`] — on a listener
+//! with `proxy_protocol_from`, after the PROXY header a balancer sends has
+//! named the client, which then is the connection's peer (see
+//! [`proxy_protocol`] and `serve_proxied`) — which hands its
 //! requests to the handler every loop shares ([`Shared::handler`]: the
 //! gateway, in weir; this module only knows the trait). Accept errors go
 //! through the policy in [`accept`]. The loop stops when shutdown begins,
@@ -14,6 +17,7 @@
 pub mod accept;
 pub mod budget;
 pub mod handover;
+pub mod proxy_protocol;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -199,6 +203,12 @@ impl Listener {
             ..
         } = self;
         let log = Arc::new(std::sync::Mutex::new(LogDedup::default()));
+        let proxy_protocol = (!config.proxy_protocol_from.is_empty()).then(|| {
+            Arc::new(ProxyProtocol {
+                from: config.proxy_protocol_from.clone(),
+                log: Default::default(),
+            })
+        });
         sockets
             .into_iter()
             .map(|socket| {
@@ -207,6 +217,7 @@ impl Listener {
                     name.clone(),
                     config.redirect_https,
                     tls.clone(),
+                    proxy_protocol.clone(),
                     shared.clone(),
                     log.clone(),
                 )
@@ -236,12 +247,104 @@ fn bind_socket(address: SocketAddr, reuse_port: bool) -> std::io::Result<std::ne
 /// when accepting stops (the listen backlog's size).
 const BACKLOG_AT_STOP: usize = 1024;
 
+/// A listener's PROXY protocol settings, shared by its accept loops.
+struct ProxyProtocol {
+    /// The sources that must send a header (and the only ones that may).
+    from: Vec<ipnet::IpNet>,
+    /// Refusals are logged once per kind per 10 s for the listener.
+    log: std::sync::Mutex<LogDedup>,
+}
+
+impl ProxyProtocol {
+    fn trusts(&self, peer: std::net::IpAddr) -> bool {
+        let peer = peer.to_canonical();
+        self.from.iter().any(|n| n.contains(&peer))
+    }
+
+    fn log_refusal(&self, listener: &str, peer: SocketAddr, refusal: proxy_protocol::Refusal) {
+        use accept::LogAction;
+        let kind = refusal.label();
+        let action =
+            crate::sync::Locked::locked(&self.log).record(kind, tokio::time::Instant::now());
+        let why = match refusal {
+            proxy_protocol::Refusal::Missing => {
+                "a trusted source sent no PROXY header (is the balancer set to send one?)"
+            }
+            proxy_protocol::Refusal::Untrusted => {
+                "a PROXY header from a source not in proxy_protocol_from"
+            }
+            _ => "an invalid PROXY header",
+        };
+        match action {
+            LogAction::First => {
+                tracing::warn!(listener, %peer, kind, "connection refused: {why}");
+            }
+            LogAction::Summary { suppressed } => {
+                tracing::warn!(listener, %peer, kind, suppressed, "connection refused: {why}; repeats were suppressed");
+            }
+            LogAction::Suppressed => {}
+        }
+    }
+}
+
+/// A connection from a listener with PROXY protocol on: read the header
+/// (under the handshake or head deadline, which the sweeper enforces
+/// through the close reason), count a balancer's connection under the
+/// client it names, then serve it as that client.
+async fn serve_proxied<H: Handler>(
+    mut stream: tokio::net::TcpStream,
+    mut info: ConnInfo,
+    trusted: bool,
+    proxy: Arc<ProxyProtocol>,
+    listener: Arc<str>,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared<H>>,
+) {
+    let state = info.slot.state.clone();
+    let read = tokio::select! {
+        read = proxy_protocol::read_header(&mut stream, trusted) => read,
+        _ = state.close_requested(crate::conn::state::CloseReason::None) => {
+            conn::count_close(&state, &shared.metrics);
+            return;
+        }
+    };
+    let client = match read {
+        Ok(client) => client,
+        Err(proxy_protocol::Refusal::Gone) => return,
+        Err(refusal) => {
+            shared.metrics.connection_refused("proxy_protocol");
+            proxy.log_refusal(&listener, info.peer, refusal);
+            return;
+        }
+    };
+    if trusted {
+        // LOCAL and UNKNOWN: the balancer's own connection.
+        let client = client.unwrap_or(info.peer);
+        if info.slot.attribute(client.ip()).is_err() {
+            shared.metrics.connection_refused("per_ip");
+            tracing::debug!(peer = %client, balancer = %info.peer, listener = %listener, reason = "per_ip", "connection refused");
+            return;
+        }
+        info.peer = client;
+    }
+    conn::serve(
+        stream,
+        info,
+        tls,
+        shared.handler.clone(),
+        shared.metrics.clone(),
+        shared.settings.load_full(),
+    )
+    .await;
+}
+
 /// Accept until shutdown begins.
 async fn accept_loop<H: Handler>(
     socket: std::net::TcpListener,
     name: Arc<str>,
     redirect: Option<crate::config::RedirectSettings>,
     tls: Option<TlsAcceptor>,
+    proxy_protocol: Option<Arc<ProxyProtocol>>,
     shared: Arc<Shared<H>>,
     log: Arc<std::sync::Mutex<LogDedup>>,
 ) {
@@ -269,13 +372,22 @@ async fn accept_loop<H: Handler>(
         } else {
             Phase::ReadingHead
         };
-        let slot = match shared
-            .registry
-            .admit(peer.ip(), name.clone(), phase, open_gauge.clone())
-        {
+        // A balancer's connection is counted per IP under the client its
+        // PROXY header names, once read.
+        let trusted = proxy_protocol.as_ref().is_some_and(|p| p.trusts(peer.ip()));
+        let admitted = if trusted {
+            shared
+                .registry
+                .admit_unattributed(peer.ip(), name.clone(), phase, open_gauge.clone())
+        } else {
+            shared
+                .registry
+                .admit(peer.ip(), name.clone(), phase, open_gauge.clone())
+        };
+        let slot = match admitted {
             Ok((slot, evicted)) => {
                 if let Some(victim) = evicted {
-                    tracing::debug!(peer = %victim.peer, listener = %victim.listener, "reclaimed an unproductive connection at the cap");
+                    tracing::debug!(peer = %victim.peer(), listener = %victim.listener, "reclaimed an unproductive connection at the cap");
                 }
                 slot
             }
@@ -298,14 +410,29 @@ async fn accept_loop<H: Handler>(
             shutdown: shared.shutdown.clone(),
             peer_text: std::sync::OnceLock::new(),
         };
-        tokio::spawn(conn::serve(
-            stream,
-            info,
-            tls.clone(),
-            shared.handler.clone(),
-            shared.metrics.clone(),
-            shared.settings.load_full(),
-        ));
+        match &proxy_protocol {
+            None => {
+                tokio::spawn(conn::serve(
+                    stream,
+                    info,
+                    tls.clone(),
+                    shared.handler.clone(),
+                    shared.metrics.clone(),
+                    shared.settings.load_full(),
+                ));
+            }
+            Some(proxy) => {
+                tokio::spawn(serve_proxied(
+                    stream,
+                    info,
+                    trusted,
+                    proxy.clone(),
+                    name.clone(),
+                    tls.clone(),
+                    shared.clone(),
+                ));
+            }
+        }
     };
     loop {
         let (stream, peer) = tokio::select! {
@@ -362,4 +489,29 @@ fn take_backlog(
 pub fn socket_handover(socket: &TcpListener) -> Option<std::net::TcpListener> {
     let fd = std::os::fd::AsFd::as_fd(socket).try_clone_to_owned().ok()?;
     Some(std::net::TcpListener::from(fd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_balancer_reached_over_a_dual_stack_socket_is_trusted_as_ipv4() {
+        let p = ProxyProtocol {
+            from: vec![
+                "10.0.0.0/8".parse().expect("net"),
+                "2001:db8::/32".parse().expect("net"),
+            ],
+            log: Default::default(),
+        };
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+        assert!(p.trusts(ip("10.1.2.3")));
+        assert!(
+            p.trusts(ip("::ffff:10.1.2.3")),
+            "as a [::] listener sees it"
+        );
+        assert!(p.trusts(ip("2001:db8::5")));
+        assert!(!p.trusts(ip("11.0.0.1")));
+        assert!(!p.trusts(ip("::ffff:11.0.0.1")));
+    }
 }

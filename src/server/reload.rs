@@ -324,7 +324,7 @@ macro_rules! setting {
 /// The settings fixed at start, by the name a reload reports them under,
 /// and what each sizes or owns: the listeners' sockets and accept loops
 /// (a listener added, removed or renamed, its address, TLS or not, its
-/// redirect), the connection registry, the request gate and the byte
+/// redirect, the sources it takes PROXY headers from), the connection registry, the request gate and the byte
 /// budget (semaphores), the worker threads, the drain's timeout, the config
 /// watcher, the admin listener and its token, the log writers.
 pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
@@ -339,7 +339,9 @@ pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
     ("log", |a, b| log(a) != log(b)),
 ];
 
-fn listeners(c: &Config) -> Vec<(&str, SocketAddr, bool, Option<u16>)> {
+type ListenerFixed<'a> = (&'a str, SocketAddr, bool, Option<u16>, &'a [ipnet::IpNet]);
+
+fn listeners(c: &Config) -> Vec<ListenerFixed<'_>> {
     c.listeners
         .iter()
         .map(|l| {
@@ -348,6 +350,7 @@ fn listeners(c: &Config) -> Vec<(&str, SocketAddr, bool, Option<u16>)> {
                 l.address,
                 l.tls.is_some(),
                 l.redirect_https.map(|r| r.https_port),
+                l.proxy_protocol_from.as_slice(),
             )
         })
         .collect()
@@ -497,6 +500,18 @@ mod tests {
         assert_eq!(
             restart_only_changes(&redirect(443), &redirect(8443)),
             ["listener"]
+        );
+        let proxied = |from: &str| {
+            parse(&format!(
+                "{}[[listener]]\nname = \"p\"\naddress = \"127.0.0.1:0\"\n\
+                 proxy_protocol_from = [{from}]\n",
+                config_text(100, false)
+            ))
+        };
+        assert_eq!(
+            restart_only_changes(&proxied(""), &proxied("\"10.0.0.0/8\"")),
+            ["listener"],
+            "PROXY protocol sources are fixed at start"
         );
         assert!(restart_only_changes(&base, &base).is_empty());
     }

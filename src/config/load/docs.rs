@@ -66,6 +66,7 @@ name = "plain"
 address = "127.0.0.1:1"
 redirect_https = true
 https_port = 8443
+proxy_protocol_from = ["10.0.0.0/8"]
 
 [[listener]]
 address = "127.0.0.1:2"

@@ -59,6 +59,7 @@ pub(super) fn listeners(
             );
         }
         let name = t.string("name").map(|n| n.value);
+        let proxy_protocol_from = ip_networks(&t, "proxy_protocol_from");
         if let Some(address) = address {
             out.push(ListenerConfig {
                 name: name.unwrap_or_else(|| address.to_string()),
@@ -67,6 +68,7 @@ pub(super) fn listeners(
                 redirect_https: redirect.then(|| RedirectSettings {
                     https_port: https_port.unwrap_or(defaults::HTTPS_PORT),
                 }),
+                proxy_protocol_from,
             });
         }
     }
@@ -137,6 +139,26 @@ mod tests {
             p.iter()
                 .any(|l| l.contains("listener[1].address") && l.contains("already used")),
             "{p:#?}"
+        );
+    }
+
+    #[test]
+    fn proxy_protocol_sources_are_networks_or_addresses() {
+        let p = problems(&format!(
+            "{MINIMAL}[[listener]]\naddress = \"127.0.0.1:1\"\n\
+             proxy_protocol_from = [\"10.0.0.0/8\", \"192.0.2.7\", \"10.0.0.0/33\", \"lb.example\"]\n"
+        ));
+        assert_eq!(p.len(), 2, "{p:#?}");
+        assert!(
+            p[0].contains("listener[1].proxy_protocol_from[2]")
+                && p[0].contains("`10.0.0.0/33` is not an IP address or CIDR block"),
+            "{}",
+            p[0]
+        );
+        assert!(
+            p[1].contains("listener[1].proxy_protocol_from[3]"),
+            "{}",
+            p[1]
         );
     }
 

@@ -105,6 +105,29 @@ fn socket_addr(t: &Section<'_, '_>, key: &'static str) -> Option<SocketAddr> {
     }
 }
 
+/// A list of IP networks (`"10.0.0.0/8"`, or a bare address for one
+/// host); each entry that is neither is reported at its place.
+fn ip_networks(t: &Section<'_, '_>, key: &'static str) -> Vec<ipnet::IpNet> {
+    let mut out = Vec::new();
+    for entry in t.string_list(key).unwrap_or_default() {
+        let parsed = entry.value.parse::<ipnet::IpNet>().or_else(|_| {
+            entry
+                .value
+                .parse::<std::net::IpAddr>()
+                .map(ipnet::IpNet::from)
+        });
+        match parsed {
+            Ok(net) => out.push(net),
+            Err(_) => entry.problem(
+                t.doc(),
+                format!("`{}` is not an IP address or CIDR block", entry.value),
+                Some("write it like \"10.0.0.0/8\" or \"192.0.2.7\"".into()),
+            ),
+        }
+    }
+    out
+}
+
 /// A required address; reports it missing.
 fn required_socket_addr(
     t: &Section<'_, '_>,

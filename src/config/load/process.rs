@@ -1,10 +1,6 @@
 //! The process-wide tables: `[server]`, `[connections]`, `[http1]`,
 //! `[http2]`, `[log]`, `[admin]` and `[upstream]`.
 
-use std::net::IpAddr;
-
-use ipnet::IpNet;
-
 use super::*;
 
 /// Request heads (HTTP/1.1) and header lists (HTTP/2): hyper's read
@@ -39,20 +35,7 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
     if let Some(b) = t.bool("watch_config") {
         s.watch_config = b;
     }
-    for entry in t.string_list("trusted_proxies").unwrap_or_default() {
-        let parsed = entry
-            .value
-            .parse::<IpNet>()
-            .or_else(|_| entry.value.parse::<IpAddr>().map(IpNet::from));
-        match parsed {
-            Ok(net) => s.trusted_proxies.push(net),
-            Err(_) => entry.problem(
-                t.doc(),
-                format!("`{}` is not an IP address or CIDR block", entry.value),
-                Some("write it like \"10.0.0.0/8\" or \"192.0.2.7\"".into()),
-            ),
-        }
-    }
+    s.trusted_proxies = ip_networks(&t, "trusted_proxies");
     s
 }
 
