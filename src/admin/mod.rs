@@ -1,6 +1,6 @@
-//! The admin listener: `/health` for load balancers and `/metrics` for
-//! Prometheus, open to whoever can reach the listener (loopback by
-//! default); and `/admin/*` behind a bearer token — reload, reopen-logs,
+//! The admin listener: `/health` for load balancers, `/metrics` for
+//! Prometheus and `/usage` (LLM client tokens against their budgets), open
+//! to whoever can reach the listener (loopback by default); and `/admin/*` behind a bearer token — reload, reopen-logs,
 //! status (rendered here from what the running server reports) and the
 //! effective config — which, without a configured token, answers 404. It
 //! has its own socket and
