@@ -58,7 +58,8 @@ impl Gateway {
         metrics: Arc<Metrics>,
         challenges: Arc<Challenges>,
     ) -> Result<Self, BuildError> {
-        let records = crate::telemetry::RecordSink::open(&config.log).map_err(BuildError::UsageLog)?;
+        let records =
+            crate::telemetry::RecordSink::open(&config.log).map_err(BuildError::UsageLog)?;
         let standing = Standing::new(
             config.server.max_concurrent_requests,
             config.server.max_buffered_body_bytes,

@@ -61,6 +61,33 @@ async fn as_client(
     .await
 }
 
+/// [`as_client`], which must be served (200); the answer's body.
+async fn served(weir: &Weir, path: &str, body: &Value, token: &str) -> String {
+    let (s, _, answer) = as_client(weir, path, body, token).await;
+    assert_eq!(s, 200, "{path}: {answer}");
+    answer
+}
+
+/// `Retry-After` in `h` says the current UTC window of `period` seconds
+/// ends then (give or take the second the request took).
+fn retry_after_is_the_window_end(h: &http::HeaderMap, period: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let left = period - now % period;
+    let retry: u64 = h["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!(
+        (left.saturating_sub(1)..=left + 1).contains(&retry),
+        "Retry-After {retry}, {left} s left in the window of {period} s"
+    );
+    retry
+}
+
 fn messages(model: &str, stream: bool, max_tokens: u64) -> Value {
     json!({
         "model": model,
@@ -106,7 +133,10 @@ async fn metric_f64(weir: &Weir, line: &str) -> Option<f64> {
 
 async fn admin_json(weir: &Weir, path: &str) -> (http::StatusCode, Value) {
     let (s, _, body) = get(&h1_client(), &weir.admin_url(path)).await;
-    (s, serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}")))
+    (
+        s,
+        serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}")),
+    )
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -117,10 +147,12 @@ fn close(a: f64, b: f64) -> bool {
 async fn usage_is_counted_per_client_in_metrics_and_records() {
     let up = serving(WORDS).await;
     let weir = start("anthropic", &up, "", &clients("")).await;
-    for (token, stream) in [("tok-alice", false), ("tok-alice", false), ("tok-bob", true)] {
-        let (s, _, body) =
-            as_client(&weir, "/v1/messages", &messages("m", stream, 64), token).await;
-        assert_eq!(s, 200, "{body}");
+    for (token, stream) in [
+        ("tok-alice", false),
+        ("tok-alice", false),
+        ("tok-bob", true),
+    ] {
+        served(&weir, "/v1/messages", &messages("m", stream, 64), token).await;
     }
     // The mock reports 12 input tokens, and 3 output tokens (the words).
     let series = |client: &str, kind: &str| {
@@ -176,7 +208,10 @@ async fn usage_is_counted_per_client_in_metrics_and_records() {
     ] {
         assert_eq!(r[field], want, "{field} in {r}");
     }
-    assert!(r["duration_ms"].is_u64() && r["first_token_ms"].is_u64(), "{r}");
+    assert!(
+        r["duration_ms"].is_u64() && r["first_token_ms"].is_u64(),
+        "{r}"
+    );
     assert!(r["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
     let alice = records.iter().filter(|r| r["client"] == "alice").count();
     assert_eq!(alice, 2);
@@ -191,11 +226,26 @@ fn anthropic_cached(seen: &Seen) -> Reply {
         return json_reply_owned(body);
     }
     let events = [
-        ("message_start", json!({"type":"message_start","message":{"id":"msg_c","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":100,"cache_read_input_tokens":1000,"cache_creation_input_tokens":200,"output_tokens":1}}})),
-        ("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
-        ("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}})),
-        ("content_block_stop", json!({"type":"content_block_stop","index":0})),
-        ("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":50}})),
+        (
+            "message_start",
+            json!({"type":"message_start","message":{"id":"msg_c","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":100,"cache_read_input_tokens":1000,"cache_creation_input_tokens":200,"output_tokens":1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":0}),
+        ),
+        (
+            "message_delta",
+            json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":50}}),
+        ),
         ("message_stop", json!({"type":"message_stop"})),
     ];
     sse_reply(
@@ -230,14 +280,25 @@ fn openai_cached(seen: &Seen) -> Reply {
             data(chunk(json!({"role":"assistant","content":""}), Value::Null)),
             data(chunk(json!({"content":"ok"}), Value::Null)),
             data(chunk(json!({}), json!("stop"))),
-            data(json!({"id":"chatcmpl-c","object":"chat.completion.chunk","created":0,"model":"gpt","choices":[],"usage": chat_usage})),
+            data(
+                json!({"id":"chatcmpl-c","object":"chat.completion.chunk","created":0,"model":"gpt","choices":[],"usage": chat_usage}),
+            ),
             Step::Send(Bytes::from_static(b"data: [DONE]\n\n")),
         ]
     } else {
         vec![
-            named("response.created", json!({"type":"response.created","sequence_number":0,"response":response("in_progress", Value::Null, json!([]))})),
-            named("response.output_text.delta", json!({"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_c","output_index":0,"content_index":0,"delta":"ok"})),
-            named("response.completed", json!({"type":"response.completed","sequence_number":2,"response":response("completed", responses_usage, json!([item]))})),
+            named(
+                "response.created",
+                json!({"type":"response.created","sequence_number":0,"response":response("in_progress", Value::Null, json!([]))}),
+            ),
+            named(
+                "response.output_text.delta",
+                json!({"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_c","output_index":0,"content_index":0,"delta":"ok"}),
+            ),
+            named(
+                "response.completed",
+                json!({"type":"response.completed","sequence_number":2,"response":response("completed", responses_usage, json!([item]))}),
+            ),
         ]
     };
     sse_reply(steps)
@@ -267,14 +328,13 @@ async fn cached_tokens_are_priced_once_at_their_own_price_on_both_api_families()
     )
     .await;
     for stream in [false, true] {
-        let (s, _, body) = as_client(
+        served(
             &weir,
             "/v1/messages",
             &messages("claude", stream, 64),
             "tok-alice",
         )
         .await;
-        assert_eq!(s, 200, "{body}");
     }
     let records = read_records(&weir, 2).await;
     for r in &records {
@@ -320,8 +380,7 @@ async fn cached_tokens_are_priced_once_at_their_own_price_on_both_api_families()
         ("/v1/responses", responses(false)),
         ("/v1/responses", responses(true)),
     ] {
-        let (s, _, answer) = as_client(&weir, path, &body, "tok-bob").await;
-        assert_eq!(s, 200, "{path}: {answer}");
+        served(&weir, path, &body, "tok-bob").await;
     }
     let records = read_records(&weir, 4).await;
     for r in &records {
@@ -375,8 +434,7 @@ async fn a_spent_budget_is_refused_before_any_upstream_in_the_route_shape() {
         )
         .await;
         well_inside_a_minute(10).await;
-        let (s, _, answer) = as_client(&weir, path, &body, "tok-alice").await;
-        assert_eq!(s, 200, "{answer}");
+        served(&weir, path, &body, "tok-alice").await;
         let (s, h, answer) = as_client(&weir, path, &body, "tok-alice").await;
         assert_eq!(s, 429, "{kind}: {answer}");
         let v: Value = serde_json::from_str(&answer).expect("json");
@@ -391,25 +449,15 @@ async fn a_spent_budget_is_refused_before_any_upstream_in_the_route_shape() {
         let message = v["error"]["message"].as_str().expect("message");
         assert!(message.contains("tokens_per_minute"), "{message}");
         // When this minute ends, the settled 15 tokens are gone.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_secs();
-        let left = 60 - now % 60;
-        let retry: u64 = h["retry-after"]
-            .to_str()
-            .expect("ascii")
-            .parse()
-            .expect("seconds");
-        assert!(
-            (left.saturating_sub(1)..=left + 1).contains(&retry),
-            "Retry-After {retry}, {left} s left in the minute"
-        );
+        retry_after_is_the_window_end(&h, 60);
         assert_eq!(h["x-should-retry"], "true");
-        assert_eq!(up.seen().len(), 1, "the refused request reached no upstream");
+        assert_eq!(
+            up.seen().len(),
+            1,
+            "the refused request reached no upstream"
+        );
         // Another client's budget is its own.
-        let (s, _, answer) = as_client(&weir, path, &body, "tok-bob").await;
-        assert_eq!(s, 200, "{answer}");
+        served(&weir, path, &body, "tok-bob").await;
         assert_eq!(
             metric(
                 &weir,
@@ -444,20 +492,10 @@ async fn a_daily_budget_says_when_the_day_ends_and_a_request_too_large_for_it_is
         up.url()
     );
     let weir = Weir::start_in(dir, &text).await;
-    let (s, _, answer) = as_client(&weir, "/v1/messages", &body, "tok-carol").await;
-    assert_eq!(s, 200, "{answer}");
+    served(&weir, "/v1/messages", &body, "tok-carol").await;
     let (s, h, answer) = as_client(&weir, "/v1/messages", &body, "tok-carol").await;
     assert_eq!(s, 429, "{answer}");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
-    let left = 86_400 - now % 86_400;
-    let retry: u64 = h["retry-after"].to_str().expect("ascii").parse().expect("n");
-    assert!(
-        (left.saturating_sub(1)..=left + 1).contains(&retry),
-        "Retry-After {retry}, {left} s left in the day"
-    );
+    let retry = retry_after_is_the_window_end(&h, 86_400);
     if retry > 60 {
         assert_eq!(
             h["x-should-retry"], "false",
@@ -470,8 +508,13 @@ async fn a_daily_budget_says_when_the_day_ends_and_a_request_too_large_for_it_is
     assert_eq!(view["clients"][0]["budget"]["tokens_per_day"]["used"], 15);
 
     // More than the whole day's budget can never pass: 400, not 429.
-    let (s, h, answer) =
-        as_client(&weir, "/v1/messages", &messages("m", false, 100_000), "tok-carol").await;
+    let (s, h, answer) = as_client(
+        &weir,
+        "/v1/messages",
+        &messages("m", false, 100_000),
+        "tok-carol",
+    )
+    .await;
     assert_eq!(s, 400, "{answer}");
     assert!(h.get("retry-after").is_none());
     assert!(answer.contains("whole tokens_per_day budget"), "{answer}");
@@ -482,8 +525,8 @@ async fn a_daily_budget_says_when_the_day_ends_and_a_request_too_large_for_it_is
 async fn concurrent_requests_never_spend_past_the_budget() {
     // Each answer takes 50 ms and uses 15 tokens (12 in, 3 out); each
     // request reserves far more, so the budget admits at most 5 at once.
-    let up = mock(|seen| success(seen, WORDS, Duration::ZERO).delayed(Duration::from_millis(50)))
-        .await;
+    let up =
+        mock(|seen| success(seen, WORDS, Duration::ZERO).delayed(Duration::from_millis(50))).await;
     let body = messages("m", false, 64);
     let r = reservation(&body, 64);
     let budget = 5 * r;
@@ -503,7 +546,10 @@ async fn concurrent_requests_never_spend_past_the_budget() {
                 post_json(
                     &url,
                     body,
-                    &[("x-api-key", "tok-alice"), ("anthropic-version", "2023-06-01")],
+                    &[
+                        ("x-api-key", "tok-alice"),
+                        ("anthropic-version", "2023-06-01"),
+                    ],
                 )
                 .await
             })
@@ -525,13 +571,21 @@ async fn concurrent_requests_never_spend_past_the_budget() {
     assert_eq!(served + refused, 100);
     assert!(refused > 0, "100 at once cannot all fit");
     assert!(served >= 5, "at least the first five fit: {served}");
-    assert_eq!(up.seen().len() as u64, served, "a refused request reached the upstream");
+    assert_eq!(
+        up.seen().len() as u64,
+        served,
+        "a refused request reached the upstream"
+    );
     let records = read_records(&weir, 100).await;
     let charged: u64 = records
         .iter()
         .filter_map(|r| r["charged_tokens"].as_u64())
         .sum();
-    assert_eq!(charged, 15 * served, "each served request settled its usage");
+    assert_eq!(
+        charged,
+        15 * served,
+        "each served request settled its usage"
+    );
     let (_, view) = admin_json(&weir, "/usage/alice").await;
     let day = &view["clients"][0]["budget"]["tokens_per_day"];
     assert_eq!(day["used"], 15 * served, "{view}");
@@ -547,16 +601,8 @@ async fn concurrent_requests_never_spend_past_the_budget() {
 #[tokio::test]
 async fn a_stream_cut_midway_is_charged_what_it_reported_and_the_output_reserved() {
     let up = mock(|_| cut_after_content(Api::Messages, WORDS)).await;
-    let weir = start(
-        "anthropic",
-        &up,
-        "",
-        &clients("tokens_per_day = 100000\n"),
-    )
-    .await;
-    let (s, _, body) =
-        as_client(&weir, "/v1/messages", &messages("m", true, 64), "tok-alice").await;
-    assert_eq!(s, 200);
+    let weir = start("anthropic", &up, "", &clients("tokens_per_day = 100000\n")).await;
+    let body = served(&weir, "/v1/messages", &messages("m", true, 64), "tok-alice").await;
     assert_eq!(
         event_names(&body).last().map(String::as_str),
         Some("error"),
@@ -566,7 +612,10 @@ async fn a_stream_cut_midway_is_charged_what_it_reported_and_the_output_reserved
     let r = &records[0];
     // message_start said 12 in and 1 out; the final count never came.
     assert_eq!(r["outcome"], "upstream_error", "{r}");
-    assert_eq!((&r["input_tokens"], &r["output_tokens"]), (&json!(12), &json!(1)));
+    assert_eq!(
+        (&r["input_tokens"], &r["output_tokens"]),
+        (&json!(12), &json!(1))
+    );
     assert_eq!(r["settled"], "reservation");
     assert_eq!(r["charged_tokens"], 12 + 64, "{r}");
     let (_, view) = admin_json(&weir, "/usage/alice").await;
@@ -589,8 +638,13 @@ async fn the_admin_view_shows_each_client_against_its_budget() {
         ),
     )
     .await;
-    let (s, _, _) = as_client(&weir, "/v1/messages", &messages("m", false, 64), "tok-alice").await;
-    assert_eq!(s, 200);
+    served(
+        &weir,
+        "/v1/messages",
+        &messages("m", false, 64),
+        "tok-alice",
+    )
+    .await;
     let (s, all) = admin_json(&weir, "/usage").await;
     assert_eq!(s, 200);
     let names: Vec<&str> = all["clients"]
@@ -640,8 +694,13 @@ async fn a_reload_that_changes_a_budget_keeps_what_was_used() {
     std::fs::write(dir.path().join("alice"), "tok-alice\n").expect("token");
     std::fs::write(dir.path().join("bob"), "tok-bob\n").expect("token");
     let weir = Weir::start_in(dir, &config(1_000)).await;
-    let (s, _, _) = as_client(&weir, "/v1/messages", &messages("m", false, 64), "tok-alice").await;
-    assert_eq!(s, 200);
+    served(
+        &weir,
+        "/v1/messages",
+        &messages("m", false, 64),
+        "tok-alice",
+    )
+    .await;
     weir.apply(&config(2_000)).expect("reload");
     let (_, view) = admin_json(&weir, "/usage/alice").await;
     let day = &view["clients"][0]["budget"]["tokens_per_day"];

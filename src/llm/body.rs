@@ -340,8 +340,14 @@ mod tests {
             let m = model(body.as_bytes()).expect("model");
             (m.max_output, m.stream)
         };
-        assert_eq!(of(r#"{"model":"m","max_tokens":64,"stream":true}"#), (Some(64), true));
-        assert_eq!(of(r#"{"model":"m","max_output_tokens":7}"#), (Some(7), false));
+        assert_eq!(
+            of(r#"{"model":"m","max_tokens":64,"stream":true}"#),
+            (Some(64), true)
+        );
+        assert_eq!(
+            of(r#"{"model":"m","max_output_tokens":7}"#),
+            (Some(7), false)
+        );
         assert_eq!(
             of(r#"{"model":"m","max_tokens":5,"max_completion_tokens":9,"stream":false}"#),
             (Some(9), false)

@@ -415,10 +415,28 @@ mod tests {
             ..Budget::default()
         };
         let r = l
-            .reserve(Amount { tokens: 10, spend: 5 }, &b)
+            .reserve(
+                Amount {
+                    tokens: 10,
+                    spend: 5,
+                },
+                &b,
+            )
             .expect("fits");
-        l.settle(r, Amount { tokens: 10, spend: 5 });
-        let refused = l.reserve(Amount { tokens: 10, spend: 1 }, &b);
+        l.settle(
+            r,
+            Amount {
+                tokens: 10,
+                spend: 5,
+            },
+        );
+        let refused = l.reserve(
+            Amount {
+                tokens: 10,
+                spend: 1,
+            },
+            &b,
+        );
         assert_eq!(
             refused,
             Err(Refused {
@@ -430,7 +448,13 @@ mod tests {
         assert_eq!(v.windows[2].resets_at, START + 30);
         tokio::time::advance(Duration::from_secs(30)).await;
         let r = l
-            .reserve(Amount { tokens: 1_000, spend: 5 }, &b)
+            .reserve(
+                Amount {
+                    tokens: 1_000,
+                    spend: 5,
+                },
+                &b,
+            )
             .expect("a new day");
         l.settle(r, Amount::default());
     }

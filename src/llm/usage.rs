@@ -52,7 +52,7 @@ pub const INPUT_BYTES_PER_TOKEN: u64 = 3;
 /// of usage records.
 #[derive(Clone, Default)]
 pub struct Books {
-    pub ledgers: Vec<Arc<Ledger>>,
+    pub ledgers: Arc<[Arc<Ledger>]>,
     pub records: RecordSink,
 }
 
@@ -96,9 +96,8 @@ struct Held {
 pub struct Account {
     route: Arc<str>,
     settings: Arc<LlmSettings>,
-    records: RecordSink,
+    books: Books,
     metrics: Arc<Metrics>,
-    ledgers: Vec<Arc<Ledger>>,
     client: Mutex<Option<usize>>,
     held: Mutex<Option<Held>>,
 }
@@ -115,9 +114,8 @@ impl Account {
         let account = Arc::new(Account {
             route: route.clone(),
             settings: settings.clone(),
-            records: books.records.clone(),
+            books: books.clone(),
             metrics: metrics.clone(),
-            ledgers: books.ledgers.clone(),
             client: Mutex::new(None),
             held: Mutex::new(None),
         });
@@ -151,7 +149,8 @@ impl Account {
         let Some(client) = self.settings.client_tokens.get(index) else {
             return Ok(());
         };
-        let (Some(ledger), false) = (self.ledgers.get(index), client.budget.is_unbounded()) else {
+        let (Some(ledger), false) = (self.books.ledgers.get(index), client.budget.is_unbounded())
+        else {
             return Ok(());
         };
         let estimate = Estimate {
@@ -254,7 +253,7 @@ impl Account {
             ],
             spend.map(|s| s as f64 / SPEND_UNIT),
         );
-        if self.records.is_on() {
+        if self.books.records.is_on() {
             let start = std::time::SystemTime::now() - elapsed;
             let record = serde_json::json!({
                 "time": humantime::format_rfc3339_millis(start).to_string(),
@@ -280,7 +279,7 @@ impl Account {
                 "first_token_ms": f.first_token_ms,
                 "failovers": f.failovers,
             });
-            self.records.write(&record);
+            self.books.records.write(&record);
         }
     }
 }
@@ -313,7 +312,7 @@ pub fn view(route: &str, llm: &super::LlmRoute, client: Option<&str>) -> Vec<ser
     llm.settings
         .client_tokens
         .iter()
-        .zip(&llm.books.ledgers)
+        .zip(llm.books.ledgers.iter())
         .filter(|(c, _)| client.is_none_or(|n| n == c.name))
         .map(|(c, ledger)| {
             let v = ledger.view(&c.budget);
@@ -356,7 +355,11 @@ pub fn view(route: &str, llm: &super::LlmRoute, client: Option<&str>) -> Vec<ser
 
 /// The outcome a usage record and the per-client metrics give.
 fn outcome(f: &LlmFacts, status: u16) -> &'static str {
-    f.outcome.unwrap_or(if status < 400 { "completed" } else { "rejected" })
+    f.outcome.unwrap_or(if status < 400 {
+        "completed"
+    } else {
+        "rejected"
+    })
 }
 
 /// One request's tokens, in the one convention of `wire::Usage`.

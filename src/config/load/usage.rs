@@ -15,10 +15,7 @@ const MAX_MONEY: f64 = 1_000_000.0;
 /// A budget's keys in `t` (a route or a `[[route.clients]]` entry); a key
 /// set to 0 means no bound, and `None` means not set here.
 fn budget_keys(t: &Section<'_, '_>) -> [Option<Option<u64>>; 3] {
-    let tokens = |key| {
-        t.uint(key, MAX_TOKENS)
-            .map(|n| (n > 0).then_some(n))
-    };
+    let tokens = |key| t.uint(key, MAX_TOKENS).map(|n| (n > 0).then_some(n));
     let per_minute = tokens("tokens_per_minute");
     let per_day = tokens("tokens_per_day");
     let spend = t
@@ -185,7 +182,9 @@ pub(super) fn prices(t: &Section<'_, '_>) -> Option<Vec<(String, Price)>> {
             p.problem(
                 "model",
                 "missing",
-                Some("add `model = \"claude-sonnet-4-5\"`, or `\"*\"` for every other model".into()),
+                Some(
+                    "add `model = \"claude-sonnet-4-5\"`, or `\"*\"` for every other model".into(),
+                ),
             );
             ok = false;
             continue;
@@ -233,7 +232,11 @@ mod tests {
 
     fn llm(extra: &str, tables: &str) -> LlmSettings {
         let dir = tempfile::tempdir().expect("dir");
-        std::fs::write(dir.path().join("tokens"), "tok-a\n# comment\ntok-b\ntok-a\n").expect("tokens");
+        std::fs::write(
+            dir.path().join("tokens"),
+            "tok-a\n# comment\ntok-b\ntok-a\n",
+        )
+        .expect("tokens");
         std::fs::write(dir.path().join("alice"), "tok-alice\n").expect("token");
         let c = parse(
             &dir.path().join("w.toml"),
