@@ -706,3 +706,82 @@ async fn a_reload_that_changes_a_budget_keeps_what_was_used() {
     let day = &view["clients"][0]["budget"]["tokens_per_day"];
     assert_eq!((&day["limit"], &day["used"]), (&json!(2_000), &json!(15)));
 }
+
+/// The real binary: usage records go to stdout by default, one JSON object
+/// per line beside the logs on stderr; with `usage_file` they go to the
+/// file, which SIGUSR1 reopens after logrotate moved it away.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_binary_writes_records_to_stdout_or_to_a_file_it_reopens() {
+    use common::process::*;
+    let up = serving(WORDS).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("alice"), "tok-alice\n").expect("token");
+    let config = |usage_file: &str| {
+        format!(
+            "[log]\nformat = \"json\"\naccess_log = false\nusage_log = true\n{usage_file}\n\
+             [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nname = \"llm\"\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"up\"\nurl = \"{}\"\n\
+             [[route.clients]]\nname = \"alice\"\ntoken_file = \"alice\"\n",
+            up.url()
+        )
+    };
+    let ask = |addr: std::net::SocketAddr| async move {
+        let (s, _, answer) = post_json(
+            &format!("http://{addr}/v1/messages"),
+            messages("m", false, 64).to_string(),
+            &[
+                ("x-api-key", "tok-alice"),
+                ("anthropic-version", "2023-06-01"),
+            ],
+        )
+        .await;
+        assert_eq!(s, 200, "{answer}");
+    };
+    let is_record = |l: &str| l.contains("\"settled\"") && l.contains("\"client\":\"alice\"");
+
+    let mut weir = Proc::run(&write_config(&dir, &config("")));
+    let addr = weir.listening("web");
+    ask(addr).await;
+    let line = weir.wait_for(is_record);
+    let r: Value = serde_json::from_str(&line).expect("one JSON object per line");
+    assert_eq!(
+        (&r["input_tokens"], &r["output_tokens"]),
+        (&json!(12), &json!(3))
+    );
+    weir.signal("-TERM");
+    weir.wait_exit(Duration::from_secs(10));
+
+    let file = dir.path().join("usage.log");
+    let mut weir = Proc::run(&write_config(
+        &dir,
+        &config(&format!("usage_file = \"{}\"", file.display())),
+    ));
+    let addr = weir.listening("web");
+    ask(addr).await;
+    let lines = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| is_record(l))
+            .count()
+    };
+    assert!(eventually(Duration::from_secs(5), || lines(&file) == 1).await);
+    let rotated = dir.path().join("usage.log.1");
+    std::fs::rename(&file, &rotated).expect("rotate");
+    weir.signal("-USR1");
+    // The reopen is logged; the next record goes to the new file.
+    weir.wait_for(|l| l.contains("log files reopened"));
+    ask(addr).await;
+    assert!(
+        eventually(Duration::from_secs(5), || lines(&file) == 1).await,
+        "the record went to the new file"
+    );
+    assert_eq!(lines(&rotated), 1);
+    weir.signal("-TERM");
+    weir.wait_exit(Duration::from_secs(10));
+    assert!(
+        weir.all_lines(is_record).is_empty(),
+        "with a file, nothing on stdout"
+    );
+}
