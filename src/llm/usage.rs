@@ -260,8 +260,13 @@ impl Account {
                 "request_id": f.request_id,
                 "route": &*self.route,
                 "client": &*client,
-                "model": f.model,
-                "model_served": f.served_model.as_ref().or(f.model.as_ref()).filter(|_| f.upstream_name.is_some()),
+                "model": f.model.as_deref().map(bounded),
+                "model_served": f
+                    .served_model
+                    .as_deref()
+                    .or(f.model.as_deref())
+                    .filter(|_| f.upstream_name.is_some())
+                    .map(bounded),
                 "upstream": f.upstream.as_deref(),
                 "status": status,
                 "outcome": outcome,
@@ -470,6 +475,19 @@ fn charge(
     )
 }
 
+/// A client's text as a record field: at most [`MAX_FIELD`] bytes (a
+/// model name is whatever the client sent; a record line stays small).
+fn bounded(s: &str) -> &str {
+    let mut end = s.len().min(MAX_FIELD);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The longest client-chosen text a usage record carries.
+const MAX_FIELD: usize = 256;
+
 /// An amount of weir's spend unit as currency, for messages.
 fn money(n: u64) -> String {
     format!("{:.6}", n as f64 / SPEND_UNIT)
@@ -563,6 +581,14 @@ mod tests {
                 (Amount::default(), Settled::Nothing)
             );
         }
+    }
+
+    #[test]
+    fn a_model_name_in_a_record_is_bounded_on_a_character() {
+        assert_eq!(bounded("claude"), "claude");
+        let long = "é".repeat(200);
+        assert_eq!(bounded(&long).len(), 256);
+        assert!(bounded(&"x".repeat(10_000)).len() <= MAX_FIELD);
     }
 
     #[test]
