@@ -801,3 +801,38 @@ async fn the_binary_writes_records_to_stdout_or_to_a_file_it_reopens() {
         "with a file, nothing on stdout"
     );
 }
+
+#[tokio::test]
+async fn a_spend_budget_reserves_at_the_dearest_price_and_refuses_when_spent() {
+    // Output at 1000 per million tokens (0.001 a token), input at 1: the
+    // reservation is mostly its 64 output tokens (0.064); the answer
+    // spends 12 × 0.000001 + 3 × 0.001 = 0.003012.
+    let up = serving(WORDS).await;
+    let body = messages("m", false, 64);
+    let input = (body.to_string().len() as f64 / 3.0).ceil();
+    let reserved = input * 1e-6 + 64.0 * 1e-3;
+    let weir = start(
+        "anthropic",
+        &up,
+        "",
+        &format!(
+            "{}[[route.prices]]\nmodel = \"*\"\ninput = 1\noutput = 1000\n",
+            clients(&format!("spend_per_day = {:.6}\n", reserved + 0.001))
+        ),
+    )
+    .await;
+    served(&weir, "/v1/messages", &body, "tok-alice").await;
+    let (s, _, answer) = as_client(&weir, "/v1/messages", &body, "tok-alice").await;
+    assert_eq!(s, 429, "{answer}");
+    assert!(answer.contains("spend_per_day"), "{answer}");
+    let records = read_records(&weir, 2).await;
+    let spend = records[0]["spend"].as_f64().expect("priced");
+    assert!(close(spend, 0.003012), "{}", records[0]);
+    let (_, view) = admin_json(&weir, "/usage/alice").await;
+    let day = &view["clients"][0]["budget"]["spend_per_day"];
+    assert!(
+        close(day["used"].as_f64().expect("used"), 0.003012),
+        "{view}"
+    );
+    assert_eq!(up.seen().len(), 1);
+}
