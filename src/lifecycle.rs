@@ -40,6 +40,7 @@ use crate::respond::{
 };
 use crate::route::Target;
 use crate::snapshot::{BuildError, Snapshot, Standing};
+use crate::sync::Locked;
 use crate::telemetry::Metrics;
 
 /// The request handler: the current snapshot, swappable as a whole, and
@@ -57,10 +58,13 @@ impl Gateway {
         metrics: Arc<Metrics>,
         challenges: Arc<Challenges>,
     ) -> Result<Self, BuildError> {
+        let records =
+            crate::telemetry::RecordSink::open(&config.log).map_err(BuildError::UsageLog)?;
         let standing = Standing::new(
             config.server.max_concurrent_requests,
             config.server.max_buffered_body_bytes,
             metrics,
+            records,
         );
         let snapshot = Snapshot::build(config, &standing)?;
         Ok(Gateway {
@@ -155,6 +159,13 @@ impl conn::Handler for Gateway {
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         record.status = resp.status().as_u16();
+        if let Some(llm) = &record.llm {
+            // The id the client was given: the provider's, or weir's own.
+            let id = ["request-id", "x-request-id"]
+                .into_iter()
+                .find_map(|h| resp.headers().get(h)?.to_str().ok());
+            llm.locked().request_id = id.map(str::to_string);
+        }
         resp.map(|body| Recorded::new(body, Some(record)))
     }
 }

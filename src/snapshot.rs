@@ -26,18 +26,21 @@ use ipnet::IpNet;
 use crate::admit::rate::{self, RateLimit};
 use crate::admit::{Admitter, Gate};
 use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamGroup, UpstreamSettings};
-use crate::llm::{ByteBudget, LlmRoute, Offload};
+use crate::llm::ledger::Ledger;
+use crate::llm::{Books, ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
 use crate::proxy::{BodyRate, Upstream};
 use crate::route::{Route, Router, Target};
 use crate::sync::Locked;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, RecordSink};
 
 /// Why a snapshot could not be built from a validated config.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("upstream TLS: {0}")]
     UpstreamTls(#[from] PkiError),
+    #[error("usage records: {0}")]
+    UsageLog(std::io::Error),
 }
 
 /// The reloadable configuration, ready to serve.
@@ -125,6 +128,11 @@ pub struct Standing {
     pub body_budget: ByteBudget,
     /// CPU-heavy work on large LLM bodies, off the serving threads.
     pub offload: Offload,
+    /// Where LLM routes' usage records go (fixed at start).
+    pub records: RecordSink,
+    /// Budget ledgers by route and client name: a reload that changes a
+    /// budget, or anything else of the route, keeps what was used.
+    ledgers: Mutex<HashMap<(String, String), Arc<Ledger>>>,
     routes: Mutex<HashMap<String, RouteState>>,
     generation: Mutex<u64>,
 }
@@ -135,10 +143,13 @@ impl Standing {
         max_concurrent_requests: usize,
         max_buffered_body_bytes: u64,
         metrics: Arc<Metrics>,
+        records: RecordSink,
     ) -> Self {
         Standing {
             body_budget: ByteBudget::new(max_buffered_body_bytes),
             offload: Offload::per_core(),
+            records,
+            ledgers: Mutex::new(HashMap::new()),
             admitter: Admitter::new(
                 max_concurrent_requests,
                 metrics.in_flight_gauge(),
@@ -165,6 +176,8 @@ impl Snapshot {
         // A panic elsewhere while holding these locks leaves maps that are
         // still consistent; keep going.
         let mut states = standing.routes.locked();
+        let mut ledgers = standing.ledgers.locked();
+        let mut kept_ledgers = HashMap::new();
         let workers = crate::worker::count(config.server.workers);
         let mut kept = HashMap::with_capacity(config.routes.len());
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -203,6 +216,19 @@ impl Snapshot {
                 }
                 RouteKind::Llm(settings) => {
                     let key = LlmKey::new(settings, &config.upstream, &ca_file);
+                    let books = Books {
+                        ledgers: settings
+                            .client_tokens
+                            .iter()
+                            .map(|c| {
+                                let k = (r.name.clone(), c.name.clone());
+                                let ledger = ledgers.remove(&k).unwrap_or_default();
+                                kept_ledgers.insert(k, ledger.clone());
+                                ledger
+                            })
+                            .collect(),
+                        records: standing.records.clone(),
+                    };
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),
                         _ => {
@@ -213,6 +239,7 @@ impl Snapshot {
                                 &tls,
                                 standing.body_budget.clone(),
                                 standing.offload.clone(),
+                                books,
                                 workers,
                                 &standing.metrics,
                             ));
@@ -247,6 +274,9 @@ impl Snapshot {
         // snapshots still serving them, then drop.
         *states = kept;
         drop(states);
+        // Clients that are gone take their ledgers with them.
+        *ledgers = kept_ledgers;
+        drop(ledgers);
         let mut generation = standing.generation.locked();
         *generation += 1;
         let c = &config.connections;

@@ -1,6 +1,6 @@
-//! The admin listener: `/health` for load balancers and `/metrics` for
-//! Prometheus, open to whoever can reach the listener (loopback by
-//! default); and `/admin/*` behind a bearer token — reload, reopen-logs,
+//! The admin listener: `/health` for load balancers, `/metrics` for
+//! Prometheus and `/usage` (LLM client tokens against their budgets), open
+//! to whoever can reach the listener (loopback by default); and `/admin/*` behind a bearer token — reload, reopen-logs,
 //! status (rendered here from what the running server reports) and the
 //! effective config — which, without a configured token, answers 404. It
 //! has its own socket and
@@ -55,6 +55,9 @@ pub trait Reload: Send + Sync {
     fn status(&self) -> Status;
     /// The effective config, secrets redacted.
     fn config(&self) -> String;
+    /// Each LLM route's client tokens against their budgets (`client`:
+    /// only the tokens of that name).
+    fn usage(&self, client: Option<&str>) -> Vec<serde_json::Value>;
 }
 
 /// The running server's state that `/admin/status` reports (with the
@@ -243,7 +246,11 @@ fn handle(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return error_response(shape, StatusCode::METHOD_NOT_ALLOWED);
     }
-    let (status, content_type, body) = match req.uri().path() {
+    let path = req.uri().path();
+    if path == "/usage" || path.starts_with("/usage/") {
+        return usage(path, state);
+    }
+    let (status, content_type, body) = match path {
         "/health" => {
             let draining = state.draining.load(Ordering::Relaxed);
             let status = if draining {
@@ -270,6 +277,23 @@ fn handle(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+/// `GET /usage`: every client token of every LLM route against its
+/// budget; `GET /usage/<client>`: the tokens of that name (404 if none).
+fn usage(path: &str, state: &AdminState) -> Response<Payload> {
+    let client = path
+        .strip_prefix("/usage/")
+        .map(|c| c.trim_end_matches('/'))
+        .filter(|c| !c.is_empty());
+    let clients = state.reload.usage(client);
+    if client.is_some() && clients.is_empty() {
+        return json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "no client token of that name"}),
+        );
+    }
+    json(StatusCode::OK, serde_json::json!({"clients": clients}))
 }
 
 /// Accept admin connections until the task is dropped. Accept errors get

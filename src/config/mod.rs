@@ -66,6 +66,8 @@ pub mod defaults {
     pub const LLM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(60);
     pub const LLM_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
     pub const LLM_SSE_KEEPALIVE: Duration = Duration::from_secs(15);
+    /// Output tokens reserved for a request that sets no limit.
+    pub const LLM_DEFAULT_MAX_TOKENS: u64 = 4096;
     pub const LLM_FAILOVER_ON: &[u16] = &[429, 500, 502, 503, 504, 529];
     pub const MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
 }
@@ -203,6 +205,10 @@ pub struct LogSettings {
     pub file: Option<PathBuf>,
     /// Write the access log here instead of with the other logs.
     pub access_file: Option<PathBuf>,
+    /// One JSON usage record per LLM request.
+    pub usage_log: bool,
+    /// Write the usage records here instead of to stdout.
+    pub usage_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -591,8 +597,14 @@ pub struct LlmSettings {
     pub models: Vec<(String, Vec<Choice>)>,
     /// For models not listed; empty = 404 for unknown models.
     pub default_upstreams: Vec<Choice>,
-    /// Tokens clients must present; empty = no client authentication.
-    pub client_tokens: Vec<Secret>,
+    /// Tokens clients must present, each with its name and budget; empty =
+    /// no client authentication.
+    pub client_tokens: Vec<ClientToken>,
+    /// Prices per model id, for spend (usage records, metrics, budgets).
+    pub prices: Vec<(String, Price)>,
+    /// Output tokens a budget reservation counts for a request that sets
+    /// no output limit of its own.
+    pub default_max_tokens: u64,
     /// Requests in flight per client token; 0 = no per-token bound.
     pub max_concurrent_per_token: usize,
     /// How long to wait for an upstream's response head.
@@ -610,7 +622,53 @@ pub struct LlmSettings {
     pub served_by_header: bool,
 }
 
+/// A client token: its name (metrics, usage records, the admin view: never
+/// the secret) and its budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientToken {
+    pub name: String,
+    pub token: Secret,
+    pub budget: Budget,
+}
+
+/// What one client token may use; `None` = no bound. Spend is in the price
+/// table's currency, in units of 10⁻¹² ([`Price`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub tokens_per_minute: Option<u64>,
+    pub tokens_per_day: Option<u64>,
+    pub spend_per_day: Option<u64>,
+}
+
+impl Budget {
+    pub fn is_unbounded(&self) -> bool {
+        *self == Budget::default()
+    }
+}
+
+/// One model's prices, each per token in units of 10⁻¹² of the currency
+/// (configured per million tokens: `3.0` → 3,000,000): exact for prices
+/// with up to six decimals per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Price {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// Units of spend per unit of currency (prices and spend are counted in
+/// 10⁻¹² of the currency, in integers).
+pub const SPEND_UNIT: f64 = 1e12;
+
 impl LlmSettings {
+    /// The price of `model` (an id as sent upstream): its own entry, else
+    /// the `"*"` entry, else none.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        let find = |m: &str| self.prices.iter().find(|(n, _)| n == m).map(|(_, p)| *p);
+        find(model).or_else(|| find("*"))
+    }
+
     /// The failover order for `model`, if the route serves it.
     pub fn choices(&self, model: &str) -> Option<&[Choice]> {
         self.models
@@ -668,6 +726,8 @@ impl Default for LogSettings {
             access_log: true,
             file: None,
             access_file: None,
+            usage_log: false,
+            usage_file: None,
         }
     }
 }

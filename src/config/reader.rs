@@ -248,6 +248,33 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
+    /// A non-negative number (integer or decimal) no larger than `max`.
+    pub fn number(&self, key: &'static str, max: f64) -> Option<f64> {
+        let v = self.raw(key)?;
+        let parsed = match v.get_ref() {
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+                .ok()
+                .map(|n| n as f64),
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            _ => {
+                self.wrong_type(key, v, "a number", "2.5");
+                return None;
+            }
+        };
+        match parsed {
+            Some(n) if n.is_finite() && (0.0..=max).contains(&n) => Some(n),
+            _ => {
+                self.doc.report(
+                    Some(v.span()),
+                    &self.key_path(key),
+                    "out of range".to_string(),
+                    Some(format!("use a number from 0 to {max}")),
+                );
+                None
+            }
+        }
+    }
+
     /// A duration written like `"10s"`, `"500ms"` or `"1m 30s"`, within
     /// `bounds` (an upper bound keeps every deadline computed from it from
     /// overflowing).

@@ -229,6 +229,12 @@ pub struct Model {
     /// `prompt_cache_key`, else Anthropic's `metadata.user_id` (which
     /// Claude Code makes per session).
     pub conversation: Option<String>,
+    /// Whether the client asks for a stream.
+    pub stream: bool,
+    /// The most output the request allows, in whichever field its API
+    /// names it (`max_tokens`, `max_output_tokens`,
+    /// `max_completion_tokens`; the largest when several are set).
+    pub max_output: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -239,6 +245,14 @@ struct Probe<'a> {
     prompt_cache_key: Option<&'a RawValue>,
     #[serde(borrow, default)]
     metadata: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stream: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    max_output_tokens: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    max_completion_tokens: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -272,12 +286,23 @@ pub fn model(body: &[u8]) -> Result<Model, ModelError> {
             meta.user_id.and_then(text)
         })
         .filter(|c| !c.is_empty());
+    let max_output = [
+        probe.max_tokens,
+        probe.max_output_tokens,
+        probe.max_completion_tokens,
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|raw| raw.get().parse::<u64>().ok())
+    .max();
     // The raw value borrows from `body`: its offset is where it was written.
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
     Ok(Model {
         name,
         span: start..start + raw.get().len(),
         conversation,
+        stream: probe.stream.is_some_and(|s| s.get() == "true"),
+        max_output,
     })
 }
 
@@ -307,6 +332,27 @@ mod tests {
         let out = splice(&body, &m.span, "upstream-id");
         let expected = String::from_utf8_lossy(&body).replace("\"claude-x\"", "\"upstream-id\"");
         assert_eq!(out, Bytes::from(expected), "only the model changed");
+    }
+
+    #[test]
+    fn the_output_limit_and_stream_are_found_in_the_same_pass() {
+        let of = |body: &str| {
+            let m = model(body.as_bytes()).expect("model");
+            (m.max_output, m.stream)
+        };
+        assert_eq!(
+            of(r#"{"model":"m","max_tokens":64,"stream":true}"#),
+            (Some(64), true)
+        );
+        assert_eq!(
+            of(r#"{"model":"m","max_output_tokens":7}"#),
+            (Some(7), false)
+        );
+        assert_eq!(
+            of(r#"{"model":"m","max_tokens":5,"max_completion_tokens":9,"stream":false}"#),
+            (Some(9), false)
+        );
+        assert_eq!(of(r#"{"model":"m","max_tokens":"many"}"#), (None, false));
     }
 
     #[test]

@@ -158,7 +158,18 @@ pub async fn run(
             tally.tried += 1;
             member.metrics.picks.inc();
             // The member: the upstream, and which endpoint and key when it has several.
-            cx.facts.locked().upstream = Some(member.label.clone());
+            {
+                let mut f = cx.facts.locked();
+                f.upstream = Some(member.label.clone());
+                f.upstream_name = Some(name.clone());
+                f.served_model = Some(
+                    choice
+                        .model
+                        .clone()
+                        .or_else(|| request.model.clone())
+                        .unwrap_or_default(),
+                );
+            }
             let resp = match send(upstream, req, settings.first_byte_timeout).await {
                 Sent::Response(r) => r,
                 Sent::Refused => {
@@ -345,6 +356,7 @@ pub async fn run(
     let b = exhausted(best, &tally, endpoint, Instant::now())?;
     cx.metrics
         .llm_request(cx.route_name, model_label, &"-".into(), "relayed_error");
+    cx.facts.locked().outcome = Some("relayed_error");
     let mut resp = Response::new(Payload::text(b.body));
     *resp.status_mut() = b.status;
     *resp.headers_mut() = b.headers;

@@ -12,7 +12,8 @@
 //!    and the process-wide byte budget (503 when spent); the top-level
 //!    `model` is found without re-serialising the document.
 //! 4. **model** — the model's ordered upstreams, or the route's default
-//!    list, or 404.
+//!    list, or 404; then the client token's budget reserved ([`usage`],
+//!    [`ledger`]): 429 when it is spent, before any upstream is contacted.
 //! 5. **failover** ([`failover`]) — upstreams in order, skipping those
 //!    cooling down, each attempt's request built by [`outgoing`], moving
 //!    on before the first content byte; then the answer is relayed,
@@ -22,12 +23,14 @@
 mod answer;
 pub mod body;
 mod failover;
+pub mod ledger;
 mod local;
 mod offload;
 mod outgoing;
 mod relay;
 pub mod translate;
 pub mod upstream;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -40,6 +43,7 @@ pub use body::ByteBudget;
 use body::{ModelError, ReadError};
 pub use offload::Offload;
 use upstream::LlmUpstream;
+pub use usage::Books;
 
 use crate::admit::rate::{Client, RateLimit};
 use crate::admit::{Admission, Gate};
@@ -59,6 +63,8 @@ pub struct LlmRoute {
     pub(super) budget: ByteBudget,
     /// Where CPU-heavy work on a large body runs (shared process-wide).
     offload: Offload,
+    /// Each client token's budget ledger, and where usage records go.
+    pub books: Books,
 }
 
 impl LlmRoute {
@@ -70,6 +76,7 @@ impl LlmRoute {
         tls: &rustls::ClientConfig,
         budget: ByteBudget,
         offload: Offload,
+        books: Books,
         workers: usize,
         metrics: &Metrics,
     ) -> Self {
@@ -95,6 +102,7 @@ impl LlmRoute {
                 .collect(),
             budget,
             offload,
+            books,
             settings,
         }
     }
@@ -123,6 +131,13 @@ pub async fn serve(
     cx: Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
+    let account = usage::Account::open(
+        cx.route_name,
+        &llm.settings,
+        &llm.books,
+        cx.metrics,
+        cx.facts,
+    );
 
     // Step: endpoint: the path as it is, or under the route's mount point.
     let full = req.uri().path();
@@ -152,6 +167,7 @@ pub async fn serve(
                 .closing_if_body(&req));
         };
         gateway_credential = Some(header);
+        account.identify(index, cx.facts);
         if let Some(rate) = cx.rate
             && let Err(limited) = rate.check(Client::Token(index))
         {
@@ -237,20 +253,29 @@ pub async fn serve(
             ModelError::Missing => "the request body names no `model`",
         })
     })?;
-    {
-        let mut f = cx.facts.locked();
-        f.model = Some(model.name.clone());
-    }
     let label: Arc<str> = match settings.models.iter().find(|(m, _)| *m == model.name) {
         Some((m, _)) => m.as_str().into(),
         None => "default".into(),
     };
+    {
+        let mut f = cx.facts.locked();
+        f.model = Some(model.name.clone());
+        f.model_label = Some(label.clone());
+        f.stream = model.stream;
+    }
     let Some(choices) = settings.choices(&model.name) else {
         return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
             "model `{}` is not served by this route",
             model.name
         )));
     };
+    // Step: budget, reserved before any upstream is contacted.
+    if endpoint.api().is_some() {
+        let served = choices
+            .iter()
+            .map(|c| c.model.as_deref().unwrap_or(&model.name));
+        account.reserve(request.body.len(), model.max_output, served, cx.facts)?;
+    }
     request.model_span = Some(model.span);
     request.model = Some(model.name.clone());
     request.conversation = conversation(&request.parts.headers, model.conversation.as_deref());
@@ -319,7 +344,7 @@ fn client_token(settings: &LlmSettings, headers: &http::HeaderMap) -> Option<(us
         // Compare against every token, in constant time per token.
         let mut found = None;
         for (i, t) in settings.client_tokens.iter().enumerate() {
-            if bool::from(t.0.as_bytes().ct_eq(value.as_bytes())) && found.is_none() {
+            if bool::from(t.token.0.as_bytes().ct_eq(value.as_bytes())) && found.is_none() {
                 found = Some(i);
             }
         }

@@ -62,6 +62,7 @@ impl Tally {
 
     fn usage(&self, u: Usage) {
         let mut f = self.facts.locked();
+        f.usage_reported = true;
         // Streams report running totals: keep the largest seen.
         f.input_tokens = f.input_tokens.max(u.input);
         f.output_tokens = f.output_tokens.max(u.output);
@@ -81,7 +82,11 @@ impl Tally {
     fn finish(&self, outcome: &'static str) {
         self.metrics
             .llm_request(&self.route, &self.model_label, &self.upstream, outcome);
-        let f = self.facts.locked().clone();
+        let f = {
+            let mut f = self.facts.locked();
+            f.outcome = Some(outcome);
+            f.clone()
+        };
         for (kind, n) in [
             ("input", f.input_tokens),
             ("output", f.output_tokens),
@@ -211,7 +216,16 @@ impl Relay {
     /// Give up on this upstream before its stream reached the client: not
     /// counted as a served request.
     pub fn abandon(mut self) {
-        self.tally = None;
+        // What its preamble reported was not served: the next upstream's
+        // answer is the request's usage.
+        if let Some(t) = self.tally.take() {
+            let mut f = t.facts.locked();
+            f.usage_reported = false;
+            f.input_tokens = 0;
+            f.output_tokens = 0;
+            f.cache_read_tokens = 0;
+            f.cache_write_tokens = 0;
+        }
     }
 
     /// The events held so far, for relaying a failed attempt verbatim.

@@ -186,9 +186,11 @@ pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload
 /// Render a generated error. `message` is used by the LLM shapes (it is
 /// weir's own words, never an upstream's); plain shapes keep the fixed
 /// message per status. `retry_after` says when the client may send the
-/// request again (capped at [`MAX_RETRY_AFTER`]); a 429 or 503 without one
-/// says 1 s. On LLM routes a retry hint also goes out as `retry-after-ms`
-/// and `x-should-retry: true`, which the official SDKs honour.
+/// request again; a 429 or 503 without one says 1 s. On LLM routes a retry
+/// hint of at most [`MAX_RETRY_AFTER`] also goes out as `retry-after-ms`
+/// and `x-should-retry: true`, which the official SDKs honour; a longer
+/// one (only [`Rescue::retry_after_long`] gives one) with
+/// `x-should-retry: false`.
 pub fn render(
     shape: ErrorShape,
     status: StatusCode,
@@ -207,16 +209,22 @@ pub fn render(
             (status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE)
                 .then_some(1),
         )
-        .map(|s| s.clamp(1, MAX_RETRY_AFTER));
+        .map(|s| s.max(1));
     if let Some(seconds) = retry_after {
         let h = resp.headers_mut();
         h.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         if matches!(shape, ErrorShape::Llm(_)) {
-            // The SDKs take a hint only below 60 s; at 60 s they fall
-            // back to their own short back-off.
-            let ms = seconds.saturating_mul(1000).min(SDK_MAX_HINT_MS);
-            h.insert("retry-after-ms", HeaderValue::from(ms));
-            h.insert("x-should-retry", HeaderValue::from_static("true"));
+            if seconds <= MAX_RETRY_AFTER {
+                // The SDKs take a hint only below 60 s; at 60 s they fall
+                // back to their own short back-off.
+                let ms = seconds.saturating_mul(1000).min(SDK_MAX_HINT_MS);
+                h.insert("retry-after-ms", HeaderValue::from(ms));
+                h.insert("x-should-retry", HeaderValue::from_static("true"));
+            } else {
+                // Only a long wait helps (a spent daily budget): the SDKs
+                // must not retry on their own back-off meanwhile.
+                h.insert("x-should-retry", HeaderValue::from_static("false"));
+            }
         }
     } else if status == StatusCode::NOT_IMPLEMENTED && matches!(shape, ErrorShape::Llm(_)) {
         // The SDKs retry every status >= 500 unless told not to; nothing
@@ -380,6 +388,15 @@ mod tests {
             None,
         );
         assert_eq!(unsupported.headers()["x-should-retry"], "false");
+        let spent = render(
+            ErrorShape::Llm(Protocol::OpenAi),
+            StatusCode::TOO_MANY_REQUESTS,
+            None,
+            Some(7200),
+        );
+        assert_eq!(spent.headers()[header::RETRY_AFTER], "7200");
+        assert_eq!(spent.headers()["x-should-retry"], "false");
+        assert!(spent.headers().get("retry-after-ms").is_none());
     }
 
     #[tokio::test]

@@ -10,7 +10,9 @@ mod rescue;
 
 pub use body::{BoxError, Guard, Payload, StreamBody};
 pub use error::{ErrorShape, error_response, render, request_id};
-pub use record::{InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts};
+pub use record::{
+    Accountant, Accounting, InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts,
+};
 pub use rescue::{Counted, MAX_RETRY_AFTER, Rescue};
 
 /// What every response handed to hyper carries.

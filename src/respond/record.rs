@@ -56,13 +56,52 @@ pub struct RequestRecord {
     pub llm: Option<SharedLlmFacts>,
 }
 
-/// What an LLM route learned about a request, for its access-log line.
+/// What an LLM route does once a request's response has ended (its last
+/// byte sent, or the client gone): settle its budget, count its usage per
+/// client, write its usage record. Called exactly once per request, with
+/// the facts as they stand then.
+pub trait Accounting: Send + Sync {
+    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: std::time::Duration);
+}
+
+/// The route's [`Accounting`] for one request, kept with its facts.
+#[derive(Clone)]
+pub struct Accountant(pub Arc<dyn Accounting>);
+
+impl std::fmt::Debug for Accountant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Accountant")
+    }
+}
+
+/// What an LLM route learned about a request, for its access-log line and
+/// its usage record.
 #[derive(Debug, Default, Clone)]
 pub struct LlmFacts {
     /// The model as the client named it.
     pub model: Option<String>,
+    /// The configured model entry (or `default`): a bounded label.
+    pub model_label: Option<Arc<str>>,
+    /// The model id sent to the upstream that served (what is priced).
+    pub served_model: Option<String>,
+    /// The client token's configured name.
+    pub client: Option<Arc<str>>,
     /// The upstream member that served (or the last one tried).
     pub upstream: Option<Arc<str>>,
+    /// The configured upstream that served (or the last one tried).
+    pub upstream_name: Option<Arc<str>>,
+    /// How the answer ended, once an upstream's answer is relayed
+    /// (completed, upstream_error, client_cancel, relayed_error), or why
+    /// weir answered itself (over_budget).
+    pub outcome: Option<&'static str>,
+    /// An upstream reported usage (in the final event, or the whole body).
+    pub usage_reported: bool,
+    /// The request id the client was given (the upstream's, or weir's own).
+    pub request_id: Option<String>,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// Settles the request's usage when its response ends.
+    pub accountant: Option<Accountant>,
     /// Upstreams moved past before one served.
     pub failovers: u32,
     pub first_token_ms: Option<u64>,
@@ -101,6 +140,16 @@ impl RequestRecord {
             .filter(|_| self.access_log)
             .and_then(|h| h.to_str().ok())
             .and_then(crate::config::normalise_host);
+        if let Some(llm) = &self.llm {
+            let (f, accountant) = {
+                let mut f = llm.locked();
+                let accountant = f.accountant.take();
+                (f.clone(), accountant)
+            };
+            if let Some(a) = accountant {
+                a.0.ended(&f, self.status, elapsed);
+            }
+        }
         if self.access_log
             && let Some(llm) = &self.llm
         {

@@ -43,7 +43,8 @@ pub struct Rescue {
     /// Nothing was done with the request, so the client may send it again
     /// as it is, after this many seconds (`Retry-After`; on LLM routes also
     /// `retry-after-ms` and `x-should-retry: true`, which the official SDKs
-    /// honour). Never above [`MAX_RETRY_AFTER`].
+    /// honour). Above [`MAX_RETRY_AFTER`] only from
+    /// [`Rescue::retry_after_long`].
     pub retry_after: Option<u64>,
     pub counted: Counted,
     /// Weir's own words for LLM routes (plain routes keep the fixed
@@ -92,6 +93,16 @@ impl Rescue {
     pub fn retry_after(self, seconds: u64) -> Self {
         Rescue {
             retry_after: Some(seconds.clamp(1, MAX_RETRY_AFTER)),
+            ..self
+        }
+    }
+
+    /// The same answer, retryable only after `seconds` (at least 1), however
+    /// long: a spent budget frees when its window ends, and the client is
+    /// told so (and told not to retry before, on LLM routes).
+    pub fn retry_after_long(self, seconds: u64) -> Self {
+        Rescue {
+            retry_after: Some(seconds.max(1)),
             ..self
         }
     }

@@ -126,6 +126,11 @@ impl<T> Router<T> {
         }
     }
 
+    /// Every route, in config order.
+    pub fn routes(&self) -> &[Arc<Route<T>>] {
+        &self.routes
+    }
+
     /// The group of routes a host selects, if any.
     fn group(&self, host: &str) -> Option<&Group> {
         if let Some(g) = self.exact.get(host) {

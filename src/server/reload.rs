@@ -306,6 +306,22 @@ impl admin::Reload for Reloadable {
         // are never printed.
         format!("{:#?}\n", self.current.locked())
     }
+
+    fn usage(&self, client: Option<&str>) -> Vec<serde_json::Value> {
+        let snapshot = self.gateway.snapshot();
+        snapshot
+            .router
+            .routes()
+            .iter()
+            .filter_map(|r| match &r.target {
+                crate::route::Target::Llm(llm) => {
+                    Some(crate::llm::usage::view(&r.name, llm, client))
+                }
+                crate::route::Target::Proxy(_) => None,
+            })
+            .flatten()
+            .collect()
+    }
 }
 
 /// Whether a setting differs between the running config and a new one.
@@ -362,7 +378,14 @@ fn admin(c: &Config) -> Option<(SocketAddr, Option<&crate::config::Secret>)> {
 
 fn log(c: &Config) -> impl PartialEq + '_ {
     let l = &c.log;
-    (&l.format, &l.level, &l.file, &l.access_file)
+    (
+        &l.format,
+        &l.level,
+        &l.file,
+        &l.access_file,
+        l.usage_log,
+        &l.usage_file,
+    )
 }
 
 /// Settings fixed at start that differ between `old` and `new`.

@@ -104,3 +104,16 @@ pub fn dropped_lines() -> u64 {
     let open = open_files().locked();
     open.dropped.iter().map(|c| c.dropped_lines() as u64).sum()
 }
+
+/// A non-blocking writer to stdout (the usage records' default sink),
+/// lossy like the files' writers.
+pub fn stdout_writer() -> NonBlocking {
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(QUEUE_LINES)
+        .finish(io::stdout());
+    let mut open = open_files().locked();
+    open.dropped.push(writer.error_counter());
+    open._guards.push(guard);
+    writer
+}

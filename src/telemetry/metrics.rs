@@ -198,7 +198,58 @@ struct LlmUpstreamLabels {
     upstream: RouteName,
 }
 
+/// Usage per client token: `client` is the token's configured name (or
+/// `-` on a route without tokens), `upstream` the configured upstream that
+/// served (or `-`), so every label is bounded by the config.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientLabels {
+    route: RouteName,
+    client: RouteName,
+    model: RouteName,
+    upstream: RouteName,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientOutcomeLabels {
+    route: RouteName,
+    client: RouteName,
+    model: RouteName,
+    upstream: RouteName,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClientTokenLabels {
+    route: RouteName,
+    client: RouteName,
+    model: RouteName,
+    upstream: RouteName,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    route: RouteName,
+    client: RouteName,
+    bound: &'static str,
+}
+
+/// A usage record's labels, for [`Metrics::llm_client_usage`].
+pub struct ClientUsage<'a> {
+    pub route: &'a Arc<str>,
+    pub client: &'a Arc<str>,
+    pub model: &'a Arc<str>,
+    pub upstream: &'a Arc<str>,
+    pub outcome: &'static str,
+}
+
+type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
 struct LlmMetrics {
+    client_requests: Family<ClientOutcomeLabels, Counter>,
+    client_tokens: Family<ClientTokenLabels, Counter>,
+    client_spend: Family<ClientLabels, FloatCounter>,
+    budget_refusals: Family<BudgetLabels, Counter>,
     requests: Family<LlmLabels, Counter>,
     failovers: Family<LlmFailoverLabels, Counter>,
     first_token: HistogramFamily<LlmModelLabels>,
@@ -209,6 +260,10 @@ struct LlmMetrics {
 impl LlmMetrics {
     fn register(registry: &mut Registry) -> Self {
         let m = LlmMetrics {
+            client_requests: Family::default(),
+            client_tokens: Family::default(),
+            client_spend: Family::default(),
+            budget_refusals: Family::default(),
             requests: Family::default(),
             failovers: Family::default(),
             first_token: Family::new_with_constructor(latency_histogram),
@@ -234,6 +289,26 @@ impl LlmMetrics {
             "llm_tokens",
             "Tokens reported by upstreams, by kind (input, output, cache_read, cache_write)",
             m.tokens.clone(),
+        );
+        registry.register(
+            "llm_client_requests",
+            "LLM requests per client token, model, serving upstream and outcome (completed, upstream_error, client_cancel, relayed_error, rejected, over_budget)",
+            m.client_requests.clone(),
+        );
+        registry.register(
+            "llm_client_tokens",
+            "Tokens reported by upstreams per client token, model and serving upstream, by kind (input, output, cache_read, cache_write; input excludes cached input)",
+            m.client_tokens.clone(),
+        );
+        registry.register(
+            "llm_client_spend",
+            "Spend per client token, model and serving upstream, from the route's price table, in its currency (requests whose model has no price add nothing)",
+            m.client_spend.clone(),
+        );
+        registry.register(
+            "llm_budget_refusals",
+            "Requests refused before any upstream because a client token's budget was spent, by bound (tokens_per_minute, tokens_per_day, spend_per_day)",
+            m.budget_refusals.clone(),
         );
         registry.register(
             "llm_upstream_cooldown_until_seconds",
@@ -671,6 +746,66 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
+    }
+
+    /// One LLM request's usage, per client: its outcome, its tokens by
+    /// kind, and its spend when its model is priced.
+    pub fn llm_client_usage(
+        &self,
+        labels: ClientUsage<'_>,
+        tokens: [(&'static str, u64); 4],
+        spend: Option<f64>,
+    ) {
+        let (route, client, model, upstream) = (
+            RouteName(labels.route.clone()),
+            RouteName(labels.client.clone()),
+            RouteName(labels.model.clone()),
+            RouteName(labels.upstream.clone()),
+        );
+        self.llm
+            .client_requests
+            .get_or_create(&ClientOutcomeLabels {
+                route: route.clone(),
+                client: client.clone(),
+                model: model.clone(),
+                upstream: upstream.clone(),
+                outcome: labels.outcome,
+            })
+            .inc();
+        for (kind, n) in tokens.into_iter().filter(|(_, n)| *n > 0) {
+            self.llm
+                .client_tokens
+                .get_or_create(&ClientTokenLabels {
+                    route: route.clone(),
+                    client: client.clone(),
+                    model: model.clone(),
+                    upstream: upstream.clone(),
+                    kind,
+                })
+                .inc_by(n);
+        }
+        if let Some(spend) = spend.filter(|s| *s > 0.0) {
+            self.llm
+                .client_spend
+                .get_or_create(&ClientLabels {
+                    route,
+                    client,
+                    model,
+                    upstream,
+                })
+                .inc_by(spend);
+        }
+    }
+
+    pub fn llm_budget_refused(&self, route: &Arc<str>, client: &Arc<str>, bound: &'static str) {
+        self.llm
+            .budget_refusals
+            .get_or_create(&BudgetLabels {
+                route: RouteName(route.clone()),
+                client: RouteName(client.clone()),
+                bound,
+            })
+            .inc();
     }
 
     pub fn llm_cooldown(&self, route: &Arc<str>, upstream: &Arc<str>, until_unix: i64) {

@@ -3,8 +3,10 @@
 
 pub mod logfile;
 mod metrics;
+pub mod records;
 
-pub use metrics::{Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind};
+pub use metrics::{ClientUsage, Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind};
+pub use records::RecordSink;
 
 use crate::config::{LogFormat, LogSettings};
 

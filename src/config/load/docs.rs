@@ -55,6 +55,8 @@ level = "info"
 access_log = false
 file = "weir.log"
 access_file = "access.log"
+usage_log = true
+usage_file = "usage.log"
 
 [admin]
 address = "127.0.0.1:9"
@@ -138,6 +140,23 @@ stream_idle_timeout = "1s"
 sse_keepalive = "1s"
 failover_on = [429]
 served_by_header = true
+tokens_per_minute = 1000
+tokens_per_day = 10000
+spend_per_day = 1.5
+default_max_tokens = 1024
+[[route.clients]]
+name = "alice"
+token_env = "WEIR_TEST_SURELY_UNSET_VARIABLE"
+token_file = "alice-token"
+tokens_per_minute = 100
+tokens_per_day = 1000
+spend_per_day = 0.5
+[[route.prices]]
+model = "m"
+input = 3.0
+output = 15.0
+cache_read = 0.3
+cache_write = 3.75
 [[route.upstreams]]
 name = "a"
 url = "http://127.0.0.1:4"

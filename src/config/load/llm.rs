@@ -102,7 +102,11 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
             .collect(),
         None => Vec::new(),
     };
-    let client_tokens = secrets::client_tokens(t);
+    let client_tokens = super::usage::client_tokens(t);
+    let prices = super::usage::prices(t);
+    let default_max_tokens = t
+        .uint("default_max_tokens", 1 << 30)
+        .unwrap_or(defaults::LLM_DEFAULT_MAX_TOKENS);
     let max_concurrent_per_token = t
         .uint("max_concurrent_per_token", MAX_SEMAPHORE_PERMITS)
         .unwrap_or(0) as usize;
@@ -124,6 +128,8 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         models,
         default_upstreams,
         client_tokens: client_tokens?,
+        prices: prices?,
+        default_max_tokens,
         max_concurrent_per_token,
         first_byte_timeout,
         first_token_timeout,

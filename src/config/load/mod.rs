@@ -18,6 +18,7 @@ mod llm;
 mod process;
 mod routes;
 mod secrets;
+mod usage;
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;

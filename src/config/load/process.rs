@@ -168,6 +168,10 @@ pub(super) fn log(top: &Section<'_, '_>) -> LogSettings {
     // Log files must be writable: found now, not at the first line.
     l.file = writable_file(&t, "file");
     l.access_file = writable_file(&t, "access_file");
+    if let Some(b) = t.bool("usage_log") {
+        l.usage_log = b;
+    }
+    l.usage_file = writable_file(&t, "usage_file");
     l
 }
 

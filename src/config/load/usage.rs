@@ -1,0 +1,336 @@
+//! What an LLM route reads for usage accounting: named client tokens
+//! (`[[route.clients]]`, beside the unnamed ones of `client_tokens_file`
+//! and `client_tokens_env`), token budgets (per route for every token, per
+//! client to override), and prices per model (`[[route.prices]]`).
+
+use super::*;
+
+/// The largest token budget accepted (a budget is checked in integers:
+/// far below where sums of them could overflow).
+const MAX_TOKENS: u64 = 1 << 50;
+/// The largest spend budget and the largest price per million tokens, in
+/// currency units.
+const MAX_MONEY: f64 = 1_000_000.0;
+
+/// A budget's keys in `t` (a route or a `[[route.clients]]` entry); a key
+/// set to 0 means no bound, and `None` means not set here.
+fn budget_keys(t: &Section<'_, '_>) -> [Option<Option<u64>>; 3] {
+    let tokens = |key| t.uint(key, MAX_TOKENS).map(|n| (n > 0).then_some(n));
+    let per_minute = tokens("tokens_per_minute");
+    let per_day = tokens("tokens_per_day");
+    let spend = t
+        .number("spend_per_day", MAX_MONEY)
+        .map(|n| (n > 0.0).then(|| money(n)));
+    [per_minute, per_day, spend]
+}
+
+/// An amount of currency in weir's integer unit (10⁻¹²).
+fn money(n: f64) -> u64 {
+    (n * SPEND_UNIT).round() as u64
+}
+
+/// A price per million tokens as weir's integer unit per token (10⁻¹²
+/// of the currency): `3.0` per million is 3,000,000 per token.
+fn per_token(n: f64) -> u64 {
+    (n * 1e6).round() as u64
+}
+
+fn budget(keys: [Option<Option<u64>>; 3], base: Budget) -> Budget {
+    let [m, d, s] = keys;
+    Budget {
+        tokens_per_minute: m.unwrap_or(base.tokens_per_minute),
+        tokens_per_day: d.unwrap_or(base.tokens_per_day),
+        spend_per_day: s.unwrap_or(base.spend_per_day),
+    }
+}
+
+/// Every client token of the route: the named `[[route.clients]]` first,
+/// then the unnamed tokens of `client_tokens_file`/`client_tokens_env`,
+/// each named `token-` and the first 8 hex digits of its SHA-256 (stable
+/// across reloads and reorderings, and no use to a guesser). The route's
+/// budget applies to each token that does not set its own.
+pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
+    let route_budget = budget(budget_keys(t), Budget::default());
+    let unnamed = secrets::client_tokens(t);
+    let mut out: Vec<ClientToken> = Vec::new();
+    let mut ok = true;
+    for c in t.tables("clients") {
+        let name = c.string("name");
+        let token = secrets::secret(&c, "token_env", "token_file", "the client token");
+        let keys = budget_keys(&c);
+        let Some(name) = name else {
+            c.problem(
+                "name",
+                "missing",
+                Some("add `name = \"alice\"` (used in metrics and usage records)".into()),
+            );
+            ok = false;
+            continue;
+        };
+        let token = match token {
+            Ok(Some((token, _))) => token,
+            Ok(None) => {
+                c.problem(
+                    "token_env",
+                    "a client needs its token",
+                    Some("add `token_env = \"VARIABLE\"` or `token_file = \"path\"`".into()),
+                );
+                ok = false;
+                continue;
+            }
+            Err(_) => {
+                ok = false;
+                continue;
+            }
+        };
+        if !valid_name(&name.value) {
+            name.problem(
+                c.doc(),
+                format!("`{}` is not a client name", name.value),
+                Some("use letters, digits, `-`, `_` and `.` (at most 64), not starting with `token-`".into()),
+            );
+            ok = false;
+            continue;
+        }
+        if let Some(twice) = out.iter().find(|o| o.name == name.value) {
+            name.problem(
+                c.doc(),
+                format!("client `{}` is listed twice", twice.name),
+                Some("give each client its own name".into()),
+            );
+            ok = false;
+            continue;
+        }
+        if let Some(same) = out.iter().find(|o| o.token == token) {
+            name.problem(
+                c.doc(),
+                format!("the same token as client `{}`", same.name),
+                Some("give each client its own token".into()),
+            );
+            ok = false;
+            continue;
+        }
+        out.push(ClientToken {
+            name: name.value,
+            token,
+            budget: budget(keys, route_budget),
+        });
+    }
+    let unnamed = unnamed?;
+    for token in unnamed {
+        if out.iter().any(|o| o.token == token) {
+            // Listed again in the file or the variable: one client.
+            continue;
+        }
+        out.push(ClientToken {
+            name: fingerprint(&token),
+            token,
+            budget: route_budget,
+        });
+    }
+    if out.is_empty() && !route_budget.is_unbounded() {
+        let key = ["tokens_per_minute", "tokens_per_day", "spend_per_day"]
+            .into_iter()
+            .find(|k| t.raw_present(k))
+            .unwrap_or("tokens_per_minute");
+        t.problem(
+            key,
+            "a budget is counted per client token, and this route has none",
+            Some("add `[[route.clients]]` or `client_tokens_file`".into()),
+        );
+        ok = false;
+    }
+    ok.then_some(out)
+}
+
+/// A client name: what metrics and records show, so short and plain.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with("token-")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The name of an unnamed token: `token-` and the first 8 hex digits of
+/// its SHA-256 (`printf %s "$TOKEN" | sha256sum | cut -c1-8`).
+pub fn fingerprint(token: &Secret) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.0.as_bytes());
+    let hex: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("token-{hex}")
+}
+
+/// `[[route.prices]]`: per model id (as sent upstream; `"*"` for any
+/// other), per million tokens.
+pub(super) fn prices(t: &Section<'_, '_>) -> Option<Vec<(String, Price)>> {
+    let mut out: Vec<(String, Price)> = Vec::new();
+    let mut ok = true;
+    for p in t.tables("prices") {
+        let model = p.string("model");
+        let price = |key| p.number(key, MAX_MONEY).map(per_token);
+        let (input, output, cache_read, cache_write) = (
+            price("input"),
+            price("output"),
+            price("cache_read"),
+            price("cache_write"),
+        );
+        let Some(model) = model else {
+            p.problem(
+                "model",
+                "missing",
+                Some(
+                    "add `model = \"claude-sonnet-4-5\"`, or `\"*\"` for every other model".into(),
+                ),
+            );
+            ok = false;
+            continue;
+        };
+        if out.iter().any(|(m, _)| *m == model.value) {
+            model.problem(
+                p.doc(),
+                format!("model `{}` is priced twice", model.value),
+                Some("keep one `[[route.prices]]` entry per model".into()),
+            );
+            ok = false;
+            continue;
+        }
+        let (Some(input), Some(output)) = (input, output) else {
+            for (key, v) in [("input", input), ("output", output)] {
+                if v.is_none() && !p.raw_present(key) {
+                    p.problem(
+                        key,
+                        "missing",
+                        Some(format!("add `{key} = 3.0` (per million tokens)")),
+                    );
+                }
+            }
+            ok = false;
+            continue;
+        };
+        // A provider without prompt caching bills cached tokens as input.
+        out.push((
+            model.value,
+            Price {
+                input,
+                output,
+                cache_read: cache_read.unwrap_or(input),
+                cache_write: cache_write.unwrap_or(input),
+            },
+        ));
+    }
+    ok.then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::problems;
+    use super::*;
+
+    fn llm(extra: &str, tables: &str) -> LlmSettings {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(
+            dir.path().join("tokens"),
+            "tok-a\n# comment\ntok-b\ntok-a\n",
+        )
+        .expect("tokens");
+        std::fs::write(dir.path().join("alice"), "tok-alice\n").expect("token");
+        let c = parse(
+            &dir.path().join("w.toml"),
+            &format!(
+                "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+                 [[route]]\nkind = \"anthropic\"\n{extra}\n\
+                 [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n{tables}"
+            ),
+        )
+        .expect("valid");
+        let RouteKind::Llm(llm) = &c.routes[0].kind else {
+            panic!("an LLM route");
+        };
+        (**llm).clone()
+    }
+
+    #[test]
+    fn clients_are_named_and_budgeted_per_token() {
+        let s = llm(
+            "client_tokens_file = \"tokens\"\ntokens_per_minute = 1000\nspend_per_day = 2.5\n",
+            "[[route.clients]]\nname = \"alice\"\ntoken_file = \"alice\"\n\
+             tokens_per_day = 50000\nspend_per_day = 0\n",
+        );
+        let names: Vec<&str> = s.client_tokens.iter().map(|c| c.name.as_str()).collect();
+        // sha256("tok-a") and sha256("tok-b"), first 4 bytes.
+        assert_eq!(names, ["alice", "token-4f66a428", "token-efa1cd32"]);
+        assert_eq!(
+            s.client_tokens[0].budget,
+            Budget {
+                tokens_per_minute: Some(1000),
+                tokens_per_day: Some(50_000),
+                spend_per_day: None,
+            },
+            "a client's own keys override the route's, 0 lifts a bound"
+        );
+        assert_eq!(
+            s.client_tokens[1].budget,
+            Budget {
+                tokens_per_minute: Some(1000),
+                tokens_per_day: None,
+                spend_per_day: Some(2_500_000_000_000),
+            }
+        );
+        assert_eq!(s.default_max_tokens, 4096);
+    }
+
+    #[test]
+    fn prices_are_exact_per_token_and_cached_tokens_default_to_input() {
+        let s = llm(
+            "",
+            "[[route.prices]]\nmodel = \"claude\"\ninput = 3\noutput = 15.0\ncache_read = 0.3\ncache_write = 3.75\n\
+             [[route.prices]]\nmodel = \"*\"\ninput = 0.15\noutput = 0.6\n",
+        );
+        assert_eq!(
+            s.price("claude"),
+            Some(Price {
+                input: 3_000_000,
+                output: 15_000_000,
+                cache_read: 300_000,
+                cache_write: 3_750_000
+            })
+        );
+        assert_eq!(
+            s.price("other"),
+            Some(Price {
+                input: 150_000,
+                output: 600_000,
+                cache_read: 150_000,
+                cache_write: 150_000
+            })
+        );
+    }
+
+    #[test]
+    fn every_client_and_price_problem_is_named() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"openai\"\ntokens_per_day = 10\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route.clients]]\nname = \"bad name\"\ntoken_env = \"PATH\"\n\
+             [[route.clients]]\nname = \"nobody\"\n\
+             [[route.prices]]\nmodel = \"m\"\ninput = -1\noutput = \"x\"\n\
+             [[route.prices]]\ninput = 1\noutput = 1\n",
+        );
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].clients[0].name: `bad name` is not a client name",
+            "route[0].clients[1].token_env: a client needs its token",
+            "route[0].prices[0].input: out of range",
+            "route[0].prices[0].output: expected a number, found string",
+            "route[0].prices[1].model: missing",
+            "route[0].tokens_per_day: a budget is counted per client token",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! One client token's budget: tokens per minute, tokens per day and spend
+//! per day, reserved before a request and settled on its actual usage.
+//!
+//! The API is three calls — [`Ledger::reserve`], [`Ledger::settle`],
+//! [`Ledger::view`] — over plain amounts, so a ledger kept elsewhere (a
+//! Redis script per call, for a fleet of weirs) can replace this one's
+//! storage without changing its callers.
+//!
+//! Windows are fixed and aligned to UTC: a minute starts at :00, a day at
+//! 00:00 UTC. A request is admitted when, in every bounded window, what was
+//! settled in the window so far, plus every reservation still in flight,
+//! plus its own reservation, fits the limit; admitting it adds its
+//! reservation to those in flight, under one lock, so concurrent requests
+//! can never be admitted past the limit together. Settling takes the
+//! reservation back out and charges what the request actually used to the
+//! windows current at that moment. What is charged can exceed what was
+//! reserved only when the reservation underestimated the request (see
+//! `usage`): then the overrun is bounded by what was in flight.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::config::Budget;
+use crate::sync::Locked;
+
+const MINUTE: u64 = 60;
+const DAY: u64 = 86_400;
+
+/// An amount of budget: tokens, and spend in 10⁻¹² of the currency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Amount {
+    pub tokens: u64,
+    pub spend: u64,
+}
+
+/// What [`Ledger::reserve`] took: hand it back to [`Ledger::settle`]
+/// exactly once (it cannot be copied).
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reservation {
+    amount: Amount,
+}
+
+impl Reservation {
+    pub fn amount(&self) -> Amount {
+        self.amount
+    }
+}
+
+/// Which bound refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    TokensPerMinute,
+    TokensPerDay,
+    SpendPerDay,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::TokensPerMinute => "tokens_per_minute",
+            Bound::TokensPerDay => "tokens_per_day",
+            Bound::SpendPerDay => "spend_per_day",
+        }
+    }
+}
+
+/// Why a request was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub bound: Bound,
+    /// When the request would fit; `None` when it never can (it asks for
+    /// more than the whole bound).
+    pub retry_after: Option<Duration>,
+}
+
+/// Wall-clock time as tokio measures it: a fixed Unix time and the tokio
+/// instant it was read at, so tests can pause and advance time.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    at: tokio::time::Instant,
+    unix: Duration,
+}
+
+impl Clock {
+    pub fn system() -> Self {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Clock::starting_at(unix)
+    }
+
+    /// A clock that reads `unix` now.
+    pub fn starting_at(unix: Duration) -> Self {
+        Clock {
+            at: tokio::time::Instant::now(),
+            unix,
+        }
+    }
+
+    /// Now, as a duration since the Unix epoch.
+    pub fn now(&self) -> Duration {
+        self.unix + self.at.elapsed()
+    }
+}
+
+/// What one window counts: settled use since `start` (Unix seconds).
+#[derive(Debug, Default, Clone, Copy)]
+struct Window {
+    start: u64,
+    used: u64,
+}
+
+impl Window {
+    /// Start a new window when `now` has passed this one.
+    fn roll(&mut self, now: u64, period: u64) {
+        let start = now - now % period;
+        if start != self.start {
+            self.start = start;
+            self.used = 0;
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    minute_tokens: Window,
+    day_tokens: Window,
+    day_spend: Window,
+    /// Reservations in flight.
+    reserved: Amount,
+    in_flight: u64,
+}
+
+impl State {
+    fn roll(&mut self, now: u64) {
+        self.minute_tokens.roll(now, MINUTE);
+        self.day_tokens.roll(now, DAY);
+        self.day_spend.roll(now, DAY);
+    }
+}
+
+/// One client token's budget state.
+#[derive(Debug)]
+pub struct Ledger {
+    clock: Clock,
+    state: Mutex<State>,
+}
+
+/// One bounded window as the admin view shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowView {
+    pub bound: Bound,
+    pub limit: Option<u64>,
+    /// Settled in the current window.
+    pub used: u64,
+    /// Held by requests in flight.
+    pub reserved: u64,
+    /// Unix second the window ends at.
+    pub resets_at: u64,
+}
+
+/// A ledger as it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub windows: [WindowView; 3],
+    pub in_flight: u64,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::new(Clock::system())
+    }
+}
+
+impl Ledger {
+    pub fn new(clock: Clock) -> Self {
+        Ledger {
+            clock,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn now(&self) -> (u64, Duration) {
+        let now = self.clock.now();
+        (now.as_secs(), now)
+    }
+
+    /// Reserve `want` against `budget`: admitted only if it fits every
+    /// bounded window with everything settled there and everything in
+    /// flight.
+    pub fn reserve(&self, want: Amount, budget: &Budget) -> Result<Reservation, Refused> {
+        let (secs, now) = self.now();
+        let mut s = self.state.locked();
+        s.roll(secs);
+        let checks = [
+            (
+                Bound::TokensPerMinute,
+                budget.tokens_per_minute,
+                s.minute_tokens,
+                MINUTE,
+                s.reserved.tokens,
+                want.tokens,
+            ),
+            (
+                Bound::TokensPerDay,
+                budget.tokens_per_day,
+                s.day_tokens,
+                DAY,
+                s.reserved.tokens,
+                want.tokens,
+            ),
+            (
+                Bound::SpendPerDay,
+                budget.spend_per_day,
+                s.day_spend,
+                DAY,
+                s.reserved.spend,
+                want.spend,
+            ),
+        ];
+        let mut refused: Option<Refused> = None;
+        for (bound, limit, window, period, reserved, want) in checks {
+            let Some(limit) = limit else { continue };
+            if want > limit {
+                return Err(Refused {
+                    bound,
+                    retry_after: None,
+                });
+            }
+            if window.used.saturating_add(reserved).saturating_add(want) <= limit {
+                continue;
+            }
+            // Settled use frees when the window ends; reservations alone
+            // free as the requests holding them end (soon: try in 1 s).
+            let ends = Duration::from_secs(window.start + period).saturating_sub(now);
+            let wait = if window.used.saturating_add(want) > limit {
+                ends
+            } else {
+                ends.min(Duration::from_secs(1))
+            };
+            if refused.is_none_or(|r| r.retry_after.is_some_and(|w| wait > w)) {
+                refused = Some(Refused {
+                    bound,
+                    retry_after: Some(wait),
+                });
+            }
+        }
+        if let Some(r) = refused {
+            return Err(r);
+        }
+        s.reserved.tokens = s.reserved.tokens.saturating_add(want.tokens);
+        s.reserved.spend = s.reserved.spend.saturating_add(want.spend);
+        s.in_flight += 1;
+        Ok(Reservation { amount: want })
+    }
+
+    /// End a reservation: it leaves what is in flight, and `actual` is
+    /// charged to the windows current now (nothing, to release it).
+    pub fn settle(&self, reservation: Reservation, actual: Amount) {
+        let (secs, _) = self.now();
+        let mut guard = self.state.locked();
+        let s = &mut *guard;
+        s.roll(secs);
+        let held = reservation.amount;
+        s.reserved.tokens = s.reserved.tokens.saturating_sub(held.tokens);
+        s.reserved.spend = s.reserved.spend.saturating_sub(held.spend);
+        s.in_flight = s.in_flight.saturating_sub(1);
+        for w in [&mut s.minute_tokens, &mut s.day_tokens] {
+            w.used = w.used.saturating_add(actual.tokens);
+        }
+        s.day_spend.used = s.day_spend.used.saturating_add(actual.spend);
+    }
+
+    /// The ledger against `budget`, now.
+    pub fn view(&self, budget: &Budget) -> View {
+        let (secs, _) = self.now();
+        let mut s = self.state.locked();
+        s.roll(secs);
+        let w = |bound, limit, window: Window, period, reserved| WindowView {
+            bound,
+            limit,
+            used: window.used,
+            reserved,
+            resets_at: window.start + period,
+        };
+        View {
+            windows: [
+                w(
+                    Bound::TokensPerMinute,
+                    budget.tokens_per_minute,
+                    s.minute_tokens,
+                    MINUTE,
+                    s.reserved.tokens,
+                ),
+                w(
+                    Bound::TokensPerDay,
+                    budget.tokens_per_day,
+                    s.day_tokens,
+                    DAY,
+                    s.reserved.tokens,
+                ),
+                w(
+                    Bound::SpendPerDay,
+                    budget.spend_per_day,
+                    s.day_spend,
+                    DAY,
+                    s.reserved.spend,
+                ),
+            ],
+            in_flight: s.in_flight,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2025-01-01 23:59:30 UTC: half a minute before a minute and a day end.
+    const START: u64 = 1_735_775_970;
+
+    fn ledger() -> Ledger {
+        Ledger::new(Clock::starting_at(Duration::from_secs(START)))
+    }
+
+    fn tokens(n: u64) -> Amount {
+        Amount {
+            tokens: n,
+            spend: 0,
+        }
+    }
+
+    fn per_minute(n: u64) -> Budget {
+        Budget {
+            tokens_per_minute: Some(n),
+            ..Budget::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_minute_refuses_past_its_limit_until_it_ends() {
+        let l = ledger();
+        let b = per_minute(100);
+        let first = l.reserve(tokens(60), &b).expect("fits");
+        l.settle(first, tokens(60));
+        let second = l.reserve(tokens(40), &b).expect("fits exactly");
+        l.settle(second, tokens(40));
+        assert_eq!(
+            l.reserve(tokens(1), &b),
+            Err(Refused {
+                bound: Bound::TokensPerMinute,
+                retry_after: Some(Duration::from_secs(30)),
+            }),
+            "the minute ends at :00, 30 s from now"
+        );
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert_eq!(
+            l.reserve(tokens(1), &b).map_err(|r| r.retry_after),
+            Err(Some(Duration::from_secs(1)))
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let r = l.reserve(tokens(100), &b).expect("a new minute");
+        l.settle(r, Amount::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn settling_gives_back_what_was_not_used() {
+        let l = ledger();
+        let b = per_minute(100);
+        let r = l.reserve(tokens(90), &b).expect("fits");
+        assert!(l.reserve(tokens(20), &b).is_err(), "90 are held");
+        l.settle(r, tokens(30));
+        let v = l.view(&b);
+        assert_eq!((v.windows[0].used, v.windows[0].reserved), (30, 0));
+        let r = l.reserve(tokens(70), &b).expect("the unused 60 came back");
+        l.settle(r, tokens(70));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reservations_in_flight_count_and_say_retry_soon() {
+        let l = ledger();
+        let b = per_minute(100);
+        let held = l.reserve(tokens(80), &b).expect("fits");
+        assert_eq!(
+            l.reserve(tokens(30), &b).map_err(|r| r.retry_after),
+            Err(Some(Duration::from_secs(1))),
+            "nothing is settled: the request holding 80 will end soon"
+        );
+        assert_eq!(l.view(&b).in_flight, 1);
+        l.settle(held, tokens(10));
+        let r = l.reserve(tokens(30), &b).expect("fits now");
+        l.settle(r, tokens(0));
+        assert_eq!(l.view(&b).in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_larger_than_the_bound_never_fits() {
+        let l = ledger();
+        assert_eq!(
+            l.reserve(tokens(101), &per_minute(100)),
+            Err(Refused {
+                bound: Bound::TokensPerMinute,
+                retry_after: None
+            })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn days_and_spend_end_at_midnight_utc() {
+        let l = ledger();
+        let b = Budget {
+            tokens_per_day: Some(1_000),
+            spend_per_day: Some(5),
+            ..Budget::default()
+        };
+        let r = l
+            .reserve(
+                Amount {
+                    tokens: 10,
+                    spend: 5,
+                },
+                &b,
+            )
+            .expect("fits");
+        l.settle(
+            r,
+            Amount {
+                tokens: 10,
+                spend: 5,
+            },
+        );
+        let refused = l.reserve(
+            Amount {
+                tokens: 10,
+                spend: 1,
+            },
+            &b,
+        );
+        assert_eq!(
+            refused,
+            Err(Refused {
+                bound: Bound::SpendPerDay,
+                retry_after: Some(Duration::from_secs(30)),
+            })
+        );
+        let v = l.view(&b);
+        assert_eq!(v.windows[2].resets_at, START + 30);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let r = l
+            .reserve(
+                Amount {
+                    tokens: 1_000,
+                    spend: 5,
+                },
+                &b,
+            )
+            .expect("a new day");
+        l.settle(r, Amount::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_longest_wait_of_the_refusing_bounds_is_given() {
+        let l = ledger();
+        let b = Budget {
+            tokens_per_minute: Some(100),
+            tokens_per_day: Some(150),
+            ..Budget::default()
+        };
+        // The day ends with this minute: move 40 minutes from midnight.
+        tokio::time::advance(Duration::from_secs(30 + 40 * 60)).await;
+        let r = l.reserve(tokens(100), &b).expect("fits");
+        l.settle(r, tokens(100));
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let r = l.reserve(tokens(50), &b).expect("a new minute, day has 50");
+        l.settle(r, tokens(50));
+        let refused = l.reserve(tokens(51), &b).expect_err("both are full");
+        assert_eq!(refused.bound, Bound::TokensPerDay);
+        assert_eq!(
+            refused.retry_after,
+            Some(Duration::from_secs(DAY - 41 * 60)),
+            "the day frees later than the minute"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_window_that_ends_while_a_request_runs_charges_the_new_one() {
+        let l = ledger();
+        let b = per_minute(100);
+        let r = l.reserve(tokens(100), &b).expect("fits");
+        tokio::time::advance(Duration::from_secs(45)).await;
+        l.settle(r, tokens(70));
+        let v = l.view(&b);
+        assert_eq!((v.windows[0].used, v.windows[0].reserved), (70, 0));
+        assert!(l.reserve(tokens(31), &b).is_err());
+    }
+}

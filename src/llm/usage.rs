@@ -1,0 +1,607 @@
+//! Usage accounting for one request on an LLM route: who asked (the client
+//! token's name), its budget reserved before any upstream is contacted,
+//! and — once its response has ended — the budget settled on what it
+//! used, its usage counted per client, and its usage record written.
+//!
+//! Usage is *taken* where an answer's usage is read (the relay's final
+//! event, a whole body: `relay::Tally`), into the request's facts; it is
+//! *accounted* here when the response ends ([`Account::ended`], called by
+//! the request record exactly once), because that is the one point every
+//! request passes — served, refused, failed or cancelled — so every
+//! reservation is settled exactly once. A request dropped before its
+//! response began (the client went away while weir waited for an
+//! upstream) settles when its account is dropped.
+//!
+//! A reservation counts the input as `body bytes / 3` (see
+//! [`INPUT_BYTES_PER_TOKEN`]) and the output as the request's own limit
+//! (`max_tokens`, `max_output_tokens`, `max_completion_tokens`), or the
+//! route's `default_max_tokens`. Settling charges what the upstream
+//! reported when the answer completed with usage; when it did not (a stream
+//! cut, a client gone mid-answer, an answer without usage), what is known
+//! plus the reserved remainder: the input reported (else the estimate) and
+//! the larger of the output reported and the output reserved — weir cannot
+//! know what the provider generated and bills, and a client must not be
+//! able to spend its budget freely by leaving before the final event.
+//! Nothing is charged when no upstream answered successfully.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::StatusCode;
+
+use super::ledger::{Amount, Bound, Ledger, Reservation};
+use crate::config::{LlmSettings, Price, SPEND_UNIT};
+use crate::respond::{Accountant, Accounting, LlmFacts, Rescue, SharedLlmFacts};
+use crate::sync::Locked;
+use crate::telemetry::{ClientUsage, Metrics, RecordSink};
+
+/// The bound a reservation puts on a request's input tokens: its body's
+/// bytes over 3. Counting tokens exactly (the local counter behind
+/// `count_tokens`) costs a JSON parse and a BPE pass over up to 1 MiB of
+/// text per request — milliseconds on the serving path of every agent
+/// turn — while this costs nothing. It over-reserves ordinary text (about
+/// 4 bytes a token, plus the JSON around it) and images and documents
+/// (base64, counted by the provider at a fixed rate) by far; settling
+/// gives the difference back when the answer ends. Dense text can have
+/// more tokens than this bound (some code, some scripts): the excess is
+/// charged at settle, beyond the reservation.
+pub const INPUT_BYTES_PER_TOKEN: u64 = 3;
+
+/// A route's long-lived accounting parts: the ledger of each client token
+/// (by index; kept across reloads by route and client name) and the sink
+/// of usage records.
+#[derive(Clone, Default)]
+pub struct Books {
+    pub ledgers: Arc<[Arc<Ledger>]>,
+    pub records: RecordSink,
+}
+
+/// What a reservation counted, to settle a request that reported less
+/// than it needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Estimate {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// How a request's charge was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The usage the upstream reported with a completed answer.
+    Usage,
+    /// The answer did not complete with usage: what was reported, plus the
+    /// reserved remainder.
+    Reservation,
+    /// No upstream answered successfully: nothing.
+    Nothing,
+}
+
+impl Settled {
+    pub fn name(self) -> &'static str {
+        match self {
+            Settled::Usage => "usage",
+            Settled::Reservation => "reservation",
+            Settled::Nothing => "none",
+        }
+    }
+}
+
+struct Held {
+    ledger: Arc<Ledger>,
+    reservation: Reservation,
+    estimate: Estimate,
+}
+
+/// One request's account.
+pub struct Account {
+    route: Arc<str>,
+    settings: Arc<LlmSettings>,
+    books: Books,
+    metrics: Arc<Metrics>,
+    client: Mutex<Option<usize>>,
+    held: Mutex<Option<Held>>,
+}
+
+impl Account {
+    /// Open the account of a request on `route`, kept with its facts.
+    pub fn open(
+        route: &Arc<str>,
+        settings: &Arc<LlmSettings>,
+        books: &Books,
+        metrics: &Arc<Metrics>,
+        facts: &SharedLlmFacts,
+    ) -> Arc<Account> {
+        let account = Arc::new(Account {
+            route: route.clone(),
+            settings: settings.clone(),
+            books: books.clone(),
+            metrics: metrics.clone(),
+            client: Mutex::new(None),
+            held: Mutex::new(None),
+        });
+        facts.locked().accountant = Some(Accountant(account.clone()));
+        account
+    }
+
+    /// The request presented client token `index`.
+    pub fn identify(&self, index: usize, facts: &SharedLlmFacts) {
+        *self.client.locked() = Some(index);
+        if let Some(c) = self.settings.client_tokens.get(index) {
+            facts.locked().client = Some(c.name.as_str().into());
+        }
+    }
+
+    /// Reserve the request's budget before any upstream is contacted: its
+    /// input bounded by `body_len`, its output by `max_output` (else the
+    /// route's default), priced at the dearest of the `models` it may be
+    /// sent as. A client over its budget gets 429 with when it frees; a
+    /// request larger than a whole bound gets 400.
+    pub fn reserve<'a>(
+        &self,
+        body_len: usize,
+        max_output: Option<u64>,
+        models: impl Iterator<Item = &'a str>,
+        facts: &SharedLlmFacts,
+    ) -> Result<(), Rescue> {
+        let Some(index) = *self.client.locked() else {
+            return Ok(());
+        };
+        let Some(client) = self.settings.client_tokens.get(index) else {
+            return Ok(());
+        };
+        let (Some(ledger), false) = (self.books.ledgers.get(index), client.budget.is_unbounded())
+        else {
+            return Ok(());
+        };
+        let estimate = Estimate {
+            input: (body_len as u64).div_ceil(INPUT_BYTES_PER_TOKEN),
+            output: max_output.unwrap_or(self.settings.default_max_tokens),
+        };
+        let price = dearest(models.filter_map(|m| self.settings.price(m)));
+        let want = Amount {
+            tokens: estimate.input.saturating_add(estimate.output),
+            spend: price.map_or(0, |p| {
+                estimate
+                    .input
+                    .saturating_mul(worst_input(p))
+                    .saturating_add(estimate.output.saturating_mul(p.output))
+            }),
+        };
+        match ledger.reserve(want, &client.budget) {
+            Ok(reservation) => {
+                *self.held.locked() = Some(Held {
+                    ledger: ledger.clone(),
+                    reservation,
+                    estimate,
+                });
+                Ok(())
+            }
+            Err(refused) => {
+                facts.locked().outcome = Some("over_budget");
+                let name: Arc<str> = client.name.as_str().into();
+                self.metrics
+                    .llm_budget_refused(&self.route, &name, refused.bound.name());
+                let (limit, asked) = match refused.bound {
+                    Bound::SpendPerDay => (
+                        money(client.budget.spend_per_day.unwrap_or(0)),
+                        money(want.spend),
+                    ),
+                    Bound::TokensPerMinute => (
+                        client.budget.tokens_per_minute.unwrap_or(0).to_string(),
+                        want.tokens.to_string(),
+                    ),
+                    Bound::TokensPerDay => (
+                        client.budget.tokens_per_day.unwrap_or(0).to_string(),
+                        want.tokens.to_string(),
+                    ),
+                };
+                let bound = refused.bound.name();
+                Err(match refused.retry_after {
+                    Some(wait) => {
+                        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                        Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+                            .retry_after_long(secs)
+                            .saying(format!(
+                                "client token `{}` is over its {bound} budget ({limit}); this request reserves {asked}; retry in {} s",
+                                client.name,
+                                secs.max(1)
+                            ))
+                    }
+                    None => Rescue::status(StatusCode::BAD_REQUEST).saying(format!(
+                        "this request reserves {asked} (its input bounded by its size, plus its output limit), more than client token `{}`'s whole {bound} budget of {limit}; lower max_tokens or send less",
+                        client.name
+                    )),
+                })
+            }
+        }
+    }
+
+    /// The record, metrics and settlement of an ended request.
+    fn account(&self, f: &LlmFacts, status: u16, elapsed: Duration) {
+        let held = self.held.locked().take();
+        let price = f
+            .served_model
+            .as_deref()
+            .or(f.model.as_deref())
+            .and_then(|m| self.settings.price(m));
+        let usage = Usage::of(f);
+        let spend = price.map(|p| usage.cost(p));
+        let estimate = held.as_ref().map(|h| h.estimate);
+        let (charged, settled) = charge(f, status, estimate, price);
+        let reserved = held.as_ref().map(|h| h.reservation.amount());
+        if let Some(h) = held {
+            h.ledger.settle(h.reservation, charged);
+        }
+        let outcome = outcome(f, status);
+        let dash: Arc<str> = "-".into();
+        let client = f.client.clone().unwrap_or_else(|| dash.clone());
+        let model = f.model_label.clone().unwrap_or_else(|| dash.clone());
+        let upstream = f.upstream_name.clone().unwrap_or_else(|| dash.clone());
+        self.metrics.llm_client_usage(
+            ClientUsage {
+                route: &self.route,
+                client: &client,
+                model: &model,
+                upstream: &upstream,
+                outcome,
+            },
+            [
+                ("input", usage.input),
+                ("output", usage.output),
+                ("cache_read", usage.cache_read),
+                ("cache_write", usage.cache_write),
+            ],
+            spend.map(|s| s as f64 / SPEND_UNIT),
+        );
+        if self.books.records.is_on() {
+            let start = std::time::SystemTime::now() - elapsed;
+            let record = serde_json::json!({
+                "time": humantime::format_rfc3339_millis(start).to_string(),
+                "request_id": f.request_id,
+                "route": &*self.route,
+                "client": &*client,
+                "model": f.model.as_deref().map(bounded),
+                "model_served": f
+                    .served_model
+                    .as_deref()
+                    .or(f.model.as_deref())
+                    .filter(|_| f.upstream_name.is_some())
+                    .map(bounded),
+                "upstream": f.upstream.as_deref(),
+                "status": status,
+                "outcome": outcome,
+                "stream": f.stream,
+                "input_tokens": usage.input,
+                "output_tokens": usage.output,
+                "cache_read_tokens": usage.cache_read,
+                "cache_write_tokens": usage.cache_write,
+                "spend": spend.map(|s| s as f64 / SPEND_UNIT),
+                "reserved_tokens": reserved.map(|r| r.tokens),
+                "charged_tokens": reserved.map(|_| charged.tokens),
+                "charged_spend": reserved.map(|_| charged.spend as f64 / SPEND_UNIT),
+                "settled": settled.name(),
+                "duration_ms": elapsed.as_millis() as u64,
+                "first_token_ms": f.first_token_ms,
+                "failovers": f.failovers,
+            });
+            self.books.records.write(&record);
+        }
+    }
+}
+
+impl Accounting for Account {
+    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: Duration) {
+        self.account(facts, status, elapsed);
+    }
+}
+
+impl Drop for Account {
+    /// A request dropped before its response began (the client went away
+    /// while weir waited on an upstream): its reservation is charged in
+    /// full — an upstream may have been generating — and so given back
+    /// only by the window's end.
+    fn drop(&mut self) {
+        if let Some(h) = self.held.get_mut().ok().and_then(Option::take) {
+            let amount = h.reservation.amount();
+            h.ledger.settle(h.reservation, amount);
+        }
+    }
+}
+
+/// Each client token of an LLM route against its budget, as the admin
+/// view shows it (only `client` when one is named).
+pub fn view(route: &str, llm: &super::LlmRoute, client: Option<&str>) -> Vec<serde_json::Value> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    llm.settings
+        .client_tokens
+        .iter()
+        .zip(llm.books.ledgers.iter())
+        .filter(|(c, _)| client.is_none_or(|n| n == c.name))
+        .map(|(c, ledger)| {
+            let v = ledger.view(&c.budget);
+            let mut windows = serde_json::Map::new();
+            for w in v.windows {
+                let spend = w.bound == Bound::SpendPerDay;
+                let amount = |n: u64| {
+                    if spend {
+                        serde_json::json!(n as f64 / SPEND_UNIT)
+                    } else {
+                        serde_json::json!(n)
+                    }
+                };
+                let remaining = w
+                    .limit
+                    .map(|l| amount(l.saturating_sub(w.used.saturating_add(w.reserved))));
+                windows.insert(
+                    w.bound.name().into(),
+                    serde_json::json!({
+                        "limit": w.limit.map(amount),
+                        "used": amount(w.used),
+                        "reserved": amount(w.reserved),
+                        "remaining": remaining,
+                        "resets_at": humantime::format_rfc3339_seconds(
+                            std::time::UNIX_EPOCH + Duration::from_secs(w.resets_at)
+                        ).to_string(),
+                        "resets_in_seconds": w.resets_at.saturating_sub(now),
+                    }),
+                );
+            }
+            serde_json::json!({
+                "route": route,
+                "client": c.name,
+                "in_flight": v.in_flight,
+                "budget": windows,
+            })
+        })
+        .collect()
+}
+
+/// The outcome a usage record and the per-client metrics give.
+fn outcome(f: &LlmFacts, status: u16) -> &'static str {
+    f.outcome.unwrap_or(if status < 400 {
+        "completed"
+    } else {
+        "rejected"
+    })
+}
+
+/// One request's tokens, in the one convention of `wire::Usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Usage {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+}
+
+impl Usage {
+    fn of(f: &LlmFacts) -> Self {
+        Usage {
+            input: f.input_tokens,
+            output: f.output_tokens,
+            cache_read: f.cache_read_tokens,
+            cache_write: f.cache_write_tokens,
+        }
+    }
+
+    fn tokens(self) -> u64 {
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
+    }
+
+    /// Each kind at its own price: `input` is never the cached input.
+    fn cost(self, p: Price) -> u64 {
+        self.input
+            .saturating_mul(p.input)
+            .saturating_add(self.output.saturating_mul(p.output))
+            .saturating_add(self.cache_read.saturating_mul(p.cache_read))
+            .saturating_add(self.cache_write.saturating_mul(p.cache_write))
+    }
+}
+
+/// The dearest price of each kind among `prices`.
+fn dearest(prices: impl Iterator<Item = Price>) -> Option<Price> {
+    prices.reduce(|a, b| Price {
+        input: a.input.max(b.input),
+        output: a.output.max(b.output),
+        cache_read: a.cache_read.max(b.cache_read),
+        cache_write: a.cache_write.max(b.cache_write),
+    })
+}
+
+/// The dearest way input can be billed (written to the cache costs more
+/// than plain input): what an estimated input is reserved at.
+fn worst_input(p: Price) -> u64 {
+    p.input.max(p.cache_read).max(p.cache_write)
+}
+
+/// What an ended request is charged against its budget (see the module
+/// comment), and how that was found.
+fn charge(
+    f: &LlmFacts,
+    status: u16,
+    estimate: Option<Estimate>,
+    price: Option<Price>,
+) -> (Amount, Settled) {
+    let served = f.upstream_name.is_some()
+        && (200..300).contains(&status)
+        && f.outcome.is_some_and(|o| o != "relayed_error");
+    if !served {
+        return (Amount::default(), Settled::Nothing);
+    }
+    let usage = Usage::of(f);
+    let cost = |u: Usage, p: Price| u.cost(p);
+    if f.outcome == Some("completed") && f.usage_reported {
+        return (
+            Amount {
+                tokens: usage.tokens(),
+                spend: price.map_or(0, |p| cost(usage, p)),
+            },
+            Settled::Usage,
+        );
+    }
+    let estimate = estimate.unwrap_or_default();
+    let charged = Usage {
+        output: usage.output.max(estimate.output),
+        ..if f.usage_reported {
+            usage
+        } else {
+            Usage {
+                input: estimate.input,
+                ..Usage::default()
+            }
+        }
+    };
+    let price = price.map(|p| {
+        if f.usage_reported {
+            p
+        } else {
+            Price {
+                input: worst_input(p),
+                ..p
+            }
+        }
+    });
+    (
+        Amount {
+            tokens: charged.tokens(),
+            spend: price.map_or(0, |p| cost(charged, p)),
+        },
+        Settled::Reservation,
+    )
+}
+
+/// A client's text as a record field: at most [`MAX_FIELD`] bytes (a
+/// model name is whatever the client sent; a record line stays small).
+fn bounded(s: &str) -> &str {
+    let mut end = s.len().min(MAX_FIELD);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The longest client-chosen text a usage record carries.
+const MAX_FIELD: usize = 256;
+
+/// An amount of weir's spend unit as currency, for messages.
+fn money(n: u64) -> String {
+    format!("{:.6}", n as f64 / SPEND_UNIT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SONNET: Price = Price {
+        input: 3_000_000,
+        output: 15_000_000,
+        cache_read: 300_000,
+        cache_write: 3_750_000,
+    };
+
+    fn facts(outcome: &'static str, reported: bool) -> LlmFacts {
+        LlmFacts {
+            upstream_name: Some("up".into()),
+            outcome: Some(outcome),
+            usage_reported: reported,
+            input_tokens: 100,
+            output_tokens: 50,
+            cache_read_tokens: 1000,
+            cache_write_tokens: 200,
+            ..LlmFacts::default()
+        }
+    }
+
+    const ESTIMATE: Estimate = Estimate {
+        input: 2000,
+        output: 64,
+    };
+
+    #[test]
+    fn a_completed_answer_is_charged_its_usage_each_kind_at_its_price() {
+        let (a, s) = charge(&facts("completed", true), 200, Some(ESTIMATE), Some(SONNET));
+        assert_eq!(s, Settled::Usage);
+        assert_eq!(a.tokens, 1350);
+        // 100 × 3 + 50 × 15 + 1000 × 0.3 + 200 × 3.75, per million.
+        assert_eq!(a.spend, 2_100_000_000);
+        assert_eq!(money(a.spend), "0.002100");
+    }
+
+    #[test]
+    fn an_answer_cut_short_is_charged_what_was_reported_and_the_output_reserved() {
+        let (a, s) = charge(
+            &facts("upstream_error", true),
+            200,
+            Some(ESTIMATE),
+            Some(SONNET),
+        );
+        assert_eq!(s, Settled::Reservation);
+        assert_eq!(a.tokens, 100 + 64 + 1000 + 200);
+        let (a, _) = charge(
+            &facts("client_cancel", false),
+            200,
+            Some(ESTIMATE),
+            Some(SONNET),
+        );
+        assert_eq!(a.tokens, 2000 + 64, "nothing reported: the estimate");
+        assert_eq!(
+            a.spend,
+            2000 * 3_750_000 + 64 * 15_000_000,
+            "estimated input at its dearest"
+        );
+    }
+
+    #[test]
+    fn nothing_is_charged_when_no_upstream_served() {
+        for (f, status) in [
+            (facts("relayed_error", true), 529),
+            (facts("completed", true), 401),
+            (
+                LlmFacts {
+                    upstream_name: None,
+                    ..facts("completed", true)
+                },
+                200,
+            ),
+            (
+                LlmFacts {
+                    outcome: None,
+                    ..facts("completed", true)
+                },
+                200,
+            ),
+        ] {
+            assert_eq!(
+                charge(&f, status, Some(ESTIMATE), Some(SONNET)),
+                (Amount::default(), Settled::Nothing)
+            );
+        }
+    }
+
+    #[test]
+    fn a_model_name_in_a_record_is_bounded_on_a_character() {
+        assert_eq!(bounded("claude"), "claude");
+        let long = "é".repeat(200);
+        assert_eq!(bounded(&long).len(), 256);
+        assert!(bounded(&"x".repeat(10_000)).len() <= MAX_FIELD);
+    }
+
+    #[test]
+    fn a_reservation_is_priced_at_the_dearest_model_it_may_be_sent_as() {
+        let cheap = Price {
+            input: 1,
+            output: 9,
+            cache_read: 1,
+            cache_write: 1,
+        };
+        let p = dearest([SONNET, cheap].into_iter()).expect("priced");
+        assert_eq!(p, SONNET);
+        assert_eq!(worst_input(SONNET), 3_750_000);
+        assert_eq!(dearest(std::iter::empty()), None);
+    }
+}
