@@ -30,6 +30,7 @@ pub mod admin;
 pub mod admit;
 pub mod balance;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod demo;

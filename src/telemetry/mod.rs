@@ -4,7 +4,7 @@
 pub mod logfile;
 mod metrics;
 
-pub use metrics::{Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind};
+pub use metrics::{ClusterMetrics, Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind};
 
 use crate::config::{LogFormat, LogSettings};
 
