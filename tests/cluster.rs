@@ -191,7 +191,10 @@ async fn a_client_limit_holds_across_three_instances() {
         (190..=210).contains(&passed),
         "{passed} of {attempts} passed in 4 s; the fleet's limit is 200 ± 5 %"
     );
-    assert!(attempts > 600, "the limit was not pressed: {attempts} attempts");
+    assert!(
+        attempts > 600,
+        "the limit was not pressed: {attempts} attempts"
+    );
     for m in &fleet {
         assert_eq!(
             m.metric("weir_cluster_decisions_total{mode=\"fail_open\"}")
@@ -199,7 +202,11 @@ async fn a_client_limit_holds_across_three_instances() {
             Some(0),
             "every decision was Redis's"
         );
-        assert!(m.metric("weir_cluster_decisions_total{mode=\"redis\"}").await > Some(100));
+        assert!(
+            m.metric("weir_cluster_decisions_total{mode=\"redis\"}")
+                .await
+                > Some(100)
+        );
     }
 }
 
@@ -245,7 +252,10 @@ async fn a_token_concurrency_of_8_holds_fleet_wide() {
             held.push(resp);
             break;
         }
-        assert!(Instant::now() < freed_by, "the freed slot was not given back");
+        assert!(
+            Instant::now() < freed_by,
+            "the freed slot was not given back"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for m in &fleet {
@@ -315,8 +325,16 @@ async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
     assert_eq!(passed, 0, "and none left for the others");
 
     for m in &mut fleet {
-        assert_eq!(m.lines("cluster: Redis does not answer"), 1, "one line down");
-        assert_eq!(m.lines("cluster: Redis answers"), 2, "up at start, up again");
+        assert_eq!(
+            m.lines("cluster: Redis does not answer"),
+            1,
+            "one line down"
+        );
+        assert_eq!(
+            m.lines("cluster: Redis answers"),
+            2,
+            "up at start, up again"
+        );
     }
 }
 
@@ -338,7 +356,8 @@ async fn fail_closed_refuses_in_the_routes_shape_until_redis_returns() {
     let fleet = fleet(2, &redis, &config).await;
     let body = messages_body("m", false);
     let auth = [("x-api-key", TOKEN)];
-    let (status, _, _) = common::post_json(&fleet[0].url("/v1/messages"), body.clone(), &auth).await;
+    let (status, _, _) =
+        common::post_json(&fleet[0].url("/v1/messages"), body.clone(), &auth).await;
     assert_eq!(status, 200);
 
     redis.kill();
@@ -394,7 +413,8 @@ async fn a_killed_instance_gives_its_slots_back_within_the_ttl() {
         assert_eq!(resp.status(), 200);
         held.push(resp);
     }
-    let (status, _, _) = common::post_json(&fleet[1].url("/v1/messages"), body.clone(), &auth).await;
+    let (status, _, _) =
+        common::post_json(&fleet[1].url("/v1/messages"), body.clone(), &auth).await;
     assert_eq!(status, 429, "every slot is held by the first instance");
 
     fleet[0].proc.signal("-KILL");
@@ -498,5 +518,8 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
         redis.command("ZCARD t:cc:r:tok").as_deref() == Some(":1")
     })
     .await;
-    assert!(rewritten, "a held lease is written again after Redis lost it");
+    assert!(
+        rewritten,
+        "a held lease is written again after Redis lost it"
+    );
 }

@@ -154,7 +154,9 @@ async fn heartbeat(inner: &Inner, conn: &mut MultiplexedConnection) -> Result<()
     )
     .await?;
     let n = n.max(1);
-    let was = inner.instances.swap(n, std::sync::atomic::Ordering::Relaxed);
+    let was = inner
+        .instances
+        .swap(n, std::sync::atomic::Ordering::Relaxed);
     inner.metrics.instances.set(i64::from(n));
     if was != n && inner.state.load(std::sync::atomic::Ordering::Relaxed) == UP {
         tracing::info!(target: "weir::cluster", instances = n, "cluster: the fleet has {n} live instances");

@@ -241,17 +241,18 @@ impl Cluster {
         }
         let started = Instant::now();
         let mut c = (*conn).clone();
-        let answer = tokio::time::timeout(
-            inner.timeout,
-            invocation.invoke_async::<(i64, i64)>(&mut c),
-        )
-        .await;
+        let answer =
+            tokio::time::timeout(inner.timeout, invocation.invoke_async::<(i64, i64)>(&mut c))
+                .await;
         let (wait, lease) = match answer {
             Ok(Ok(a)) => a,
             failed => {
                 let why = match failed {
                     Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {}", humantime::format_duration(inner.timeout)),
+                    _ => format!(
+                        "no answer within {}",
+                        humantime::format_duration(inner.timeout)
+                    ),
                 };
                 // The script may have run: a slot it took would stay
                 // taken until its TTL, so give it back.
@@ -330,10 +331,7 @@ impl Inner {
     /// replaced already), log the change, and let the supervisor reconnect.
     fn down(&self, conn: &Arc<MultiplexedConnection>, why: &str) {
         let previous = self.conn.compare_and_swap(conn, None);
-        if previous
-            .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(p, conn))
-        {
+        if previous.as_ref().is_some_and(|p| Arc::ptr_eq(p, conn)) {
             self.set_state(DOWN, why);
             self.kick.notify_one();
         }

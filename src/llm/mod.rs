@@ -191,7 +191,9 @@ pub async fn serve(
             }
             Err(Refusal::Unavailable) => {
                 return Err(Rescue::cluster_unavailable()
-                    .saying("the gateway cannot check this client token's limits now; retry shortly")
+                    .saying(
+                        "the gateway cannot check this client token's limits now; retry shortly",
+                    )
                     .closing_if_body(&req));
             }
         }

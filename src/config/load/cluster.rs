@@ -10,8 +10,7 @@ const TIMEOUT: RangeInclusive<Duration> = Duration::from_millis(1)..=Duration::f
 /// A lease is renewed three times per TTL; under a second, renewals would
 /// be most of the traffic, over a day a crashed instance's slots would
 /// stay taken for as long.
-const LEASE_TTL: RangeInclusive<Duration> =
-    Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
+const LEASE_TTL: RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
 
 pub(super) fn cluster(top: &Section<'_, '_>) -> Option<ClusterSettings> {
     let t = top.table("cluster")?;
@@ -121,7 +120,10 @@ mod tests {
         assert_eq!(s.timeout, Duration::from_millis(20));
         assert_eq!(s.on_failure, FailureMode::Open);
         assert_eq!(s.lease_ttl, Duration::from_secs(15));
-        assert!(c.routes[0].shared_limits, "shared by default with [cluster]");
+        assert!(
+            c.routes[0].shared_limits,
+            "shared by default with [cluster]"
+        );
         let c = parse(Path::new("w.toml"), MINIMAL).expect("valid");
         assert!(c.cluster.is_none());
         assert!(!c.routes[0].shared_limits);
@@ -134,10 +136,22 @@ mod tests {
              on_failure = \"open\"\nlease_ttl = \"100ms\"\n{MINIMAL}"
         ));
         assert_eq!(p.len(), 4, "{p:#?}");
-        assert!(p[0].contains("cluster.url: the URL holds a password"), "{}", p[0]);
+        assert!(
+            p[0].contains("cluster.url: the URL holds a password"),
+            "{}",
+            p[0]
+        );
         assert!(p[1].contains("cluster.timeout: `2s` is longer"), "{}", p[1]);
-        assert!(p[2].contains("cluster.on_failure: `open` is not a failure mode"), "{}", p[2]);
-        assert!(p[3].contains("cluster.lease_ttl: `100ms` is shorter"), "{}", p[3]);
+        assert!(
+            p[2].contains("cluster.on_failure: `open` is not a failure mode"),
+            "{}",
+            p[2]
+        );
+        assert!(
+            p[3].contains("cluster.lease_ttl: `100ms` is shorter"),
+            "{}",
+            p[3]
+        );
         let p = problems(&format!("[cluster]\nurl = \"http://x\"\n{MINIMAL}"));
         assert!(p[0].contains("must start with redis://"), "{p:?}");
         let p = problems(&format!("[cluster]\n{MINIMAL}"));
@@ -148,7 +162,11 @@ mod tests {
     fn a_route_scope_needs_the_cluster() {
         let p = problems(&format!("{MINIMAL}limit_scope = \"cluster\"\n"));
         assert_eq!(p.len(), 1, "{p:#?}");
-        assert!(p[0].contains("route[0].limit_scope: there is no `[cluster]`"), "{}", p[0]);
+        assert!(
+            p[0].contains("route[0].limit_scope: there is no `[cluster]`"),
+            "{}",
+            p[0]
+        );
         let c = parse(
             Path::new("w.toml"),
             &format!("[cluster]\nurl = \"redis://h\"\n{MINIMAL}limit_scope = \"local\"\n"),
