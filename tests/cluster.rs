@@ -152,7 +152,9 @@ async fn a_client_limit_holds_across_three_instances() {
     let config = proxy_config(
         up,
         "rate_limit_per_second = 50\nrate_limit_burst = 10",
-        "timeout = \"250ms\"",
+        // The longest bound: this test is about the shared limit, and a
+        // decision by the failure mode would not count toward it.
+        "timeout = \"1s\"",
     );
     let fleet = fleet(3, &redis, &config).await;
 
@@ -290,10 +292,11 @@ async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
     redis.pause();
     let (passed, limited, longest) = burst(&fleet[0].url("/"), 20).await;
     assert!(longest < bound + margin, "a request waited {longest:?}");
-    assert_eq!(
-        (passed, limited),
-        (10, 10),
-        "one instance's share of a burst of 30 in a fleet of 3"
+    // 10: one instance's share of a burst of 30 in a fleet of 3 (one more
+    // if the share's rate, 1 per 3 s, refilled one meanwhile).
+    assert!(
+        (10..=11).contains(&passed) && passed + limited == 20,
+        "{passed} passed, {limited} limited"
     );
     assert_eq!(fleet[0].metric("weir_cluster_redis_up").await, Some(0));
     assert!(
@@ -307,7 +310,10 @@ async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
     for m in &fleet[1..] {
         let (passed, _, longest) = burst(&m.url("/"), 12).await;
         assert!(longest < bound + margin, "a request waited {longest:?}");
-        assert_eq!(passed, 10, "its share while Redis is gone");
+        assert!(
+            (10..=11).contains(&passed),
+            "its share while Redis is gone: {passed}"
+        );
     }
 
     redis.restart();
@@ -320,9 +326,13 @@ async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
     }
     // Shared again: one instance gets the fleet's whole (fresh) burst.
     let (passed, _, _) = burst(&fleet[0].url("/"), 40).await;
-    assert_eq!(passed, 30, "the fleet's burst from one instance");
+    // 30 (the rate, 1/s, may add one or two while the burst is sent).
+    assert!(
+        (30..=32).contains(&passed),
+        "the fleet's burst from one instance: {passed}"
+    );
     let (passed, _, _) = burst(&fleet[1].url("/"), 5).await;
-    assert_eq!(passed, 0, "and none left for the others");
+    assert!(passed <= 1, "and none left for the others: {passed}");
 
     for m in &mut fleet {
         assert_eq!(
@@ -490,6 +500,21 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
             );
         }
     }
+
+    // A key of the wrong type (another program's, under the prefix):
+    // Redis refuses the script, this decision is the failure mode's, and
+    // Redis is not taken for down.
+    assert_eq!(redis.command("SET t:cc:r:other x").as_deref(), Some("+OK"));
+    let other: Arc<str> = "t:cc:r:other".into();
+    let ask = Ask {
+        rate: None,
+        lease: Some((&other, 2)),
+    };
+    assert!(matches!(
+        cluster.decide(ask).await,
+        Decision::Open { instances: 1 }
+    ));
+    assert!(cluster.is_up(), "a refused script is not a lost Redis");
 
     let key: Arc<str> = "t:cc:r:tok".into();
     let lease = |limit| Ask {

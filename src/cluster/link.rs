@@ -189,11 +189,17 @@ async fn release(inner: &Inner, conn: &mut MultiplexedConnection) -> Result<(), 
     for (key, id) in &released {
         pipe.zrem(&**key, inner.lease_name(*id)).ignore();
     }
-    match bounded(pipe.query_async::<()>(conn)).await {
-        Ok(()) => Ok(()),
-        Err(why) => {
+    match tokio::time::timeout(BACKGROUND_TIMEOUT, pipe.query_async::<()>(conn)).await {
+        Ok(Ok(())) => Ok(()),
+        // Redis ran every command and refused one (a key of the wrong
+        // type): the others are done, and that one cannot be.
+        Ok(Err(e)) if super::answered(&e) => Ok(()),
+        failed => {
             inner.leases.locked().requeue(released);
-            Err(why)
+            Err(match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => "no answer to the releases".into(),
+            })
         }
     }
 }

@@ -69,6 +69,8 @@ struct Inner {
     kick: Arc<Notify>,
     /// Signalled once the first connection attempt has ended.
     settled: Notify,
+    /// A refused script has been logged at warn.
+    script_error_logged: std::sync::atomic::AtomicBool,
     metrics: ClusterMetrics,
 }
 
@@ -161,6 +163,7 @@ impl Cluster {
             scripts: Scripts::new(),
             kick: Arc::new(Notify::new()),
             settled: Notify::new(),
+            script_error_logged: Default::default(),
             metrics,
         });
         inner.metrics.instances.set(1);
@@ -247,19 +250,25 @@ impl Cluster {
         let (wait, lease) = match answer {
             Ok(Ok(a)) => a,
             failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!(
-                        "no answer within {}",
-                        humantime::format_duration(inner.timeout)
-                    ),
-                };
                 // The script may have run: a slot it took would stay
                 // taken until its TTL, so give it back.
                 if let (Some((key, _)), Some(id)) = (ask.lease, lease_id) {
                     inner.leases.locked().forget(id, key);
                 }
-                inner.down(&conn, &why);
+                match failed {
+                    // Redis answered with an error (a key of the wrong
+                    // type, an ACL refusal): it is there, this decision
+                    // is the failure mode's.
+                    Ok(Err(e)) if answered(&e) => inner.script_failed(&e),
+                    Ok(Err(e)) => inner.down(&conn, &e.to_string()),
+                    _ => inner.down(
+                        &conn,
+                        &format!(
+                            "no answer within {}",
+                            humantime::format_duration(inner.timeout)
+                        ),
+                    ),
+                }
                 return self.fallback();
             }
         };
@@ -321,7 +330,44 @@ impl Cluster {
     }
 }
 
+/// Whether `e` is Redis's own answer on a connection that still works
+/// (rather than a lost connection, or a Redis that cannot serve now:
+/// loading, read-only after a failover, its primary down).
+fn answered(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    !e.is_unrecoverable_error()
+        && matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::ResponseError
+                    | ServerErrorKind::NoPerm
+                    | ServerErrorKind::NoScript
+                    | ServerErrorKind::CrossSlot
+                    | ServerErrorKind::ExecAbort
+            ) | ErrorKind::Extension
+                | ErrorKind::UnexpectedReturnType
+        )
+}
+
 impl Inner {
+    /// A script Redis refused: the first at warn (it will not fix itself:
+    /// a key of another program's under the prefix, an ACL), the rest at
+    /// debug so a flood of them cannot flood the log.
+    fn script_failed(&self, e: &redis::RedisError) {
+        if !self
+            .script_error_logged
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                target: "weir::cluster",
+                error = %e,
+                "cluster: Redis refused a shared-limit script; such requests are decided by the failure mode (later refusals are logged at debug)"
+            );
+        } else {
+            tracing::debug!(target: "weir::cluster", error = %e, "cluster: script refused");
+        }
+    }
+
     /// A lease's member in its sorted set: unique in the fleet.
     fn lease_name(&self, id: u64) -> String {
         format!("{}:{id}", self.instance)

@@ -88,14 +88,19 @@ return {math.floor(wait), lease}
 ";
 
 /// KEYS: the lease set of each lease; ARGV: TTL ms, then each lease's id.
+/// A key that is not a sorted set (another program's) is skipped, so it
+/// cannot stop the renewal of every other lease.
 const RENEW_MAIN: &str = r"
 local now_ms = math.floor(now_us() / 1000)
 local ttl = tonumber(ARGV[1])
+local renewed = 0
 for i, key in ipairs(KEYS) do
-  redis.call('ZADD', key, now_ms + ttl, ARGV[i + 1])
-  keep(key, ttl)
+  if type(redis.pcall('ZADD', key, now_ms + ttl, ARGV[i + 1])) == 'number' then
+    keep(key, ttl)
+    renewed = renewed + 1
+  end
 end
-return #KEYS
+return renewed
 ";
 
 /// KEYS: the fleet's instance set; ARGV: this instance's id, TTL ms.
