@@ -140,7 +140,8 @@ impl RateLimit {
         Self::with_quota(Quota::per_minute(rate), per_minute, burst, max_keys)
     }
 
-    /// This limit decided for the fleet by `cluster` under `route`'s keys.
+    /// This (per-second) limit decided for the fleet by `cluster` under
+    /// `route`'s keys.
     pub fn sharing(mut self, cluster: &Arc<Cluster>, route: &str) -> Self {
         let share = RateLimit::share_of(self.per_second, self.burst, 1, self.max_keys);
         self.shared = Some(Shared {
