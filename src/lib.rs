@@ -12,6 +12,7 @@
 //! - [`route`] — host and path → route, and the route kinds
 //! - [`proxy`] — forward upstream and stream back
 //! - [`llm`] — LLM API routes: model routing, failover, streaming relay
+//! - [`cluster`] — with `[cluster]`: a fleet's shared limits in Redis
 //! - [`respond`] — generated errors, how failures are answered, access log
 //!   and metrics at body end
 //!
@@ -30,6 +31,7 @@ pub mod admin;
 pub mod admit;
 pub mod balance;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod demo;

@@ -29,7 +29,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::acme::Challenges;
-use crate::admit::rate::Client;
+use crate::admit::{self, rate::Client, rate::Refusal};
 use crate::config::{Config, RedirectSettings, normalise_host};
 use crate::conn::state::CloseReason;
 use crate::conn::{self, info::ConnInfo};
@@ -65,6 +65,7 @@ impl Gateway {
             config.server.max_buffered_body_bytes,
             metrics,
             records,
+            config.cluster.as_ref(),
         );
         let snapshot = Snapshot::build(config, &standing)?;
         Ok(Gateway {
@@ -82,6 +83,11 @@ impl Gateway {
         let generation = snapshot.generation;
         self.current.store(Arc::new(snapshot));
         Ok(generation)
+    }
+
+    /// The fleet's shared state, with `[cluster]` (as at start).
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.standing.cluster.as_ref()
     }
 
     /// The snapshot new requests use.
@@ -228,15 +234,24 @@ impl Gateway {
         // the token.)
         if let Some(rate) = &route.rate
             && !route.target.rate_by_token()
-            && let Err(limited) = rate.check(Client::ip(conn.peer.ip()))
         {
-            record.admission = None;
-            return Err(Rescue::rate_limited(
-                limited,
-                conn.peer.ip(),
-                &route.name,
-                &host,
-            ));
+            let client = Client::ip(conn.peer.ip());
+            let refused = match rate.cluster() {
+                // The fleet's limit: one round trip (or none while Redis is down).
+                Some(_) => admit::limit_client(Some(rate), client, None, None, None)
+                    .await
+                    .err(),
+                None => rate.check(client).err().map(Refusal::Limited),
+            };
+            if let Some(refused) = refused {
+                record.admission = None;
+                return Err(match refused {
+                    Refusal::Limited(limited) => {
+                        Rescue::rate_limited(limited, conn.peer.ip(), &route.name, &host)
+                    }
+                    Refusal::Full | Refusal::Unavailable => Rescue::cluster_unavailable(),
+                });
+            }
         }
 
         // Phase: route policy — the route's own gate.

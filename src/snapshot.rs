@@ -25,7 +25,10 @@ use ipnet::IpNet;
 
 use crate::admit::rate::{self, RateLimit};
 use crate::admit::{Admitter, Gate};
-use crate::config::{Config, LlmSettings, RouteConfig, RouteKind, UpstreamGroup, UpstreamSettings};
+use crate::cluster::Cluster;
+use crate::config::{
+    ClusterSettings, Config, LlmSettings, RouteConfig, RouteKind, UpstreamGroup, UpstreamSettings,
+};
 use crate::llm::ledger::Ledger;
 use crate::llm::{Books, ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
@@ -98,21 +101,30 @@ struct RouteState {
     /// An LLM route's clients, cooldowns and token gates, kept while its
     /// settings (and the shared upstream settings) are unchanged.
     llm: Option<(LlmKey, Arc<LlmRoute>)>,
-    rate: Option<((u32, u32), Arc<RateLimit>)>,
+    /// The rate limit, by its quota and whether the fleet shares it.
+    rate: Option<((u32, u32, bool), Arc<RateLimit>)>,
 }
 
 #[derive(PartialEq)]
 struct LlmKey {
     settings: Arc<LlmSettings>,
+    /// The fleet shares its token limits.
+    shared: bool,
     pool_idle_timeout: Duration,
     pool_max_idle_per_host: usize,
     ca_file: CaFile,
 }
 
 impl LlmKey {
-    fn new(settings: &Arc<LlmSettings>, upstream: &UpstreamSettings, ca_file: &CaFile) -> Self {
+    fn new(
+        settings: &Arc<LlmSettings>,
+        shared: bool,
+        upstream: &UpstreamSettings,
+        ca_file: &CaFile,
+    ) -> Self {
         LlmKey {
             settings: settings.clone(),
+            shared,
             pool_idle_timeout: upstream.pool_idle_timeout,
             pool_max_idle_per_host: upstream.pool_max_idle_per_host,
             ca_file: ca_file.clone(),
@@ -133,6 +145,9 @@ pub struct Standing {
     /// Budget ledgers by route and client name: a reload that changes a
     /// budget, or anything else of the route, keeps what was used.
     ledgers: Mutex<HashMap<(String, String), Arc<Ledger>>>,
+    /// The fleet's shared limits, with `[cluster]` at start (fixed until
+    /// a restart, like the other process-wide parts).
+    pub cluster: Option<Arc<Cluster>>,
     routes: Mutex<HashMap<String, RouteState>>,
     generation: Mutex<u64>,
 }
@@ -144,8 +159,10 @@ impl Standing {
         max_buffered_body_bytes: u64,
         metrics: Arc<Metrics>,
         records: RecordSink,
+        cluster: Option<&ClusterSettings>,
     ) -> Self {
         Standing {
+            cluster: cluster.map(|c| Cluster::start(c, metrics.cluster())),
             body_budget: ByteBudget::new(max_buffered_body_bytes),
             offload: Offload::per_core(),
             records,
@@ -194,6 +211,10 @@ impl Snapshot {
                 state.limit = r.max_concurrent_requests;
                 state.gate = Gate::new(r.max_concurrent_requests);
             }
+            // The fleet's limits when the route shares them and weir
+            // started with a cluster (one added by a reload waits for a
+            // restart).
+            let cluster = standing.cluster.as_ref().filter(|_| r.shared_limits);
             let target = match &r.kind {
                 RouteKind::Proxy { upstream: uri } => {
                     let key = PoolKey::new(r, uri, &config.upstream, &ca_file);
@@ -215,7 +236,7 @@ impl Snapshot {
                     Target::Proxy(upstream)
                 }
                 RouteKind::Llm(settings) => {
-                    let key = LlmKey::new(settings, &config.upstream, &ca_file);
+                    let key = LlmKey::new(settings, cluster.is_some(), &config.upstream, &ca_file);
                     let books = Books {
                         ledgers: settings
                             .client_tokens
@@ -242,6 +263,7 @@ impl Snapshot {
                                 books,
                                 workers,
                                 &standing.metrics,
+                                cluster,
                             ));
                             state.llm = Some((key, llm.clone()));
                             llm
@@ -252,10 +274,16 @@ impl Snapshot {
             };
             let rate = match (r.rate_limit, &state.rate) {
                 (None, _) => None,
-                (Some(q), Some((k, limit))) if *k == q => Some(limit.clone()),
+                (Some(q), Some((k, limit))) if *k == (q.0, q.1, cluster.is_some()) => {
+                    Some(limit.clone())
+                }
                 (Some(q), _) => {
-                    let limit = Arc::new(RateLimit::new(q.0, q.1, rate::MAX_KEYS));
-                    state.rate = Some((q, limit.clone()));
+                    let mut limit = RateLimit::new(q.0, q.1, rate::MAX_KEYS);
+                    if let Some(cluster) = cluster {
+                        limit = limit.sharing(cluster, &r.name);
+                    }
+                    let limit = Arc::new(limit);
+                    state.rate = Some(((q.0, q.1, cluster.is_some()), limit.clone()));
                     Some(limit)
                 }
             };

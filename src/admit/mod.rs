@@ -7,8 +7,17 @@
 //! `RequestRecord` in respond) and released when the body ends, fails
 //! or is dropped — not when the handler returns — so streams, downloads and
 //! tunnels count for as long as they run.
+//!
+//! A route's client limits — its per-client rate, and on LLM routes a
+//! client token's concurrency — are applied by [`limit_client`]: by this
+//! process alone, or, when the route shares them with its fleet, by one
+//! decision of `crate::cluster` (a Redis script; a lease then lives in the
+//! admission like a semaphore permit).
 
 pub mod rate;
+
+use crate::cluster::{Ask, Cluster, Decision, Lease};
+use rate::{Client, RateLimit, Refusal};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,6 +54,127 @@ impl Gate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Full;
 
+/// A client token's concurrency bound: this process's own gate, or the
+/// fleet's slots in Redis.
+#[derive(Clone)]
+pub enum TokenGate {
+    Local(Gate),
+    Shared {
+        cluster: Arc<Cluster>,
+        /// The token's lease key.
+        key: Arc<str>,
+        limit: usize,
+    },
+}
+
+impl TokenGate {
+    /// `limit` slots (0: none), the fleet's when `cluster` is given.
+    pub fn new(limit: usize, shared: Option<(&Arc<Cluster>, Arc<str>)>) -> Self {
+        match shared {
+            Some((cluster, key)) if limit > 0 => TokenGate::Shared {
+                cluster: cluster.clone(),
+                key,
+                limit,
+            },
+            _ => TokenGate::Local(Gate::new(limit)),
+        }
+    }
+}
+
+/// A route's client limits for one request, in order: the rate of
+/// `client` (`id` names it in the fleet's keys: its address when `None`),
+/// then the token's concurrency slot, held by `admission`. Limits the
+/// route keeps locally cost what they always did; shared ones cost one
+/// Redis round trip for both, or none while Redis is down.
+pub async fn limit_client(
+    rate: Option<&RateLimit>,
+    client: Client,
+    id: Option<&str>,
+    gate: Option<&TokenGate>,
+    mut admission: Option<&mut Admission>,
+) -> Result<(), Refusal> {
+    let shared_rate = rate.and_then(|r| Some((r, r.cluster()?)));
+    let shared_gate = match gate {
+        Some(TokenGate::Shared {
+            cluster,
+            key,
+            limit,
+        }) => Some((cluster, key, *limit)),
+        _ => None,
+    };
+    // The route's own limits, as without a cluster.
+    if let Some(rate) = rate
+        && shared_rate.is_none()
+    {
+        rate.check(client).map_err(Refusal::Limited)?;
+    }
+    let Some(cluster) = shared_rate
+        .map(|(_, c)| c)
+        .or(shared_gate.map(|(c, _, _)| c))
+    else {
+        if let (Some(TokenGate::Local(g)), Some(a)) = (gate, admission) {
+            a.enter_token(g).map_err(|_| Refusal::Full)?;
+        }
+        return Ok(());
+    };
+    let ip_id;
+    let id = match id {
+        Some(id) => id,
+        None => {
+            ip_id = client.ip_id().unwrap_or_default();
+            &ip_id
+        }
+    };
+    let rate_key = shared_rate.and_then(|(r, _)| r.shared_key(id));
+    let ask = Ask {
+        rate: rate_key.as_ref().map(|(k, g)| (k.as_str(), *g)),
+        lease: shared_gate.map(|(_, key, limit)| (key, limit)),
+    };
+    let lease = match cluster.decide(ask).await {
+        Decision::Admitted(lease) => lease,
+        Decision::Limited(wait) => {
+            let rate = shared_rate.map(|(r, _)| r);
+            return Err(Refusal::Limited(rate.map_or(
+                rate::Limited {
+                    retry_after: 1,
+                    log: false,
+                },
+                |r| r.limited(client, wait),
+            )));
+        }
+        Decision::Full => return Err(Refusal::Full),
+        Decision::Closed => return Err(Refusal::Unavailable),
+        Decision::Open { instances } => {
+            if let Some((rate, _)) = shared_rate {
+                rate.check_share(client, instances)
+                    .map_err(Refusal::Limited)?;
+            }
+            match shared_gate {
+                Some((cluster, key, limit)) => Some(
+                    cluster
+                        .lease_here(key, share(limit, instances))
+                        .ok_or(Refusal::Full)?,
+                ),
+                None => None,
+            }
+        }
+    };
+    // A local token gate beside a shared rate (not made by config today).
+    if let (Some(TokenGate::Local(g)), Some(a)) = (gate, admission.as_deref_mut()) {
+        a.enter_token(g).map_err(|_| Refusal::Full)?;
+    }
+    if let (Some(lease), Some(a)) = (lease, admission) {
+        a._lease = Some(lease);
+    }
+    Ok(())
+}
+
+/// One instance's share of `limit` slots in a fleet of `instances`
+/// (rounded up: at least one).
+fn share(limit: usize, instances: u32) -> usize {
+    limit.div_ceil(instances.max(1) as usize).max(1)
+}
+
 /// Which gate shed a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shed {
@@ -68,6 +198,8 @@ pub struct Admission {
     _global: Option<OwnedSemaphorePermit>,
     _route: Option<OwnedSemaphorePermit>,
     _token: Option<OwnedSemaphorePermit>,
+    /// A client token's slot in the fleet, given back with the rest.
+    _lease: Option<Lease>,
     since: Instant,
     in_flight: Gauge,
     hold_time: Histogram,
@@ -120,6 +252,7 @@ impl Admitter {
             _global: global,
             _route: None,
             _token: None,
+            _lease: None,
             since: Instant::now(),
             in_flight: self.in_flight.clone(),
             hold_time: self.hold_time.clone(),

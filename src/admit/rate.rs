@@ -9,6 +9,11 @@
 //! burst once, which is the price of a hard memory bound under a flood of
 //! distinct addresses.
 //!
+//! With `[cluster]` a route's limit can be the fleet's ([`RateLimit::sharing`]):
+//! the same GCRA, run by a script in Redis, decides (see `crate::cluster`),
+//! and while Redis does not answer in `fail_open` a local limiter with
+//! 1/N of the quota (N the live instances) stands in.
+//!
 //! A limited client is logged for fail2ban — one line per client per
 //! `LOG_EVERY`, itself rate limited the same way, so an attack cannot
 //! flood the log: `weir: rate_limited client=… route=… host=…`.
@@ -22,6 +27,8 @@ use arc_swap::ArcSwap;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
+use crate::cluster::{Cluster, Gcra};
+
 /// Clients tracked per route before idle ones are dropped.
 pub const MAX_KEYS: usize = 100_000;
 /// At most one fail2ban line per limited client per this.
@@ -29,6 +36,11 @@ pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A route's per-client limit.
 pub struct RateLimit {
+    /// Requests per second and burst, as configured.
+    per_second: u32,
+    burst: u32,
+    /// The fleet's limit, when the route shares it.
+    shared: Option<Shared>,
     quota: Quota,
     limiter: ArcSwap<DefaultKeyedRateLimiter<Client>>,
     log_lines: DefaultKeyedRateLimiter<Client>,
@@ -51,6 +63,15 @@ pub enum Client {
 }
 
 impl Client {
+    /// The client's name in the fleet's keys, for an address (a token's
+    /// is its id, which the route knows).
+    pub fn ip_id(&self) -> Option<String> {
+        match self {
+            Client::Ip(ip) => Some(ip.to_string()),
+            Client::Token(_) => None,
+        }
+    }
+
     /// The key for a peer address.
     pub fn ip(ip: IpAddr) -> Client {
         Client::Ip(match ip {
@@ -83,24 +104,72 @@ pub struct Limited {
     pub log: bool,
 }
 
+/// A route's limit in the fleet: its key in Redis, its quota there, and
+/// the local stand-in for `fail_open` (1/N of the quota, rebuilt when N
+/// changes).
+struct Shared {
+    cluster: Arc<Cluster>,
+    /// `<prefix>rl:<route>:`; the client's id is appended.
+    key: String,
+    gcra: Gcra,
+    share: ArcSwap<(u32, RateLimit)>,
+}
+
+/// Why a request may not go on under a route's client limits.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Over the rate (429).
+    Limited(Limited),
+    /// Every concurrency slot of the client token is taken (429).
+    Full,
+    /// A shared limit could not be decided: Redis did not answer in time
+    /// and the mode is `fail_closed` (503).
+    Unavailable,
+}
+
 impl RateLimit {
     /// `per_second` sustained, `burst` at once (at least 1 each).
     pub fn new(per_second: u32, burst: u32, max_keys: usize) -> Self {
         let rate = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
-        Self::with_quota(Quota::per_second(rate), burst, max_keys)
+        Self::with_quota(Quota::per_second(rate), per_second, burst, max_keys)
     }
 
     /// `per_minute` sustained, `burst` at once.
     pub fn per_minute(per_minute: u32, burst: u32, max_keys: usize) -> Self {
         let rate = NonZeroU32::new(per_minute.max(1)).unwrap_or(NonZeroU32::MIN);
-        Self::with_quota(Quota::per_minute(rate), burst, max_keys)
+        Self::with_quota(Quota::per_minute(rate), per_minute, burst, max_keys)
     }
 
-    fn with_quota(quota: Quota, burst: u32, max_keys: usize) -> Self {
-        let burst = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
-        let quota = quota.allow_burst(burst);
+    /// This (per-second) limit decided for the fleet by `cluster` under
+    /// `route`'s keys.
+    pub fn sharing(mut self, cluster: &Arc<Cluster>, route: &str) -> Self {
+        let share = RateLimit::share_of(self.per_second, self.burst, 1, self.max_keys);
+        self.shared = Some(Shared {
+            key: cluster.rate_prefix(route),
+            gcra: Gcra::new(self.per_second, self.burst),
+            cluster: cluster.clone(),
+            share: ArcSwap::from_pointee((1, share)),
+        });
+        self
+    }
+
+    /// One instance's share of a fleet of `n`: 1/n of the rate, and of
+    /// the burst (rounded up: at least 1).
+    fn share_of(per_second: u32, burst: u32, n: u32, max_keys: usize) -> Self {
+        let n = n.max(1);
+        let period = Duration::from_secs_f64(f64::from(n) / f64::from(per_second.max(1)));
+        let quota = Quota::with_period(period).unwrap_or(Quota::per_second(NonZeroU32::MIN));
+        Self::with_quota(quota, per_second, burst.div_ceil(n), max_keys)
+    }
+
+    fn with_quota(quota: Quota, per_second: u32, burst: u32, max_keys: usize) -> Self {
+        let allowed = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        let quota = quota.allow_burst(allowed);
         let log_quota = Quota::with_period(LOG_EVERY).unwrap_or(Quota::per_second(NonZeroU32::MIN));
         RateLimit {
+            per_second,
+            burst,
+            shared: None,
             quota,
             limiter: ArcSwap::from_pointee(RateLimiter::keyed(quota)),
             log_lines: RateLimiter::keyed(log_quota),
@@ -110,7 +179,45 @@ impl RateLimit {
         }
     }
 
-    /// Whether `client` may send a request now.
+    /// The cluster deciding this limit, if the fleet shares it.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.shared.as_ref().map(|s| &s.cluster)
+    }
+
+    /// The Redis key of `client`'s budget (`id`: its address, or its
+    /// token's id), when the limit is shared.
+    pub fn shared_key(&self, id: &str) -> Option<(String, Gcra)> {
+        let s = self.shared.as_ref()?;
+        Some((format!("{}{id}", s.key), s.gcra))
+    }
+
+    /// Redis said `client` is over the limit until `wait` from now.
+    pub fn limited(&self, key: Client, wait: Duration) -> Limited {
+        Limited {
+            retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
+            log: self.log_lines.check_key(&key).is_ok(),
+        }
+    }
+
+    /// Redis did not answer (`fail_open`): this instance's share of the
+    /// fleet's limit, 1/`instances`, decides.
+    pub fn check_share(&self, key: Client, instances: u32) -> Result<(), Limited> {
+        let Some(shared) = &self.shared else {
+            return self.check(key);
+        };
+        let mut share = shared.share.load_full();
+        if share.0 != instances {
+            let fresh = RateLimit::share_of(self.per_second, self.burst, instances, self.max_keys);
+            shared.share.store(Arc::new((instances, fresh)));
+            share = shared.share.load_full();
+        }
+        share.1.check(key).map_err(|l| Limited {
+            log: self.log_lines.check_key(&key).is_ok(),
+            ..l
+        })
+    }
+
+    /// Whether `client` may send a request now, by this process alone.
     pub fn check(&self, key: Client) -> Result<(), Limited> {
         let n = self
             .checks

@@ -70,6 +70,10 @@ pub mod defaults {
     pub const LLM_DEFAULT_MAX_TOKENS: u64 = 4096;
     pub const LLM_FAILOVER_ON: &[u16] = &[429, 500, 502, 503, 504, 529];
     pub const MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
+
+    pub const CLUSTER_KEY_PREFIX: &str = "weir:";
+    pub const CLUSTER_TIMEOUT: Duration = Duration::from_millis(20);
+    pub const CLUSTER_LEASE_TTL: Duration = Duration::from_secs(15);
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +89,44 @@ pub struct Config {
     pub listeners: Vec<ListenerConfig>,
     pub routes: Vec<RouteConfig>,
     pub upstream: UpstreamSettings,
+    /// Limits shared by a fleet of weirs through Redis; `None`: every
+    /// limit is this process's own.
+    pub cluster: Option<ClusterSettings>,
+}
+
+/// `[cluster]`: where a fleet's shared limits live, and what to do when
+/// that store does not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `redis://host:port/db` or `rediss://…` (TLS), without a password.
+    pub url: String,
+    /// Redis AUTH password, from a file or the environment.
+    pub password: Option<Secret>,
+    /// Put before every key weir writes (several fleets can share a Redis).
+    pub key_prefix: String,
+    /// The longest a request waits for Redis before the failure mode decides.
+    pub timeout: Duration,
+    pub on_failure: FailureMode,
+    /// How long a concurrency slot outlives the instance holding it.
+    pub lease_ttl: Duration,
+}
+
+/// What a shared limit does while Redis is slow or gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureMode {
+    /// Each instance enforces its share of the limit (1/N) itself.
+    Open,
+    /// Refuse with 503 and `Retry-After`.
+    Closed,
+}
+
+impl FailureMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureMode::Open => "fail_open",
+            FailureMode::Closed => "fail_closed",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -368,6 +410,9 @@ pub struct RouteConfig {
     pub max_concurrent_requests: usize,
     /// Per-client rate limit: (requests per second, burst).
     pub rate_limit: Option<(u32, u32)>,
+    /// The rate limit and the per-token concurrency are the fleet's
+    /// (through `[cluster]`), not this process's.
+    pub shared_limits: bool,
     pub headers: ResponseHeaders,
 }
 

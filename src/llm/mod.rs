@@ -45,8 +45,9 @@ pub use offload::Offload;
 use upstream::LlmUpstream;
 pub use usage::Books;
 
-use crate::admit::rate::{Client, RateLimit};
-use crate::admit::{Admission, Gate};
+use crate::admit::rate::{Client, RateLimit, Refusal};
+use crate::admit::{Admission, TokenGate};
+use crate::cluster::Cluster;
 use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
 use crate::proxy::{BodyRate, RequestBody};
 use crate::respond::{Payload, Rescue, SharedLlmFacts};
@@ -59,7 +60,10 @@ use crate::wire::Endpoint;
 pub struct LlmRoute {
     pub settings: Arc<LlmSettings>,
     pub upstreams: Vec<Arc<LlmUpstream>>,
-    token_gates: Vec<Gate>,
+    token_gates: Vec<TokenGate>,
+    /// Each client token's name in the fleet's keys (a hash: the token
+    /// never leaves the process); empty without a cluster.
+    token_ids: Vec<String>,
     pub(super) budget: ByteBudget,
     /// Where CPU-heavy work on a large body runs (shared process-wide).
     offload: Offload,
@@ -79,7 +83,16 @@ impl LlmRoute {
         books: Books,
         workers: usize,
         metrics: &Metrics,
+        cluster: Option<&Arc<Cluster>>,
     ) -> Self {
+        let token_ids: Vec<String> = match cluster {
+            Some(_) => settings
+                .client_tokens
+                .iter()
+                .map(|c| token_id(&c.token))
+                .collect(),
+            None => Vec::new(),
+        };
         LlmRoute {
             upstreams: settings
                 .upstreams
@@ -95,11 +108,13 @@ impl LlmRoute {
                     ))
                 })
                 .collect(),
-            token_gates: settings
-                .client_tokens
-                .iter()
-                .map(|_| Gate::new(settings.max_concurrent_per_token))
+            token_gates: (0..settings.client_tokens.len())
+                .map(|i| {
+                    let shared = cluster.map(|c| (c, c.lease_key(route, &token_ids[i])));
+                    TokenGate::new(settings.max_concurrent_per_token, shared)
+                })
                 .collect(),
+            token_ids,
             budget,
             offload,
             books,
@@ -168,23 +183,39 @@ pub async fn serve(
         };
         gateway_credential = Some(header);
         account.identify(index, cx.facts);
-        if let Some(rate) = cx.rate
-            && let Err(limited) = rate.check(Client::Token(index))
-        {
-            return Err(
-                Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
-                    .saying("this client token is over its rate limit")
-                    .closing_if_body(&req),
-            );
-        }
-        if let Some(admission) = cx.admission.as_mut()
-            && admission.enter_token(&llm.token_gates[index]).is_err()
-        {
-            return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-                .retry_after(1)
-                .counting(crate::respond::Counted::Shed("token"))
-                .saying("too many requests in flight for this client token")
-                .closing_if_body(&req));
+        // The token's rate, then its concurrency (one decision when the
+        // fleet shares them).
+        let limited = crate::admit::limit_client(
+            cx.rate.map(|r| &**r),
+            Client::Token(index),
+            llm.token_ids.get(index).map(String::as_str),
+            llm.token_gates.get(index),
+            cx.admission.as_mut(),
+        )
+        .await;
+        match limited {
+            Ok(()) => {}
+            Err(Refusal::Limited(limited)) => {
+                return Err(
+                    Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
+                        .saying("this client token is over its rate limit")
+                        .closing_if_body(&req),
+                );
+            }
+            Err(Refusal::Full) => {
+                return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+                    .retry_after(1)
+                    .counting(crate::respond::Counted::Shed("token"))
+                    .saying("too many requests in flight for this client token")
+                    .closing_if_body(&req));
+            }
+            Err(Refusal::Unavailable) => {
+                return Err(Rescue::cluster_unavailable()
+                    .saying(
+                        "the gateway cannot check this client token's limits now; retry shortly",
+                    )
+                    .closing_if_body(&req));
+            }
         }
     }
 
@@ -289,6 +320,16 @@ pub async fn serve(
     // The body's budget reservation ends with the attempts.
     drop(read);
     result
+}
+
+/// A client token's name in the fleet's Redis keys: the first 8 bytes of
+/// its SHA-256, in hex — the same on every instance, and not the token.
+fn token_id(token: &crate::config::Secret) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.0.as_bytes());
+    digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The conversation a request belongs to, hashed for the upstreams that

@@ -114,6 +114,12 @@ impl Rescue {
             .counting(Counted::Shed(gate))
     }
 
+    /// 503 when a limit the fleet shares cannot be decided (Redis did not
+    /// answer in time, `fail_closed`): retry shortly.
+    pub fn cluster_unavailable() -> Self {
+        Rescue::shed("cluster")
+    }
+
     /// 429 for a client over a rate limit (by address or by client
     /// token), writing the fail2ban line when the limiter says it is due.
     pub fn rate_limited(limited: Limited, peer: IpAddr, route: &str, host: &str) -> Self {

@@ -353,6 +353,7 @@ pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
     setting!(server.watch_config),
     ("admin", |a, b| admin(a) != admin(b)),
     ("log", |a, b| log(a) != log(b)),
+    ("cluster", |a, b| a.cluster != b.cluster),
 ];
 
 type ListenerFixed<'a> = (&'a str, SocketAddr, bool, Option<u16>, &'a [ipnet::IpNet]);

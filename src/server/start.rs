@@ -47,6 +47,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
     let challenges = Arc::new(Challenges::default());
     let gateway = Arc::new(Gateway::new(config, metrics.clone(), challenges.clone())?);
+    if let Some(cluster) = gateway.cluster() {
+        // Decide by Redis from the first request when it is there; a Redis
+        // that is not delays the start by at most this.
+        cluster.settled(std::time::Duration::from_secs(2)).await;
+    }
     let settings = Arc::new(ArcSwap::from_pointee(ConnSettings::new(
         &config.http1,
         &config.http2,

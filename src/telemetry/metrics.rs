@@ -112,6 +112,7 @@ pub struct Metrics {
     config_generation: Gauge,
     log_lines_dropped: Gauge,
     certificates: CertificateMetrics,
+    cluster: ClusterFamilies,
     /// Sheds by any gate, for the admin status.
     shed_total: std::sync::atomic::AtomicU64,
     no_route: Arc<str>,
@@ -320,6 +321,75 @@ impl LlmMetrics {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabels {
+    mode: &'static str,
+}
+
+/// No labels: a family that stays empty (HELP and TYPE only) in a process
+/// without `[cluster]`, and holds one value in one with it.
+type Unlabelled = Vec<(String, String)>;
+
+/// `[cluster]`'s metrics, registered always and filled only with a
+/// cluster, so a weir without one shows no value it does not have.
+struct ClusterFamilies {
+    redis_up: Family<Unlabelled, Gauge>,
+    instances: Family<Unlabelled, Gauge>,
+    decisions: Family<ModeLabels, Counter>,
+    redis_seconds: HistogramFamily<Unlabelled>,
+}
+
+/// The handles a cluster reports to, resolved once.
+#[derive(Clone, Debug)]
+pub struct ClusterMetrics {
+    /// 1 while Redis answers, 0 while limits are decided by the failure mode.
+    pub redis_up: Gauge,
+    /// Live instances of the fleet (the last known while Redis is down).
+    pub instances: Gauge,
+    /// Decisions made by Redis.
+    pub by_redis: Counter,
+    /// Decisions made locally while Redis did not answer, by mode.
+    pub fail_open: Counter,
+    pub fail_closed: Counter,
+    /// Time of a request's round trip to Redis.
+    pub redis_seconds: Histogram,
+}
+
+impl ClusterFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let m = ClusterFamilies {
+            redis_up: Family::default(),
+            instances: Family::default(),
+            decisions: Family::default(),
+            redis_seconds: Family::new_with_constructor(|| {
+                // 50 µs .. ~1.6 s
+                Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+            }),
+        };
+        registry.register(
+            "cluster_redis_up",
+            "1 while the cluster's Redis answers; 0 while shared limits are decided by the failure mode",
+            m.redis_up.clone(),
+        );
+        registry.register(
+            "cluster_instances",
+            "Live weir instances sharing the cluster's limits (the last known while Redis is down)",
+            m.instances.clone(),
+        );
+        registry.register(
+            "cluster_decisions",
+            "Shared-limit decisions, by who made them: redis, or locally by the failure mode (fail_open, fail_closed)",
+            m.decisions.clone(),
+        );
+        registry.register(
+            "cluster_redis_seconds",
+            "Round trips to the cluster's Redis on the request path",
+            m.redis_seconds.clone(),
+        );
+        m
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerLabels {
     route: RouteName,
     server: RouteName,
@@ -514,6 +584,7 @@ impl Metrics {
         );
         let llm = LlmMetrics::register(&mut registry);
         let groups = GroupMetrics::register(&mut registry);
+        let cluster = ClusterFamilies::register(&mut registry);
         let config_reloads = Family::<ResultLabels, Counter>::default();
         registry.register(
             "config_reloads",
@@ -558,6 +629,7 @@ impl Metrics {
             llm,
             groups,
             certificates,
+            cluster,
             config_reloads,
             config_generation,
             log_lines_dropped,
@@ -934,6 +1006,21 @@ impl Metrics {
             .attempts
             .get_or_create(&NameLabels { name: name.into() })
             .get()
+    }
+
+    /// The cluster's handles (creating its values: call only with a
+    /// `[cluster]`).
+    pub fn cluster(&self) -> ClusterMetrics {
+        let c = &self.cluster;
+        let mode = |mode| c.decisions.get_or_create(&ModeLabels { mode }).clone();
+        ClusterMetrics {
+            redis_up: c.redis_up.get_or_create(&Vec::new()).clone(),
+            instances: c.instances.get_or_create(&Vec::new()).clone(),
+            by_redis: mode("redis"),
+            fail_open: mode("fail_open"),
+            fail_closed: mode("fail_closed"),
+            redis_seconds: c.redis_seconds.get_or_create(&Vec::new()).clone(),
+        }
     }
 
     /// The Prometheus text exposition of every metric.

@@ -5,7 +5,9 @@ pub mod logfile;
 mod metrics;
 pub mod records;
 
-pub use metrics::{ClientUsage, Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind};
+pub use metrics::{
+    ClientUsage, ClusterMetrics, Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind,
+};
 pub use records::RecordSink;
 
 use crate::config::{LogFormat, LogSettings};

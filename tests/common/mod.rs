@@ -20,6 +20,7 @@ pub mod llm;
 pub mod load;
 pub mod process;
 pub mod provider;
+pub mod redis;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -97,6 +97,7 @@ max_request_body = "1MiB"
 max_concurrent_requests = 1
 rate_limit_per_second = 1
 rate_limit_burst = 1
+limit_scope = "cluster"
 hsts_max_age = "365d"
 hsts_include_subdomains = true
 hsts_preload = true
@@ -188,6 +189,15 @@ pool_max_idle_per_host = 1
 ca_file = "ca.pem"
 nameservers = ["127.0.0.1:53"]
 resolve_interval = "1s"
+
+[cluster]
+url = "redis://127.0.0.1:6379/0"
+password_env = "WEIR_TEST_SURELY_UNSET_VARIABLE"
+password_file = "redis-password"
+key_prefix = "weir:"
+timeout = "1s"
+on_failure = "fail_closed"
+lease_ttl = "1s"
 "#;
 
 /// The keys documented per table: the first cell of each row of a key

@@ -4,12 +4,13 @@
 //! `[connections]`, `[http1]`, `[http2]`, `[log]`, `[admin]`,
 //! `[upstream]`), [`listeners`] (`[[listener]]` and its TLS certificates),
 //! [`acme`] (`[listener.tls.acme]`), [`routes`] (`[[route]]` and proxy
-//! routes), [`llm`] (what LLM routes add) and [`secrets`] (keys and tokens
+//! routes), [`llm`] (what LLM routes add), [`cluster`] (`[cluster]`) and [`secrets`] (keys and tokens
 //! read from files and the environment). Each key is named once, in the
 //! getter that reads it (see [`reader`]); the helpers shared by several
 //! parts, and the bounds on durations and sizes, are here.
 
 mod acme;
+mod cluster;
 #[cfg(test)]
 mod docs;
 mod group;
@@ -69,7 +70,8 @@ fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
     let http2 = process::http2(&top);
     let log = process::log(&top);
     let admin = process::admin(&top);
-    let routes = routes::routes(&top);
+    let cluster = cluster::cluster(&top);
+    let routes = routes::routes(&top, cluster.is_some());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
     Some(Config {
@@ -83,6 +85,7 @@ fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
         listeners,
         routes,
         upstream,
+        cluster,
     })
 }
 
@@ -341,7 +344,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 27, "duration keys exercised");
+        assert_eq!(durations, 29, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

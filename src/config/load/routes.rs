@@ -10,7 +10,7 @@ use super::*;
 /// browsers cap what they keep).
 const HSTS_MAX_AGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(2 * 31_557_600);
 
-pub(super) fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
+pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
     let sections = top.tables("route");
     if !top.raw_present("route") {
         top.problem(
@@ -56,6 +56,7 @@ pub(super) fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             .uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0) as usize;
         let rate_limit = rate_limit(&t);
+        let shared_limits = limit_scope(&t, cluster);
         let headers = response_headers(&t);
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
@@ -100,10 +101,39 @@ pub(super) fn routes(top: &Section<'_, '_>) -> Vec<RouteConfig> {
             strip_prefix,
             max_concurrent_requests,
             rate_limit,
+            shared_limits,
             headers,
         });
     }
     out
+}
+
+/// Whether the route's rate limit and per-token concurrency are the
+/// fleet's: by default whenever there is a `[cluster]`.
+fn limit_scope(t: &Section<'_, '_>, cluster: bool) -> bool {
+    let Some(scope) = t.string("limit_scope") else {
+        return cluster;
+    };
+    match scope.value.as_str() {
+        "local" => false,
+        "cluster" if cluster => true,
+        "cluster" => {
+            scope.problem(
+                t.doc(),
+                "there is no `[cluster]` to share the limits through",
+                Some("add a `[cluster]` table with the Redis `url`, or remove the key".into()),
+            );
+            false
+        }
+        other => {
+            scope.problem(
+                t.doc(),
+                format!("`{other}` is not a limit scope"),
+                Some("use \"cluster\" or \"local\"".into()),
+            );
+            false
+        }
+    }
 }
 
 /// Per-client rate limit: (requests per second, burst).

@@ -1,0 +1,440 @@
+//! A fleet's shared limits, in Redis (`[cluster]`).
+//!
+//! Several weirs behind one load balancer share each route's per-client
+//! rate limit and each client token's concurrency bound through one
+//! Redis, so a client limited to 50 requests a second gets 50 from the
+//! fleet, not 50 from each instance. Without `[cluster]` none of this
+//! exists and every limit is the process's own.
+//!
+//! The request path asks one question per request ([`Cluster::decide`]):
+//! one script, one round trip, under a bounded wait. Redis's answer is the
+//! decision. No answer in time, or no Redis, and the failure mode decides
+//! at once: `fail_open` tells the caller to enforce its share of the limit
+//! locally (1/N, N the live instances), `fail_closed` to refuse. A request
+//! that found Redis silent marks it down; until the supervisor
+//! ([`link`]) has reconnected, requests do not ask Redis at all, so a dead
+//! Redis costs no request any wait.
+//!
+//! A concurrency slot is a [`Lease`]: an entry in the token's sorted set
+//! scored by its expiry, renewed by the supervisor while the request runs,
+//! released when the response body ends (the lease lives in the request's
+//! admission, which the respond layer drops then). A crashed instance
+//! stops renewing, so its slots come back within the lease TTL.
+//!
+//! The scripts are in [`scripts`]; the connection, its health and the
+//! background work (heartbeat, renewal, releases) in [`link`].
+
+mod leases;
+mod link;
+mod scripts;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::Notify;
+
+pub use crate::config::FailureMode;
+use crate::config::{ClusterSettings, Secret};
+use crate::telemetry::ClusterMetrics;
+use leases::Leases;
+use scripts::Scripts;
+
+/// A fleet's shared state in Redis, one per process.
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: String,
+    password: Option<Secret>,
+    prefix: String,
+    timeout: Duration,
+    mode: FailureMode,
+    lease_ttl: Duration,
+    /// This process in the fleet's instance set and in its lease ids.
+    instance: String,
+    /// The connection while Redis is healthy; `None` while it is not.
+    conn: ArcSwapOption<MultiplexedConnection>,
+    /// [`STARTING`], [`UP`] or [`DOWN`], for the log line per change.
+    state: AtomicU8,
+    /// Live instances, at least 1; the last known while Redis is down.
+    instances: AtomicU32,
+    next_lease: AtomicU64,
+    leases: std::sync::Mutex<Leases>,
+    scripts: Scripts,
+    /// Wakes the supervisor: releases to send, or the connection failed.
+    kick: Arc<Notify>,
+    /// Signalled once the first connection attempt has ended.
+    settled: Notify,
+    /// A refused script has been logged at warn.
+    script_error_logged: std::sync::atomic::AtomicBool,
+    metrics: ClusterMetrics,
+}
+
+const STARTING: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// A GCRA quota in Redis's terms: µs between requests, and the burst as
+/// µs of tolerance — the `governor` crate's `t` and `tau`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra {
+    pub interval_us: u64,
+    pub tolerance_us: u64,
+}
+
+impl Gcra {
+    /// `per_second` sustained, `burst` at once (at least 1 each).
+    pub fn new(per_second: u32, burst: u32) -> Self {
+        let interval_us = (1_000_000 / u64::from(per_second.max(1))).max(1);
+        Gcra {
+            interval_us,
+            tolerance_us: interval_us * u64::from(burst.max(1) - 1),
+        }
+    }
+}
+
+/// What one request asks: a rate check, a concurrency lease, or both.
+pub struct Ask<'a> {
+    /// The client's rate key and its quota.
+    pub rate: Option<(&'a str, Gcra)>,
+    /// The token's lease key and its limit.
+    pub lease: Option<(&'a Arc<str>, usize)>,
+}
+
+/// The answer.
+pub enum Decision {
+    /// Redis let the request through, with its lease if one was asked.
+    Admitted(Option<Lease>),
+    /// Redis: over the rate; a request would pass after this long.
+    Limited(Duration),
+    /// Redis: every slot of the token is taken.
+    Full,
+    /// No answer in time (`fail_open`): enforce 1/`instances` of each
+    /// limit locally, with [`Cluster::lease_here`] for slots.
+    Open { instances: u32 },
+    /// No answer in time (`fail_closed`): refuse.
+    Closed,
+}
+
+/// A concurrency slot, given back when dropped.
+pub struct Lease {
+    id: u64,
+    key: Arc<str>,
+    inner: Arc<Inner>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.inner.leases.locked().release(self.id, &self.key);
+        self.inner.kick.notify_one();
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lease({} {})", self.key, self.id)
+    }
+}
+
+use crate::sync::Locked;
+
+impl Cluster {
+    /// The fleet's shared state, and its supervisor started on the current
+    /// runtime (which must outlive serving: the main one). Nothing waits
+    /// for Redis here; see [`Cluster::settled`].
+    pub fn start(settings: &ClusterSettings, metrics: ClusterMetrics) -> Arc<Cluster> {
+        let inner = Arc::new(Inner {
+            url: settings.url.clone(),
+            password: settings.password.clone(),
+            prefix: settings.key_prefix.clone(),
+            timeout: settings.timeout,
+            mode: settings.on_failure,
+            lease_ttl: settings.lease_ttl,
+            instance: instance_id(),
+            conn: ArcSwapOption::empty(),
+            state: AtomicU8::new(STARTING),
+            instances: AtomicU32::new(1),
+            next_lease: AtomicU64::new(1),
+            leases: Default::default(),
+            scripts: Scripts::new(),
+            kick: Arc::new(Notify::new()),
+            settled: Notify::new(),
+            script_error_logged: Default::default(),
+            metrics,
+        });
+        inner.metrics.instances.set(1);
+        tokio::spawn(link::supervise(Arc::downgrade(&inner)));
+        Arc::new(Cluster { inner })
+    }
+
+    /// Wait (at most `bound`) for the first connection attempt to end,
+    /// so a fleet member starts deciding by Redis rather than by the
+    /// failure mode when Redis is there.
+    pub async fn settled(&self, bound: Duration) {
+        let wait = self.inner.settled.notified();
+        if self.inner.state.load(Ordering::Acquire) != STARTING {
+            return;
+        }
+        let _ = tokio::time::timeout(bound, wait).await;
+    }
+
+    /// The key of a route's rate limit for one client (an address or a
+    /// token id): `<prefix>rl:<route>:`, to which the caller appends the
+    /// client.
+    pub fn rate_prefix(&self, route: &str) -> String {
+        format!("{}rl:{route}:", self.inner.prefix)
+    }
+
+    /// The key of a client token's concurrency slots on a route.
+    pub fn lease_key(&self, route: &str, token: &str) -> Arc<str> {
+        format!("{}cc:{route}:{token}", self.inner.prefix).into()
+    }
+
+    pub fn mode(&self) -> FailureMode {
+        self.inner.mode
+    }
+
+    /// Whether Redis is answering now.
+    pub fn is_up(&self) -> bool {
+        self.inner.state.load(Ordering::Acquire) == UP
+    }
+
+    /// Live instances (the last known while Redis is down), at least 1.
+    pub fn instances(&self) -> u32 {
+        self.inner.instances.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Decide one request: one script in Redis under the bounded wait, or
+    /// at once by the failure mode when Redis is down or does not answer
+    /// in time.
+    pub async fn decide(&self, ask: Ask<'_>) -> Decision {
+        let inner = &self.inner;
+        let Some(conn) = inner.conn.load_full() else {
+            return self.fallback();
+        };
+        let lease_id = ask
+            .lease
+            .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));
+        let mut invocation = inner.scripts.decide.prepare_invoke();
+        let (rate_key, gcra) = match ask.rate {
+            Some((key, g)) => (
+                key,
+                Some((g.interval_us.to_string(), g.tolerance_us.to_string())),
+            ),
+            None => (ask.lease.map_or("", |(k, _)| &**k), None),
+        };
+        let lease_key = ask.lease.map_or(rate_key, |(k, _)| &**k);
+        invocation.key(rate_key).key(lease_key);
+        let (t, tau) = gcra.unwrap_or_default();
+        invocation.arg(t).arg(tau);
+        match (ask.lease, lease_id) {
+            (Some((_, limit)), Some(id)) => {
+                invocation
+                    .arg(limit)
+                    .arg(inner.lease_name(id))
+                    .arg(inner.lease_ttl.as_millis() as u64);
+            }
+            _ => {
+                invocation.arg("").arg("").arg("");
+            }
+        }
+        let started = Instant::now();
+        let mut c = (*conn).clone();
+        let answer =
+            tokio::time::timeout(inner.timeout, invocation.invoke_async::<(i64, i64)>(&mut c))
+                .await;
+        let (wait, lease) = match answer {
+            Ok(Ok(a)) => a,
+            failed => {
+                // The script may have run: a slot it took would stay
+                // taken until its TTL, so give it back.
+                if let (Some((key, _)), Some(id)) = (ask.lease, lease_id) {
+                    inner.leases.locked().forget(id, key);
+                }
+                match failed {
+                    // Redis answered with an error (a key of the wrong
+                    // type, an ACL refusal): it is there, this decision
+                    // is the failure mode's.
+                    Ok(Err(e)) if answered(&e) => inner.script_failed(&e),
+                    Ok(Err(e)) => inner.down(&conn, &e.to_string()),
+                    _ => inner.down(
+                        &conn,
+                        &format!(
+                            "no answer within {}",
+                            humantime::format_duration(inner.timeout)
+                        ),
+                    ),
+                }
+                return self.fallback();
+            }
+        };
+        inner
+            .metrics
+            .redis_seconds
+            .observe(started.elapsed().as_secs_f64());
+        inner.metrics.by_redis.inc();
+        if wait > 0 {
+            return Decision::Limited(Duration::from_micros(wait as u64));
+        }
+        match (ask.lease, lease_id, lease) {
+            (Some((key, _)), Some(id), 1) => {
+                inner.leases.locked().hold(id, key);
+                Decision::Admitted(Some(self.lease(id, key)))
+            }
+            (Some(_), _, 0) => Decision::Full,
+            _ => Decision::Admitted(None),
+        }
+    }
+
+    /// A slot taken while Redis is down (`fail_open`), when fewer than
+    /// `limit` of the token's slots are held by this instance. It is
+    /// renewed — so written to Redis — once Redis answers again, so the
+    /// fleet's count includes it from then on.
+    pub fn lease_here(&self, key: &Arc<str>, limit: usize) -> Option<Lease> {
+        let id = self.inner.next_lease.fetch_add(1, Ordering::Relaxed);
+        let mut leases = self.inner.leases.locked();
+        if leases.held_for(key) >= limit {
+            return None;
+        }
+        leases.hold(id, key);
+        drop(leases);
+        Some(self.lease(id, key))
+    }
+
+    fn lease(&self, id: u64, key: &Arc<str>) -> Lease {
+        Lease {
+            id,
+            key: key.clone(),
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// The failure mode's answer, counted.
+    fn fallback(&self) -> Decision {
+        match self.inner.mode {
+            FailureMode::Open => {
+                self.inner.metrics.fail_open.inc();
+                Decision::Open {
+                    instances: self.instances(),
+                }
+            }
+            FailureMode::Closed => {
+                self.inner.metrics.fail_closed.inc();
+                Decision::Closed
+            }
+        }
+    }
+}
+
+/// Whether `e` is Redis's own answer on a connection that still works
+/// (rather than a lost connection, or a Redis that cannot serve now:
+/// loading, read-only after a failover, its primary down).
+fn answered(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    !e.is_unrecoverable_error()
+        && matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::ResponseError
+                    | ServerErrorKind::NoPerm
+                    | ServerErrorKind::NoScript
+                    | ServerErrorKind::CrossSlot
+                    | ServerErrorKind::ExecAbort
+            ) | ErrorKind::Extension
+                | ErrorKind::UnexpectedReturnType
+        )
+}
+
+impl Inner {
+    /// A script Redis refused: the first at warn (it will not fix itself:
+    /// a key of another program's under the prefix, an ACL), the rest at
+    /// debug so a flood of them cannot flood the log.
+    fn script_failed(&self, e: &redis::RedisError) {
+        if !self
+            .script_error_logged
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                target: "weir::cluster",
+                error = %e,
+                "cluster: Redis refused a shared-limit script; such requests are decided by the failure mode (later refusals are logged at debug)"
+            );
+        } else {
+            tracing::debug!(target: "weir::cluster", error = %e, "cluster: script refused");
+        }
+    }
+
+    /// A lease's member in its sorted set: unique in the fleet.
+    fn lease_name(&self, id: u64) -> String {
+        format!("{}:{id}", self.instance)
+    }
+
+    /// `conn` failed on the request path: stop using it (unless it was
+    /// replaced already), log the change, and let the supervisor reconnect.
+    fn down(&self, conn: &Arc<MultiplexedConnection>, why: &str) {
+        let previous = self.conn.compare_and_swap(conn, None);
+        if previous.as_ref().is_some_and(|p| Arc::ptr_eq(p, conn)) {
+            self.set_state(DOWN, why);
+            self.kick.notify_one();
+        }
+    }
+
+    /// Move to `state`, logging the change once.
+    fn set_state(&self, state: u8, why: &str) {
+        let was = self.state.swap(state, Ordering::AcqRel);
+        self.metrics.redis_up.set(i64::from(state == UP));
+        if was == state {
+            return;
+        }
+        let instances = self.instances.load(Ordering::Relaxed).max(1);
+        if state == UP {
+            tracing::info!(
+                target: "weir::cluster",
+                redis = %self.url,
+                instances,
+                "cluster: Redis answers; shared limits are the fleet's"
+            );
+        } else {
+            let mode = self.mode.name();
+            match self.mode {
+                FailureMode::Open => tracing::warn!(
+                    target: "weir::cluster",
+                    redis = %self.url,
+                    mode,
+                    instances,
+                    reason = why,
+                    "cluster: Redis does not answer; each instance enforces 1/{instances} of each shared limit"
+                ),
+                FailureMode::Closed => tracing::warn!(
+                    target: "weir::cluster",
+                    redis = %self.url,
+                    mode,
+                    instances,
+                    reason = why,
+                    "cluster: Redis does not answer; requests under shared limits are refused (503)"
+                ),
+            }
+        }
+        if was == STARTING {
+            self.settled.notify_waiters();
+        }
+    }
+}
+
+/// This process's name in the fleet: host, pid and a random part (a pid
+/// is reused across restarts and containers).
+fn instance_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "{}-{}-{:08x}",
+        if host.is_empty() { "weir" } else { &host },
+        std::process::id(),
+        fastrand::u32(..)
+    )
+}

@@ -1,0 +1,550 @@
+//! A fleet of weirs sharing limits through one real Redis (`[cluster]`):
+//! three weir processes, one `redis-server` started here on a free port,
+//! real upstreams on port 0. A client's rate and a token's concurrency
+//! hold for the fleet; a Redis that goes silent or away costs no request
+//! more than the bound, and each failure mode does what the docs say; a
+//! killed weir's slots come back within the lease TTL.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::llm::{messages_body, mock, success};
+use common::process::{Proc, write_config};
+use common::redis::{self, Redis};
+use tokio::time::Instant;
+
+const TOKEN: &str = "tok-fleet";
+
+/// One weir of the fleet.
+struct Member {
+    proc: Proc,
+    web: SocketAddr,
+    admin: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Member {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.web)
+    }
+
+    async fn metric(&self, name: &str) -> Option<u64> {
+        common::metric_at(self.admin, name).await
+    }
+
+    /// Lines of its log containing `text`, seen so far.
+    fn lines(&mut self, text: &str) -> usize {
+        self.proc.all_lines(|l| l.contains(text)).len()
+    }
+}
+
+/// `n` weirs from `config` (`{redis}` and `{dir}` filled in; each has a
+/// client token file `{dir}/tokens`), once each counts `n` live instances.
+async fn fleet(n: usize, redis: &Redis, config: &str) -> Vec<Member> {
+    let mut members = Vec::new();
+    for _ in 0..n {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("tokens"), format!("{TOKEN}\n")).expect("tokens");
+        let text = config
+            .replace("{redis}", &redis.url())
+            .replace("{dir}", &dir.path().display().to_string());
+        let path = write_config(&dir, &text);
+        let mut proc = Proc::run(&path);
+        let web = proc.listening("web");
+        let admin = proc.admin();
+        members.push(Member {
+            proc,
+            web,
+            admin,
+            _dir: dir,
+        });
+    }
+    for m in &members {
+        let counted = common::eventually_async(Duration::from_secs(10), || async {
+            m.metric("weir_cluster_instances").await == Some(n as u64)
+        })
+        .await;
+        assert!(counted, "an instance did not count {n} live instances");
+    }
+    members
+}
+
+/// A proxy route `api` to `up`, limited per client, and a `[cluster]`
+/// with `cluster` keys.
+fn proxy_config(up: SocketAddr, rate: &str, cluster: &str) -> String {
+    format!(
+        "[log]\nformat = \"json\"\naccess_log = false\n\
+         [admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"api\"\nupstream = \"http://{up}\"\n{rate}\n\
+         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
+    )
+}
+
+/// An Anthropic route `llm` with the client token, over `up`.
+fn llm_config(up: &str, route: &str, cluster: &str) -> String {
+    format!(
+        "[log]\nformat = \"json\"\naccess_log = false\n\
+         [admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"llm\"\nkind = \"anthropic\"\n\
+         client_tokens_file = \"{{dir}}/tokens\"\n{route}\n\
+         [[route.upstreams]]\nname = \"up\"\nurl = \"{up}\"\n\
+         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
+    )
+}
+
+async fn ok_upstream() -> SocketAddr {
+    common::upstream(|_| async { common::text(200, "ok") })
+        .await
+        .addr
+}
+
+/// A GET of `url`: its status, and how long the answer took (a request
+/// that takes 5 s is reported as status 0).
+async fn timed_get(url: &str) -> (u16, Duration) {
+    let started = Instant::now();
+    let client = common::h1_client();
+    let uri: http::Uri = url.parse().expect("url");
+    let status = match tokio::time::timeout(Duration::from_secs(5), client.get(uri)).await {
+        Ok(Ok(resp)) => {
+            let status = resp.status().as_u16();
+            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
+            status
+        }
+        _ => 0,
+    };
+    (status, started.elapsed())
+}
+
+/// `n` GETs of `url` one after another: (passed, refused with 429,
+/// longest wait).
+async fn burst(url: &str, n: usize) -> (usize, usize, Duration) {
+    let (mut passed, mut limited, mut longest) = (0, 0, Duration::ZERO);
+    for _ in 0..n {
+        let (status, took) = timed_get(url).await;
+        match status {
+            200 => passed += 1,
+            429 => limited += 1,
+            other => panic!("status {other} from {url}"),
+        }
+        longest = longest.max(took);
+    }
+    (passed, limited, longest)
+}
+
+/// A client limited to 50 requests a second gets 50 a second from the
+/// fleet, not from each instance. The load is paced (about 300 attempts a
+/// second in all, six times the limit, from six loops over the three
+/// instances) so a loaded two-core machine keeps up; the first second
+/// spends the burst and is not counted; passes are counted over the next
+/// four seconds by when each request was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_limit_holds_across_three_instances() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = ok_upstream().await;
+    let config = proxy_config(
+        up,
+        "rate_limit_per_second = 50\nrate_limit_burst = 10",
+        // The longest bound: this test is about the shared limit, and a
+        // decision by the failure mode would not count toward it.
+        "timeout = \"1s\"",
+    );
+    let fleet = fleet(3, &redis, &config).await;
+
+    let start = Instant::now();
+    let end = start + Duration::from_secs(5);
+    let mut loops = Vec::new();
+    for m in &fleet {
+        for _ in 0..2 {
+            let url = m.url("/");
+            loops.push(tokio::spawn(async move {
+                let mut sent = Vec::new();
+                while Instant::now() < end {
+                    let at = Instant::now();
+                    let (status, _) = timed_get(&url).await;
+                    sent.push((at, status));
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                sent
+            }));
+        }
+    }
+    let mut passed = 0;
+    let mut attempts = 0;
+    let window = (start + Duration::from_secs(1))..end;
+    for l in loops {
+        for (at, status) in l.await.expect("load loop") {
+            assert!(status == 200 || status == 429, "status {status}");
+            if window.contains(&at) {
+                attempts += 1;
+                passed += usize::from(status == 200);
+            }
+        }
+    }
+    // 4 s at 50/s.
+    assert!(
+        (190..=210).contains(&passed),
+        "{passed} of {attempts} passed in 4 s; the fleet's limit is 200 ± 5 %"
+    );
+    assert!(
+        attempts > 600,
+        "the limit was not pressed: {attempts} attempts"
+    );
+    for m in &fleet {
+        assert_eq!(
+            m.metric("weir_cluster_decisions_total{mode=\"fail_open\"}")
+                .await,
+            Some(0),
+            "every decision was Redis's"
+        );
+        assert!(
+            m.metric("weir_cluster_decisions_total{mode=\"redis\"}")
+                .await
+                > Some(100)
+        );
+    }
+}
+
+/// A token's concurrency of 8 holds for the fleet: 8 streams held across
+/// three instances, the 9th refused on each; one ends and one more fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_concurrency_of_8_holds_fleet_wide() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let slow = mock(|seen| success(seen, &["a"; 40], Duration::from_millis(500))).await;
+    let config = llm_config(&slow.url(), "max_concurrent_per_token = 8", "");
+    let fleet = fleet(3, &redis, &config).await;
+    let body = messages_body("m", true);
+    let auth = [("x-api-key", TOKEN)];
+
+    let mut held = Vec::new();
+    for i in 0..8 {
+        let m = &fleet[i % 3];
+        let resp = common::post_open(&m.url("/v1/messages"), body.clone(), &auth).await;
+        assert_eq!(resp.status(), 200, "stream {i} is served");
+        held.push(resp);
+    }
+    assert_eq!(
+        redis.int("EVAL \"return redis.call('ZCARD', redis.call('KEYS', 'weir:cc:llm:*')[1])\" 0"),
+        8,
+        "eight leases in Redis"
+    );
+    for m in &fleet {
+        let (status, headers, text) =
+            common::post_json(&m.url("/v1/messages"), body.clone(), &auth).await;
+        assert_eq!(status, 429, "the 9th is refused on {}: {text}", m.web);
+        assert_eq!(headers["retry-after"], "1");
+        assert!(text.contains("rate_limit_error"), "{text}");
+    }
+    // One ends (the client leaves): its slot is given back.
+    drop(held.pop());
+    let freed_by = Instant::now() + Duration::from_secs(3);
+    loop {
+        let resp = common::post_open(&fleet[2].url("/v1/messages"), body.clone(), &auth).await;
+        if resp.status() == 200 {
+            held.push(resp);
+            break;
+        }
+        assert!(
+            Instant::now() < freed_by,
+            "the freed slot was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for m in &fleet {
+        let (status, _, _) = common::post_json(&m.url("/v1/messages"), body.clone(), &auth).await;
+        assert_eq!(status, 429, "eight in flight again");
+    }
+}
+
+/// Redis silent (SIGSTOP), then gone (SIGKILL), then back on the same
+/// port, under `fail_open`: no request waits much past the bound; while
+/// Redis is away each instance keeps 1/3 of the limit; one log line per
+/// change; the fleet's limit is back once Redis is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
+    if !redis::available() {
+        return;
+    }
+    let mut redis = Redis::start();
+    let up = ok_upstream().await;
+    // A rate too slow to matter during a burst: the burst is the limit.
+    let config = proxy_config(
+        up,
+        "rate_limit_per_second = 1\nrate_limit_burst = 30",
+        "timeout = \"50ms\"\non_failure = \"fail_open\"",
+    );
+    let mut fleet = fleet(3, &redis, &config).await;
+    let bound = Duration::from_millis(50);
+    // A margin for a loaded machine; a request that waited on Redis
+    // would wait until Redis came back.
+    let margin = Duration::from_millis(450);
+
+    redis.pause();
+    let (passed, limited, longest) = burst(&fleet[0].url("/"), 20).await;
+    assert!(longest < bound + margin, "a request waited {longest:?}");
+    // 10: one instance's share of a burst of 30 in a fleet of 3 (one more
+    // if the share's rate, 1 per 3 s, refilled one meanwhile).
+    assert!(
+        (10..=11).contains(&passed) && passed + limited == 20,
+        "{passed} passed, {limited} limited"
+    );
+    assert_eq!(fleet[0].metric("weir_cluster_redis_up").await, Some(0));
+    assert!(
+        fleet[0]
+            .metric("weir_cluster_decisions_total{mode=\"fail_open\"}")
+            .await
+            >= Some(20)
+    );
+
+    redis.kill();
+    for m in &fleet[1..] {
+        let (passed, _, longest) = burst(&m.url("/"), 12).await;
+        assert!(longest < bound + margin, "a request waited {longest:?}");
+        assert!(
+            (10..=11).contains(&passed),
+            "its share while Redis is gone: {passed}"
+        );
+    }
+
+    redis.restart();
+    for m in &fleet {
+        let back = common::eventually_async(Duration::from_secs(10), || async {
+            m.metric("weir_cluster_redis_up").await == Some(1)
+        })
+        .await;
+        assert!(back, "{} did not reconnect", m.web);
+    }
+    // Shared again: one instance gets the fleet's whole (fresh) burst.
+    let (passed, _, _) = burst(&fleet[0].url("/"), 40).await;
+    // 30 (the rate, 1/s, may add one or two while the burst is sent).
+    assert!(
+        (30..=32).contains(&passed),
+        "the fleet's burst from one instance: {passed}"
+    );
+    let (passed, _, _) = burst(&fleet[1].url("/"), 5).await;
+    assert!(passed <= 1, "and none left for the others: {passed}");
+
+    for m in &mut fleet {
+        assert_eq!(
+            m.lines("cluster: Redis does not answer"),
+            1,
+            "one line down"
+        );
+        assert_eq!(
+            m.lines("cluster: Redis answers"),
+            2,
+            "up at start, up again"
+        );
+    }
+}
+
+/// `fail_closed`: while Redis is gone a request under a shared limit is
+/// answered at once with 503 and Retry-After, in the route's own error
+/// shape; requests pass again once Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_closed_refuses_in_the_routes_shape_until_redis_returns() {
+    if !redis::available() {
+        return;
+    }
+    let mut redis = Redis::start();
+    let up = mock(|seen| success(seen, &["hi"], Duration::ZERO)).await;
+    let config = llm_config(
+        &up.url(),
+        "max_concurrent_per_token = 4",
+        "timeout = \"50ms\"\non_failure = \"fail_closed\"",
+    );
+    let fleet = fleet(2, &redis, &config).await;
+    let body = messages_body("m", false);
+    let auth = [("x-api-key", TOKEN)];
+    let (status, _, _) =
+        common::post_json(&fleet[0].url("/v1/messages"), body.clone(), &auth).await;
+    assert_eq!(status, 200);
+
+    redis.kill();
+    for m in &fleet {
+        let started = Instant::now();
+        let (status, headers, text) =
+            common::post_json(&m.url("/v1/messages"), body.clone(), &auth).await;
+        assert!(started.elapsed() < Duration::from_millis(500));
+        assert_eq!(status, 503, "{text}");
+        assert_eq!(headers["retry-after"], "1");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(v["type"], "error", "Anthropic's envelope: {text}");
+        assert_eq!(v["error"]["type"], "overloaded_error", "{text}");
+        assert!(
+            m.metric("weir_cluster_decisions_total{mode=\"fail_closed\"}")
+                .await
+                >= Some(1)
+        );
+    }
+
+    redis.restart();
+    let back = common::eventually_async(Duration::from_secs(10), || async {
+        common::post_json(&fleet[1].url("/v1/messages"), body.clone(), &auth)
+            .await
+            .0
+            == 200
+    })
+    .await;
+    assert!(back, "requests pass again with Redis back");
+}
+
+/// A weir killed (SIGKILL) while holding every slot of a token: its
+/// leases are not renewed, so the slots come back within the lease TTL
+/// (not at once: the killed weir released nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instance_gives_its_slots_back_within_the_ttl() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let slow = mock(|seen| success(seen, &["a"; 40], Duration::from_millis(500))).await;
+    let config = llm_config(
+        &slow.url(),
+        "max_concurrent_per_token = 4",
+        "lease_ttl = \"2s\"",
+    );
+    let fleet = fleet(2, &redis, &config).await;
+    let body = messages_body("m", true);
+    let auth = [("x-api-key", TOKEN)];
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let resp = common::post_open(&fleet[0].url("/v1/messages"), body.clone(), &auth).await;
+        assert_eq!(resp.status(), 200);
+        held.push(resp);
+    }
+    let (status, _, _) =
+        common::post_json(&fleet[1].url("/v1/messages"), body.clone(), &auth).await;
+    assert_eq!(status, 429, "every slot is held by the first instance");
+
+    fleet[0].proc.signal("-KILL");
+    let killed = Instant::now();
+    let survivor = fleet[1].url("/v1/messages");
+    let mut back_after = None;
+    while killed.elapsed() < Duration::from_secs(6) {
+        let resp = common::post_open(&survivor, body.clone(), &auth).await;
+        if resp.status() == 200 {
+            back_after = Some(killed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let back_after = back_after.expect("the slots came back");
+    assert!(
+        back_after <= Duration::from_millis(2000 + 1000),
+        "back after {back_after:?}, the TTL is 2 s"
+    );
+    assert!(
+        back_after >= Duration::from_millis(300),
+        "back after {back_after:?}: the slots were never held in Redis"
+    );
+    drop(held);
+}
+
+/// The scripts, through weir's own cluster API against real Redis: the
+/// shared GCRA passes and refuses exactly as the local limiter does, with
+/// the same Retry-After; a lease is refused at the limit, given back when
+/// dropped, renewed past its TTL while held, and written again after
+/// Redis lost it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
+    if !redis::available() {
+        return;
+    }
+    use weir::admit::rate::{Client, RateLimit};
+    use weir::cluster::{Ask, Cluster, Decision, Gcra};
+    let mut redis = Redis::start();
+    let settings = weir::config::ClusterSettings {
+        url: redis.url(),
+        password: None,
+        key_prefix: "t:".into(),
+        timeout: Duration::from_millis(500),
+        on_failure: weir::config::FailureMode::Open,
+        lease_ttl: Duration::from_secs(1),
+    };
+    let metrics = weir::telemetry::Metrics::new();
+    let cluster = Cluster::start(&settings, metrics.cluster());
+    cluster.settled(Duration::from_secs(5)).await;
+    assert!(cluster.is_up());
+
+    for (i, (per_second, burst)) in [(1, 3), (2, 1), (1, 5)].into_iter().enumerate() {
+        let local = RateLimit::new(per_second, burst, 100);
+        let client = Client::Token(i);
+        let key = format!("t:rl:r:{i}");
+        let gcra = Gcra::new(per_second, burst);
+        for n in 0..=burst {
+            let want = local.check(client);
+            let ask = Ask {
+                rate: Some((&key, gcra)),
+                lease: None,
+            };
+            let got = match cluster.decide(ask).await {
+                Decision::Admitted(None) => Ok(()),
+                Decision::Limited(wait) => Err(local.limited(client, wait).retry_after),
+                _ => panic!("not a rate answer"),
+            };
+            assert_eq!(
+                got,
+                want.map_err(|l| l.retry_after),
+                "request {n} at {per_second}/s burst {burst}"
+            );
+        }
+    }
+
+    // A key of the wrong type (another program's, under the prefix):
+    // Redis refuses the script, this decision is the failure mode's, and
+    // Redis is not taken for down.
+    assert_eq!(redis.command("SET t:cc:r:other x").as_deref(), Some("+OK"));
+    let other: Arc<str> = "t:cc:r:other".into();
+    let ask = Ask {
+        rate: None,
+        lease: Some((&other, 2)),
+    };
+    assert!(matches!(
+        cluster.decide(ask).await,
+        Decision::Open { instances: 1 }
+    ));
+    assert!(cluster.is_up(), "a refused script is not a lost Redis");
+
+    let key: Arc<str> = "t:cc:r:tok".into();
+    let lease = |limit| Ask {
+        rate: None,
+        lease: Some((&key, limit)),
+    };
+    let Decision::Admitted(Some(one)) = cluster.decide(lease(2)).await else {
+        panic!("first slot")
+    };
+    let Decision::Admitted(Some(_two)) = cluster.decide(lease(2)).await else {
+        panic!("second slot")
+    };
+    assert!(matches!(cluster.decide(lease(2)).await, Decision::Full));
+    drop(one);
+    let given_back = common::eventually(Duration::from_secs(2), || {
+        redis.int("ZCARD t:cc:r:tok") == 1
+    })
+    .await;
+    assert!(given_back, "a dropped lease is removed from Redis");
+    // Held three TTLs: renewed, never expired.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(redis.int("ZCARD t:cc:r:tok"), 1, "a held lease is renewed");
+    // Redis restarted empty: the held lease is written again.
+    redis.restart();
+    let rewritten = common::eventually(Duration::from_secs(5), || {
+        redis.command("ZCARD t:cc:r:tok").as_deref() == Some(":1")
+    })
+    .await;
+    assert!(
+        rewritten,
+        "a held lease is written again after Redis lost it"
+    );
+}

@@ -1,0 +1,129 @@
+//! A real `redis-server` for the cluster tests: started on a free port
+//! with nothing saved to disk, stopped (SIGSTOP: alive but silent),
+//! killed and started again on the same port; killed on drop.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The server the tests run, as Debian installs it.
+pub const REDIS_SERVER: &str = "redis-server";
+
+/// Whether `redis-server` is installed (else the test is skipped, or fails
+/// under `WEIR_REQUIRE_REDIS`).
+pub fn available() -> bool {
+    let found = Command::new(REDIS_SERVER)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    super::can_run(
+        found,
+        "redis-server is not installed",
+        "apt-get install redis-server",
+        "WEIR_REQUIRE_REDIS",
+    )
+}
+
+pub struct Redis {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Redis {
+    /// A Redis on a free port, answering PING.
+    pub fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut r = Redis {
+            child: None,
+            port,
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        r.restart();
+        r
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Start it (again) on its port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Command::new(REDIS_SERVER)
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", &self.dir.path().display().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.command("PING").as_deref() != Some("+PONG") {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: gone, connections reset.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: connections stay open and nothing answers.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Redis::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        assert!(super::process::signal(pid, sig), "kill {sig}");
+    }
+
+    /// One inline command, its first reply line (`None`: no server).
+    pub fn command(&self, command: &str) -> Option<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).ok()?;
+        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+        Some(text.lines().next().unwrap_or("").to_string())
+    }
+
+    /// An integer reply (`ZCARD key`, `EXISTS key`).
+    pub fn int(&self, command: &str) -> i64 {
+        let reply = self.command(command).expect("redis answers");
+        reply
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{command}: {reply}"))
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A paused server must be woken to die promptly.
+            let _ = super::process::signal(child.id(), "-CONT");
+        }
+        self.kill();
+    }
+}
