@@ -290,9 +290,14 @@ async fn servers_follow_the_names_addresses_keeping_state_and_the_last_set_on_fa
     let port = one.addr.port();
     let at = |last: u8| SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), port));
     let two = Killable::start(at(2), "2", Duration::ZERO).await;
-    let slow = upstream_at(at(4), |_req| async {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        text(200, "4")
+    let on_slow = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let arrived = on_slow.clone();
+    let slow = upstream_at(at(4), move |_req| {
+        arrived.fetch_add(1, Ordering::SeqCst);
+        async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            text(200, "4")
+        }
     })
     .await;
     let dns = Dns::start(Answer::Addrs(vec![
@@ -343,6 +348,7 @@ async fn servers_follow_the_names_addresses_keeping_state_and_the_last_set_on_fa
     assert_eq!(metric(&weir, &up3).await, Some(0), "{got:?}");
     assert_eq!(metric(&weir, &picks(3)).await, Some(1));
     // A request on the slow server when it leaves the answer still ends.
+    let before = on_slow.load(Ordering::SeqCst);
     let held = tokio::spawn({
         let url = weir.url("web", "/slow");
         async move {
@@ -357,7 +363,12 @@ async fn servers_follow_the_names_addresses_keeping_state_and_the_last_set_on_fa
             false
         }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        eventually(Duration::from_secs(5), || on_slow.load(Ordering::SeqCst)
+            > before)
+        .await,
+        "a request reached the slow server"
+    );
     dns.set(Answer::Addrs(vec![
         Ipv4Addr::new(127, 0, 0, 2),
         Ipv4Addr::new(127, 0, 0, 3),
