@@ -85,11 +85,13 @@ impl LlmRoute {
         metrics: &Metrics,
         cluster: Option<&Arc<Cluster>>,
     ) -> Self {
+        // A client token's name in the fleet's Redis keys: the same on
+        // every instance, and not the token.
         let token_ids: Vec<String> = match cluster {
             Some(_) => settings
                 .client_tokens
                 .iter()
-                .map(|c| token_id(&c.token))
+                .map(|c| c.token.digest_hex(8))
                 .collect(),
             None => Vec::new(),
         };
@@ -320,16 +322,6 @@ pub async fn serve(
     // The body's budget reservation ends with the attempts.
     drop(read);
     result
-}
-
-/// A client token's name in the fleet's Redis keys: the first 8 bytes of
-/// its SHA-256, in hex — the same on every instance, and not the token.
-fn token_id(token: &crate::config::Secret) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, token.0.as_bytes());
-    digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The conversation a request belongs to, hashed for the upstreams that

@@ -156,12 +156,7 @@ fn valid_name(name: &str) -> bool {
 /// The name of an unnamed token: `token-` and the first 8 hex digits of
 /// its SHA-256 (`printf %s "$TOKEN" | sha256sum | cut -c1-8`).
 pub fn fingerprint(token: &Secret) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, token.0.as_bytes());
-    let hex: String = digest.as_ref()[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("token-{hex}")
+    format!("token-{}", token.digest_hex(4))
 }
 
 /// `[[route.prices]]`: per model id (as sent upstream; `"*"` for any
