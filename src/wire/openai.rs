@@ -94,6 +94,17 @@ impl Reasoning {
     }
 }
 
+/// A function call's `arguments` (a JSON string, in Chat Completions and
+/// Responses alike) as the object Anthropic's `tool_use.input` must be:
+/// `{}` when it is missing, not JSON, or not an object.
+pub fn arguments_object(arguments: &Value) -> Value {
+    arguments
+        .as_str()
+        .and_then(|a| serde_json::from_str(a).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}))
+}
+
 /// OpenAI's reasoning model families (o1, o3, o4-mini, gpt-5 and its
 /// variants, codex-mini), with or without a router's `openai/` prefix.
 /// Other servers' models (vLLM, llama.cpp, Ollama) are not: they take the

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::responses_client::{DEFAULT_MAX_TOKENS, budget, document_block, image_block, push};
 use super::{TranslateError, errors, text_of};
-use crate::wire::{Usage, anthropic, chat, sse};
+use crate::wire::{Usage, anthropic, chat, openai, sse};
 
 /// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
 fn finish_reason(stop_reason: Option<&str>) -> &'static str {
@@ -106,11 +106,7 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
                 }
                 for call in m["tool_calls"].as_array().into_iter().flatten() {
                     let f = &call["function"];
-                    let input: Value = f["arguments"]
-                        .as_str()
-                        .and_then(|a| serde_json::from_str(a).ok())
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
+                    let input = openai::arguments_object(&f["arguments"]);
                     push(
                         &mut messages,
                         "assistant",

@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use super::CUSTOM_INPUT;
 use crate::llm::translate::{ToolNames, TranslateError, search, text_of};
-use crate::wire::{anthropic, responses};
+use crate::wire::{anthropic, openai, responses};
 
 /// The room for the answer itself when Codex sets no `max_output_tokens`
 /// (Anthropic requires `max_tokens`): the thinking budget comes on top,
@@ -224,11 +224,7 @@ pub fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), Transla
                 }
             }
             "function_call" => {
-                let input: Value = item["arguments"]
-                    .as_str()
-                    .and_then(|a| serde_json::from_str(a).ok())
-                    .filter(Value::is_object)
-                    .unwrap_or_else(|| json!({}));
+                let input = openai::arguments_object(&item["arguments"]);
                 push(
                     &mut messages,
                     "assistant",
