@@ -46,7 +46,22 @@ impl Offload {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        if size <= INLINE_MAX {
+        self.run_inline_up_to(INLINE_MAX, size, work).await
+    }
+
+    /// [`Offload::run`] for work cheaper per byte than a parse: inline up
+    /// to `inline_max` bytes.
+    pub async fn run_inline_up_to<T, F>(
+        &self,
+        inline_max: usize,
+        size: usize,
+        work: F,
+    ) -> Result<T, Busy>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        if size <= inline_max {
             return Ok(work());
         }
         let permit = self.permits.clone().try_acquire_owned().map_err(|_| Busy)?;

@@ -24,6 +24,8 @@ pub struct Outgoing {
     pub strip: Option<HeaderName>,
     pub body: Bytes,
     pub model_span: Option<std::ops::Range<usize>>,
+    /// Whether the body may carry state weir made for another vendor.
+    pub weir_state: bool,
     /// The model the client asked for (echoed in translated answers).
     pub model: Option<String>,
     /// The conversation's hash, for upstreams that keep a conversation on
@@ -178,7 +180,7 @@ impl Outgoing {
             }
             // A conversation that crossed protocols: what weir made for
             // the other vendor would be refused here as forged.
-            (None, _, _) if native::carries_weir_state(endpoint, &self.body) => {
+            (None, _, _) if native::carries_weir_state(endpoint, self.weir_state) => {
                 let body = self.body.clone();
                 let named = model.map(str::to_string);
                 let stripped = offload

@@ -19,6 +19,12 @@
 //!
 //! A leaf: this module imports nothing from the rest of weir.
 
+/// What every piece of state weir makes for another vendor (a thinking
+/// signature, a carried reasoning block, a search result) starts with,
+/// inside its JSON string; a request that goes back untranslated is looked
+/// at again only when one of its strings starts so.
+pub const WEIR_STATE_MARK: &str = "weir.";
+
 pub mod anthropic;
 pub mod chat;
 pub mod openai;

@@ -9,16 +9,11 @@ use serde_json::{Map, Value};
 
 use crate::wire::{Endpoint, anthropic, responses};
 
-/// What every piece of weir-made state starts with, as it appears in a
-/// JSON body (a string's opening quote, then the mark).
-const MARK: &str = "\"weir.";
-
-/// Whether a native request's body may carry weir's state: a substring
-/// search, no parse (the ids of the searches weir made are marked too).
-pub fn carries_weir_state(endpoint: Endpoint, body: &[u8]) -> bool {
-    matches!(endpoint, Endpoint::Messages | Endpoint::Responses)
-        && std::str::from_utf8(body)
-            .is_ok_and(|s| s.contains(MARK) || s.contains(anthropic::WEIR_SEARCH_ID_PREFIX))
+/// Whether a native request may carry weir's state: its body had a string
+/// starting with one of weir's marks (found by the pass that read `model`,
+/// `llm::body::model`), on an API weir makes state for.
+pub fn carries_weir_state(endpoint: Endpoint, marked: bool) -> bool {
+    matches!(endpoint, Endpoint::Messages | Endpoint::Responses) && marked
 }
 
 /// The body without the state weir made for another vendor, naming
@@ -105,6 +100,12 @@ mod tests {
 
     use super::*;
 
+    fn marked(body: &str) -> bool {
+        crate::llm::body::model(body.as_bytes())
+            .expect("model")
+            .weir_state
+    }
+
     /// Claude Code's history from a Responses upstream, now going to
     /// Anthropic: weir's thinking is dropped, and with it thinking for the
     /// continuation; Anthropic's own stays.
@@ -122,7 +123,7 @@ mod tests {
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
             ]})
         .to_string();
-        assert!(carries_weir_state(Endpoint::Messages, body.as_bytes()));
+        assert!(carries_weir_state(Endpoint::Messages, marked(&body)));
         let out = without_weir_state(Endpoint::Messages, body.as_bytes(), Some("claude-opus-4-1"))
             .expect("rewritten");
         let out: Value = serde_json::from_slice(&out).expect("json");
@@ -156,7 +157,7 @@ mod tests {
 
         let plain =
             json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
-        assert!(!carries_weir_state(Endpoint::Messages, plain.as_bytes()));
+        assert!(!carries_weir_state(Endpoint::Messages, marked(&plain)));
     }
 
     /// Codex's history from an Anthropic upstream, now going to OpenAI:
@@ -174,7 +175,7 @@ mod tests {
             {"type": "function_call", "call_id": "c", "name": "shell", "arguments": "{}"},
         ]})
         .to_string();
-        assert!(carries_weir_state(Endpoint::Responses, body.as_bytes()));
+        assert!(carries_weir_state(Endpoint::Responses, marked(&body)));
         let out =
             without_weir_state(Endpoint::Responses, body.as_bytes(), None).expect("rewritten");
         let out: Value = serde_json::from_slice(&out).expect("json");
@@ -187,7 +188,7 @@ mod tests {
         assert_eq!(ids, [&Value::Null, &json!("rs_o"), &Value::Null]);
         assert!(!carries_weir_state(
             Endpoint::ChatCompletions,
-            body.as_bytes()
+            marked(&body)
         ));
     }
 }
