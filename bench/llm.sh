@@ -39,21 +39,6 @@ python3 "$HERE/llm.py" --out "$HERE/llm-results.md" --trans-out "$HERE/translati
     --tmp "$tmp" --litellm "$venv/bin/litellm" "${quick[@]}" "${only[@]}"
 
 # Each results file goes into docs/benchmarks.md between its markers.
-python3 - "$ROOT/docs/benchmarks.md" "$HERE" <<'PY'
-import os, sys
-doc, here = sys.argv[1], sys.argv[2]
-text = open(doc).read()
-for marker, name in [("llm-bench", "llm-results.md"), ("translation-bench", "translation-results.md")]:
-    path = os.path.join(here, name)
-    if not os.path.exists(path):
-        continue
-    part = open(path).read().rstrip()
-    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
-    block = f"{start}\n{part}\n{end}"
-    if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-open(doc, "w").write(text)
-PY
+python3 "$HERE/splice_results.py" "$ROOT/docs/benchmarks.md" \
+    "llm-bench=$HERE/llm-results.md" "translation-bench=$HERE/translation-results.md"
 echo "wrote bench/*-results.md and updated docs/benchmarks.md"
