@@ -127,9 +127,12 @@ impl Skimmer<'_> {
     /// Cross a string whose opening quote was just read; `at` ends past
     /// its closing quote.
     fn string(&mut self) -> Result<(), NotAnObject> {
+        let rest = &self.body[self.at..];
         if !self.marked {
-            let rest = &self.body[self.at..];
-            self.marked = self.marks.iter().any(|m| rest.starts_with(m));
+            self.marked = self
+                .marks
+                .iter()
+                .any(|m| rest.first() == m.first() && rest.starts_with(m));
         }
         loop {
             let rest = &self.body[self.at..];

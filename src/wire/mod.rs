@@ -300,11 +300,19 @@ impl Api {
 
     /// The usage a whole (non-streamed) answer of this API reports.
     pub fn answer_usage(self, body: &[u8]) -> Option<Usage> {
-        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        /// Only `usage` is built; the rest of the answer is skipped
+        /// unparsed (a `Value` of a whole answer cost more than the rest of
+        /// the request's handling by weir).
+        #[derive(serde::Deserialize)]
+        struct Whole {
+            #[serde(default)]
+            usage: serde_json::Value,
+        }
+        let usage = serde_json::from_slice::<Whole>(body).ok()?.usage;
         match self {
-            Api::Messages => anthropic::usage(&v["usage"]),
-            Api::Responses => responses::usage(&v["usage"]),
-            Api::Chat => chat::usage(&v["usage"]),
+            Api::Messages => anthropic::usage(&usage),
+            Api::Responses => responses::usage(&usage),
+            Api::Chat => chat::usage(&usage),
         }
     }
 
