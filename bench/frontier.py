@@ -24,6 +24,17 @@ body) to the same upstream:
 The upstream and the load generator share core 1, the proxy under test has
 core 0 (as bench/llm.py). Targets alternate within each repetition; the
 report gives medians over repetitions.
+
+Streams: the same Messages request with `"stream": true` to weir's mock
+provider (`examples/llm_bench.rs mock`, 27 events 10 ms apart), direct,
+through nginx (`proxy_buffering off`) and through a weir LLM route, at
+concurrency 1, 16 and 64: time to the first token (the first read holding a
+`content_block_delta`: a gateway that can fail over holds `message_start`
+until content comes, so the first bytes are not what a user waits for), the
+largest gap between two reads of one stream, and stream errors.
+
+Memory: each proxy's RSS before the sweep (idle, after start), the most
+sampled during the sweep (under load) and after it.
 """
 
 import argparse
@@ -32,6 +43,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -86,7 +98,7 @@ http {{
     return path
 
 
-def nginx_proxy(tmp, port, up):
+def nginx_proxy(tmp, port, up, mock):
     conf = f"""worker_processes 1;
 error_log {tmp}/px-error.log warn;
 pid {tmp}/px.pid;
@@ -100,8 +112,15 @@ http {{
     client_body_buffer_size 1m;   # the body stays in memory, as an LLM route keeps it
     keepalive_requests 1000000000;
     upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
+    upstream mock {{ server 127.0.0.1:{mock}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{port};
+        location /stream/ {{
+            proxy_pass http://mock/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;   # each event as it comes, as an LLM stream needs
+        }}
         location / {{
             proxy_pass http://up;
             proxy_http_version 1.1;
@@ -116,7 +135,7 @@ http {{
     return path
 
 
-def weir_config(tmp, port, up):
+def weir_config(tmp, port, up, mock):
     conf = f"""[log]
 access_log = false
 level = "warn"
@@ -136,6 +155,13 @@ path = "/v1/messages"
 [[route.upstreams]]
 name = "static"
 url = "http://127.0.0.1:{up}"
+[[route]]
+name = "stream"
+kind = "anthropic"
+path = "/stream"
+[[route.upstreams]]
+name = "mock"
+url = "http://127.0.0.1:{mock}"
 """
     path = os.path.join(tmp, "weir.toml")
     open(path, "w").write(conf)
@@ -155,13 +181,52 @@ def litellm_config(tmp, up):
     return path
 
 
-def load(url, body_file, seconds, concurrency):
+def load(url, body_file, seconds, concurrency, first_mark=None):
     cmd = ["taskset", "-c", "1", os.path.join(BIN, "examples", "frontier"), url, body_file,
            str(seconds), str(concurrency), "x-api-key: sk-bench", "anthropic-version: 2023-06-01"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    env = dict(os.environ, **({"FRONTIER_FIRST": first_mark} if first_mark else {}))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=env)
     if out.returncode != 0:
         sys.exit(f"load generator failed: {out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rss_kib(pid):
+    """A process's resident set, KiB (its nginx workers' for an nginx master)."""
+    pids = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            pids += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
+    except OSError:
+        pass
+    total = 0
+    for p in pids if len(pids) == 1 else pids[1:]:
+        try:
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+class Sampler:
+    """The most RSS each watched process reached while it ran."""
+
+    def __init__(self, pids):
+        self.pids, self.peak, self.stop = pids, {k: 0 for k in pids}, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.wait(0.1):
+            for k, pid in self.pids.items():
+                self.peak[k] = max(self.peak[k], rss_kib(pid))
+
+    def done(self):
+        self.stop.set()
+        self.thread.join()
+        return self.peak
 
 
 def main():
@@ -172,20 +237,22 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", help="also write the raw runs here")
     a = ap.parse_args()
-    reps, seconds, c1_seconds = (1, 1, 2) if a.quick else (3, 3, 10)
+    reps, seconds, c1_seconds = (1, 1, 2) if a.quick else (3, 2, 6)
     sweep = [1, 2, 4, 8, 16, 32, 64] if a.quick else [1, 2, 4, 8, 16, 32, 64, 128]
     litellm_sweep = [1, 2, 4]
 
-    ports = {k: free_port() for k in ["up", "nginx", "weir", "litellm"]}
+    ports = {k: free_port() for k in ["up", "mock", "nginx", "weir", "litellm"]}
     procs = Procs(a.tmp)
     runs = []
     try:
         for d in ["up_body", "px_body", "px_proxy"]:
             os.makedirs(os.path.join(a.tmp, d), exist_ok=True)
         procs.start("upstream", ["nginx", "-c", nginx_upstream(a.tmp, ports["up"]), "-p", a.tmp], 1)
-        procs.start("nginx", ["nginx", "-c", nginx_proxy(a.tmp, ports["nginx"], ports["up"]), "-p", a.tmp], 0)
-        procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config",
-                             weir_config(a.tmp, ports["weir"], ports["up"])], 0)
+        procs.start("mock", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["mock"]), "10"], 1)
+        nginx = procs.start("nginx", ["nginx", "-c", nginx_proxy(a.tmp, ports["nginx"], ports["up"], ports["mock"]),
+                                      "-p", a.tmp], 0)
+        weir = procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config",
+                                    weir_config(a.tmp, ports["weir"], ports["up"], ports["mock"])], 0)
         targets = {
             "direct": f"http://127.0.0.1:{ports['up']}/v1/messages",
             "nginx": f"http://127.0.0.1:{ports['nginx']}/v1/messages",
@@ -204,6 +271,11 @@ def main():
             path = os.path.join(a.tmp, f"body-{size}.json")
             open(path, "w").write(body(size))
             bodies[size] = path
+        stream_body = os.path.join(a.tmp, "body-stream.json")
+        open(stream_body, "w").write(body(1024).replace('"stream": false', '"stream": true'))
+        watched = {"nginx": nginx.pid, "weir": weir.pid}
+        memory = {"idle": {k: rss_kib(p) for k, p in watched.items()}}
+        sampler = Sampler(watched)
         for size, path in bodies.items():
             for c in sweep:
                 for rep in range(reps):
@@ -217,11 +289,53 @@ def main():
                         print(f"[{time.strftime('%H:%M:%S')}] {size} B c={c} rep {rep + 1}/{reps} "
                               f"{name}: {r['rps']:.0f} req/s p50 {r['p50_us']} µs p99 {r['p99_us']} µs "
                               f"errors {r['errors']}", flush=True)
+        memory["under load (peak)"] = sampler.done()
+        time.sleep(2)
+        memory["after load"] = {k: rss_kib(p) for k, p in watched.items()}
+        stream_targets = {
+            "direct": f"http://127.0.0.1:{ports['mock']}/v1/messages",
+            "nginx": f"http://127.0.0.1:{ports['nginx']}/stream/v1/messages",
+            "weir LLM": f"http://127.0.0.1:{ports['weir']}/stream/v1/messages",
+        }
+        for c in (1, 16, 64):
+            for rep in range(reps):
+                for name, url in stream_targets.items():
+                    r = load(url, stream_body, 3 if not a.quick else 1, c, "content_block_delta")
+                    r.update(target=name, body="stream", rep=rep)
+                    runs.append(r)
+                    print(f"[{time.strftime('%H:%M:%S')}] stream c={c} rep {rep + 1}/{reps} {name}: "
+                          f"{r['rps']:.0f} streams/s first p50 {r['first_p50_us']} µs gap p99 {r['gap_p99_us']} µs "
+                          f"errors {r['errors']}", flush=True)
     finally:
         procs.stop_all()
     if a.json:
-        json.dump(runs, open(a.json, "w"))
-    open(a.out, "w").write(report(runs, list(targets), sweep, reps, seconds, c1_seconds))
+        json.dump({"runs": runs, "memory": memory}, open(a.json, "w"))
+    open(a.out, "w").write(report(runs, list(targets), sweep, reps, seconds, c1_seconds)
+                           + streams_and_memory(runs, memory))
+
+
+def streams_and_memory(runs, memory):
+    med = statistics.median
+    out = ["**Streams** (27 events 10 ms apart from weir's mock provider; medians; *gap* = the largest "
+           "gap between two reads of one stream, at p99 over streams)", "",
+           "| c | target | streams/s | first token p50 / p99 µs | added first token p50 / p99 µs | gap p99 µs | "
+           "added gap p99 µs | errors |", "|---|---|---|---|---|---|---|---|"]
+    for c in sorted({r["concurrency"] for r in runs if r["body"] == "stream"}):
+        def cell(t):
+            rs = [r for r in runs if r["body"] == "stream" and r["target"] == t and r["concurrency"] == c]
+            return {k: med([r[k] for r in rs]) for k in ("rps", "first_p50_us", "first_p99_us", "gap_p99_us")} | {
+                "errors": sum(r["errors"] for r in rs)}
+        d = cell("direct")
+        for t in ("direct", "nginx", "weir LLM"):
+            x = cell(t)
+            added = "—" if t == "direct" else f"{x['first_p50_us'] - d['first_p50_us']:.0f} / {x['first_p99_us'] - d['first_p99_us']:.0f}"
+            added_gap = "—" if t == "direct" else f"{x['gap_p99_us'] - d['gap_p99_us']:.0f}"
+            out.append(f"| {c} | {t} | {x['rps']:,.0f} | {x['first_p50_us']:.0f} / {x['first_p99_us']:.0f} | {added} | "
+                       f"{x['gap_p99_us']:.0f} | {added_gap} | {x['errors']} |")
+    out += ["", "**Memory** (RSS, MiB; nginx: its worker)", "", "| moment | nginx | weir |", "|---|---|---|"]
+    for moment, v in memory.items():
+        out.append(f"| {moment} | {v['nginx'] / 1024:.1f} | {v['weir'] / 1024:.1f} |")
+    return "\n".join(out) + "\n"
 
 
 def report(runs, targets, sweep, reps, seconds, c1_seconds):
@@ -251,7 +365,7 @@ def report(runs, targets, sweep, reps, seconds, c1_seconds):
         "concurrency, same repetition's medians.",
         "",
     ]
-    for size in sorted({r["body"] for r in runs}):
+    for size in sorted({r["body"] for r in runs if r["body"] != "stream"}):
         d1 = cell("direct", size, 1)
         out += [f"**{size // 1024} KiB body**", "",
                 "| target | c=1 p50 µs | c=1 p99 µs | c=1 p99.9 µs | added p50 µs | added p99 µs | "

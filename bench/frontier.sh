@@ -4,7 +4,7 @@
 # upstream direct, nginx, a weir proxy route and a weir LLM route, with
 # 1 KiB and 50 KiB bodies.
 #
-#   bash bench/frontier.sh              full run (about 12 minutes)
+#   bash bench/frontier.sh              full run (about 9 minutes)
 #   bash bench/frontier.sh --quick      a smoke run (about 2 minutes)
 #   bash bench/frontier.sh --litellm    also LiteLLM 1.100.5 at concurrency 1-4
 #
@@ -30,7 +30,7 @@ for arg in "$@"; do
     esac
 done
 command -v nginx >/dev/null || { apt-get install -y -q nginx >/dev/null; }
-cargo build --release --bin weir --example frontier
+cargo build --release --bin weir --example frontier --example llm_bench
 ulimit -n 20000 || true
 
 tmp=$(mktemp -d)

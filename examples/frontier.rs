@@ -5,8 +5,11 @@
 //! connection, POSTing BODY_FILE to URL for SECONDS, and prints one JSON
 //! line: requests/s, errors, statuses and latency percentiles in µs (from
 //! writing the request to reading the last byte of the answer), plus, for
-//! streamed answers (`text/event-stream`), the time to the first body bytes
-//! and the largest gap between two reads of the body.
+//! streamed answers, the time to the first body bytes (with
+//! `FRONTIER_FIRST=TEXT`, to the first read after which the body holds
+//! TEXT: `content_block_delta` times the first token of an Anthropic
+//! stream, not the `message_start` a gateway may hold back until content
+//! comes) and the largest gap between two reads of the body.
 //!
 //! The client is deliberately thin — the request is serialised once, the
 //! answer is framed by `Content-Length` or chunked encoding and otherwise
@@ -79,6 +82,7 @@ async fn exchange(
     stream: &mut TcpStream,
     request: &[u8],
     buf: &mut Vec<u8>,
+    first_mark: Option<&[u8]>,
 ) -> std::io::Result<Answer> {
     let start = Instant::now();
     stream.write_all(request).await?;
@@ -100,9 +104,14 @@ async fn exchange(
         }
         let Some(h) = head else { continue };
         if buf.len() > h {
-            if first.is_none() {
+            let arrived = match first_mark {
+                None => true,
+                Some(mark) => buf[h..].windows(mark.len()).any(|w| w == mark),
+            };
+            if first.is_none() && arrived {
                 first = Some(now - start);
-            } else {
+            }
+            if buf.len() > h + n {
                 gap = gap.max(now - last_read);
             }
         }
@@ -139,6 +148,7 @@ async fn client(
     tally: std::rc::Rc<std::cell::RefCell<Tally>>,
 ) {
     let mut buf = Vec::with_capacity(65536);
+    let first_mark = std::env::var("FRONTIER_FIRST").ok();
     'connect: while Instant::now() < until {
         let Ok(mut stream) = TcpStream::connect(&addr).await else {
             tally.borrow_mut().errors += 1;
@@ -146,7 +156,14 @@ async fn client(
         };
         let _ = stream.set_nodelay(true);
         while Instant::now() < until {
-            match exchange(&mut stream, &request, &mut buf).await {
+            match exchange(
+                &mut stream,
+                &request,
+                &mut buf,
+                first_mark.as_deref().map(str::as_bytes),
+            )
+            .await
+            {
                 Ok(a) => {
                     let mut t = tally.borrow_mut();
                     *t.statuses.entry(a.status).or_default() += 1;
