@@ -107,6 +107,7 @@ impl LlmRoute {
                         tls,
                         workers,
                         metrics,
+                        cluster,
                     ))
                 })
                 .collect(),
