@@ -664,7 +664,8 @@ async fn one_instances_529_cools_the_upstream_for_the_fleet() {
             Some(0)
         );
     }
-    let left = redis.int("EVAL \"return redis.call('PTTL', redis.call('KEYS', 'weir:hold:*')[1])\" 0");
+    let left =
+        redis.int("EVAL \"return redis.call('PTTL', redis.call('KEYS', 'weir:hold:*')[1])\" 0");
     assert!(
         left > 0 && left <= 2000 - heard_after.as_millis() as i64 + 50,
         "the hold's key expires with the hold: {left} ms left, heard after {heard_after:?}"
@@ -680,21 +681,27 @@ async fn one_instances_529_cools_the_upstream_for_the_fleet() {
                 break;
             }
             assert_eq!(status, 503, "{} answers that the member is cooling", m.web);
-            assert!(took < Duration::from_millis(500), "answered at once: {took:?}");
+            assert!(
+                took < Duration::from_millis(500),
+                "answered at once: {took:?}"
+            );
             asked += 1;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(asked >= 6, "only {asked} requests while cooling");
-    assert_eq!(up.requests(), 1, "no instance sent the cooling member anything");
+    assert_eq!(
+        up.requests(),
+        1,
+        "no instance sent the cooling member anything"
+    );
 
     // The hint has passed: every instance sends to it again.
     for m in &fleet {
         let before = up.requests();
-        let back = common::eventually_async(Duration::from_secs(3), || async {
-            ask(m).await.0 == 200
-        })
-        .await;
+        let back =
+            common::eventually_async(Duration::from_secs(3), || async { ask(m).await.0 == 200 })
+                .await;
         assert!(back, "{} sends again after the hint", m.web);
         assert!(up.requests() > before);
     }
@@ -805,4 +812,41 @@ async fn holds_stay_local_without_redis_and_are_shared_again_when_it_returns() {
     let (status, _) = ask(&fleet[2]).await;
     assert_eq!(status, 503, "the hold reached the third instance");
     assert_eq!(up.requests(), 4, "which sent the member nothing");
+}
+
+/// A Redis user without the holds' channel (Redis 7 gives new users no
+/// channels): the subscription is refused, logged, and shared limits stay
+/// up; a hold still reaches an instance that connects later, by its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_subscription_keeps_redis_up_and_holds_in_their_keys() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    assert_eq!(
+        redis
+            .command("ACL SETUSER default resetchannels")
+            .as_deref(),
+        Some("+OK")
+    );
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "", "");
+    let mut fleet = fleet(1, &redis, &config).await;
+    let first = &fleet[0];
+    let connected = common::eventually_async(Duration::from_secs(5), || async {
+        first.metric("weir_cluster_redis_up").await == Some(1)
+    })
+    .await;
+    assert!(connected, "a refused subscription does not keep Redis down");
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+
+    let mut late = join(&redis, &config);
+    assert_eq!(late.metric("weir_cluster_redis_up").await, Some(1));
+    assert_eq!(ask(&late).await.0, 503, "the hold was read from its key");
+    assert_eq!(up.requests(), 1);
+    for m in [&mut fleet[0], &mut late] {
+        assert_eq!(m.metric("weir_cluster_redis_up").await, Some(1));
+        assert_eq!(m.lines("Redis refused the subscription to holds"), 1);
+    }
 }

@@ -36,7 +36,7 @@ use redis::aio::{MultiplexedConnection, PubSubStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::link::{BACKGROUND_TIMEOUT, bounded};
+use super::link::BACKGROUND_TIMEOUT;
 use super::scripts::PRELUDE;
 use crate::balance::Reason;
 use crate::sync::Locked;
@@ -219,11 +219,10 @@ impl Holds {
 
     /// An announcement on the channel: another instance's hold.
     pub(super) fn announced(&self, payload: &[u8]) {
-        let Some(text) = payload
-            .get(..MESSAGE_MAX.min(payload.len()))
-            .filter(|p| p.len() == payload.len())
-            .and_then(|p| std::str::from_utf8(p).ok())
-        else {
+        if payload.len() > MESSAGE_MAX {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(payload) else {
             return;
         };
         let mut parts = text.splitn(4, ' ');
@@ -326,14 +325,50 @@ fn shared_reason(name: &str) -> Option<Reason> {
 }
 
 /// A subscriber connection on the fleet's channel: its messages, ending
-/// when the connection does.
+/// when the connection does. `None` when Redis refuses the subscription
+/// (an ACL without the channel: Redis 7 gives new users none): holds are
+/// then read at each connection but not heard as they happen, and shared
+/// limits go on — a refusal that will not fix itself must not keep
+/// Redis "down".
 pub(super) async fn subscribe(
     client: &redis::Client,
     prefix: &str,
-) -> Result<PubSubStream, Failed> {
-    let mut pubsub = bounded(client.get_async_pubsub()).await?;
-    bounded(pubsub.subscribe(channel(prefix))).await?;
-    Ok(pubsub.into_on_message())
+) -> Result<Option<PubSubStream>, Failed> {
+    let timeout = |what: &str| {
+        format!(
+            "no answer to {what} within {}",
+            humantime::format_duration(BACKGROUND_TIMEOUT)
+        )
+    };
+    let mut pubsub = match tokio::time::timeout(BACKGROUND_TIMEOUT, client.get_async_pubsub()).await
+    {
+        Ok(Ok(pubsub)) => pubsub,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err(timeout("the subscriber connection")),
+    };
+    match tokio::time::timeout(BACKGROUND_TIMEOUT, pubsub.subscribe(channel(prefix))).await {
+        Ok(Ok(())) => Ok(Some(pubsub.into_on_message())),
+        Ok(Err(e)) if super::answered(&e) => {
+            tracing::warn!(
+                target: "weir::cluster",
+                error = %e,
+                channel = channel(prefix),
+                "cluster: Redis refused the subscription to holds; other instances' holds are read only when this one (re)connects (grant the channel to weir's user)"
+            );
+            Ok(None)
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(timeout("the subscription")),
+    }
+}
+
+/// The next announcement, or never without a subscription.
+pub(super) async fn next(announcements: &mut Option<PubSubStream>) -> Option<redis::Msg> {
+    use futures_util::StreamExt;
+    match announcements {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -430,7 +465,11 @@ mod tests {
         for _ in 0..OUTBOX + 3 {
             holds.learnt(&id, until, Reason::Overloaded, true);
         }
-        assert_eq!(holds.metrics.holds_queue_full.get(), 3, "a full queue drops");
+        assert_eq!(
+            holds.metrics.holds_queue_full.get(),
+            3,
+            "a full queue drops"
+        );
     }
 
     #[tokio::test(start_paused = true)]

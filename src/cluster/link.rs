@@ -20,7 +20,6 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
@@ -74,7 +73,7 @@ pub(super) async fn supervise(weak: Weak<Inner>, mut outbox: Outbox) {
 /// A connection ready for the request path: scripts loaded, this instance
 /// counted, its leases renewed (re-created if Redis lost them), pending
 /// releases sent; and the fleet's holds subscribed to, then read.
-async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, PubSubStream), Failed> {
+async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, Option<PubSubStream>), Failed> {
     let mut info = inner
         .url
         .as_str()
@@ -113,7 +112,7 @@ async fn serve(
     weak: &Weak<Inner>,
     kick: &tokio::sync::Notify,
     conn: &Arc<MultiplexedConnection>,
-    mut announcements: PubSubStream,
+    mut announcements: Option<PubSubStream>,
     outbox: &mut Outbox,
 ) -> Failed {
     let Some(lease_ttl) = weak.upgrade().map(|i| i.lease_ttl) else {
@@ -138,7 +137,7 @@ async fn serve(
             _ = renewal.tick() => Work::Renew,
             _ = kick.notified() => Work::Release,
             Some(hold) = outbox.recv() => Work::Publish(hold),
-            message = announcements.next() => match (message, weak.upgrade()) {
+            message = holds::next(&mut announcements) => match (message, weak.upgrade()) {
                 (Some(m), Some(inner)) => {
                     inner.holds.announced(m.get_payload_bytes());
                     continue;
@@ -231,7 +230,7 @@ async fn release(inner: &Inner, conn: &mut MultiplexedConnection) -> Result<(), 
 }
 
 /// A Redis call off the request path, under [`BACKGROUND_TIMEOUT`].
-pub(super) async fn bounded<T>(
+async fn bounded<T>(
     call: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> Result<T, Failed> {
     match tokio::time::timeout(BACKGROUND_TIMEOUT, call).await {

@@ -351,7 +351,12 @@ impl Cluster {
     /// Member `id` said it is busy until `until`: tell the fleet, without
     /// waiting (a full queue, or Redis down, keeps it local). Refusals are
     /// not shared (see [`holds`]).
-    pub fn hold_learnt(&self, id: &Arc<str>, until: tokio::time::Instant, reason: crate::balance::Reason) {
+    pub fn hold_learnt(
+        &self,
+        id: &Arc<str>,
+        until: tokio::time::Instant,
+        reason: crate::balance::Reason,
+    ) {
         self.inner.holds.learnt(id, until, reason, self.is_up());
     }
 

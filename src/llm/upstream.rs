@@ -128,7 +128,7 @@ impl Holdable for FleetSeat {
                 member = &*member.target.label,
                 reason = reason.name(),
                 out_for_s = until.saturating_duration_since(now).as_secs(),
-                "LLM upstream member taken out of its group by another instance's hold"
+                "LLM upstream member taken out of its group by a hold the fleet shares"
             );
         }
     }

@@ -1053,7 +1053,11 @@ impl Metrics {
                 .get_or_create(&HoldResultLabels { result })
                 .clone()
         };
-        let received = |via| c.holds_received.get_or_create(&HoldViaLabels { via }).clone();
+        let received = |via| {
+            c.holds_received
+                .get_or_create(&HoldViaLabels { via })
+                .clone()
+        };
         ClusterMetrics {
             redis_up: c.redis_up.get_or_create(&Vec::new()).clone(),
             instances: c.instances.get_or_create(&Vec::new()).clone(),
