@@ -850,3 +850,26 @@ async fn a_refused_subscription_keeps_redis_up_and_holds_in_their_keys() {
         assert_eq!(m.lines("Redis refused the subscription to holds"), 1);
     }
 }
+
+/// A route whose limits are its own (`limit_scope = "local"`) keeps its
+/// holds to itself too: the other instance still sends to the member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_route_keeps_its_holds() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "limit_scope = \"local\"", "");
+    let fleet = fleet(2, &redis, &config).await;
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+    assert_eq!(ask(&fleet[0]).await.0, 503, "held where it was learnt");
+    assert_eq!(ask(&fleet[1]).await.0, 200, "and only there");
+    assert_eq!(up.requests(), 2);
+    assert_eq!(
+        redis.int("EVAL \"return #redis.call('KEYS', 'weir:hold*')\" 0"),
+        0,
+        "nothing written to Redis"
+    );
+}
