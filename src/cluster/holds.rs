@@ -66,6 +66,9 @@ pub trait Holdable: Send + Sync {
     fn hold_from_fleet(&self, until: Instant, reason: Reason);
 }
 
+/// The live members with one id (weakly: they go with their routes).
+type Seats = Vec<Weak<dyn Holdable>>;
+
 /// A hold to send to the fleet.
 pub(super) struct Outgoing {
     id: Arc<str>,
@@ -79,7 +82,7 @@ pub(super) struct Holds {
     outbox: mpsc::Sender<Outgoing>,
     /// Members by id; a reload may have two (the old route's and the
     /// new's) until the old one is dropped.
-    members: Mutex<HashMap<Arc<str>, Vec<Weak<dyn Holdable>>>>,
+    members: Mutex<HashMap<Arc<str>, Seats>>,
     /// Every hold known, for members registered later.
     known: Mutex<HashMap<Arc<str>, (Instant, Reason)>>,
     metrics: ClusterMetrics,
