@@ -873,3 +873,42 @@ async fn a_local_route_keeps_its_holds() {
         "nothing written to Redis"
     );
 }
+
+/// The subscriber connection cut alone (Redis stays up): the instance
+/// notices, reconnects under its back-off and subscribes again, so the
+/// next hold reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_subscription_is_renewed() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "", "");
+    let mut fleet = fleet(2, &redis, &config).await;
+    assert_eq!(
+        redis.command("CLIENT KILL TYPE pubsub").as_deref(),
+        Some(":2"),
+        "each instance has its subscriber connection"
+    );
+    for m in &mut fleet {
+        let reconnected = common::eventually(Duration::from_secs(5), || {
+            m.lines("the subscription to holds ended") == 1
+                && m.lines("cluster: Redis answers") == 2
+        })
+        .await;
+        assert!(
+            reconnected,
+            "{} noticed the cut once and reconnected",
+            m.web
+        );
+    }
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+    assert!(
+        received(&fleet[1], "announce", 1, Duration::from_secs(2)).await,
+        "the hold reached the other instance after its subscription was cut"
+    );
+    assert_eq!(ask(&fleet[1]).await.0, 503);
+    assert_eq!(up.requests(), 1);
+}
