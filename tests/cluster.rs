@@ -3,7 +3,8 @@
 //! real upstreams on port 0. A client's rate and a token's concurrency
 //! hold for the fleet; a Redis that goes silent or away costs no request
 //! more than the bound, and each failure mode does what the docs say; a
-//! killed weir's slots come back within the lease TTL.
+//! killed weir's slots come back within the lease TTL; one instance's 529
+//! with a retry hint cools the upstream for the fleet.
 
 mod common;
 
@@ -46,21 +47,7 @@ impl Member {
 async fn fleet(n: usize, redis: &Redis, config: &str) -> Vec<Member> {
     let mut members = Vec::new();
     for _ in 0..n {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("tokens"), format!("{TOKEN}\n")).expect("tokens");
-        let text = config
-            .replace("{redis}", &redis.url())
-            .replace("{dir}", &dir.path().display().to_string());
-        let path = write_config(&dir, &text);
-        let mut proc = Proc::run(&path);
-        let web = proc.listening("web");
-        let admin = proc.admin();
-        members.push(Member {
-            proc,
-            web,
-            admin,
-            _dir: dir,
-        });
+        members.push(join(redis, config));
     }
     for m in &members {
         let counted = common::eventually_async(Duration::from_secs(10), || async {
@@ -70,6 +57,25 @@ async fn fleet(n: usize, redis: &Redis, config: &str) -> Vec<Member> {
         assert!(counted, "an instance did not count {n} live instances");
     }
     members
+}
+
+/// One weir more from `config`, once it listens.
+fn join(redis: &Redis, config: &str) -> Member {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("tokens"), format!("{TOKEN}\n")).expect("tokens");
+    let text = config
+        .replace("{redis}", &redis.url())
+        .replace("{dir}", &dir.path().display().to_string());
+    let path = write_config(&dir, &text);
+    let mut proc = Proc::run(&path);
+    let web = proc.listening("web");
+    let admin = proc.admin();
+    Member {
+        proc,
+        web,
+        admin,
+        _dir: dir,
+    }
 }
 
 /// A proxy route `api` to `up`, limited per client, and a `[cluster]`
@@ -547,4 +553,362 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
         rewritten,
         "a held lease is written again after Redis lost it"
     );
+}
+
+/// A mock provider that answers 529 `overloaded_error` with
+/// `retry-after: <hint>` to the next request after each [`Overloading::arm`],
+/// and 200 otherwise, counting every request it gets.
+struct Overloading {
+    mock: common::llm::MockLlm,
+    armed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Overloading {
+    async fn start(hint: &'static str) -> Overloading {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let armed = Arc::new(AtomicUsize::new(0));
+        let shots = armed.clone();
+        let mock = mock(move |seen| {
+            let fire = shots
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if fire {
+                common::llm::error(seen, 529, "overloaded_error", "busy")
+                    .with_header("retry-after", hint)
+            } else {
+                success(seen, &["ok"], Duration::ZERO)
+            }
+        })
+        .await;
+        Overloading { mock, armed }
+    }
+
+    /// The next request is answered 529 with the hint.
+    fn arm(&self) {
+        self.armed.store(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Requests it has had.
+    fn requests(&self) -> usize {
+        self.mock.seen().len()
+    }
+}
+
+/// One request to `m`'s LLM route: its status and how long it took.
+async fn ask(m: &Member) -> (u16, Duration) {
+    let started = Instant::now();
+    let (status, _, _) = common::post_json(
+        &m.url("/v1/messages"),
+        messages_body("m", false),
+        &[("x-api-key", TOKEN)],
+    )
+    .await;
+    (status.as_u16(), started.elapsed())
+}
+
+/// Wait until `m` has received `n` holds from the fleet by `via`.
+async fn received(m: &Member, via: &str, n: u64, within: Duration) -> bool {
+    let name = format!("weir_cluster_holds_received_total{{via=\"{via}\"}}");
+    common::eventually_async(within, || async { m.metric(&name).await == Some(n) }).await
+}
+
+/// One instance's 529 with `retry-after: 2` cools the upstream for all
+/// three: the other two learn it within a moment, answer at once (503,
+/// the member is cooling) and send the upstream nothing until the hint
+/// has passed; then each sends to it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_instances_529_cools_the_upstream_for_the_fleet() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = Overloading::start("2").await;
+    let fleet = fleet(3, &redis, &llm_config(&up.mock.url(), "", "")).await;
+
+    up.arm();
+    let (status, _) = ask(&fleet[0]).await;
+    let overloaded_at = Instant::now();
+    assert_eq!(status, 529, "the provider's answer is relayed");
+    assert_eq!(up.requests(), 1);
+    for m in &fleet[1..] {
+        assert!(
+            received(m, "announce", 1, Duration::from_secs(1)).await,
+            "{} did not hear of the hold",
+            m.web
+        );
+    }
+    let heard_after = overloaded_at.elapsed();
+    eprintln!("the others heard of the hold {heard_after:?} after the 529 reached the client");
+    assert!(
+        heard_after < Duration::from_millis(500),
+        "announced in {heard_after:?}"
+    );
+    assert_eq!(
+        fleet[0]
+            .metric("weir_cluster_holds_published_total{result=\"sent\"}")
+            .await,
+        Some(1)
+    );
+    // No echo: the learner skips its own announcement, and the others do
+    // not send on what they heard.
+    assert_eq!(
+        fleet[0]
+            .metric("weir_cluster_holds_received_total{via=\"announce\"}")
+            .await,
+        Some(0)
+    );
+    for m in &fleet[1..] {
+        assert_eq!(
+            m.metric("weir_cluster_holds_published_total{result=\"sent\"}")
+                .await,
+            Some(0)
+        );
+    }
+    let left =
+        redis.int("EVAL \"return redis.call('PTTL', redis.call('KEYS', 'weir:hold:*')[1])\" 0");
+    assert!(
+        left > 0 && left <= 2000 - heard_after.as_millis() as i64 + 50,
+        "the hold's key expires with the hold: {left} ms left, heard after {heard_after:?}"
+    );
+
+    // Until the hint has passed every instance answers at once and the
+    // upstream hears nothing.
+    let mut asked = 0;
+    while overloaded_at.elapsed() < Duration::from_millis(1700) {
+        for m in &fleet {
+            let (status, took) = ask(m).await;
+            if overloaded_at.elapsed() >= Duration::from_millis(1900) {
+                break;
+            }
+            assert_eq!(status, 503, "{} answers that the member is cooling", m.web);
+            assert!(
+                took < Duration::from_millis(500),
+                "answered at once: {took:?}"
+            );
+            asked += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(asked >= 6, "only {asked} requests while cooling");
+    assert_eq!(
+        up.requests(),
+        1,
+        "no instance sent the cooling member anything"
+    );
+
+    // The hint has passed: every instance sends to it again.
+    for m in &fleet {
+        let before = up.requests();
+        let back =
+            common::eventually_async(Duration::from_secs(3), || async { ask(m).await.0 == 200 })
+                .await;
+        assert!(back, "{} sends again after the hint", m.web);
+        assert!(up.requests() > before);
+    }
+    assert!(
+        overloaded_at.elapsed() >= Duration::from_secs(2),
+        "not before the hint"
+    );
+}
+
+/// An instance that starts while a hold is on reads it from its key: it
+/// sends the member nothing until the hint has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_during_a_hold_reads_it_from_its_key() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "", "");
+    let fleet = fleet(1, &redis, &config).await;
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+    let overloaded_at = Instant::now();
+
+    // It listens once its first connection to Redis has ended: the holds
+    // are read by then.
+    let late = join(&redis, &config);
+    let (status, took) = ask(&late).await;
+    assert!(
+        overloaded_at.elapsed() < Duration::from_secs(6),
+        "the start took longer than the hint"
+    );
+    assert_eq!(status, 503, "the late instance knows the member is cooling");
+    assert!(took < Duration::from_millis(500));
+    assert_eq!(up.requests(), 1, "and sent it nothing");
+    assert_eq!(
+        late.metric("weir_cluster_holds_received_total{via=\"key\"}")
+            .await,
+        Some(1),
+        "the late instance read the hold from its key"
+    );
+    assert_eq!(
+        late.metric("weir_cluster_holds_received_total{via=\"announce\"}")
+            .await,
+        Some(0),
+        "it was not announced to it"
+    );
+}
+
+/// Redis killed: a hold stays on the instance that learnt it (the others
+/// still send to the member) and no request waits on Redis. Redis back:
+/// the subscription is renewed, and a new hold reaches the others again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_stay_local_without_redis_and_are_shared_again_when_it_returns() {
+    if !redis::available() {
+        return;
+    }
+    let mut redis = Redis::start();
+    let up = Overloading::start("3").await;
+    let config = llm_config(&up.mock.url(), "", "timeout = \"50ms\"");
+    let fleet = fleet(3, &redis, &config).await;
+
+    redis.kill();
+    for m in &fleet {
+        let down = common::eventually_async(Duration::from_secs(5), || async {
+            m.metric("weir_cluster_redis_up").await == Some(0)
+        })
+        .await;
+        assert!(down, "{} saw Redis go", m.web);
+    }
+    up.arm();
+    let (status, took) = ask(&fleet[0]).await;
+    assert_eq!(status, 529);
+    assert!(took < Duration::from_millis(500), "waited {took:?}");
+    let (status, took) = ask(&fleet[0]).await;
+    assert_eq!(status, 503, "held where it was learnt");
+    assert!(took < Duration::from_millis(500), "waited {took:?}");
+    assert_eq!(
+        fleet[0]
+            .metric("weir_cluster_holds_published_total{result=\"redis_down\"}")
+            .await,
+        Some(1)
+    );
+    for m in &fleet[1..] {
+        let (status, took) = ask(m).await;
+        assert_eq!(status, 200, "{}: the hold is the other instance's", m.web);
+        assert!(took < Duration::from_millis(500), "waited {took:?}");
+    }
+    assert_eq!(up.requests(), 3);
+
+    redis.restart();
+    for m in &fleet {
+        let back = common::eventually_async(Duration::from_secs(10), || async {
+            m.metric("weir_cluster_redis_up").await == Some(1)
+        })
+        .await;
+        assert!(back, "{} did not reconnect", m.web);
+    }
+    up.arm();
+    assert_eq!(ask(&fleet[1]).await.0, 529);
+    for m in [&fleet[0], &fleet[2]] {
+        assert!(
+            received(m, "announce", 1, Duration::from_secs(1)).await,
+            "{} did not hear of the hold after the restart",
+            m.web
+        );
+    }
+    let (status, _) = ask(&fleet[2]).await;
+    assert_eq!(status, 503, "the hold reached the third instance");
+    assert_eq!(up.requests(), 4, "which sent the member nothing");
+}
+
+/// A Redis user without the holds' channel (Redis 7 gives new users no
+/// channels): the subscription is refused, logged, and shared limits stay
+/// up; a hold still reaches an instance that connects later, by its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_subscription_keeps_redis_up_and_holds_in_their_keys() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    assert_eq!(
+        redis
+            .command("ACL SETUSER default resetchannels")
+            .as_deref(),
+        Some("+OK")
+    );
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "", "");
+    let mut fleet = fleet(1, &redis, &config).await;
+    let first = &fleet[0];
+    let connected = common::eventually_async(Duration::from_secs(5), || async {
+        first.metric("weir_cluster_redis_up").await == Some(1)
+    })
+    .await;
+    assert!(connected, "a refused subscription does not keep Redis down");
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+
+    let mut late = join(&redis, &config);
+    assert_eq!(late.metric("weir_cluster_redis_up").await, Some(1));
+    assert_eq!(ask(&late).await.0, 503, "the hold was read from its key");
+    assert_eq!(up.requests(), 1);
+    for m in [&mut fleet[0], &mut late] {
+        assert_eq!(m.metric("weir_cluster_redis_up").await, Some(1));
+        assert_eq!(m.lines("Redis refused the subscription to holds"), 1);
+    }
+}
+
+/// A route whose limits are its own (`limit_scope = "local"`) keeps its
+/// holds to itself too: the other instance still sends to the member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_route_keeps_its_holds() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "limit_scope = \"local\"", "");
+    let fleet = fleet(2, &redis, &config).await;
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+    assert_eq!(ask(&fleet[0]).await.0, 503, "held where it was learnt");
+    assert_eq!(ask(&fleet[1]).await.0, 200, "and only there");
+    assert_eq!(up.requests(), 2);
+    assert_eq!(
+        redis.int("EVAL \"return #redis.call('KEYS', 'weir:hold*')\" 0"),
+        0,
+        "nothing written to Redis"
+    );
+}
+
+/// The subscriber connection cut alone (Redis stays up): the instance
+/// notices, reconnects under its back-off and subscribes again, so the
+/// next hold reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_subscription_is_renewed() {
+    if !redis::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let up = Overloading::start("6").await;
+    let config = llm_config(&up.mock.url(), "", "");
+    let mut fleet = fleet(2, &redis, &config).await;
+    assert_eq!(
+        redis.command("CLIENT KILL TYPE pubsub").as_deref(),
+        Some(":2"),
+        "each instance has its subscriber connection"
+    );
+    for m in &mut fleet {
+        let reconnected = common::eventually(Duration::from_secs(5), || {
+            m.lines("the subscription to holds ended") == 1
+                && m.lines("cluster: Redis answers") == 2
+        })
+        .await;
+        assert!(
+            reconnected,
+            "{} noticed the cut once and reconnected",
+            m.web
+        );
+    }
+    up.arm();
+    assert_eq!(ask(&fleet[0]).await.0, 529);
+    assert!(
+        received(&fleet[1], "announce", 1, Duration::from_secs(2)).await,
+        "the hold reached the other instance after its subscription was cut"
+    );
+    assert_eq!(ask(&fleet[1]).await.0, 503);
+    assert_eq!(up.requests(), 1);
 }

@@ -9,13 +9,21 @@
 //! lease TTL and sends releases as they come. Any failure, here or on the
 //! request path, drops the connection: "down", logged once, and the
 //! supervisor reconnects with a doubling back-off (50 ms to 2 s, jittered).
+//!
+//! The same loop owns the fleet's holds ([`super::holds`]): each
+//! connection comes with a subscriber connection on the holds' channel
+//! (opened, then the current holds read, before Redis is "up"), whose
+//! announcements it applies as they arrive and whose end drops the
+//! connection like any failure; and it sends the holds learnt here from
+//! their queue.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
+use super::holds::{self, Outbox};
 use super::{DOWN, Inner, UP};
 use crate::sync::Locked;
 
@@ -27,25 +35,25 @@ const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// The wait for anything off the request path: connecting, heartbeats,
 /// renewals, releases.
-const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
 /// Leases renewed per script call.
 const RENEW_CHUNK: usize = 500;
 
 type Failed = String;
 
-pub(super) async fn supervise(weak: Weak<Inner>) {
+pub(super) async fn supervise(weak: Weak<Inner>, mut outbox: Outbox) {
     let mut backoff = BACKOFF_MIN;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let kick = inner.kick.clone();
         match connect(&inner).await {
-            Ok(conn) => {
+            Ok((conn, announcements)) => {
                 backoff = BACKOFF_MIN;
                 let conn = Arc::new(conn);
                 inner.conn.store(Some(conn.clone()));
                 inner.set_state(UP, "");
                 drop(inner);
-                let why = serve(&weak, &kick, &conn).await;
+                let why = serve(&weak, &kick, &conn, announcements, &mut outbox).await;
                 match weak.upgrade() {
                     Some(inner) => inner.down(&conn, &why),
                     None => return,
@@ -64,8 +72,8 @@ pub(super) async fn supervise(weak: Weak<Inner>) {
 
 /// A connection ready for the request path: scripts loaded, this instance
 /// counted, its leases renewed (re-created if Redis lost them), pending
-/// releases sent.
-async fn connect(inner: &Inner) -> Result<MultiplexedConnection, Failed> {
+/// releases sent; and the fleet's holds subscribed to, then read.
+async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, Option<PubSubStream>), Failed> {
     let mut info = inner
         .url
         .as_str()
@@ -91,7 +99,11 @@ async fn connect(inner: &Inner) -> Result<MultiplexedConnection, Failed> {
     heartbeat(inner, &mut conn).await?;
     renew(inner, &mut conn).await?;
     release(inner, &mut conn).await?;
-    Ok(conn)
+    // Subscribed before the read: a hold is either in the keys read or
+    // announced after.
+    let announcements = holds::subscribe(&client, &inner.prefix).await?;
+    inner.holds.read_all(&mut conn, &inner.prefix).await?;
+    Ok((conn, announcements))
 }
 
 /// Keep the connection's background work going until it fails (or the
@@ -100,6 +112,8 @@ async fn serve(
     weak: &Weak<Inner>,
     kick: &tokio::sync::Notify,
     conn: &Arc<MultiplexedConnection>,
+    mut announcements: Option<PubSubStream>,
+    outbox: &mut Outbox,
 ) -> Failed {
     let Some(lease_ttl) = weak.upgrade().map(|i| i.lease_ttl) else {
         return "stopped".into();
@@ -116,11 +130,21 @@ async fn serve(
             Beat,
             Renew,
             Release,
+            Publish(holds::Outgoing),
         }
         let work = tokio::select! {
             _ = beat.tick() => Work::Beat,
             _ = renewal.tick() => Work::Renew,
             _ = kick.notified() => Work::Release,
+            Some(hold) = outbox.recv() => Work::Publish(hold),
+            message = holds::next(&mut announcements) => match (message, weak.upgrade()) {
+                (Some(m), Some(inner)) => {
+                    inner.holds.announced(m.get_payload_bytes());
+                    continue;
+                }
+                (None, _) => return "the subscription to holds ended".into(),
+                (_, None) => return "stopped".into(),
+            },
         };
         let Some(inner) = weak.upgrade() else {
             return "stopped".into();
@@ -134,6 +158,7 @@ async fn serve(
             Work::Beat => heartbeat(&inner, &mut c).await,
             Work::Renew => renew(&inner, &mut c).await,
             Work::Release => release(&inner, &mut c).await,
+            Work::Publish(hold) => inner.holds.send(&mut c, &inner.prefix, hold).await,
         };
         if let Err(why) = done {
             return why;

@@ -22,8 +22,10 @@
 //! stops renewing, so its slots come back within the lease TTL.
 //!
 //! The scripts are in [`scripts`]; the connection, its health and the
-//! background work (heartbeat, renewal, releases) in [`link`].
+//! background work (heartbeat, renewal, releases) in [`link`]. LLM
+//! members' holds, shared by the fleet, are in [`holds`].
 
+mod holds;
 mod leases;
 mod link;
 mod scripts;
@@ -39,6 +41,8 @@ use tokio::sync::Notify;
 pub use crate::config::FailureMode;
 use crate::config::{ClusterSettings, Secret};
 use crate::telemetry::ClusterMetrics;
+pub use holds::Holdable;
+use holds::Holds;
 use leases::Leases;
 use scripts::Scripts;
 
@@ -72,6 +76,8 @@ struct Inner {
     /// A refused script has been logged at warn.
     script_error_logged: std::sync::atomic::AtomicBool,
     metrics: ClusterMetrics,
+    /// LLM members' holds, shared with the fleet.
+    holds: Holds,
 }
 
 const STARTING: u8 = 0;
@@ -147,6 +153,8 @@ impl Cluster {
     /// runtime (which must outlive serving: the main one). Nothing waits
     /// for Redis here; see [`Cluster::settled`].
     pub fn start(settings: &ClusterSettings, metrics: ClusterMetrics) -> Arc<Cluster> {
+        let instance = instance_id();
+        let (holds, outbox) = Holds::new(instance.clone(), metrics.clone());
         let inner = Arc::new(Inner {
             url: settings.url.clone(),
             password: settings.password.clone(),
@@ -154,7 +162,7 @@ impl Cluster {
             timeout: settings.timeout,
             mode: settings.on_failure,
             lease_ttl: settings.lease_ttl,
-            instance: instance_id(),
+            instance,
             conn: ArcSwapOption::empty(),
             state: AtomicU8::new(STARTING),
             instances: AtomicU32::new(1),
@@ -165,9 +173,10 @@ impl Cluster {
             settled: Notify::new(),
             script_error_logged: Default::default(),
             metrics,
+            holds,
         });
         inner.metrics.instances.set(1);
-        tokio::spawn(link::supervise(Arc::downgrade(&inner)));
+        tokio::spawn(link::supervise(Arc::downgrade(&inner), outbox));
         Arc::new(Cluster { inner })
     }
 
@@ -311,6 +320,44 @@ impl Cluster {
             key: key.clone(),
             inner: self.inner.clone(),
         }
+    }
+
+    /// The fleet's name for an LLM upstream member: route, upstream,
+    /// endpoint (scheme, host, port and path: never credentials in a URL)
+    /// and the key's digest (`passthrough` for clients' own keys) — the
+    /// same on every instance with the same config, and never the key.
+    pub fn member_id(
+        route: &str,
+        upstream: &str,
+        endpoint: &http::Uri,
+        key_digest: &str,
+    ) -> Arc<str> {
+        let scheme = endpoint.scheme_str().unwrap_or("http");
+        let host = endpoint.host().unwrap_or("");
+        let port = endpoint.port().map(|p| format!(":{p}")).unwrap_or_default();
+        format!(
+            "{route}:{upstream}:{scheme}://{host}{port}{}:{key_digest}",
+            endpoint.path()
+        )
+        .into()
+    }
+
+    /// Holds the fleet learns for member `id` apply to `member` while it
+    /// lives (and those known already, at once).
+    pub fn share_holds(&self, id: Arc<str>, member: &Arc<dyn Holdable>) {
+        self.inner.holds.register(id, member);
+    }
+
+    /// Member `id` said it is busy until `until`: tell the fleet, without
+    /// waiting (a full queue, or Redis down, keeps it local). Refusals are
+    /// not shared (see [`holds`]).
+    pub fn hold_learnt(
+        &self,
+        id: &Arc<str>,
+        until: tokio::time::Instant,
+        reason: crate::balance::Reason,
+    ) {
+        self.inner.holds.learnt(id, until, reason, self.is_up());
     }
 
     /// The failure mode's answer, counted.

@@ -25,7 +25,7 @@ use redis::Script;
 /// Shared by every script: Redis's clock, and effects replication on the
 /// Redis versions that need to be asked for it (5 and later always do it),
 /// so writing after `TIME` is allowed and replicas get the writes.
-const PRELUDE: &str = r"
+pub(super) const PRELUDE: &str = r"
 if redis.replicate_commands then redis.replicate_commands() end
 local function now_us()
   local t = redis.call('TIME')

@@ -203,7 +203,7 @@ pub async fn run(
                     (Some(why), Some(wait)) => {
                         let now = Instant::now();
                         let until = now + wait.min(MAX_HINT);
-                        let change = upstream.group.hold(pick.index(), until, why, now);
+                        let change = upstream.hold(pick.index(), until, why, now);
                         member.changed(cx.metrics, cx.route_name, change, why.name());
                     }
                     _ => finish(&mut pick, Outcome::Failed, cx),

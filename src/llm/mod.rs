@@ -108,6 +108,7 @@ impl LlmRoute {
                         tls,
                         workers,
                         metrics,
+                        cluster,
                     ))
                 })
                 .collect(),

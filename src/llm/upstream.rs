@@ -5,6 +5,12 @@
 //! the group until then; one that refuses connections is held out for a
 //! growing back-off (the group's holds, [`crate::balance::Reason`]). There
 //! is no cooldown state beside the group's: failover asks the group.
+//!
+//! On a route that shares its limits with a fleet (`[cluster]`,
+//! `limit_scope = "cluster"`), each member is registered with the cluster
+//! under its fleet id: a hold a member names itself is told to the fleet
+//! ([`LlmUpstream::hold`]), and the fleet's holds for it are applied to
+//! its group ([`FleetSeat`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +24,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
 use crate::balance::{Change, Group, Member, Reason};
+use crate::cluster::{Cluster, Holdable};
 use crate::config::{Credential, LlmUpstreamConfig, UpstreamSettings};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
@@ -85,6 +92,46 @@ pub struct LlmUpstream {
     /// inside).
     pub client: PerWorker<LlmClient>,
     pub group: Arc<Group<LlmMember>>,
+    /// The fleet the members' holds are shared with, if the route shares.
+    fleet: Option<Fleet>,
+}
+
+/// An upstream's members as the fleet knows them.
+struct Fleet {
+    cluster: Arc<Cluster>,
+    /// Each member's fleet id, by index in the group.
+    ids: Vec<Arc<str>>,
+    /// What the cluster holds (weakly) to apply the fleet's holds.
+    _seats: Vec<Arc<dyn Holdable>>,
+}
+
+/// One member's place in its group, for the fleet's holds.
+struct FleetSeat {
+    group: std::sync::Weak<Group<LlmMember>>,
+    index: usize,
+    route: Arc<str>,
+}
+
+impl Holdable for FleetSeat {
+    fn hold_from_fleet(&self, until: Instant, reason: Reason) {
+        let Some(group) = self.group.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        if let (Some(Change::Out { .. }), Some(member)) = (
+            group.hold(self.index, until, reason, now),
+            group.member(self.index),
+        ) {
+            member.target.metrics.up.set(0);
+            tracing::info!(
+                route = &*self.route,
+                member = &*member.target.label,
+                reason = reason.name(),
+                out_for_s = until.saturating_duration_since(now).as_secs(),
+                "LLM upstream member taken out of its group by a hold the fleet shares"
+            );
+        }
+    }
 }
 
 impl LlmUpstream {
@@ -95,7 +142,9 @@ impl LlmUpstream {
         tls: &rustls::ClientConfig,
         workers: usize,
         metrics: &Metrics,
+        cluster: Option<&Arc<Cluster>>,
     ) -> Self {
+        let mut ids = Vec::new();
         let mut members = Vec::new();
         for server in &config.servers {
             for key in &config.keys {
@@ -107,6 +156,16 @@ impl LlmUpstream {
                     label = format!("{label} {}", key.source);
                 }
                 let label: Arc<str> = label.into();
+                let key_digest = match &key.credential {
+                    Credential::Key(secret) => secret.digest_hex(8),
+                    Credential::Passthrough => "passthrough".into(),
+                };
+                ids.push(Cluster::member_id(
+                    route,
+                    &config.name,
+                    &server.target,
+                    &key_digest,
+                ));
                 members.push(Member {
                     target: LlmMember {
                         url: server.target.clone(),
@@ -119,6 +178,27 @@ impl LlmUpstream {
                 });
             }
         }
+        let group = Arc::new(Group::new(members, config.policy, config.ejection));
+        let fleet = cluster.map(|cluster| {
+            let seats = ids
+                .iter()
+                .enumerate()
+                .map(|(index, id)| {
+                    let seat: Arc<dyn Holdable> = Arc::new(FleetSeat {
+                        group: Arc::downgrade(&group),
+                        index,
+                        route: route.clone(),
+                    });
+                    cluster.share_holds(id.clone(), &seat);
+                    seat
+                })
+                .collect();
+            Fleet {
+                cluster: cluster.clone(),
+                ids,
+                _seats: seats,
+            }
+        });
         LlmUpstream {
             config: config.clone(),
             client: PerWorker::new(workers, || {
@@ -129,8 +209,28 @@ impl LlmUpstream {
                     config.http,
                 )
             }),
-            group: Arc::new(Group::new(members, config.policy, config.ejection)),
+            group,
+            fleet,
         }
+    }
+
+    /// Hold member `index` out until `until` because it said so (429/503/
+    /// 529 with a retry hint), and tell the fleet when the route shares
+    /// (without waiting). Says when this took it out.
+    pub fn hold(
+        &self,
+        index: usize,
+        until: Instant,
+        reason: Reason,
+        now: Instant,
+    ) -> Option<Change> {
+        let change = self.group.hold(index, until, reason, now);
+        if let Some(fleet) = &self.fleet
+            && let Some(id) = fleet.ids.get(index)
+        {
+            fleet.cluster.hold_learnt(id, until, reason);
+        }
+        change
     }
 
     /// Until when every member is out and whether all of them are rate

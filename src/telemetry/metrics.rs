@@ -325,6 +325,20 @@ struct ModeLabels {
     mode: &'static str,
 }
 
+/// What became of a hold this instance learnt: `sent` to the fleet, or
+/// kept local (`queue_full`, `redis_down`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HoldResultLabels {
+    result: &'static str,
+}
+
+/// How a fleet's hold arrived: `announce` (pub/sub) or `key` (read at a
+/// (re)connection).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HoldViaLabels {
+    via: &'static str,
+}
+
 /// No labels: a family that stays empty (HELP and TYPE only) in a process
 /// without `[cluster]`, and holds one value in one with it.
 type Unlabelled = Vec<(String, String)>;
@@ -336,6 +350,8 @@ struct ClusterFamilies {
     instances: Family<Unlabelled, Gauge>,
     decisions: Family<ModeLabels, Counter>,
     redis_seconds: HistogramFamily<Unlabelled>,
+    holds_published: Family<HoldResultLabels, Counter>,
+    holds_received: Family<HoldViaLabels, Counter>,
 }
 
 /// The handles a cluster reports to, resolved once.
@@ -352,6 +368,13 @@ pub struct ClusterMetrics {
     pub fail_closed: Counter,
     /// Time of a request's round trip to Redis.
     pub redis_seconds: Histogram,
+    /// Holds learnt here: sent to the fleet, or kept local.
+    pub holds_sent: Counter,
+    pub holds_queue_full: Counter,
+    pub holds_redis_down: Counter,
+    /// Holds learnt from the fleet: announced, or read from their keys.
+    pub holds_announced: Counter,
+    pub holds_read: Counter,
 }
 
 impl ClusterFamilies {
@@ -364,6 +387,8 @@ impl ClusterFamilies {
                 // 50 µs .. ~1.6 s
                 Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
             }),
+            holds_published: Family::default(),
+            holds_received: Family::default(),
         };
         registry.register(
             "cluster_redis_up",
@@ -384,6 +409,16 @@ impl ClusterFamilies {
             "cluster_redis_seconds",
             "Round trips to the cluster's Redis on the request path",
             m.redis_seconds.clone(),
+        );
+        registry.register(
+            "cluster_holds_published",
+            "LLM member holds (429/503/529 with a retry hint) learnt here, by result: sent to the fleet, or kept local (queue_full, redis_down)",
+            m.holds_published.clone(),
+        );
+        registry.register(
+            "cluster_holds_received",
+            "LLM member holds learnt from other instances, by how: announce (pub/sub) or key (read at a connection)",
+            m.holds_received.clone(),
         );
         m
     }
@@ -1013,6 +1048,16 @@ impl Metrics {
     pub fn cluster(&self) -> ClusterMetrics {
         let c = &self.cluster;
         let mode = |mode| c.decisions.get_or_create(&ModeLabels { mode }).clone();
+        let published = |result| {
+            c.holds_published
+                .get_or_create(&HoldResultLabels { result })
+                .clone()
+        };
+        let received = |via| {
+            c.holds_received
+                .get_or_create(&HoldViaLabels { via })
+                .clone()
+        };
         ClusterMetrics {
             redis_up: c.redis_up.get_or_create(&Vec::new()).clone(),
             instances: c.instances.get_or_create(&Vec::new()).clone(),
@@ -1020,6 +1065,11 @@ impl Metrics {
             fail_open: mode("fail_open"),
             fail_closed: mode("fail_closed"),
             redis_seconds: c.redis_seconds.get_or_create(&Vec::new()).clone(),
+            holds_sent: published("sent"),
+            holds_queue_full: published("queue_full"),
+            holds_redis_down: published("redis_down"),
+            holds_announced: received("announce"),
+            holds_read: received("key"),
         }
     }
 
