@@ -1314,13 +1314,19 @@ class Bench:
                 lines.extend(f.read().rstrip().splitlines())
             w("<!-- llm-bench:end -->")
             w("")
-        trans_md = os.path.join(BENCH, "translation-results.md")
-        if os.path.exists(trans_md):
-            w("<!-- translation-bench:start -->")
-            with open(trans_md) as f:
-                lines.extend(f.read().rstrip().splitlines())
-            w("<!-- translation-bench:end -->")
-            w("")
+        # The runs of their own (bench/llm.sh --translation-only,
+        # bench/frontier.sh, bench/cluster.sh) keep their last results beside
+        # them, each between its markers.
+        for marker, name in [("translation-bench", "translation-results.md"),
+                             ("frontier-bench", "frontier-results.md"),
+                             ("cluster-bench", "cluster-results.md")]:
+            path = os.path.join(BENCH, name)
+            if os.path.exists(path):
+                w(f"<!-- {marker}:start -->")
+                with open(path) as f:
+                    lines.extend(f.read().rstrip().splitlines())
+                w(f"<!-- {marker}:end -->")
+                w("")
         if self.problems:
             w("### Problems seen during the run")
             w("")
