@@ -91,6 +91,8 @@ async fn connect(inner: &Inner) -> Result<MultiplexedConnection, Failed> {
     heartbeat(inner, &mut conn).await?;
     renew(inner, &mut conn).await?;
     release(inner, &mut conn).await?;
+    super::budgets::renew(inner, &mut conn).await?;
+    super::budgets::flush(inner, &mut conn).await?;
     Ok(conn)
 }
 
@@ -132,8 +134,14 @@ async fn serve(
         drop(current);
         let done = match work {
             Work::Beat => heartbeat(&inner, &mut c).await,
-            Work::Renew => renew(&inner, &mut c).await,
-            Work::Release => release(&inner, &mut c).await,
+            Work::Renew => match renew(&inner, &mut c).await {
+                Ok(()) => super::budgets::renew(&inner, &mut c).await,
+                failed => failed,
+            },
+            Work::Release => match release(&inner, &mut c).await {
+                Ok(()) => super::budgets::flush(&inner, &mut c).await,
+                failed => failed,
+            },
         };
         if let Err(why) = done {
             return why;

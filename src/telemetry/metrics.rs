@@ -336,6 +336,8 @@ struct ClusterFamilies {
     instances: Family<Unlabelled, Gauge>,
     decisions: Family<ModeLabels, Counter>,
     redis_seconds: HistogramFamily<Unlabelled>,
+    budget_settles_pending: Family<Unlabelled, Gauge>,
+    budget_settles_dropped: Family<Unlabelled, Counter>,
 }
 
 /// The handles a cluster reports to, resolved once.
@@ -352,6 +354,9 @@ pub struct ClusterMetrics {
     pub fail_closed: Counter,
     /// Time of a request's round trip to Redis.
     pub redis_seconds: Histogram,
+    /// Budget settles waiting for Redis, and those dropped past the bound.
+    pub budget_settles_pending: Gauge,
+    pub budget_settles_dropped: Counter,
 }
 
 impl ClusterFamilies {
@@ -364,6 +369,8 @@ impl ClusterFamilies {
                 // 50 µs .. ~1.6 s
                 Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
             }),
+            budget_settles_pending: Family::default(),
+            budget_settles_dropped: Family::default(),
         };
         registry.register(
             "cluster_redis_up",
@@ -384,6 +391,16 @@ impl ClusterFamilies {
             "cluster_redis_seconds",
             "Round trips to the cluster's Redis on the request path",
             m.redis_seconds.clone(),
+        );
+        registry.register(
+            "cluster_budget_settles_pending",
+            "Budget settles (a reservation ended, usage charged) waiting to be sent to the cluster's Redis",
+            m.budget_settles_pending.clone(),
+        );
+        registry.register(
+            "cluster_budget_settles_dropped",
+            "Budget settles dropped: past the bound of those waiting while Redis was away, or refused by Redis",
+            m.budget_settles_dropped.clone(),
         );
         m
     }
@@ -1020,6 +1037,8 @@ impl Metrics {
             fail_open: mode("fail_open"),
             fail_closed: mode("fail_closed"),
             redis_seconds: c.redis_seconds.get_or_create(&Vec::new()).clone(),
+            budget_settles_pending: c.budget_settles_pending.get_or_create(&Vec::new()).clone(),
+            budget_settles_dropped: c.budget_settles_dropped.get_or_create(&Vec::new()).clone(),
         }
     }
 
