@@ -576,11 +576,12 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
     assert_eq!(lua(&redis, "redis.call('HGET', 't:bg:r:tok:rt', 'n')"), 1);
     // Settled use: retry when the minute ends, by Redis's clock.
     held.settle(90, 0);
-    let settled = common::eventually(Duration::from_secs(5), || {
-        redis.int("EXISTS t:bg:r:tok:rt") == 0 && redis.int("ZCARD t:bg:r:tok:r") == 0
-    })
-    .await;
-    assert!(settled, "the settle removed the reservation");
+    let minute_used = "redis.call('GET', 't:bg:r:tok:tm:' .. (redis.call('TIME')[1] - redis.call('TIME')[1] % 60))";
+    let settled = common::eventually(Duration::from_secs(5), || lua(&redis, minute_used) == 90).await;
+    assert!(settled, "the settle was sent");
+    // At once, not at the TTL: the settle itself took it out.
+    assert_eq!(redis.int("ZCARD t:bg:r:tok:r"), 0, "the settle removed the reservation");
+    assert_eq!(redis.int("EXISTS t:bg:r:tok:rt"), 0, "and its totals");
     let left = redis_minute_left(&redis) as u64;
     match cluster.decide(ask(20, minute)).await {
         Decision::OverBudget(OverBudget { bound: 0, wait: Some(w) }) => {
