@@ -198,11 +198,16 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
     let up = Upstream::start().await;
     let r = reservation();
     let budget = 5 * r + r / 2;
+    // The token's rate and concurrency are shared too: all three are
+    // decided by one script per request.
     let fleet = budget_fleet(
         3,
         &redis,
         &up,
-        &format!("tokens_per_day = {budget}"),
+        &format!(
+            "tokens_per_day = {budget}\nmax_concurrent_per_token = 100\n\
+             rate_limit_per_second = 1000\nrate_limit_burst = 1000"
+        ),
         "timeout = \"1s\"",
     )
     .await;
@@ -289,11 +294,22 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
     assert!(done, "{served} served, {:?} in Redis", fleet_figures(&redis));
     assert!(day as u64 <= budget, "spent {day} of {budget}");
     assert!(served > 5, "the second wave spent what the first left");
+    let mut decisions = 0;
     for m in &fleet {
         let v = usage_view(m).await;
         assert_eq!(v["budget"]["tokens_per_day"]["used"], day, "{v}");
         assert_eq!(v["in_flight"], 0, "{v}");
+        decisions += m
+            .metric("weir_cluster_decisions_total{mode=\"redis\"}")
+            .await
+            .expect("decisions");
     }
+    assert_eq!(decisions, 200, "one round trip per request: rate, slot and budget");
+    let slots = common::eventually(Duration::from_secs(5), || {
+        redis.int("EVAL \"local k = redis.call('KEYS', 'weir:cc:llm:*')[1] return k and redis.call('ZCARD', k) or 0\" 0") == 0
+    })
+    .await;
+    assert!(slots, "every slot given back");
 }
 
 /// Seconds left in Redis's current minute.
