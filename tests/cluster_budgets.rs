@@ -105,7 +105,11 @@ impl Upstream {
 
     async fn until_in_flight(&self, n: usize) {
         let reached = common::eventually(Duration::from_secs(10), || self.in_flight() == n).await;
-        assert!(reached, "{} in flight at the upstream, not {n}", self.in_flight());
+        assert!(
+            reached,
+            "{} in flight at the upstream, not {n}",
+            self.in_flight()
+        );
     }
 }
 
@@ -143,7 +147,13 @@ fn send_held(m: &Member) -> tokio::task::JoinHandle<(u16, http::HeaderMap, Strin
 
 /// A fleet whose token has `budget` (route keys), over `up`, with
 /// `cluster` keys.
-async fn budget_fleet(n: usize, redis: &Redis, up: &Upstream, budget: &str, cluster: &str) -> Vec<Member> {
+async fn budget_fleet(
+    n: usize,
+    redis: &Redis,
+    up: &Upstream,
+    budget: &str,
+    cluster: &str,
+) -> Vec<Member> {
     fleet(n, redis, &llm_config(&up.url, budget, cluster)).await
 }
 
@@ -173,14 +183,19 @@ fn fleet_figures(redis: &Redis) -> (i64, i64, i64) {
 
 /// The member's admin view of the token.
 async fn usage_view(m: &Member) -> Value {
-    let (status, _, text) = common::get(&common::h1_client(), &format!("http://{}/usage", m.admin)).await;
+    let (status, _, text) =
+        common::get(&common::h1_client(), &format!("http://{}/usage", m.admin)).await;
     assert_eq!(status, 200, "{text}");
     let v: Value = serde_json::from_str(&text).expect("json");
     v["clients"][0].clone()
 }
 
 fn retry_after(h: &http::HeaderMap) -> u64 {
-    h["retry-after"].to_str().expect("ascii").parse().expect("seconds")
+    h["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds")
 }
 
 /// A budget is never exceeded by more than what is in flight: 100
@@ -249,9 +264,17 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
     }
     assert_eq!(still.len(), 5, "five fit the budget at once");
     assert_eq!(refused, 95);
-    assert_eq!(up.most.load(Ordering::SeqCst), 5, "never more than five at the upstream");
+    assert_eq!(
+        up.most.load(Ordering::SeqCst),
+        5,
+        "never more than five at the upstream"
+    );
     let (day, reserved, held) = fleet_figures(&redis);
-    assert_eq!((day, reserved, held), (0, 5 * r as i64, 5), "five reservations in Redis");
+    assert_eq!(
+        (day, reserved, held),
+        (0, 5 * r as i64, 5),
+        "five reservations in Redis"
+    );
     for m in &fleet {
         let v = usage_view(m).await;
         assert_eq!(v["source"], "fleet", "{v}");
@@ -284,14 +307,22 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
             other => panic!("{other}: {text}"),
         }
     }
-    assert_eq!(up.seen(), served, "refused requests never reached the upstream");
+    assert_eq!(
+        up.seen(),
+        served,
+        "refused requests never reached the upstream"
+    );
     let done = common::eventually(Duration::from_secs(5), || {
         let (day, reserved, held) = fleet_figures(&redis);
         day == (served as u64 * USED) as i64 && reserved == 0 && held == 0
     })
     .await;
     let (day, _, _) = fleet_figures(&redis);
-    assert!(done, "{served} served, {:?} in Redis", fleet_figures(&redis));
+    assert!(
+        done,
+        "{served} served, {:?} in Redis",
+        fleet_figures(&redis)
+    );
     assert!(day as u64 <= budget, "spent {day} of {budget}");
     assert!(served > 5, "the second wave spent what the first left");
     let mut decisions = 0;
@@ -304,7 +335,10 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
             .await
             .expect("decisions");
     }
-    assert_eq!(decisions, 200, "one round trip per request: rate, slot and budget");
+    assert_eq!(
+        decisions, 200,
+        "one round trip per request: rate, slot and budget"
+    );
     let slots = common::eventually(Duration::from_secs(5), || {
         redis.int("EVAL \"local k = redis.call('KEYS', 'weir:cc:llm:*')[1] return k and redis.call('ZCARD', k) or 0\" 0") == 0
     })
@@ -339,7 +373,8 @@ async fn a_refusal_is_the_routes_429_with_the_windows_retry_after() {
     )
     .await;
     // Well inside a minute: both requests in the same one.
-    let inside = common::eventually(Duration::from_secs(61), || redis_minute_left(&redis) > 10).await;
+    let inside =
+        common::eventually(Duration::from_secs(61), || redis_minute_left(&redis) > 10).await;
     assert!(inside);
     let (s, _, text) = send(&fleet[0], "quick").await;
     assert_eq!(s, 200, "{text}");
@@ -358,7 +393,11 @@ async fn a_refusal_is_the_routes_429_with_the_windows_retry_after() {
     assert_eq!(v["type"], "error", "{text}");
     assert_eq!(v["error"]["type"], "rate_limit_error", "{text}");
     assert!(text.contains("tokens_per_minute"), "{text}");
-    assert_eq!(up.seen(), 1, "the refused request never reached the upstream");
+    assert_eq!(
+        up.seen(),
+        1,
+        "the refused request never reached the upstream"
+    );
 
     let huge = json!({"model": "quick", "max_tokens": 100_000, "messages": []}).to_string();
     let (s, h, text) = common::post_json(&fleet[0].url("/v1/messages"), huge, &AUTH).await;
@@ -388,7 +427,11 @@ async fn a_killed_instances_reservations_come_back_within_the_ttl() {
         "lease_ttl = \"2s\"",
     )
     .await;
-    let _held = [send_held(&fleet[0]), send_held(&fleet[0]), send_held(&fleet[1])];
+    let _held = [
+        send_held(&fleet[0]),
+        send_held(&fleet[0]),
+        send_held(&fleet[1]),
+    ];
     up.until_in_flight(3).await;
     let (s, h, _) = send(&fleet[1], "quick").await;
     assert_eq!((s, retry_after(&h)), (429, 1), "three of three held");
@@ -414,7 +457,11 @@ async fn a_killed_instances_reservations_come_back_within_the_ttl() {
         "back after {back_after:?}: they were never held in Redis"
     );
     let (_, reserved, held) = fleet_figures(&redis);
-    assert_eq!((reserved, held), (r as i64, 1), "the survivor's one is still held");
+    assert_eq!(
+        (reserved, held),
+        (r as i64, 1),
+        "the survivor's one is still held"
+    );
     up.release();
 }
 
@@ -458,7 +505,9 @@ async fn fail_open_admits_a_third_each_and_the_budget_is_shared_again_when_redis
             .expect("a request past the share is refused at once, not admitted");
         assert_eq!((third.0, retry_after(&third.1)), (429, 1), "{}", third.2);
         assert!(
-            m.metric("weir_cluster_decisions_total{mode=\"fail_open\"}").await >= Some(3)
+            m.metric("weir_cluster_decisions_total{mode=\"fail_open\"}")
+                .await
+                >= Some(3)
         );
         let v = usage_view(m).await;
         assert_eq!(v["source"], "local_redis_unavailable", "{v}");
@@ -480,7 +529,11 @@ async fn fail_open_admits_a_third_each_and_the_budget_is_shared_again_when_redis
         fleet_figures(&redis) == (6 * USED as i64, 0, 0)
     })
     .await;
-    assert!(charged, "the outage's usage reached the fleet: {:?}", fleet_figures(&redis));
+    assert!(
+        charged,
+        "the outage's usage reached the fleet: {:?}",
+        fleet_figures(&redis)
+    );
 
     // Shared again: one instance gets what the fleet has left.
     up.hold();
@@ -576,7 +629,8 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
     };
     let minute = [Some(100), None, None];
     // Well inside a minute, so the figures below stay in one.
-    let inside = common::eventually(Duration::from_secs(61), || redis_minute_left(&redis) > 10).await;
+    let inside =
+        common::eventually(Duration::from_secs(61), || redis_minute_left(&redis) > 10).await;
     assert!(inside);
 
     // Reservations alone: retry within a second.
@@ -584,7 +638,10 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
         panic!("80 of 100 fits")
     };
     match cluster.decide(ask(30, minute)).await {
-        Decision::OverBudget(OverBudget { bound: 0, wait: Some(w) }) => {
+        Decision::OverBudget(OverBudget {
+            bound: 0,
+            wait: Some(w),
+        }) => {
             assert!(w <= Duration::from_secs(1) && w > Duration::ZERO, "{w:?}")
         }
         _ => panic!("80 held: 30 more does not fit"),
@@ -593,14 +650,22 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
     // Settled use: retry when the minute ends, by Redis's clock.
     held.settle(90, 0);
     let minute_used = "redis.call('GET', 't:bg:r:tok:tm:' .. (redis.call('TIME')[1] - redis.call('TIME')[1] % 60))";
-    let settled = common::eventually(Duration::from_secs(5), || lua(&redis, minute_used) == 90).await;
+    let settled =
+        common::eventually(Duration::from_secs(5), || lua(&redis, minute_used) == 90).await;
     assert!(settled, "the settle was sent");
     // At once, not at the TTL: the settle itself took it out.
-    assert_eq!(redis.int("ZCARD t:bg:r:tok:r"), 0, "the settle removed the reservation");
+    assert_eq!(
+        redis.int("ZCARD t:bg:r:tok:r"),
+        0,
+        "the settle removed the reservation"
+    );
     assert_eq!(redis.int("EXISTS t:bg:r:tok:rt"), 0, "and its totals");
     let left = redis_minute_left(&redis) as u64;
     match cluster.decide(ask(20, minute)).await {
-        Decision::OverBudget(OverBudget { bound: 0, wait: Some(w) }) => {
+        Decision::OverBudget(OverBudget {
+            bound: 0,
+            wait: Some(w),
+        }) => {
             assert!(
                 w.as_secs() + 1 >= left && w.as_secs() <= left,
                 "{w:?}, {left} s left in the minute"
@@ -610,17 +675,29 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
     }
     // The window's key is named by its start and ends a minute after it.
     let start = redis.int("EVAL \"local t = redis.call('TIME')[1] return t - t % 60\" 0");
-    assert_eq!(lua(&redis, &format!("redis.call('GET', 't:bg:r:tok:tm:{start}')")), 90);
+    assert_eq!(
+        lua(
+            &redis,
+            &format!("redis.call('GET', 't:bg:r:tok:tm:{start}')")
+        ),
+        90
+    );
     let ttl = redis.int(&format!("TTL t:bg:r:tok:tm:{start}"));
     assert!((1..=120).contains(&ttl), "{ttl}");
     // More than the whole bound: never.
     assert!(matches!(
         cluster.decide(ask(101, minute)).await,
-        Decision::OverBudget(OverBudget { bound: 0, wait: None })
+        Decision::OverBudget(OverBudget {
+            bound: 0,
+            wait: None
+        })
     ));
     // The day's bound refuses with the later wait of the two.
     match cluster.decide(ask(20, [Some(100), Some(100), None])).await {
-        Decision::OverBudget(OverBudget { bound: 1, wait: Some(w) }) => {
+        Decision::OverBudget(OverBudget {
+            bound: 1,
+            wait: Some(w),
+        }) => {
             assert!(w.as_secs() + 1 >= left, "{w:?}")
         }
         _ => panic!("the day's 90 are settled too"),
@@ -629,7 +706,9 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
     // Rollover: the last minute's use counts for nothing now.
     assert_eq!(redis.int(&format!("DEL t:bg:r:tok:tm:{start}")), 1);
     assert_eq!(
-        redis.command(&format!("SET t:bg:r:tok:tm:{} 100", start - 60)).as_deref(),
+        redis
+            .command(&format!("SET t:bg:r:tok:tm:{} 100", start - 60))
+            .as_deref(),
         Some("+OK")
     );
     let Decision::Reserved(None, fits) = cluster.decide(ask(100, minute)).await else {
@@ -638,20 +717,30 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
     fits.settle(0, 0);
 
     // A dead instance's reservation, expired a second ago: swept.
-    let settled = common::eventually(Duration::from_secs(5), || redis.int("ZCARD t:bg:r:tok:r") == 0).await;
+    let settled = common::eventually(Duration::from_secs(5), || {
+        redis.int("ZCARD t:bg:r:tok:r") == 0
+    })
+    .await;
     assert!(settled);
     redis.int("EVAL \"local t = redis.call('TIME')[1] * 1000 redis.call('ZADD', 't:bg:r:tok:r', t - 1000, 'dead:1:100:0') return redis.call('HINCRBY', 't:bg:r:tok:rt', 't', 100)\" 0");
     let Decision::Reserved(None, after) = cluster.decide(ask(100, minute)).await else {
         panic!("the expired reservation was swept")
     };
     assert_eq!(redis.int("ZCARD t:bg:r:tok:r"), 1, "the dead one is gone");
-    assert_eq!(lua(&redis, "redis.call('HGET', 't:bg:r:tok:rt', 't')"), 100, "only the live one");
+    assert_eq!(
+        lua(&redis, "redis.call('HGET', 't:bg:r:tok:rt', 't')"),
+        100,
+        "only the live one"
+    );
     // Held past its TTL: renewed, not swept.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(matches!(
-        cluster.decide(ask(1, minute)).await,
-        Decision::OverBudget(OverBudget { bound: 0, .. })
-    ), "a held reservation is renewed");
+    assert!(
+        matches!(
+            cluster.decide(ask(1, minute)).await,
+            Decision::OverBudget(OverBudget { bound: 0, .. })
+        ),
+        "a held reservation is renewed"
+    );
     drop(after);
 }
 

@@ -286,11 +286,7 @@ async fn usage(path: &str, state: &AdminState) -> Response<Payload> {
         .strip_prefix("/usage/")
         .map(|c| c.trim_end_matches('/'))
         .filter(|c| !c.is_empty());
-    let clients = state
-        .reload
-        .clone()
-        .usage(client.map(str::to_string))
-        .await;
+    let clients = state.reload.clone().usage(client.map(str::to_string)).await;
     if client.is_some() && clients.is_empty() {
         return json(
             StatusCode::NOT_FOUND,

@@ -163,7 +163,10 @@ impl Reservations {
             inner.metrics.budget_settles_dropped.inc();
         }
         self.pending.push_back(settle);
-        inner.metrics.budget_settles_pending.set(self.pending.len() as i64);
+        inner
+            .metrics
+            .budget_settles_pending
+            .set(self.pending.len() as i64);
     }
 }
 
@@ -221,22 +224,20 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
                 .arg(s.tokens)
                 .arg(s.spend);
         }
-        let failed = match tokio::time::timeout(
-            BACKGROUND_TIMEOUT,
-            invocation.invoke_async::<i64>(conn),
-        )
-        .await
-        {
-            Ok(Ok(_)) => None,
-            // Redis refused the call (a key of another type under the
-            // prefix): it will refuse it again; drop these.
-            Ok(Err(e)) if super::answered(&e) => {
-                inner.metrics.budget_settles_dropped.inc_by(n as u64);
-                None
-            }
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some("no answer to the settles".to_string()),
-        };
+        let failed =
+            match tokio::time::timeout(BACKGROUND_TIMEOUT, invocation.invoke_async::<i64>(conn))
+                .await
+            {
+                Ok(Ok(_)) => None,
+                // Redis refused the call (a key of another type under the
+                // prefix): it will refuse it again; drop these.
+                Ok(Err(e)) if super::answered(&e) => {
+                    inner.metrics.budget_settles_dropped.inc_by(n as u64);
+                    None
+                }
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("no answer to the settles".to_string()),
+            };
         if let Some(why) = failed {
             let mut r = inner.reservations.locked();
             settles.append(&mut r.pending);
@@ -244,13 +245,19 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
             settles.drain(..over);
             inner.metrics.budget_settles_dropped.inc_by(over as u64);
             r.pending = settles;
-            inner.metrics.budget_settles_pending.set(r.pending.len() as i64);
+            inner
+                .metrics
+                .budget_settles_pending
+                .set(r.pending.len() as i64);
             return Err(why);
         }
         settles.drain(..n);
     }
     let r = inner.reservations.locked();
-    inner.metrics.budget_settles_pending.set(r.pending.len() as i64);
+    inner
+        .metrics
+        .budget_settles_pending
+        .set(r.pending.len() as i64);
     Ok(())
 }
 
@@ -271,8 +278,7 @@ pub(super) async fn renew(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
         for (key, member) in chunk {
             invocation.key(&**key).arg(member);
         }
-        match tokio::time::timeout(BACKGROUND_TIMEOUT, invocation.invoke_async::<i64>(conn)).await
-        {
+        match tokio::time::timeout(BACKGROUND_TIMEOUT, invocation.invoke_async::<i64>(conn)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) if super::answered(&e) => {}
             Ok(Err(e)) => return Err(e.to_string()),

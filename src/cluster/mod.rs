@@ -44,8 +44,8 @@ use tokio::sync::Notify;
 pub use crate::config::FailureMode;
 use crate::config::{ClusterSettings, Secret};
 use crate::telemetry::ClusterMetrics;
-pub use budgets::{BudgetAsk, FleetBudget, OverBudget, SharedReservation};
 use budgets::Reservations;
+pub use budgets::{BudgetAsk, FleetBudget, OverBudget, SharedReservation};
 use leases::Leases;
 use scripts::Scripts;
 
@@ -299,7 +299,14 @@ impl Cluster {
                     .arg(inner.lease_ttl.as_millis() as u64);
             }
             _ => {
-                invocation.arg("").arg("").arg("").arg("").arg("").arg("").arg("");
+                invocation
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("");
             }
         }
         let started = Instant::now();

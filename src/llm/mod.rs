@@ -333,10 +333,8 @@ pub async fn serve(
 /// The answer to a client token over one of its limits.
 fn limit_refusal(refusal: Refusal, cx: &Context<'_>) -> Rescue {
     match refusal {
-        Refusal::Limited(limited) => {
-            Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
-                .saying("this client token is over its rate limit")
-        }
+        Refusal::Limited(limited) => Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
+            .saying("this client token is over its rate limit"),
         Refusal::Full => Rescue::status(StatusCode::TOO_MANY_REQUESTS)
             .retry_after(1)
             .counting(crate::respond::Counted::Shed("token"))

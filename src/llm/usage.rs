@@ -505,7 +505,11 @@ pub async fn view(
         };
         let (v, now, source) = match fleet {
             Some(Some(fb)) => (fleet_view(&fb, &c.budget), fb.now, "fleet"),
-            Some(None) => (ledger.view(&c.budget), unix_now(), "local_redis_unavailable"),
+            Some(None) => (
+                ledger.view(&c.budget),
+                unix_now(),
+                "local_redis_unavailable",
+            ),
             None => (ledger.view(&c.budget), unix_now(), "local"),
         };
         out.push(client_view(route, &c.name, &v, now, source));

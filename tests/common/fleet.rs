@@ -65,7 +65,6 @@ pub async fn fleet(n: usize, redis: &Redis, config: &str) -> Vec<Member> {
     members
 }
 
-
 /// An Anthropic route `llm` with the client token, over `up`.
 pub fn llm_config(up: &str, route: &str, cluster: &str) -> String {
     format!(
