@@ -748,3 +748,92 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
 fn lua(redis: &Redis, expr: &str) -> i64 {
     redis.int(&format!("EVAL \"return tonumber({expr}) or 0\" 0"))
 }
+
+/// Settles that waited for Redis go in one script call when it answers
+/// again, and one that Redis refuses (a key of another program's type
+/// under the prefix) neither stops the others nor is retried for ever: it
+/// is dropped and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
+    if !redis::available() {
+        return;
+    }
+    use weir::cluster::{Ask, BudgetAsk, Cluster, Decision};
+    let redis = Redis::start();
+    let settings = weir::config::ClusterSettings {
+        url: redis.url(),
+        password: None,
+        key_prefix: "t:".into(),
+        timeout: Duration::from_millis(500),
+        on_failure: weir::config::FailureMode::Open,
+        lease_ttl: Duration::from_secs(30),
+    };
+    let metrics = weir::telemetry::Metrics::new();
+    let cluster = Cluster::start(&settings, metrics.cluster());
+    cluster.settled(Duration::from_secs(5)).await;
+    let (bad, good) = (
+        cluster.budget_key("r", "bad"),
+        cluster.budget_key("r", "good"),
+    );
+    let mut held = Vec::new();
+    for key in [&bad, &good] {
+        let ask = Ask {
+            rate: None,
+            lease: None,
+            budget: Some(BudgetAsk {
+                key,
+                limits: [Some(1000), None, None],
+                tokens: 100,
+                spend: 0,
+            }),
+        };
+        let Decision::Reserved(None, r) = cluster.decide(ask).await else {
+            panic!("fits")
+        };
+        held.push(r);
+    }
+    let day = redis.int("EVAL \"local t = redis.call('TIME')[1] return t - t % 86400\" 0");
+    assert_eq!(redis.int(&format!("HSET t:bg:r:bad:td:{day} other 1")), 1);
+
+    redis.pause();
+    for r in held {
+        r.settle(40, 0);
+    }
+    let pending = |m: &weir::telemetry::Metrics| {
+        m.encode()
+            .lines()
+            .find(|l| l.starts_with("weir_cluster_budget_settles_pending "))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    assert_eq!(pending(&metrics), Some(2), "both wait for Redis");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!cluster.is_up(), "the supervisor found Redis silent");
+    redis.resume();
+    let sent = common::eventually(Duration::from_secs(10), || {
+        lua(
+            &redis,
+            &format!("redis.call('GET', 't:bg:r:good:td:{day}')"),
+        ) == 40
+    })
+    .await;
+    assert!(sent, "the good settle was charged after the refused one");
+    assert_eq!(
+        redis.int("EXISTS t:bg:r:good:r"),
+        0,
+        "its reservation is out"
+    );
+    // Counted once the answer is read, just after Redis wrote.
+    let dropped = |m: &weir::telemetry::Metrics| {
+        m.encode()
+            .lines()
+            .find(|l| l.starts_with("weir_cluster_budget_settles_dropped_total "))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    let counted = common::eventually(Duration::from_secs(2), || dropped(&metrics) == Some(1)).await;
+    assert!(
+        counted,
+        "the refused one is counted: {:?}",
+        dropped(&metrics)
+    );
+    assert_eq!(pending(&metrics), Some(0));
+}

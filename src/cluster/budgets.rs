@@ -35,6 +35,14 @@ const SETTLE_CHUNK: usize = 200;
 const RENEW_CHUNK: usize = 500;
 /// The wait for a settle, renewal or view, off the request path.
 const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
+/// The largest amount sent to Redis (2^53: exact in Lua's numbers, and far
+/// from int64's end when added up). Usage is what an upstream reports and
+/// a reservation what a client asks, so both are clamped, not trusted.
+const MAX_AMOUNT: u64 = 1 << 53;
+
+pub(super) fn clamp(amount: u64) -> u64 {
+    amount.min(MAX_AMOUNT)
+}
 
 /// What one request asks of its client token's budget.
 #[derive(Debug, Clone, Copy)]
@@ -116,8 +124,8 @@ impl SharedReservation {
             Settle {
                 key: self.key.clone(),
                 member,
-                tokens,
-                spend,
+                tokens: clamp(tokens),
+                spend: clamp(spend),
             },
             &self.inner,
         );
@@ -200,8 +208,8 @@ pub(super) fn charge_later(inner: &Inner, key: &Arc<str>, tokens: u64, spend: u6
     let settle = Settle {
         key: key.clone(),
         member: String::new(),
-        tokens,
-        spend,
+        tokens: clamp(tokens),
+        spend: clamp(spend),
     };
     inner.reservations.locked().queue(settle, inner);
     inner.kick.notify_one();
@@ -228,7 +236,11 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
             match tokio::time::timeout(BACKGROUND_TIMEOUT, invocation.invoke_async::<i64>(conn))
                 .await
             {
-                Ok(Ok(_)) => None,
+                Ok(Ok(refused)) => {
+                    let refused = u64::try_from(refused).unwrap_or(0);
+                    inner.metrics.budget_settles_dropped.inc_by(refused);
+                    None
+                }
                 // Redis refused the call (a key of another type under the
                 // prefix): it will refuse it again; drop these.
                 Ok(Err(e)) if super::answered(&e) => {

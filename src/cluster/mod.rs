@@ -250,6 +250,14 @@ impl Cluster {
         let Some(conn) = inner.conn.load_full() else {
             return self.fallback();
         };
+        let ask = Ask {
+            budget: ask.budget.map(|b| BudgetAsk {
+                tokens: budgets::clamp(b.tokens),
+                spend: budgets::clamp(b.spend),
+                ..b
+            }),
+            ..ask
+        };
         let lease_id = ask
             .lease
             .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));

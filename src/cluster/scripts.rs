@@ -228,11 +228,12 @@ end
 /// reservation member (empty: usage without one, taken while Redis was
 /// away), tokens and spend used. The reservation leaves what is in flight
 /// (unless swept already) and the usage is charged to the windows current
-/// now, as the local ledger does.
+/// now, as the local ledger does. Each settle runs under `pcall`, so one
+/// that Redis refuses (a key of another type, a count past int64) cannot
+/// stop the others; returns how many were refused.
 const SETTLE_MAIN: &str = r"
 local now_s = math.floor(now_us() / 1000000)
-for i, base in ipairs(KEYS) do
-  local m, t, s = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+local function settle(base, m, t, s)
   if m ~= '' then untake(base, m) end
   local amounts = {t, t, s}
   for w = 1, 3 do
@@ -243,7 +244,13 @@ for i, base in ipairs(KEYS) do
     end
   end
 end
-return #KEYS
+local refused = 0
+for i, base in ipairs(KEYS) do
+  if not pcall(settle, base, ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]) then
+    refused = refused + 1
+  end
+end
+return refused
 ";
 
 /// KEYS: a budget's base key per reservation; ARGV: TTL ms, then each
