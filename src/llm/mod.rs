@@ -7,7 +7,9 @@
 //! 1. **endpoint** — the API path under the route's mount point names an
 //!    endpoint of the route's protocol, or 404 in that protocol's shape.
 //! 2. **client token** — checked before a byte of the body is read (401);
-//!    then the token's own concurrency bound (429, never queued).
+//!    then the token's own concurrency bound (429, never queued) — unless
+//!    the fleet keeps the token's budget: then its limits wait for step 4,
+//!    where one Redis script decides them with the budget's reserve.
 //! 3. **body** — read whole under the route limit, the minimum data rate
 //!    and the process-wide byte budget (503 when spent); the top-level
 //!    `model` is found without re-serialising the document.
