@@ -806,8 +806,8 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
     };
     assert_eq!(pending(&metrics), Some(2), "both wait for Redis");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!cluster.is_up(), "the supervisor found Redis silent");
+    let silent = common::eventually(Duration::from_secs(5), || !cluster.is_up()).await;
+    assert!(silent, "the supervisor found Redis silent");
     redis.resume();
     let sent = common::eventually(Duration::from_secs(10), || {
         lua(
