@@ -249,6 +249,8 @@ impl Snapshot {
                             })
                             .collect(),
                         records: standing.records.clone(),
+                        // Set by the route when it shares its limits.
+                        fleet: None,
                     };
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),

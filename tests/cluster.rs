@@ -13,70 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::llm::{messages_body, mock, success};
-use common::process::{Proc, write_config};
 use common::redis::{self, Redis};
 use tokio::time::Instant;
 
-const TOKEN: &str = "tok-fleet";
-
-/// One weir of the fleet.
-struct Member {
-    proc: Proc,
-    web: SocketAddr,
-    admin: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Member {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.web)
-    }
-
-    async fn metric(&self, name: &str) -> Option<u64> {
-        common::metric_at(self.admin, name).await
-    }
-
-    /// Lines of its log containing `text`, seen so far.
-    fn lines(&mut self, text: &str) -> usize {
-        self.proc.all_lines(|l| l.contains(text)).len()
-    }
-}
-
-/// `n` weirs from `config` (`{redis}` and `{dir}` filled in; each has a
-/// client token file `{dir}/tokens`), once each counts `n` live instances.
-async fn fleet(n: usize, redis: &Redis, config: &str) -> Vec<Member> {
-    let mut members = Vec::new();
-    for _ in 0..n {
-        members.push(join(redis, config));
-    }
-    for m in &members {
-        let counted = common::eventually_async(Duration::from_secs(10), || async {
-            m.metric("weir_cluster_instances").await == Some(n as u64)
-        })
-        .await;
-        assert!(counted, "an instance did not count {n} live instances");
-    }
-    members
-}
-
-/// One weir more from `config`, once it listens.
-fn join(redis: &Redis, config: &str) -> Member {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("tokens"), format!("{TOKEN}\n")).expect("tokens");
-    let text = config
-        .replace("{redis}", &redis.url())
-        .replace("{dir}", &dir.path().display().to_string());
-    let path = write_config(&dir, &text);
-    let mut proc = Proc::run(&path);
-    let web = proc.listening("web");
-    let admin = proc.admin();
-    Member {
-        proc,
-        web,
-        admin,
-        _dir: dir,
-    }
-}
+use common::fleet::{Member, TOKEN, fleet, join, llm_config};
 
 /// A proxy route `api` to `up`, limited per client, and a `[cluster]`
 /// with `cluster` keys.
@@ -86,19 +26,6 @@ fn proxy_config(up: SocketAddr, rate: &str, cluster: &str) -> String {
          [admin]\naddress = \"127.0.0.1:0\"\n\
          [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
          [[route]]\nname = \"api\"\nupstream = \"http://{up}\"\n{rate}\n\
-         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
-    )
-}
-
-/// An Anthropic route `llm` with the client token, over `up`.
-fn llm_config(up: &str, route: &str, cluster: &str) -> String {
-    format!(
-        "[log]\nformat = \"json\"\naccess_log = false\n\
-         [admin]\naddress = \"127.0.0.1:0\"\n\
-         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
-         [[route]]\nname = \"llm\"\nkind = \"anthropic\"\n\
-         client_tokens_file = \"{{dir}}/tokens\"\n{route}\n\
-         [[route.upstreams]]\nname = \"up\"\nurl = \"{up}\"\n\
          [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
     )
 }
@@ -493,6 +420,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
             let ask = Ask {
                 rate: Some((&key, gcra)),
                 lease: None,
+                budget: None,
             };
             let got = match cluster.decide(ask).await {
                 Decision::Admitted(None) => Ok(()),
@@ -515,6 +443,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
     let ask = Ask {
         rate: None,
         lease: Some((&other, 2)),
+        budget: None,
     };
     assert!(matches!(
         cluster.decide(ask).await,
@@ -526,6 +455,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
     let lease = |limit| Ask {
         rate: None,
         lease: Some((&key, limit)),
+        budget: None,
     };
     let Decision::Admitted(Some(one)) = cluster.decide(lease(2)).await else {
         panic!("first slot")

@@ -45,6 +45,9 @@ pub struct ReloadReport {
 /// A reload under way: every problem found, or what the reload did.
 pub type Reloading = Pin<Box<dyn Future<Output = Result<ReloadReport, Vec<String>>> + Send>>;
 
+/// The usage view under way (a budget the fleet keeps is read from Redis).
+pub type UsageView = Pin<Box<dyn Future<Output = Vec<serde_json::Value>> + Send>>;
+
 /// What the admin API acts on and reports (implemented by the running
 /// server, so this module does not import its caller).
 pub trait Reload: Send + Sync {
@@ -57,7 +60,7 @@ pub trait Reload: Send + Sync {
     fn config(&self) -> String;
     /// Each LLM route's client tokens against their budgets (`client`:
     /// only the tokens of that name).
-    fn usage(&self, client: Option<&str>) -> Vec<serde_json::Value>;
+    fn usage(self: Arc<Self>, client: Option<String>) -> UsageView;
 }
 
 /// The running server's state that `/admin/status` reports (with the
@@ -247,9 +250,6 @@ fn handle(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
         return error_response(shape, StatusCode::METHOD_NOT_ALLOWED);
     }
     let path = req.uri().path();
-    if path == "/usage" || path.starts_with("/usage/") {
-        return usage(path, state);
-    }
     let (status, content_type, body) = match path {
         "/health" => {
             let draining = state.draining.load(Ordering::Relaxed);
@@ -281,12 +281,12 @@ fn handle(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
 
 /// `GET /usage`: every client token of every LLM route against its
 /// budget; `GET /usage/<client>`: the tokens of that name (404 if none).
-fn usage(path: &str, state: &AdminState) -> Response<Payload> {
+async fn usage(path: &str, state: &AdminState) -> Response<Payload> {
     let client = path
         .strip_prefix("/usage/")
         .map(|c| c.trim_end_matches('/'))
         .filter(|c| !c.is_empty());
-    let clients = state.reload.usage(client);
+    let clients = state.reload.clone().usage(client.map(str::to_string)).await;
     if client.is_some() && clients.is_empty() {
         return json(
             StatusCode::NOT_FOUND,
@@ -315,8 +315,13 @@ pub async fn run(socket: TcpListener, state: Arc<AdminState>) {
             let service = service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
                 async move {
-                    let resp = if req.uri().path().starts_with("/admin/") {
+                    let path = req.uri().path();
+                    let resp = if path.starts_with("/admin/") {
                         admin_api(req, state, peer.ip()).await
+                    } else if (path == "/usage" || path.starts_with("/usage/"))
+                        && (req.method() == Method::GET || req.method() == Method::HEAD)
+                    {
+                        usage(path, &state).await
                     } else {
                         handle(&req, &state)
                     };

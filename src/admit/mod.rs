@@ -16,7 +16,7 @@
 
 pub mod rate;
 
-use crate::cluster::{Ask, Cluster, Decision, Lease};
+use crate::cluster::{Ask, BudgetAsk, Cluster, Decision, Lease, OverBudget, SharedReservation};
 use rate::{Client, RateLimit, Refusal};
 
 use std::sync::Arc;
@@ -91,8 +91,36 @@ pub async fn limit_client(
     client: Client,
     id: Option<&str>,
     gate: Option<&TokenGate>,
-    mut admission: Option<&mut Admission>,
+    admission: Option<&mut Admission>,
 ) -> Result<(), Refusal> {
+    limit_client_reserving(rate, client, id, gate, admission, None)
+        .await
+        .map(|_| ())
+}
+
+/// What the fleet's budget said, decided with the limits.
+pub enum Budgeted {
+    /// No shared budget was asked.
+    NotAsked,
+    /// Reserved in Redis: settle it when the request ends.
+    Reserved(SharedReservation),
+    /// The budget has no room; nothing was taken.
+    Over(OverBudget),
+    /// Redis did not answer (`fail_open`): the caller enforces
+    /// 1/`instances` of the budget locally.
+    LocalShare { instances: u32 },
+}
+
+/// [`limit_client`] and, in the same decision (one Redis round trip), a
+/// reservation of a client token's budget kept by the fleet.
+pub async fn limit_client_reserving(
+    rate: Option<&RateLimit>,
+    client: Client,
+    id: Option<&str>,
+    gate: Option<&TokenGate>,
+    mut admission: Option<&mut Admission>,
+    budget: Option<(&Arc<Cluster>, BudgetAsk<'_>)>,
+) -> Result<Budgeted, Refusal> {
     let shared_rate = rate.and_then(|r| Some((r, r.cluster()?)));
     let shared_gate = match gate {
         Some(TokenGate::Shared {
@@ -111,11 +139,12 @@ pub async fn limit_client(
     let Some(cluster) = shared_rate
         .map(|(_, c)| c)
         .or(shared_gate.map(|(c, _, _)| c))
+        .or(budget.map(|(c, _)| c))
     else {
         if let (Some(TokenGate::Local(g)), Some(a)) = (gate, admission) {
             a.enter_token(g).map_err(|_| Refusal::Full)?;
         }
-        return Ok(());
+        return Ok(Budgeted::NotAsked);
     };
     let ip_id;
     let id = match id {
@@ -129,9 +158,16 @@ pub async fn limit_client(
     let ask = Ask {
         rate: rate_key.as_ref().map(|(k, g)| (k.as_str(), *g)),
         lease: shared_gate.map(|(_, key, limit)| (key, limit)),
+        budget: budget.map(|(_, b)| b),
     };
+    let mut budgeted = Budgeted::NotAsked;
     let lease = match cluster.decide(ask).await {
         Decision::Admitted(lease) => lease,
+        Decision::Reserved(lease, reservation) => {
+            budgeted = Budgeted::Reserved(reservation);
+            lease
+        }
+        Decision::OverBudget(over) => return Ok(Budgeted::Over(over)),
         Decision::Limited(wait) => {
             let rate = shared_rate.map(|(r, _)| r);
             return Err(Refusal::Limited(rate.map_or(
@@ -145,6 +181,9 @@ pub async fn limit_client(
         Decision::Full => return Err(Refusal::Full),
         Decision::Closed => return Err(Refusal::Unavailable),
         Decision::Open { instances } => {
+            if budget.is_some() {
+                budgeted = Budgeted::LocalShare { instances };
+            }
             if let Some((rate, _)) = shared_rate {
                 rate.check_share(client, instances)
                     .map_err(Refusal::Limited)?;
@@ -166,7 +205,7 @@ pub async fn limit_client(
     if let (Some(lease), Some(a)) = (lease, admission) {
         a._lease = Some(lease);
     }
-    Ok(())
+    Ok(budgeted)
 }
 
 /// One instance's share of `limit` slots in a fleet of `instances`

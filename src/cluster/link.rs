@@ -99,6 +99,8 @@ async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, Option<PubSubS
     heartbeat(inner, &mut conn).await?;
     renew(inner, &mut conn).await?;
     release(inner, &mut conn).await?;
+    super::budgets::renew(inner, &mut conn).await?;
+    super::budgets::flush(inner, &mut conn).await?;
     // Subscribed before the read: a hold is either in the keys read or
     // announced after.
     let announcements = holds::subscribe(&client, &inner.prefix).await?;
@@ -156,8 +158,14 @@ async fn serve(
         drop(current);
         let done = match work {
             Work::Beat => heartbeat(&inner, &mut c).await,
-            Work::Renew => renew(&inner, &mut c).await,
-            Work::Release => release(&inner, &mut c).await,
+            Work::Renew => match renew(&inner, &mut c).await {
+                Ok(()) => super::budgets::renew(&inner, &mut c).await,
+                failed => failed,
+            },
+            Work::Release => match release(&inner, &mut c).await {
+                Ok(()) => super::budgets::flush(&inner, &mut c).await,
+                failed => failed,
+            },
             Work::Publish(hold) => inner.holds.send(&mut c, &inner.prefix, hold).await,
         };
         if let Err(why) = done {

@@ -21,11 +21,16 @@
 //! admission, which the respond layer drops then). A crashed instance
 //! stops renewing, so its slots come back within the lease TTL.
 //!
+//! A client token's budget on a shared route is the fleet's too: its
+//! reservation is taken by the same decision script, and settled off the
+//! request path ([`budgets`]).
+//!
 //! The scripts are in [`scripts`]; the connection, its health and the
 //! background work (heartbeat, renewal, releases) in [`link`]. LLM
 //! members' holds, shared by the fleet, are in [`holds`].
 
 mod holds;
+mod budgets;
 mod leases;
 mod link;
 mod scripts;
@@ -43,6 +48,8 @@ use crate::config::{ClusterSettings, Secret};
 use crate::telemetry::ClusterMetrics;
 pub use holds::Holdable;
 use holds::Holds;
+use budgets::Reservations;
+pub use budgets::{BudgetAsk, FleetBudget, OverBudget, SharedReservation};
 use leases::Leases;
 use scripts::Scripts;
 
@@ -68,6 +75,8 @@ struct Inner {
     instances: AtomicU32,
     next_lease: AtomicU64,
     leases: std::sync::Mutex<Leases>,
+    /// Budget reservations held, and settles waiting for Redis.
+    reservations: std::sync::Mutex<Reservations>,
     scripts: Scripts,
     /// Wakes the supervisor: releases to send, or the connection failed.
     kick: Arc<Notify>,
@@ -109,6 +118,8 @@ pub struct Ask<'a> {
     pub rate: Option<(&'a str, Gcra)>,
     /// The token's lease key and its limit.
     pub lease: Option<(&'a Arc<str>, usize)>,
+    /// The token's budget and what this request reserves of it.
+    pub budget: Option<BudgetAsk<'a>>,
 }
 
 /// The answer.
@@ -119,6 +130,10 @@ pub enum Decision {
     Limited(Duration),
     /// Redis: every slot of the token is taken.
     Full,
+    /// Redis let the request through and reserved its budget.
+    Reserved(Option<Lease>, SharedReservation),
+    /// Redis: the token's budget has no room for this request.
+    OverBudget(OverBudget),
     /// No answer in time (`fail_open`): enforce 1/`instances` of each
     /// limit locally, with [`Cluster::lease_here`] for slots.
     Open { instances: u32 },
@@ -168,6 +183,7 @@ impl Cluster {
             instances: AtomicU32::new(1),
             next_lease: AtomicU64::new(1),
             leases: Default::default(),
+            reservations: Default::default(),
             scripts: Scripts::new(),
             kick: Arc::new(Notify::new()),
             settled: Notify::new(),
@@ -198,6 +214,24 @@ impl Cluster {
         format!("{}rl:{route}:", self.inner.prefix)
     }
 
+    /// The base of a client token's budget keys on a route (see
+    /// `scripts::BUDGET`).
+    pub fn budget_key(&self, route: &str, token: &str) -> Arc<str> {
+        format!("{}bg:{route}:{token}:", self.inner.prefix).into()
+    }
+
+    /// Usage of a request admitted by the local share while Redis was away
+    /// (`fail_open`), charged to the fleet's windows once Redis answers.
+    pub fn charge_later(&self, key: &Arc<str>, tokens: u64, spend: u64) {
+        budgets::charge_later(&self.inner, key, tokens, spend);
+    }
+
+    /// A client token's budget as the fleet has it (`None`: Redis is away
+    /// or did not answer within a second).
+    pub async fn budget_view(&self, key: &str) -> Option<FleetBudget> {
+        budgets::view(&self.inner, key).await
+    }
+
     /// The key of a client token's concurrency slots on a route.
     pub fn lease_key(&self, route: &str, token: &str) -> Arc<str> {
         format!("{}cc:{route}:{token}", self.inner.prefix).into()
@@ -225,8 +259,19 @@ impl Cluster {
         let Some(conn) = inner.conn.load_full() else {
             return self.fallback();
         };
+        let ask = Ask {
+            budget: ask.budget.map(|b| BudgetAsk {
+                tokens: budgets::clamp(b.tokens),
+                spend: budgets::clamp(b.spend),
+                ..b
+            }),
+            ..ask
+        };
         let lease_id = ask
             .lease
+            .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));
+        let budget_id = ask
+            .budget
             .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));
         let mut invocation = inner.scripts.decide.prepare_invoke();
         let (rate_key, gcra) = match ask.rate {
@@ -234,10 +279,17 @@ impl Cluster {
                 key,
                 Some((g.interval_us.to_string(), g.tolerance_us.to_string())),
             ),
-            None => (ask.lease.map_or("", |(k, _)| &**k), None),
+            None => (
+                ask.lease
+                    .map(|(k, _)| &**k)
+                    .or(ask.budget.map(|b| &**b.key))
+                    .unwrap_or(""),
+                None,
+            ),
         };
         let lease_key = ask.lease.map_or(rate_key, |(k, _)| &**k);
-        invocation.key(rate_key).key(lease_key);
+        let budget_key = ask.budget.map_or(rate_key, |b| &**b.key);
+        invocation.key(rate_key).key(lease_key).key(budget_key);
         let (t, tau) = gcra.unwrap_or_default();
         invocation.arg(t).arg(tau);
         match (ask.lease, lease_id) {
@@ -251,18 +303,46 @@ impl Cluster {
                 invocation.arg("").arg("").arg("");
             }
         }
+        let limit = |l: Option<u64>| l.map(|l| l.to_string()).unwrap_or_default();
+        match (ask.budget, budget_id) {
+            (Some(b), Some(id)) => {
+                invocation
+                    .arg(limit(b.limits[0]))
+                    .arg(limit(b.limits[1]))
+                    .arg(limit(b.limits[2]))
+                    .arg(b.tokens)
+                    .arg(b.spend)
+                    .arg(inner.member(id, b.tokens, b.spend))
+                    .arg(inner.lease_ttl.as_millis() as u64);
+            }
+            _ => {
+                invocation
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("");
+            }
+        }
         let started = Instant::now();
         let mut c = (*conn).clone();
-        let answer =
-            tokio::time::timeout(inner.timeout, invocation.invoke_async::<(i64, i64)>(&mut c))
-                .await;
-        let (wait, lease) = match answer {
+        let answer = tokio::time::timeout(
+            inner.timeout,
+            invocation.invoke_async::<(i64, i64, i64, i64, i64)>(&mut c),
+        )
+        .await;
+        let (wait, lease, reserved, bound, budget_wait) = match answer {
             Ok(Ok(a)) => a,
             failed => {
-                // The script may have run: a slot it took would stay
-                // taken until its TTL, so give it back.
+                // The script may have run: a slot or a reservation it
+                // took would stay taken until its TTL, so give it back.
                 if let (Some((key, _)), Some(id)) = (ask.lease, lease_id) {
                     inner.leases.locked().forget(id, key);
+                }
+                if let (Some(b), Some(id)) = (ask.budget, budget_id) {
+                    inner.forget_reservation(id, &b);
                 }
                 match failed {
                     // Redis answered with an error (a key of the wrong
@@ -289,13 +369,25 @@ impl Cluster {
         if wait > 0 {
             return Decision::Limited(Duration::from_micros(wait as u64));
         }
-        match (ask.lease, lease_id, lease) {
+        if reserved == 0 {
+            return Decision::OverBudget(OverBudget {
+                bound: usize::try_from(bound.clamp(1, 3) - 1).unwrap_or(0),
+                wait: u64::try_from(budget_wait).ok().map(Duration::from_micros),
+            });
+        }
+        let lease = match (ask.lease, lease_id, lease) {
             (Some((key, _)), Some(id), 1) => {
                 inner.leases.locked().hold(id, key);
-                Decision::Admitted(Some(self.lease(id, key)))
+                Some(self.lease(id, key))
             }
-            (Some(_), _, 0) => Decision::Full,
-            _ => Decision::Admitted(None),
+            (Some(_), _, 0) => return Decision::Full,
+            _ => None,
+        };
+        match (ask.budget, budget_id, reserved) {
+            (Some(b), Some(id), 1) => {
+                Decision::Reserved(lease, SharedReservation::new(&self.inner, id, &b))
+            }
+            _ => Decision::Admitted(lease),
         }
     }
 

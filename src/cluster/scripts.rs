@@ -11,6 +11,10 @@
 //! - **heartbeat**: this instance's entry in the fleet's set, the expired
 //!   ones dropped; answers the number of live instances.
 //!
+//! - **settle**, **renew_reservations**, **budget_view**: a client token's
+//!   budget in flight and settled (see [`super::budgets`]; its reserve is
+//!   part of **decide**).
+//!
 //! Releasing a lease is a plain `ZREM` (no script).
 //!
 //! Keys (under the configured prefix): `rl:<route>:<client>` — a string,
@@ -69,22 +73,47 @@ local function acquire(key, limit, id, ttl, now_ms)
 end
 ";
 
-/// KEYS: the rate key, the lease key (each repeats the other when its part
-/// is not asked, so every key a script names is under the prefix).
-/// ARGV: t µs, tau µs (both empty: no rate); limit, lease id, TTL ms
-/// (limit empty: no lease). Returns {µs to wait (0: passed), lease: 1
-/// taken, 0 full, -1 not asked or not reached}.
+/// KEYS: the rate key, the lease key, the budget's base key (each repeats
+/// another when its part is not asked, so every key a script names is
+/// under the prefix). ARGV: t µs, tau µs (both empty: no rate); limit,
+/// lease id, TTL ms (limit empty: no lease); tokens per minute, tokens per
+/// day, spend per day (each empty: unbounded), tokens and spend wanted,
+/// reservation member, TTL ms (member empty: no budget). Returns {µs to
+/// wait (0: passed), lease: 1 taken, 0 full, -1 not asked or not reached,
+/// budget: 1 reserved, 0 refused, -1 not asked or not reached, the
+/// refusing bound (1..3), µs until it would fit (-1: never)}.
+///
+/// The order is the local one: the rate (a refused request takes
+/// nothing), the budget checked, the slot, and only then the budget
+/// reserved — so a request refused anywhere holds nothing.
 const DECIDE_MAIN: &str = r"
 local now = now_us()
+local now_ms = math.floor(now / 1000)
 local wait = 0
 if ARGV[1] ~= '' then
   wait = gcra(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), now)
 end
-local lease = -1
-if wait == 0 and ARGV[3] ~= '' then
-  lease = acquire(KEYS[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), math.floor(now / 1000))
+if wait > 0 then
+  return {math.floor(wait), -1, -1, 0, 0}
 end
-return {math.floor(wait), lease}
+local want_t, want_s = tonumber(ARGV[9]), tonumber(ARGV[10])
+if ARGV[11] ~= '' then
+  budget_sweep(KEYS[3], now_ms)
+  local limits = {tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])}
+  local bound, budget_wait = budget_check(KEYS[3], limits, want_t, want_s, now)
+  if bound > 0 then
+    return {0, -1, 0, bound, math.floor(budget_wait)}
+  end
+end
+local lease = -1
+if ARGV[3] ~= '' then
+  lease = acquire(KEYS[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), now_ms)
+end
+if lease == 0 or ARGV[11] == '' then
+  return {0, lease, -1, 0, 0}
+end
+budget_take(KEYS[3], ARGV[11], ARGV[9], ARGV[10], now_ms + tonumber(ARGV[12]), tonumber(ARGV[12]))
+return {0, lease, 1, 0, 0}
 ";
 
 /// KEYS: the lease set of each lease; ARGV: TTL ms, then each lease's id.
@@ -113,6 +142,149 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return redis.call('ZCARD', KEYS[1])
 ";
 
+/// A client token's budget, the local ledger's rules (`llm::ledger`) in
+/// Redis. Under its base key `bg:<route>:<token>:` it has:
+/// `tm:<start>`, `td:<start>`, `sd:<start>` — tokens settled in the
+/// minute and the day, spend in the day, each window named by its start
+/// (Unix s, Redis's clock) and expiring [`WINDOW_MARGIN_S`] after it ends;
+/// `r` — the reservations in flight, a sorted set of members
+/// `<instance>:<id>:<tokens>:<spend>` scored by their expiry in ms
+/// (renewed while the request runs, swept by the next reserve once
+/// expired, so a dead instance's reservations free themselves); `rt` —
+/// their totals (`t`, `s`, `n`), kept with the set and deleted with it
+/// when it empties, so a total can never outlive the entries it sums.
+/// Amounts go to Redis as the decimal strings Rust sends (exact int64);
+/// comparisons are Lua numbers, exact to 2^53 (9·10³ in money at weir's
+/// 10⁻¹² unit; past that, a comparison is off by far less than a unit).
+const BUDGET: &str = r"
+local PERIODS = {60, 86400, 86400}
+local KINDS = {'tm:', 'td:', 'sd:'}
+local WINDOW_MARGIN_S = 60
+local SWEEP_MAX = 1000
+local function window(base, i, now_s)
+  local start = now_s - now_s % PERIODS[i]
+  return base .. KINDS[i] .. string.format('%d', start), start
+end
+local function member_amounts(m)
+  local t, s = string.match(m, ':(%d+):(%d+)$')
+  return t or '0', s or '0'
+end
+local function untake(base, m)
+  if redis.call('ZREM', base .. 'r', m) == 0 then
+    return
+  end
+  local t, s = member_amounts(m)
+  if t ~= '0' then redis.call('HINCRBY', base .. 'rt', 't', '-' .. t) end
+  if s ~= '0' then redis.call('HINCRBY', base .. 'rt', 's', '-' .. s) end
+  redis.call('HINCRBY', base .. 'rt', 'n', -1)
+  if redis.call('ZCARD', base .. 'r') == 0 then redis.call('DEL', base .. 'rt') end
+end
+local function budget_sweep(base, now_ms)
+  local gone = redis.call('ZRANGEBYSCORE', base .. 'r', '-inf', now_ms, 'LIMIT', 0, SWEEP_MAX)
+  for _, m in ipairs(gone) do
+    untake(base, m)
+  end
+end
+local function budget_check(base, limits, want_t, want_s, now)
+  local now_s = math.floor(now / 1000000)
+  local rt = redis.call('HMGET', base .. 'rt', 't', 's')
+  local reserved_t, reserved_s = tonumber(rt[1]) or 0, tonumber(rt[2]) or 0
+  local reserved = {reserved_t, reserved_t, reserved_s}
+  local want = {want_t, want_t, want_s}
+  local bound, wait = 0, 0
+  for i = 1, 3 do
+    local limit = limits[i]
+    if limit then
+      if want[i] > limit then
+        return i, -1
+      end
+      local key, start = window(base, i, now_s)
+      local used = tonumber(redis.call('GET', key)) or 0
+      if used + reserved[i] + want[i] > limit then
+        local ends = (start + PERIODS[i]) * 1000000 - now
+        local w = ends
+        if used + want[i] <= limit then w = math.min(ends, 1000000) end
+        if bound == 0 or w > wait then bound, wait = i, w end
+      end
+    end
+  end
+  return bound, wait
+end
+local function budget_keep(base, ttl)
+  keep(base .. 'r', ttl)
+  keep(base .. 'rt', ttl)
+end
+local function budget_take(base, m, t, s, expiry_ms, ttl)
+  if redis.call('ZADD', base .. 'r', expiry_ms, m) == 1 then
+    redis.call('HINCRBY', base .. 'rt', 't', t)
+    redis.call('HINCRBY', base .. 'rt', 's', s)
+    redis.call('HINCRBY', base .. 'rt', 'n', 1)
+  end
+  budget_keep(base, ttl)
+end
+";
+
+/// KEYS: a budget's base key, once per settle; ARGV: per settle, the
+/// reservation member (empty: usage without one, taken while Redis was
+/// away), tokens and spend used. The reservation leaves what is in flight
+/// (unless swept already) and the usage is charged to the windows current
+/// now, as the local ledger does. Each settle runs under `pcall`, so one
+/// that Redis refuses (a key of another type, a count past int64) cannot
+/// stop the others; returns how many were refused.
+const SETTLE_MAIN: &str = r"
+local now_s = math.floor(now_us() / 1000000)
+local function settle(base, m, t, s)
+  if m ~= '' then untake(base, m) end
+  local amounts = {t, t, s}
+  for w = 1, 3 do
+    if amounts[w] ~= '0' then
+      local key, start = window(base, w, now_s)
+      redis.call('INCRBY', key, amounts[w])
+      redis.call('EXPIRE', key, start + PERIODS[w] - now_s + WINDOW_MARGIN_S)
+    end
+  end
+end
+local refused = 0
+for i, base in ipairs(KEYS) do
+  if not pcall(settle, base, ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]) then
+    refused = refused + 1
+  end
+end
+return refused
+";
+
+/// KEYS: a budget's base key per reservation; ARGV: TTL ms, then each
+/// reservation's member. Re-added with a fresh expiry — and re-counted if
+/// Redis lost it or swept it while this instance could not reach it: the
+/// request still runs.
+const RENEW_RESERVATIONS_MAIN: &str = r"
+local now_ms = math.floor(now_us() / 1000)
+local ttl = tonumber(ARGV[1])
+for i, base in ipairs(KEYS) do
+  local m = ARGV[i + 1]
+  local t, s = member_amounts(m)
+  budget_take(base, m, t, s, now_ms + ttl, ttl)
+end
+return #KEYS
+";
+
+/// KEYS: a budget's base key. Returns {used in the minute, in the day,
+/// spend in the day, reserved tokens, reserved spend, in flight, now s} —
+/// after a sweep, as a reserve would see it.
+const BUDGET_VIEW_MAIN: &str = r"
+local now = now_us()
+budget_sweep(KEYS[1], math.floor(now / 1000))
+local now_s = math.floor(now / 1000000)
+local out = {}
+for i = 1, 3 do
+  out[i] = redis.call('GET', (window(KEYS[1], i, now_s))) or '0'
+end
+local rt = redis.call('HMGET', KEYS[1] .. 'rt', 't', 's', 'n')
+out[4], out[5], out[6] = rt[1] or '0', rt[2] or '0', rt[3] or '0'
+out[7] = string.format('%d', now_s)
+return out
+";
+
 /// The scripts, hashed once (`EVALSHA`; redis-rs falls back to loading
 /// the script on `NOSCRIPT`, and the supervisor loads all of them on
 /// every connection, so the request path never pays that).
@@ -120,18 +292,33 @@ pub(super) struct Scripts {
     pub decide: Script,
     pub renew: Script,
     pub heartbeat: Script,
+    pub settle: Script,
+    pub renew_reservations: Script,
+    pub budget_view: Script,
 }
 
 impl Scripts {
     pub fn new() -> Self {
         Scripts {
-            decide: Script::new(&[PRELUDE, GCRA, ACQUIRE, DECIDE_MAIN].concat()),
+            decide: Script::new(&[PRELUDE, GCRA, ACQUIRE, BUDGET, DECIDE_MAIN].concat()),
             renew: Script::new(&[PRELUDE, ACQUIRE, RENEW_MAIN].concat()),
             heartbeat: Script::new(&[PRELUDE, HEARTBEAT_MAIN].concat()),
+            settle: Script::new(&[PRELUDE, ACQUIRE, BUDGET, SETTLE_MAIN].concat()),
+            renew_reservations: Script::new(
+                &[PRELUDE, ACQUIRE, BUDGET, RENEW_RESERVATIONS_MAIN].concat(),
+            ),
+            budget_view: Script::new(&[PRELUDE, ACQUIRE, BUDGET, BUDGET_VIEW_MAIN].concat()),
         }
     }
 
-    pub fn all(&self) -> [&Script; 3] {
-        [&self.decide, &self.renew, &self.heartbeat]
+    pub fn all(&self) -> [&Script; 6] {
+        [
+            &self.decide,
+            &self.renew,
+            &self.heartbeat,
+            &self.settle,
+            &self.renew_reservations,
+            &self.budget_view,
+        ]
     }
 }

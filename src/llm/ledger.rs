@@ -2,9 +2,10 @@
 //! per day, reserved before a request and settled on its actual usage.
 //!
 //! The API is three calls — [`Ledger::reserve`], [`Ledger::settle`],
-//! [`Ledger::view`] — over plain amounts, so a ledger kept elsewhere (a
-//! Redis script per call, for a fleet of weirs) can replace this one's
-//! storage without changing its callers.
+//! [`Ledger::view`] — over plain amounts. A fleet of weirs keeps the same
+//! rules in Redis (`cluster::budgets`, whose scripts must answer as this
+//! does, Retry-After included); there this ledger only enforces an
+//! instance's share while Redis is away.
 //!
 //! Windows are fixed and aligned to UTC: a minute starts at :00, a day at
 //! 00:00 UTC. A request is admitted when, in every bounded window, what was

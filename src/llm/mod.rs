@@ -7,7 +7,9 @@
 //! 1. **endpoint** — the API path under the route's mount point names an
 //!    endpoint of the route's protocol, or 404 in that protocol's shape.
 //! 2. **client token** — checked before a byte of the body is read (401);
-//!    then the token's own concurrency bound (429, never queued).
+//!    then the token's own concurrency bound (429, never queued) — unless
+//!    the fleet keeps the token's budget: then its limits wait for step 4,
+//!    where one Redis script decides them with the budget's reserve.
 //! 3. **body** — read whole under the route limit, the minimum data rate
 //!    and the process-wide byte budget (503 when spent); the top-level
 //!    `model` is found without re-serialising the document.
@@ -86,6 +88,7 @@ impl LlmRoute {
         metrics: &Metrics,
         cluster: Option<&Arc<Cluster>>,
     ) -> Self {
+        let mut books = books;
         // A client token's name in the fleet's Redis keys: the same on
         // every instance, and not the token.
         let token_ids: Vec<String> = match cluster {
@@ -96,6 +99,10 @@ impl LlmRoute {
                 .collect(),
             None => Vec::new(),
         };
+        books.fleet = cluster.map(|c| usage::Fleet {
+            cluster: c.clone(),
+            keys: token_ids.iter().map(|t| c.budget_key(route, t)).collect(),
+        });
         LlmRoute {
             upstreams: settings
                 .upstreams
@@ -177,8 +184,11 @@ pub async fn serve(
         )));
     };
 
-    // Step: client token, before the body.
+    // Step: client token, before the body. When the fleet keeps the
+    // token's budget, its limits are decided with the budget's reserve, in
+    // one Redis round trip, once the body says what to reserve.
     let mut gateway_credential = None;
+    let mut deferred = None;
     if !settings.client_tokens.is_empty() {
         let Some((index, header)) = client_token(settings, req.headers()) else {
             return Err(Rescue::status(StatusCode::UNAUTHORIZED)
@@ -187,39 +197,20 @@ pub async fn serve(
         };
         gateway_credential = Some(header);
         account.identify(index, cx.facts);
-        // The token's rate, then its concurrency (one decision when the
-        // fleet shares them).
-        let limited = crate::admit::limit_client(
-            cx.rate.map(|r| &**r),
-            Client::Token(index),
-            llm.token_ids.get(index).map(String::as_str),
-            llm.token_gates.get(index),
-            cx.admission.as_mut(),
-        )
-        .await;
-        match limited {
-            Ok(()) => {}
-            Err(Refusal::Limited(limited)) => {
-                return Err(
-                    Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
-                        .saying("this client token is over its rate limit")
-                        .closing_if_body(&req),
-                );
-            }
-            Err(Refusal::Full) => {
-                return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-                    .retry_after(1)
-                    .counting(crate::respond::Counted::Shed("token"))
-                    .saying("too many requests in flight for this client token")
-                    .closing_if_body(&req));
-            }
-            Err(Refusal::Unavailable) => {
-                return Err(Rescue::cluster_unavailable()
-                    .saying(
-                        "the gateway cannot check this client token's limits now; retry shortly",
-                    )
-                    .closing_if_body(&req));
-            }
+        if endpoint.api().is_some() && account.budget_is_shared() {
+            deferred = Some(index);
+        } else {
+            // The token's rate, then its concurrency (one decision when
+            // the fleet shares them).
+            crate::admit::limit_client(
+                cx.rate.map(|r| &**r),
+                Client::Token(index),
+                llm.token_ids.get(index).map(String::as_str),
+                llm.token_gates.get(index),
+                cx.admission.as_mut(),
+            )
+            .await
+            .map_err(|r| limit_refusal(r, &cx).closing_if_body(&req))?;
         }
     }
 
@@ -314,7 +305,24 @@ pub async fn serve(
         let served = choices
             .iter()
             .map(|c| c.model.as_deref().unwrap_or(&model.name));
-        account.reserve(request.body.len(), model.max_output, served, cx.facts)?;
+        let want = account.want(request.body.len(), model.max_output, served);
+        match (want, deferred) {
+            (Some(want), Some(index)) => {
+                let budgeted = crate::admit::limit_client_reserving(
+                    cx.rate.map(|r| &**r),
+                    Client::Token(index),
+                    llm.token_ids.get(index).map(String::as_str),
+                    llm.token_gates.get(index),
+                    cx.admission.as_mut(),
+                    account.budget_ask(&want),
+                )
+                .await
+                .map_err(|r| limit_refusal(r, &cx))?;
+                account.take(budgeted, want, cx.facts)?;
+            }
+            (Some(want), None) => account.reserve(want, cx.facts)?,
+            (None, _) => {}
+        }
     }
     request.model_span = Some(model.span);
     request.weir_state = model.weir_state;
@@ -330,6 +338,20 @@ pub async fn serve(
     // The body's budget reservation ends with the attempts.
     drop(read);
     result
+}
+
+/// The answer to a client token over one of its limits.
+fn limit_refusal(refusal: Refusal, cx: &Context<'_>) -> Rescue {
+    match refusal {
+        Refusal::Limited(limited) => Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
+            .saying("this client token is over its rate limit"),
+        Refusal::Full => Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+            .retry_after(1)
+            .counting(crate::respond::Counted::Shed("token"))
+            .saying("too many requests in flight for this client token"),
+        Refusal::Unavailable => Rescue::cluster_unavailable()
+            .saying("the gateway cannot check this client token's limits now; retry shortly"),
+    }
 }
 
 /// The conversation a request belongs to, hashed for the upstreams that

@@ -29,8 +29,10 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use super::ledger::{Amount, Bound, Ledger, Reservation};
-use crate::config::{LlmSettings, Price, SPEND_UNIT};
+use super::ledger::{Amount, Bound, Ledger, Refused, Reservation, View, WindowView};
+use crate::admit::Budgeted;
+use crate::cluster::{BudgetAsk, Cluster, SharedReservation};
+use crate::config::{Budget, LlmSettings, Price, SPEND_UNIT};
 use crate::respond::{Accountant, Accounting, LlmFacts, Rescue, SharedLlmFacts};
 use crate::sync::Locked;
 use crate::telemetry::{ClientUsage, Metrics, RecordSink};
@@ -54,6 +56,17 @@ pub const INPUT_BYTES_PER_TOKEN: u64 = 3;
 pub struct Books {
     pub ledgers: Arc<[Arc<Ledger>]>,
     pub records: RecordSink,
+    /// The fleet's budgets, when the route shares its limits: the cluster
+    /// and each client token's budget key (by index). The ledgers then
+    /// only enforce this instance's share while Redis is away.
+    pub fleet: Option<Fleet>,
+}
+
+/// Where a route's client budgets are kept by the fleet.
+#[derive(Clone)]
+pub struct Fleet {
+    pub cluster: Arc<Cluster>,
+    pub keys: Arc<[Arc<str>]>,
 }
 
 /// What a reservation counted, to settle a request that reported less
@@ -87,9 +100,59 @@ impl Settled {
 }
 
 struct Held {
-    ledger: Arc<Ledger>,
-    reservation: Reservation,
+    holder: Holder,
     estimate: Estimate,
+}
+
+/// Where a request's reservation is held.
+enum Holder {
+    /// This process's ledger (no fleet).
+    Local(Arc<Ledger>, Reservation),
+    /// The fleet's budget in Redis.
+    Shared(SharedReservation),
+    /// This process's share of the fleet's budget, taken while Redis was
+    /// away; its usage goes to the fleet's windows once Redis is back.
+    LocalShare {
+        ledger: Arc<Ledger>,
+        reservation: Reservation,
+        cluster: Arc<Cluster>,
+        key: Arc<str>,
+    },
+}
+
+impl Holder {
+    fn amount(&self) -> Amount {
+        match self {
+            Holder::Local(_, r) | Holder::LocalShare { reservation: r, .. } => r.amount(),
+            Holder::Shared(r) => {
+                let (tokens, spend) = r.amount();
+                Amount { tokens, spend }
+            }
+        }
+    }
+
+    fn settle(self, charged: Amount) {
+        match self {
+            Holder::Local(ledger, r) => ledger.settle(r, charged),
+            Holder::Shared(r) => r.settle(charged.tokens, charged.spend),
+            Holder::LocalShare {
+                ledger,
+                reservation,
+                cluster,
+                key,
+            } => {
+                ledger.settle(reservation, charged);
+                cluster.charge_later(&key, charged.tokens, charged.spend);
+            }
+        }
+    }
+}
+
+/// What a request would reserve, before it is reserved.
+pub struct Want {
+    index: usize,
+    estimate: Estimate,
+    amount: Amount,
 }
 
 /// One request's account.
@@ -131,34 +194,36 @@ impl Account {
         }
     }
 
-    /// Reserve the request's budget before any upstream is contacted: its
-    /// input bounded by `body_len`, its output by `max_output` (else the
-    /// route's default), priced at the dearest of the `models` it may be
-    /// sent as. A client over its budget gets 429 with when it frees; a
-    /// request larger than a whole bound gets 400.
-    pub fn reserve<'a>(
+    /// Whether this request's client token has a budget the fleet keeps
+    /// (its reserve is then decided with the shared limits: see
+    /// [`Account::budget_ask`]).
+    pub fn budget_is_shared(&self) -> bool {
+        self.books.fleet.is_some() && self.budget().is_some()
+    }
+
+    /// The client token's index and budget, when it has one.
+    fn budget(&self) -> Option<(usize, &Budget)> {
+        let index = (*self.client.locked())?;
+        let client = self.settings.client_tokens.get(index)?;
+        (!client.budget.is_unbounded()).then_some((index, &client.budget))
+    }
+
+    /// What the request reserves: its input bounded by `body_len`, its
+    /// output by `max_output` (else the route's default), priced at the
+    /// dearest of the `models` it may be sent as. `None`: no budget.
+    pub fn want<'a>(
         &self,
         body_len: usize,
         max_output: Option<u64>,
         models: impl Iterator<Item = &'a str>,
-        facts: &SharedLlmFacts,
-    ) -> Result<(), Rescue> {
-        let Some(index) = *self.client.locked() else {
-            return Ok(());
-        };
-        let Some(client) = self.settings.client_tokens.get(index) else {
-            return Ok(());
-        };
-        let (Some(ledger), false) = (self.books.ledgers.get(index), client.budget.is_unbounded())
-        else {
-            return Ok(());
-        };
+    ) -> Option<Want> {
+        let (index, _) = self.budget()?;
         let estimate = Estimate {
             input: (body_len as u64).div_ceil(INPUT_BYTES_PER_TOKEN),
             output: max_output.unwrap_or(self.settings.default_max_tokens),
         };
         let price = dearest(models.filter_map(|m| self.settings.price(m)));
-        let want = Amount {
+        let amount = Amount {
             tokens: estimate.input.saturating_add(estimate.output),
             spend: price.map_or(0, |p| {
                 estimate
@@ -167,52 +232,158 @@ impl Account {
                     .saturating_add(estimate.output.saturating_mul(p.output))
             }),
         };
-        match ledger.reserve(want, &client.budget) {
+        Some(Want {
+            index,
+            estimate,
+            amount,
+        })
+    }
+
+    /// The fleet's budget question for `want`, for the limits' decision.
+    pub fn budget_ask<'a>(&'a self, want: &Want) -> Option<(&'a Arc<Cluster>, BudgetAsk<'a>)> {
+        let fleet = self.books.fleet.as_ref()?;
+        let budget = &self.settings.client_tokens.get(want.index)?.budget;
+        Some((
+            &fleet.cluster,
+            BudgetAsk {
+                key: fleet.keys.get(want.index)?,
+                limits: [
+                    budget.tokens_per_minute,
+                    budget.tokens_per_day,
+                    budget.spend_per_day,
+                ],
+                tokens: want.amount.tokens,
+                spend: want.amount.spend,
+            },
+        ))
+    }
+
+    /// Reserve the request's budget in this process's ledger before any
+    /// upstream is contacted. A client over its budget gets 429 with when
+    /// it frees; a request larger than a whole bound gets 400.
+    pub fn reserve(&self, want: Want, facts: &SharedLlmFacts) -> Result<(), Rescue> {
+        let Some(ledger) = self.books.ledgers.get(want.index) else {
+            return Ok(());
+        };
+        let Some((_, budget)) = self.budget() else {
+            return Ok(());
+        };
+        match ledger.reserve(want.amount, budget) {
             Ok(reservation) => {
-                *self.held.locked() = Some(Held {
-                    ledger: ledger.clone(),
-                    reservation,
-                    estimate,
-                });
+                self.hold(Holder::Local(ledger.clone(), reservation), want.estimate);
                 Ok(())
             }
-            Err(refused) => {
-                facts.locked().outcome = Some("over_budget");
-                let name: Arc<str> = client.name.as_str().into();
-                self.metrics
-                    .llm_budget_refused(&self.route, &name, refused.bound.name());
-                let (limit, asked) = match refused.bound {
-                    Bound::SpendPerDay => (
-                        money(client.budget.spend_per_day.unwrap_or(0)),
-                        money(want.spend),
-                    ),
-                    Bound::TokensPerMinute => (
-                        client.budget.tokens_per_minute.unwrap_or(0).to_string(),
-                        want.tokens.to_string(),
-                    ),
-                    Bound::TokensPerDay => (
-                        client.budget.tokens_per_day.unwrap_or(0).to_string(),
-                        want.tokens.to_string(),
-                    ),
-                };
-                let bound = refused.bound.name();
-                Err(match refused.retry_after {
-                    Some(wait) => {
-                        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                        Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-                            .retry_after_long(secs)
-                            .saying(format!(
-                                "client token `{}` is over its {bound} budget ({limit}); this request reserves {asked}; retry in {} s",
-                                client.name,
-                                secs.max(1)
-                            ))
-                    }
-                    None => Rescue::status(StatusCode::BAD_REQUEST).saying(format!(
-                        "this request reserves {asked} (its input bounded by its size, plus its output limit), more than client token `{}`'s whole {bound} budget of {limit}; lower max_tokens or send less",
-                        client.name
-                    )),
-                })
+            Err(refused) => Err(self.refuse(&want, refused, facts)),
+        }
+    }
+
+    /// Take the fleet's answer for the budget: hold its reservation, or
+    /// refuse as [`Account::reserve`] does; while Redis is away
+    /// (`fail_open`), reserve 1/N of the budget in this process's ledger.
+    pub fn take(
+        &self,
+        budgeted: Budgeted,
+        want: Want,
+        facts: &SharedLlmFacts,
+    ) -> Result<(), Rescue> {
+        match budgeted {
+            Budgeted::NotAsked => Ok(()),
+            Budgeted::Reserved(r) => {
+                self.hold(Holder::Shared(r), want.estimate);
+                Ok(())
             }
+            Budgeted::Over(over) => {
+                let bound = [
+                    Bound::TokensPerMinute,
+                    Bound::TokensPerDay,
+                    Bound::SpendPerDay,
+                ]
+                .get(over.bound)
+                .copied()
+                .unwrap_or(Bound::TokensPerMinute);
+                Err(self.refuse(
+                    &want,
+                    Refused {
+                        bound,
+                        retry_after: over.wait,
+                    },
+                    facts,
+                ))
+            }
+            Budgeted::LocalShare { instances } => {
+                let (Some(ledger), Some((_, budget)), Some(fleet)) = (
+                    self.books.ledgers.get(want.index),
+                    self.budget(),
+                    self.books.fleet.as_ref(),
+                ) else {
+                    return Ok(());
+                };
+                let Some(key) = fleet.keys.get(want.index) else {
+                    return Ok(());
+                };
+                match ledger.reserve(want.amount, &share(budget, instances)) {
+                    Ok(reservation) => {
+                        self.hold(
+                            Holder::LocalShare {
+                                ledger: ledger.clone(),
+                                reservation,
+                                cluster: fleet.cluster.clone(),
+                                key: key.clone(),
+                            },
+                            want.estimate,
+                        );
+                        Ok(())
+                    }
+                    Err(refused) => Err(self.refuse(&want, refused, facts)),
+                }
+            }
+        }
+    }
+
+    fn hold(&self, holder: Holder, estimate: Estimate) {
+        *self.held.locked() = Some(Held { holder, estimate });
+    }
+
+    /// The answer to a request its client's budget has no room for.
+    fn refuse(&self, want: &Want, refused: Refused, facts: &SharedLlmFacts) -> Rescue {
+        let Some(client) = self.settings.client_tokens.get(want.index) else {
+            return Rescue::status(StatusCode::TOO_MANY_REQUESTS);
+        };
+        let want = want.amount;
+        facts.locked().outcome = Some("over_budget");
+        let name: Arc<str> = client.name.as_str().into();
+        self.metrics
+            .llm_budget_refused(&self.route, &name, refused.bound.name());
+        let (limit, asked) = match refused.bound {
+            Bound::SpendPerDay => (
+                money(client.budget.spend_per_day.unwrap_or(0)),
+                money(want.spend),
+            ),
+            Bound::TokensPerMinute => (
+                client.budget.tokens_per_minute.unwrap_or(0).to_string(),
+                want.tokens.to_string(),
+            ),
+            Bound::TokensPerDay => (
+                client.budget.tokens_per_day.unwrap_or(0).to_string(),
+                want.tokens.to_string(),
+            ),
+        };
+        let bound = refused.bound.name();
+        match refused.retry_after {
+            Some(wait) => {
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+                    .retry_after_long(secs)
+                    .saying(format!(
+                        "client token `{}` is over its {bound} budget ({limit}); this request reserves {asked}; retry in {} s",
+                        client.name,
+                        secs.max(1)
+                    ))
+            }
+            None => Rescue::status(StatusCode::BAD_REQUEST).saying(format!(
+                "this request reserves {asked} (its input bounded by its size, plus its output limit), more than client token `{}`'s whole {bound} budget of {limit}; lower max_tokens or send less",
+                client.name
+            )),
         }
     }
 
@@ -228,9 +399,9 @@ impl Account {
         let spend = price.map(|p| usage.cost(p));
         let estimate = held.as_ref().map(|h| h.estimate);
         let (charged, settled) = charge(f, status, estimate, price);
-        let reserved = held.as_ref().map(|h| h.reservation.amount());
+        let reserved = held.as_ref().map(|h| h.holder.amount());
         if let Some(h) = held {
-            h.ledger.settle(h.reservation, charged);
+            h.holder.settle(charged);
         }
         let outcome = outcome(f, status);
         let dash: Arc<str> = "-".into();
@@ -302,60 +473,140 @@ impl Drop for Account {
     /// only by the window's end.
     fn drop(&mut self) {
         if let Some(h) = self.held.get_mut().ok().and_then(Option::take) {
-            let amount = h.reservation.amount();
-            h.ledger.settle(h.reservation, amount);
+            let amount = h.holder.amount();
+            h.holder.settle(amount);
         }
     }
 }
 
 /// Each client token of an LLM route against its budget, as the admin
-/// view shows it (only `client` when one is named).
-pub fn view(route: &str, llm: &super::LlmRoute, client: Option<&str>) -> Vec<serde_json::Value> {
-    let now = std::time::SystemTime::now()
+/// view shows it (only `client` when one is named): the fleet's figures
+/// from Redis when the fleet keeps the budget (`"source": "fleet"`), else
+/// this process's ledger (`"local"`, or `"local_redis_unavailable"` when
+/// the fleet keeps it but Redis did not answer: what this instance
+/// counted while Redis was away).
+pub async fn view(
+    route: &str,
+    llm: &super::LlmRoute,
+    client: Option<&str>,
+) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let clients = llm.settings.client_tokens.iter().enumerate();
+    for (index, c) in clients.filter(|(_, c)| client.is_none_or(|n| n == c.name)) {
+        let Some(ledger) = llm.books.ledgers.get(index) else {
+            continue;
+        };
+        let fleet = match &llm.books.fleet {
+            Some(f) if !c.budget.is_unbounded() => match f.keys.get(index) {
+                Some(key) => Some(f.cluster.budget_view(key).await),
+                None => None,
+            },
+            _ => None,
+        };
+        let (v, now, source) = match fleet {
+            Some(Some(fb)) => (fleet_view(&fb, &c.budget), fb.now, "fleet"),
+            Some(None) => (
+                ledger.view(&c.budget),
+                unix_now(),
+                "local_redis_unavailable",
+            ),
+            None => (ledger.view(&c.budget), unix_now(), "local"),
+        };
+        out.push(client_view(route, &c.name, &v, now, source));
+    }
+    out
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    llm.settings
-        .client_tokens
-        .iter()
-        .zip(llm.books.ledgers.iter())
-        .filter(|(c, _)| client.is_none_or(|n| n == c.name))
-        .map(|(c, ledger)| {
-            let v = ledger.view(&c.budget);
-            let mut windows = serde_json::Map::new();
-            for w in v.windows {
-                let spend = w.bound == Bound::SpendPerDay;
-                let amount = |n: u64| {
-                    if spend {
-                        serde_json::json!(n as f64 / SPEND_UNIT)
-                    } else {
-                        serde_json::json!(n)
-                    }
-                };
-                let remaining = w
-                    .limit
-                    .map(|l| amount(l.saturating_sub(w.used.saturating_add(w.reserved))));
-                windows.insert(
-                    w.bound.name().into(),
-                    serde_json::json!({
-                        "limit": w.limit.map(amount),
-                        "used": amount(w.used),
-                        "reserved": amount(w.reserved),
-                        "remaining": remaining,
-                        "resets_at": humantime::format_rfc3339_seconds(
-                            std::time::UNIX_EPOCH + Duration::from_secs(w.resets_at)
-                        ).to_string(),
-                        "resets_in_seconds": w.resets_at.saturating_sub(now),
-                    }),
-                );
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The fleet's figures in a ledger's shape.
+fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
+    let w = |i: usize, bound, limit, period: u64, reserved| WindowView {
+        bound,
+        limit,
+        used: fb.used[i],
+        reserved,
+        resets_at: (fb.now - fb.now % period).saturating_add(period),
+    };
+    View {
+        windows: [
+            w(
+                0,
+                Bound::TokensPerMinute,
+                budget.tokens_per_minute,
+                60,
+                fb.reserved_tokens,
+            ),
+            w(
+                1,
+                Bound::TokensPerDay,
+                budget.tokens_per_day,
+                86_400,
+                fb.reserved_tokens,
+            ),
+            w(
+                2,
+                Bound::SpendPerDay,
+                budget.spend_per_day,
+                86_400,
+                fb.reserved_spend,
+            ),
+        ],
+        in_flight: fb.in_flight,
+    }
+}
+
+fn client_view(route: &str, name: &str, v: &View, now: u64, source: &str) -> serde_json::Value {
+    let mut windows = serde_json::Map::new();
+    for w in v.windows {
+        let spend = w.bound == Bound::SpendPerDay;
+        let amount = |n: u64| {
+            if spend {
+                serde_json::json!(n as f64 / SPEND_UNIT)
+            } else {
+                serde_json::json!(n)
             }
+        };
+        let remaining = w
+            .limit
+            .map(|l| amount(l.saturating_sub(w.used.saturating_add(w.reserved))));
+        windows.insert(
+            w.bound.name().into(),
             serde_json::json!({
-                "route": route,
-                "client": c.name,
-                "in_flight": v.in_flight,
-                "budget": windows,
-            })
-        })
-        .collect()
+                "limit": w.limit.map(amount),
+                "used": amount(w.used),
+                "reserved": amount(w.reserved),
+                "remaining": remaining,
+                "resets_at": humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + Duration::from_secs(w.resets_at)
+                ).to_string(),
+                "resets_in_seconds": w.resets_at.saturating_sub(now),
+            }),
+        );
+    }
+    serde_json::json!({
+        "route": route,
+        "client": name,
+        "source": source,
+        "in_flight": v.in_flight,
+        "budget": windows,
+    })
+}
+
+/// This instance's share of `budget` in a fleet of `instances` (rounded
+/// up), enforced while Redis is away.
+fn share(budget: &Budget, instances: u32) -> Budget {
+    let n = u64::from(instances.max(1));
+    let part = |l: Option<u64>| l.map(|l| l.div_ceil(n));
+    Budget {
+        tokens_per_minute: part(budget.tokens_per_minute),
+        tokens_per_day: part(budget.tokens_per_day),
+        spend_per_day: part(budget.spend_per_day),
+    }
 }
 
 /// The outcome a usage record and the per-client metrics give.

@@ -307,20 +307,17 @@ impl admin::Reload for Reloadable {
         format!("{:#?}\n", self.current.locked())
     }
 
-    fn usage(&self, client: Option<&str>) -> Vec<serde_json::Value> {
+    fn usage(self: Arc<Self>, client: Option<String>) -> admin::UsageView {
         let snapshot = self.gateway.snapshot();
-        snapshot
-            .router
-            .routes()
-            .iter()
-            .filter_map(|r| match &r.target {
-                crate::route::Target::Llm(llm) => {
-                    Some(crate::llm::usage::view(&r.name, llm, client))
+        Box::pin(async move {
+            let mut clients = Vec::new();
+            for r in snapshot.router.routes() {
+                if let crate::route::Target::Llm(llm) = &r.target {
+                    clients.extend(crate::llm::usage::view(&r.name, llm, client.as_deref()).await);
                 }
-                crate::route::Target::Proxy(_) => None,
-            })
-            .flatten()
-            .collect()
+            }
+            clients
+        })
     }
 }
 

@@ -352,6 +352,8 @@ struct ClusterFamilies {
     redis_seconds: HistogramFamily<Unlabelled>,
     holds_published: Family<HoldResultLabels, Counter>,
     holds_received: Family<HoldViaLabels, Counter>,
+    budget_settles_pending: Family<Unlabelled, Gauge>,
+    budget_settles_dropped: Family<Unlabelled, Counter>,
 }
 
 /// The handles a cluster reports to, resolved once.
@@ -375,6 +377,9 @@ pub struct ClusterMetrics {
     /// Holds learnt from the fleet: announced, or read from their keys.
     pub holds_announced: Counter,
     pub holds_read: Counter,
+    /// Budget settles waiting for Redis, and those dropped past the bound.
+    pub budget_settles_pending: Gauge,
+    pub budget_settles_dropped: Counter,
 }
 
 impl ClusterFamilies {
@@ -389,6 +394,8 @@ impl ClusterFamilies {
             }),
             holds_published: Family::default(),
             holds_received: Family::default(),
+            budget_settles_pending: Family::default(),
+            budget_settles_dropped: Family::default(),
         };
         registry.register(
             "cluster_redis_up",
@@ -419,6 +426,16 @@ impl ClusterFamilies {
             "cluster_holds_received",
             "LLM member holds learnt from other instances, by how: announce (pub/sub) or key (read at a connection)",
             m.holds_received.clone(),
+        );
+        registry.register(
+            "cluster_budget_settles_pending",
+            "Budget settles (a reservation ended, usage charged) waiting to be sent to the cluster's Redis",
+            m.budget_settles_pending.clone(),
+        );
+        registry.register(
+            "cluster_budget_settles_dropped",
+            "Budget settles dropped: past the bound of those waiting while Redis was away, or refused by Redis",
+            m.budget_settles_dropped.clone(),
         );
         m
     }
@@ -1070,6 +1087,8 @@ impl Metrics {
             holds_redis_down: published("redis_down"),
             holds_announced: received("announce"),
             holds_read: received("key"),
+            budget_settles_pending: c.budget_settles_pending.get_or_create(&Vec::new()).clone(),
+            budget_settles_dropped: c.budget_settles_dropped.get_or_create(&Vec::new()).clone(),
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub mod agents;
 pub mod dns;
+pub mod fleet;
 pub mod h2raw;
 pub mod keepalive;
 pub mod llm;

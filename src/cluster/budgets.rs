@@ -1,0 +1,340 @@
+//! Client token budgets kept by the fleet in Redis: reserve, then settle.
+//!
+//! The reserve is part of the request's one decision script (see
+//! [`super::Cluster::decide`]): checked against what the fleet settled in
+//! each window and what it holds in flight, and taken in the same atomic
+//! step. A [`SharedReservation`] is then held by the request; this
+//! instance renews it in Redis with its leases (every third of
+//! `lease_ttl`), so a request of any length keeps it, and an instance that
+//! dies stops renewing: the next reserve for that token sweeps it once its
+//! TTL has passed.
+//!
+//! Settling is off the request path: the settle goes into a queue that the
+//! supervisor sends as one pipeline when woken. While Redis is away the
+//! queue keeps up to [`MAX_PENDING`] settles, sent once it answers again
+//! (the usage is then charged to the windows current at that moment);
+//! past that, the oldest are dropped and counted. Usage of requests
+//! admitted by the local share while Redis was away (`fail_open`) is
+//! queued the same way, without a reservation, so the fleet's day counts
+//! it once Redis is back.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+
+use super::Inner;
+use crate::sync::Locked;
+
+/// Settles waiting for Redis, at most.
+const MAX_PENDING: usize = 100_000;
+/// Settles per script call (one pipeline carries several calls).
+const SETTLE_CHUNK: usize = 200;
+/// Reservations renewed per script call.
+const RENEW_CHUNK: usize = 500;
+/// The wait for a settle, renewal or view, off the request path.
+const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
+/// The largest amount sent to Redis (2^53: exact in Lua's numbers, and far
+/// from int64's end when added up). Usage is what an upstream reports and
+/// a reservation what a client asks, so both are clamped, not trusted.
+const MAX_AMOUNT: u64 = 1 << 53;
+
+pub(super) fn clamp(amount: u64) -> u64 {
+    amount.min(MAX_AMOUNT)
+}
+
+/// What one request asks of its client token's budget.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetAsk<'a> {
+    /// The token's base key ([`super::Cluster::budget_key`]).
+    pub key: &'a Arc<str>,
+    /// Tokens per minute, tokens per day, spend per day; `None`: unbounded.
+    pub limits: [Option<u64>; 3],
+    pub tokens: u64,
+    pub spend: u64,
+}
+
+/// A budget the fleet refused: the bound (0 tokens per minute, 1 tokens
+/// per day, 2 spend per day) and when the request would fit (`None`:
+/// never, it asks for more than the whole bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverBudget {
+    pub bound: usize,
+    pub wait: Option<Duration>,
+}
+
+/// A reservation in the fleet's budget, held by its request. Settle it
+/// with [`SharedReservation::settle`]; dropped unsettled, it is charged
+/// in full (as the local ledger's callers do with a request dropped before
+/// its answer).
+pub struct SharedReservation {
+    id: u64,
+    key: Arc<str>,
+    tokens: u64,
+    spend: u64,
+    inner: Arc<Inner>,
+    settled: bool,
+}
+
+impl std::fmt::Debug for SharedReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedReservation({} {})", self.key, self.id)
+    }
+}
+
+impl SharedReservation {
+    pub(super) fn new(inner: &Arc<Inner>, id: u64, ask: &BudgetAsk<'_>) -> Self {
+        inner.reservations.locked().held.insert(
+            id,
+            Held {
+                key: ask.key.clone(),
+                tokens: ask.tokens,
+                spend: ask.spend,
+            },
+        );
+        SharedReservation {
+            id,
+            key: ask.key.clone(),
+            tokens: ask.tokens,
+            spend: ask.spend,
+            inner: inner.clone(),
+            settled: false,
+        }
+    }
+
+    /// What was reserved: tokens and spend.
+    pub fn amount(&self) -> (u64, u64) {
+        (self.tokens, self.spend)
+    }
+
+    /// End it: stop renewing, and queue its settle with the usage charged.
+    pub fn settle(mut self, tokens: u64, spend: u64) {
+        self.end(tokens, spend);
+    }
+
+    fn end(&mut self, tokens: u64, spend: u64) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
+        let member = self.inner.member(self.id, self.tokens, self.spend);
+        let mut r = self.inner.reservations.locked();
+        r.held.remove(&self.id);
+        r.queue(
+            Settle {
+                key: self.key.clone(),
+                member,
+                tokens: clamp(tokens),
+                spend: clamp(spend),
+            },
+            &self.inner,
+        );
+        drop(r);
+        self.inner.kick.notify_one();
+    }
+}
+
+impl Drop for SharedReservation {
+    fn drop(&mut self) {
+        self.end(self.tokens, self.spend);
+    }
+}
+
+/// A reservation this instance holds, for its renewal.
+struct Held {
+    key: Arc<str>,
+    tokens: u64,
+    spend: u64,
+}
+
+/// One settle for Redis: a reservation out of flight (`member` empty:
+/// none) and the usage charged.
+struct Settle {
+    key: Arc<str>,
+    member: String,
+    tokens: u64,
+    spend: u64,
+}
+
+/// This instance's reservations and the settles not yet sent.
+#[derive(Default)]
+pub(super) struct Reservations {
+    held: HashMap<u64, Held>,
+    pending: VecDeque<Settle>,
+}
+
+impl Reservations {
+    /// Queue a settle; past [`MAX_PENDING`] the oldest is dropped (its
+    /// reservation then frees itself at its TTL, its usage is lost).
+    fn queue(&mut self, settle: Settle, inner: &Inner) {
+        if self.pending.len() >= MAX_PENDING && self.pending.pop_front().is_some() {
+            inner.metrics.budget_settles_dropped.inc();
+        }
+        self.pending.push_back(settle);
+        inner
+            .metrics
+            .budget_settles_pending
+            .set(self.pending.len() as i64);
+    }
+}
+
+impl Inner {
+    /// A reservation's member in its token's set: unique in the fleet, and
+    /// carrying its amounts, so whoever sweeps it knows what it held.
+    pub(super) fn member(&self, id: u64, tokens: u64, spend: u64) -> String {
+        format!("{}:{id}:{tokens}:{spend}", self.instance)
+    }
+
+    /// A reservation the request path gave up on (Redis did not answer in
+    /// time: the script may have run): queue its removal, charging nothing.
+    pub(super) fn forget_reservation(&self, id: u64, ask: &BudgetAsk<'_>) {
+        let settle = Settle {
+            key: ask.key.clone(),
+            member: self.member(id, ask.tokens, ask.spend),
+            tokens: 0,
+            spend: 0,
+        };
+        self.reservations.locked().queue(settle, self);
+        self.kick.notify_one();
+    }
+}
+
+/// Usage of a request admitted by this instance's local share while Redis
+/// was away: queued for the fleet's windows.
+pub(super) fn charge_later(inner: &Inner, key: &Arc<str>, tokens: u64, spend: u64) {
+    if tokens == 0 && spend == 0 {
+        return;
+    }
+    let settle = Settle {
+        key: key.clone(),
+        member: String::new(),
+        tokens: clamp(tokens),
+        spend: clamp(spend),
+    };
+    inner.reservations.locked().queue(settle, inner);
+    inner.kick.notify_one();
+}
+
+type Failed = String;
+
+/// Send every queued settle, [`SETTLE_CHUNK`] to a script call. On
+/// failure those not sent go back to the front of the queue, for the next
+/// connection.
+pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Result<(), Failed> {
+    let mut settles: VecDeque<Settle> = std::mem::take(&mut inner.reservations.locked().pending);
+    while !settles.is_empty() {
+        let n = settles.len().min(SETTLE_CHUNK);
+        let mut invocation = inner.scripts.settle.prepare_invoke();
+        for s in settles.range(..n) {
+            invocation
+                .key(&*s.key)
+                .arg(&s.member)
+                .arg(s.tokens)
+                .arg(s.spend);
+        }
+        let failed =
+            match tokio::time::timeout(BACKGROUND_TIMEOUT, invocation.invoke_async::<i64>(conn))
+                .await
+            {
+                Ok(Ok(refused)) => {
+                    let refused = u64::try_from(refused).unwrap_or(0);
+                    inner.metrics.budget_settles_dropped.inc_by(refused);
+                    None
+                }
+                // Redis refused the call (a key of another type under the
+                // prefix): it will refuse it again; drop these.
+                Ok(Err(e)) if super::answered(&e) => {
+                    inner.metrics.budget_settles_dropped.inc_by(n as u64);
+                    None
+                }
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("no answer to the settles".to_string()),
+            };
+        if let Some(why) = failed {
+            let mut r = inner.reservations.locked();
+            settles.append(&mut r.pending);
+            let over = settles.len().saturating_sub(MAX_PENDING);
+            settles.drain(..over);
+            inner.metrics.budget_settles_dropped.inc_by(over as u64);
+            r.pending = settles;
+            inner
+                .metrics
+                .budget_settles_pending
+                .set(r.pending.len() as i64);
+            return Err(why);
+        }
+        settles.drain(..n);
+    }
+    let r = inner.reservations.locked();
+    inner
+        .metrics
+        .budget_settles_pending
+        .set(r.pending.len() as i64);
+    Ok(())
+}
+
+/// Every reservation held gets a fresh expiry (and is counted again if
+/// Redis lost it).
+pub(super) async fn renew(inner: &Inner, conn: &mut MultiplexedConnection) -> Result<(), Failed> {
+    let held: Vec<(Arc<str>, String)> = inner
+        .reservations
+        .locked()
+        .held
+        .iter()
+        .map(|(id, h)| (h.key.clone(), inner.member(*id, h.tokens, h.spend)))
+        .collect();
+    let ttl = inner.lease_ttl.as_millis() as u64;
+    for chunk in held.chunks(RENEW_CHUNK) {
+        let mut invocation = inner.scripts.renew_reservations.prepare_invoke();
+        invocation.arg(ttl);
+        for (key, member) in chunk {
+            invocation.key(&**key).arg(member);
+        }
+        match tokio::time::timeout(BACKGROUND_TIMEOUT, invocation.invoke_async::<i64>(conn)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) if super::answered(&e) => {}
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("no answer to the reservation renewal".into()),
+        }
+    }
+    Ok(())
+}
+
+/// A client token's budget as the fleet has it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetBudget {
+    /// Settled in the current minute (tokens), day (tokens), day (spend).
+    pub used: [u64; 3],
+    pub reserved_tokens: u64,
+    pub reserved_spend: u64,
+    pub in_flight: u64,
+    /// Redis's clock, Unix seconds.
+    pub now: u64,
+}
+
+/// Read a budget from Redis (for the admin view), under the background
+/// bound; `None` when Redis is away or does not answer.
+pub(super) async fn view(inner: &Inner, key: &str) -> Option<FleetBudget> {
+    let conn = inner.conn.load_full()?;
+    let mut c = (*conn).clone();
+    let mut invocation = inner.scripts.budget_view.prepare_invoke();
+    invocation.key(key);
+    let call = invocation.invoke_async::<Vec<String>>(&mut c);
+    let answer = tokio::time::timeout(BACKGROUND_TIMEOUT, call)
+        .await
+        .ok()?
+        .ok()?;
+    let n = |i: usize| {
+        answer
+            .get(i)
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(0, |v| v.max(0) as u64)
+    };
+    Some(FleetBudget {
+        used: [n(0), n(1), n(2)],
+        reserved_tokens: n(3),
+        reserved_spend: n(4),
+        in_flight: n(5),
+        now: n(6),
+    })
+}
