@@ -630,10 +630,10 @@ impl Member {
 }
 
 /// The setup's config on `ip` (same ports), with `[cluster]` on `redis`.
-fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str) -> String {
+fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str, acme: &str) -> String {
     format!(
         "[log]\nformat = \"json\"\naccess_log = false\n{}\n[cluster]\nurl = \"{}\"\nlease_ttl = \"{lease_ttl}\"\n",
-        setup.config(""),
+        setup.config(acme),
         redis.url()
     )
     .replace(
@@ -649,7 +649,8 @@ fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str) -> Str
 /// Pebble, a Redis holding [`NAME`]'s issuance lock itself (so neither
 /// weir orders before the test says), the name pointed at B's address,
 /// and two members A (127.0.0.2) and B (127.0.0.3) that count each other.
-async fn fleet(lease_ttl: &str) -> Option<(Setup, Redis, Member, Member)> {
+/// `acme` is added to the `acme` table.
+async fn fleet(lease_ttl: &str, acme: &str) -> Option<(Setup, Redis, Member, Member)> {
     if !redis_server::available() {
         return None;
     }
@@ -661,8 +662,9 @@ async fn fleet(lease_ttl: &str) -> Option<(Setup, Redis, Member, Member)> {
     );
     setup.pebble.point(NAME, Some("127.0.0.3")).await;
     let dir = || tempfile::tempdir().expect("tempdir");
-    let a = Member::start(&member_config(&setup, "127.0.0.2", &redis, lease_ttl), dir());
-    let b = Member::start(&member_config(&setup, "127.0.0.3", &redis, lease_ttl), dir());
+    let config = |ip| member_config(&setup, ip, &redis, lease_ttl, acme);
+    let a = Member::start(&config("127.0.0.2"), dir());
+    let b = Member::start(&config("127.0.0.3"), dir());
     for m in [&a, &b] {
         let counted = eventually_async(Duration::from_secs(10), || async {
             metric_at(m.admin, "weir_cluster_instances").await == Some(2)
@@ -691,7 +693,7 @@ async fn a_takes_the_lock(redis: &Redis, a: &mut Member, b: &Member) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fleet_orders_once_answers_the_challenge_anywhere_and_shares_the_certificate() {
-    let Some((setup, redis, mut a, b)) = fleet("15s").await else {
+    let Some((setup, redis, mut a, b)) = fleet("15s", "").await else {
         return;
     };
     let root = setup.root.clone();
@@ -725,7 +727,7 @@ async fn a_fleet_orders_once_answers_the_challenge_anywhere_and_shares_the_certi
 
     // A restarted with an empty state directory, and the CA gone: the
     // certificate comes from Redis, and nothing is ordered.
-    let config = member_config(&setup, "127.0.0.2", &redis, "15s");
+    let config = member_config(&setup, "127.0.0.2", &redis, "15s", "");
     drop(a);
     drop(setup.pebble);
     let a = Member::start(&config, tempfile::tempdir().expect("tempdir"));
@@ -744,7 +746,7 @@ async fn a_fleet_orders_once_answers_the_challenge_anywhere_and_shares_the_certi
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lock_holder_killed_mid_order_is_taken_over_within_the_lease() {
     let lease = Duration::from_secs(3);
-    let Some((setup, redis, a, mut b)) = fleet("3s").await else {
+    let Some((setup, redis, a, mut b)) = fleet("3s", "").await else {
         return;
     };
     // A holds the lock and waits for B (stopped) to acknowledge its
@@ -772,4 +774,18 @@ async fn a_lock_holder_killed_mid_order_is_taken_over_within_the_lease() {
     certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
     assert_eq!(b.attempts().await, Some(1));
     b.proc.wait_for(|l| l.contains("certificate issued and in service"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_answers_http_01_on_the_instance_that_did_not_order() {
+    let Some((setup, redis, mut a, b)) = fleet("15s", "challenge = \"http-01\"").await else {
+        return;
+    };
+    a_takes_the_lock(&redis, &mut a, &b).await;
+    // The CA fetched A's token from B's plain listener.
+    let from_b = certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    let from_a = certified(a.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    assert_eq!(from_a, from_b);
+    assert_eq!(a.attempts().await, Some(1));
+    assert_eq!(b.attempts().await, None, "B never ordered");
 }
