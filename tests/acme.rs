@@ -789,3 +789,34 @@ async fn a_fleet_answers_http_01_on_the_instance_that_did_not_order() {
     assert_eq!(a.attempts().await, Some(1));
     assert_eq!(b.attempts().await, None, "B never ordered");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_order_longer_than_the_lease_keeps_its_lock_and_a_silent_instance_delays_it_only_boundedly()
+ {
+    let Some((setup, redis, mut a, b)) = fleet("1s", "").await else {
+        return;
+    };
+    // A third instance that never acknowledges a challenge answer: A's
+    // order waits for it (at most 10 s, ten leases of 1 s), renewing its
+    // lock all the while, so B, polling the lock, never orders.
+    assert_eq!(redis.int("ZADD weir:instances 99999999999999 ghost"), 1);
+    for m in [&a, &b] {
+        let counted = eventually_async(Duration::from_secs(10), || async {
+            metric_at(m.admin, "weir_cluster_instances").await == Some(3)
+        })
+        .await;
+        assert!(counted, "the ghost is not counted");
+    }
+    let started = Instant::now();
+    a_takes_the_lock(&redis, &mut a, &b).await;
+    certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9),
+        "the order did not wait for the ghost's acknowledgement: {waited:?}"
+    );
+    a.proc
+        .wait_for(|l| l.contains("not every instance acknowledged the challenge answer in time"));
+    assert_eq!(a.attempts().await, Some(1));
+    assert_eq!(b.attempts().await, None, "B never ordered");
+}
