@@ -657,7 +657,9 @@ async fn fleet(lease_ttl: &str, acme: &str) -> Option<(Setup, Redis, Member, Mem
     let setup = Setup::new(None).await?;
     let redis = Redis::start();
     assert_eq!(
-        redis.command(&format!("SET {LOCK} held-by-the-test PX 60000")).as_deref(),
+        redis
+            .command(&format!("SET {LOCK} held-by-the-test PX 60000"))
+            .as_deref(),
         Some("+OK")
     );
     setup.pebble.point(NAME, Some("127.0.0.3")).await;
@@ -707,7 +709,11 @@ async fn a_fleet_orders_once_answers_the_challenge_anywhere_and_shares_the_certi
     assert_eq!(a.attempts().await, Some(1));
     assert_eq!(b.attempts().await, None, "B never ordered");
     assert_eq!(redis.int("EXISTS weir:acme:cert:a.weir.test"), 1);
-    assert_eq!(redis.int("EXISTS weir:acme:lock:a.weir.test"), 0, "released");
+    assert_eq!(
+        redis.int("EXISTS weir:acme:lock:a.weir.test"),
+        0,
+        "released"
+    );
     assert_eq!(
         redis.int("EXISTS weir:acme:challenge:a.weir.test"),
         0,
@@ -773,7 +779,8 @@ async fn a_lock_holder_killed_mid_order_is_taken_over_within_the_lease() {
     );
     certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
     assert_eq!(b.attempts().await, Some(1));
-    b.proc.wait_for(|l| l.contains("certificate issued and in service"));
+    b.proc
+        .wait_for(|l| l.contains("certificate issued and in service"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

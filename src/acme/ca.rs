@@ -102,10 +102,7 @@ impl Ca {
             Some(c) => c,
             None => {
                 let fleet = self.fleet.as_ref()?;
-                let json = fleet
-                    .account(&store::account_id(directory))
-                    .await
-                    .ok()??;
+                let json = fleet.account(&store::account_id(directory)).await.ok()??;
                 serde_json::from_str(&json).ok()?
             }
         };
@@ -174,8 +171,8 @@ impl Ca {
             if let Some(local) = self.store.load_account(directory)? {
                 // Shared unless another instance shared one first; then
                 // the next round takes that.
-                let json = serde_json::to_string(&local)
-                    .map_err(|e| AcmeError::Setup(e.to_string()))?;
+                let json =
+                    serde_json::to_string(&local).map_err(|e| AcmeError::Setup(e.to_string()))?;
                 let _ = fleet.offer_account(&id, &json).await;
                 continue;
             }

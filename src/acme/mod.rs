@@ -144,8 +144,7 @@ struct Keeper {
 impl Keeper {
     fn serve(&self, name: &str, s: &Stored) {
         self.issued.install(name, s.key.clone());
-        self.metrics
-            .certificate_installed(name, s.not_after_unix());
+        self.metrics.certificate_installed(name, s.not_after_unix());
     }
 }
 
@@ -199,7 +198,8 @@ async fn keep_certified(k: Arc<Keeper>, name: String) {
                     if waiting_for_redis.is_zero() {
                         tracing::warn!(listener = %listener, name = %name, error = %e, "renewal waits for Redis, so that the fleet orders once");
                     }
-                    waiting_for_redis = (waiting_for_redis * 2).clamp(shared::WAIT_MAX, MAX_REDIS_WAIT);
+                    waiting_for_redis =
+                        (waiting_for_redis * 2).clamp(shared::WAIT_MAX, MAX_REDIS_WAIT);
                     tokio::time::sleep(waiting_for_redis).await;
                     continue;
                 }

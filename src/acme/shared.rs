@@ -50,6 +50,9 @@ pub const WAIT_MAX: Duration = Duration::from_secs(2);
 /// Answers larger than this in Redis are not ours (a token is 43
 /// characters, a key authorization under 100).
 const MAX_ANSWER: usize = 1024;
+/// A certificate (chain and key) or an account larger than this in Redis
+/// is not parsed (a chain of three with its key is about 5 KiB).
+const MAX_STORED: usize = 64 * 1024;
 
 /// Redis is down, did not answer in time, or refused.
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +135,10 @@ impl Fleet {
         )
         .await?;
         let Some(pem) = pem else { return Ok(None) };
+        if pem.len() > MAX_STORED {
+            tracing::warn!(name = %name, bytes = pem.len(), "the certificate in Redis is too large; ignoring it");
+            return Ok(None);
+        }
         match store::parse(pem.as_bytes(), name) {
             Ok(s) => Ok(Some(s)),
             Err(why) => {
@@ -157,12 +164,19 @@ impl Fleet {
     /// The shared account credentials (JSON) for the CA `dir_id`.
     pub async fn account(&self, dir_id: &str) -> Result<Option<String>, Unavailable> {
         let mut c = self.conn()?;
-        bounded(
+        let json: Option<String> = bounded(
             redis::cmd("GET")
                 .arg(self.key(&format!("account:{dir_id}")))
                 .query_async(&mut c),
         )
-        .await
+        .await?;
+        match json {
+            Some(j) if j.len() > MAX_STORED => Err(Unavailable(format!(
+                "the account in Redis is {} bytes, not an account",
+                j.len()
+            ))),
+            j => Ok(j),
+        }
     }
 
     /// Share `json` as the account unless one is shared already.
@@ -453,7 +467,7 @@ async fn bounded<T>(
 mod tests {
     use super::*;
 
-    fn stored(lifetime_days: u64, left_days: u64) -> (Stored, SystemTime) {
+    fn stored(lifetime_days: u32, left_days: u32) -> (Stored, SystemTime) {
         let g = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).expect("generate");
         let pem = format!("{}{}", g.cert.pem(), g.signing_key.serialize_pem());
         let mut s = store::parse(pem.as_bytes(), "a.test").expect("parse");
@@ -469,7 +483,10 @@ mod tests {
         let now = SystemTime::now();
         assert!(order_alone(None, now), "nothing to serve");
         let (s, at) = stored(90, 30);
-        assert!(!order_alone(Some(&s), at), "30 of 90 days left: wait for Redis");
+        assert!(
+            !order_alone(Some(&s), at),
+            "30 of 90 days left: wait for Redis"
+        );
         let (s, at) = stored(90, 10);
         assert!(!order_alone(Some(&s), at), "10 of 90 days left: wait");
         let (s, at) = stored(90, 8);
