@@ -827,3 +827,47 @@ async fn an_order_longer_than_the_lease_keeps_its_lock_and_a_silent_instance_del
     assert_eq!(a.attempts().await, Some(1));
     assert_eq!(b.attempts().await, None, "B never ordered");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_redis_gone_a_renewal_waits_until_the_last_tenth_then_orders_alone() {
+    // 30-second certificates: renewal is due after about 20 s; the last
+    // tenth of the lifetime begins 27 s in.
+    let lifetime = Duration::from_secs(30);
+    if !redis_server::available() {
+        return;
+    }
+    let Some(setup) = Setup::new(Some(lifetime.as_secs())).await else {
+        return;
+    };
+    let mut redis = Redis::start();
+    let config = member_config(&setup, "127.0.0.1", &redis, "15s", "");
+    let mut weir = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let first = certified(weir.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    let issued = Instant::now();
+    assert_eq!(redis.int("EXISTS weir:acme:cert:a.weir.test"), 1);
+    redis.kill();
+
+    // Due, Redis gone: the renewal waits (the certificate has time left)...
+    weir.proc
+        .wait_for(|l| l.contains("renewal waits for Redis, so that the fleet orders once"));
+    let waited_at = issued.elapsed();
+    assert_eq!(weir.attempts().await, Some(1), "no order while waiting");
+    assert!(
+        waited_at < lifetime * 9 / 10,
+        "the wait began too late to mean anything: {waited_at:?}"
+    );
+    // ...until the last tenth: then this instance orders alone, and the
+    // new certificate is served before the old one expires.
+    let renewed = eventually_async(Duration::from_secs(30), || async {
+        matches!(connect(weir.https, NAME, &setup.root).await, Ok((leaf, _)) if leaf != first)
+    })
+    .await;
+    assert!(renewed, "no renewal before expiry");
+    weir.proc.wait_for(|l| l.contains("ordering alone"));
+    assert_eq!(weir.attempts().await, Some(2));
+    assert!(
+        issued.elapsed() >= lifetime * 9 / 10 - Duration::from_secs(2),
+        "ordered alone {:?} after issuance, before the last tenth",
+        issued.elapsed()
+    );
+}

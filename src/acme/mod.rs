@@ -200,7 +200,11 @@ async fn keep_certified(k: Arc<Keeper>, name: String) {
                     }
                     waiting_for_redis =
                         (waiting_for_redis * 2).clamp(shared::WAIT_MAX, MAX_REDIS_WAIT);
-                    tokio::time::sleep(waiting_for_redis).await;
+                    // Not past the moment this instance would order alone.
+                    let until_alone = shared::alone_from(stored.as_ref())
+                        .duration_since(SystemTime::now())
+                        .unwrap_or_default();
+                    tokio::time::sleep(waiting_for_redis.min(until_alone)).await;
                     continue;
                 }
             },
@@ -311,7 +315,7 @@ async fn permission(
             wait_for_holder(fleet, name, current.map(|c| c.not_after)).await;
             Ok(Go::Later)
         }
-        Err(e) if shared::order_alone(current, SystemTime::now()) => {
+        Err(e) if shared::alone_from(current) <= SystemTime::now() => {
             tracing::warn!(name = %name, error = %e, "Redis is down and this instance has no certificate to serve for the name (or it expires soon): ordering alone");
             Ok(Go::Alone)
         }

@@ -435,18 +435,21 @@ fn withdraw(challenges: &Challenges, name: &str, answer: &Answer, key: Option<&A
     }
 }
 
-/// With Redis down, whether this instance orders alone rather than waiting
-/// for Redis (and the lock): only when it has no certificate to serve, or
-/// its certificate is in the last tenth of its lifetime, since an expired
-/// certificate costs more than a duplicate order.
-pub fn order_alone(current: Option<&Stored>, now: SystemTime) -> bool {
-    let Some(s) = current else { return true };
+/// With Redis down, from when this instance orders alone rather than
+/// waiting for Redis (and the lock): at once when it has no certificate to
+/// serve, else once its certificate is in the last tenth of its lifetime,
+/// since an expired certificate costs more than a duplicate order.
+pub fn alone_from(current: Option<&Stored>) -> SystemTime {
+    let Some(s) = current else {
+        return SystemTime::UNIX_EPOCH;
+    };
     let lifetime = s
         .not_after
         .duration_since(s.not_before)
         .unwrap_or(Duration::ZERO);
-    let left = s.not_after.duration_since(now).unwrap_or(Duration::ZERO);
-    left < lifetime / 10
+    s.not_after
+        .checked_sub(lifetime / 10)
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// A Redis call under [`REDIS_WAIT`].
@@ -480,8 +483,8 @@ mod tests {
 
     #[test]
     fn without_redis_only_a_missing_or_nearly_expired_certificate_is_ordered_alone() {
-        let now = SystemTime::now();
-        assert!(order_alone(None, now), "nothing to serve");
+        let order_alone = |s: Option<&Stored>, at| alone_from(s) <= at;
+        assert!(order_alone(None, SystemTime::now()), "nothing to serve");
         let (s, at) = stored(90, 30);
         assert!(
             !order_alone(Some(&s), at),
