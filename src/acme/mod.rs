@@ -212,16 +212,23 @@ async fn keep_certified(k: Arc<Keeper>, name: String) {
         waiting_for_redis = Duration::ZERO;
         k.metrics.certificate_attempt(&name);
         tracing::info!(listener = %listener, name = %name, directory = %k.ca.settings.directory, challenge = k.ca.settings.challenge.name(), renewal = stored.is_some(), "ordering a certificate");
+        let mut lost = false;
         let result = match &lock {
             // Renewed while the order runs; an order whose lock another
             // instance took over is abandoned.
             Some(l) => tokio::select! {
                 r = obtain(&k, &name, stored.as_ref()) => r,
-                () = l.keep() => Err(AcmeError::Order("the issuance lock was lost".into())),
+                () = l.keep() => {
+                    lost = true;
+                    Err(AcmeError::Order("the issuance lock was lost".into()))
+                }
             },
             None => obtain(&k, &name, stored.as_ref()).await,
         };
+        // (Not after losing the lock: the answer there may be the new
+        // holder's.)
         if let Some(fleet) = &k.ca.fleet
+            && !lost
             && fleet.withdraw(&name).await.is_err()
         {
             tracing::debug!(name = %name, "the challenge answer in Redis expires on its own");
@@ -270,9 +277,8 @@ async fn reconcile(
     name: &str,
     local: Option<Stored>,
 ) -> Option<Stored> {
-    let now = SystemTime::now();
     let shared = match fleet.certificate(name).await {
-        Ok(s) => s.filter(|s| s.not_after > now),
+        Ok(s) => s,
         Err(_) => return local,
     };
     match (local, shared) {

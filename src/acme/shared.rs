@@ -123,8 +123,10 @@ impl Fleet {
         self.cluster.key(&format!("acme:{suffix}"))
     }
 
-    /// The shared certificate for `name`, if there is a usable one (one
-    /// that does not parse, pair or cover the name is logged and skipped).
+    /// The shared certificate for `name`, if there is a usable one: not
+    /// expired (an expired one is as good as none, and comparing with it
+    /// could make a keeper go round without waiting); one that does not
+    /// parse, pair or cover the name is logged and skipped.
     pub async fn certificate(&self, name: &str) -> Result<Option<Stored>, Unavailable> {
         let mut c = self.conn()?;
         let pem: Option<String> = bounded(
@@ -140,7 +142,7 @@ impl Fleet {
             return Ok(None);
         }
         match store::parse(pem.as_bytes(), name) {
-            Ok(s) => Ok(Some(s)),
+            Ok(s) => Ok(Some(s).filter(|s| s.not_after > SystemTime::now())),
             Err(why) => {
                 tracing::warn!(name = %name, why = %why, "the certificate in Redis is unusable; ignoring it");
                 Ok(None)
