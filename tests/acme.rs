@@ -871,3 +871,38 @@ async fn with_redis_gone_a_renewal_waits_until_the_last_tenth_then_orders_alone(
         issued.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unusable_certificate_in_redis_is_removed_and_replaced() {
+    if !redis_server::available() {
+        return;
+    }
+    let Some(setup) = Setup::new(None).await else {
+        return;
+    };
+    let redis = Redis::start();
+    // Garbage that claims to expire in the year 5138: kept, it would stop
+    // every real certificate from being stored.
+    assert_eq!(
+        redis.int("HSET weir:acme:cert:a.weir.test pem garbage not_after 99999999999"),
+        2
+    );
+    let config = member_config(&setup, "127.0.0.1", &redis, "15s", "");
+    let weir = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let leaf = certified(weir.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    assert_eq!(weir.attempts().await, Some(1));
+    // Redis now holds the certificate weir serves.
+    let shared = eventually(Duration::from_secs(5), || {
+        redis
+            .command("HSTRLEN weir:acme:cert:a.weir.test pem")
+            .is_some_and(|r| r.trim_start_matches(':').parse::<usize>().unwrap_or(0) > 100)
+    })
+    .await;
+    assert!(shared, "the real certificate is in Redis");
+    drop(weir);
+    // A new member with an empty state directory serves it from Redis.
+    let second = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let again = certified(second.https, NAME, &setup.root, Duration::from_secs(10)).await;
+    assert_eq!(again, leaf);
+    assert_eq!(second.attempts().await, None);
+}

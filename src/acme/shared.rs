@@ -80,12 +80,19 @@ redis.call('HSET', KEYS[1], 'not_after', ARGV[1], 'pem', ARGV[2])
 return 1
 ";
 
+/// Remove a certificate entry still holding `ARGV[1]` as its PEM.
+const DISCARD: &str = r"
+if redis.call('HGET', KEYS[1], 'pem') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
 /// The fleet's ACME state, over the cluster's connection.
 pub struct Fleet {
     cluster: Arc<Cluster>,
     release: Script,
     renew: Script,
     offer: Script,
+    discard: Script,
 }
 
 /// A challenge answer as the ordering instance publishes it.
@@ -106,6 +113,7 @@ impl Fleet {
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
             offer: Script::new(OFFER),
+            discard: Script::new(DISCARD),
         }
     }
 
@@ -123,31 +131,30 @@ impl Fleet {
         self.cluster.key(&format!("acme:{suffix}"))
     }
 
-    /// The shared certificate for `name`, if there is a usable one: not
-    /// expired (an expired one is as good as none, and comparing with it
-    /// could make a keeper go round without waiting); one that does not
-    /// parse, pair or cover the name is logged and skipped.
+    /// The shared certificate for `name`, if there is a usable one. One
+    /// that has expired, or does not parse, pair or cover the name, is
+    /// removed (unless replaced meanwhile): it is as good as none, and
+    /// left there it would stop every later one from being stored.
     pub async fn certificate(&self, name: &str) -> Result<Option<Stored>, Unavailable> {
         let mut c = self.conn()?;
-        let pem: Option<String> = bounded(
-            redis::cmd("HGET")
-                .arg(self.key(&format!("cert:{name}")))
-                .arg("pem")
-                .query_async(&mut c),
-        )
-        .await?;
+        let key = self.key(&format!("cert:{name}"));
+        let pem: Option<String> =
+            bounded(redis::cmd("HGET").arg(&key).arg("pem").query_async(&mut c)).await?;
         let Some(pem) = pem else { return Ok(None) };
-        if pem.len() > MAX_STORED {
-            tracing::warn!(name = %name, bytes = pem.len(), "the certificate in Redis is too large; ignoring it");
-            return Ok(None);
-        }
-        match store::parse(pem.as_bytes(), name) {
-            Ok(s) => Ok(Some(s).filter(|s| s.not_after > SystemTime::now())),
-            Err(why) => {
-                tracing::warn!(name = %name, why = %why, "the certificate in Redis is unusable; ignoring it");
-                Ok(None)
+        let why = if pem.len() > MAX_STORED {
+            format!("{} bytes", pem.len())
+        } else {
+            match store::parse(pem.as_bytes(), name) {
+                Ok(s) if s.not_after > SystemTime::now() => return Ok(Some(s)),
+                Ok(_) => "expired".to_string(),
+                Err(why) => why,
             }
-        }
+        };
+        tracing::warn!(name = %name, why = %why, "the certificate in Redis is unusable; removing it");
+        let mut invocation = self.discard.prepare_invoke();
+        invocation.key(&key).arg(pem);
+        bounded(invocation.invoke_async::<i64>(&mut c)).await?;
+        Ok(None)
     }
 
     /// Store `s` for the fleet unless Redis has one expiring as late;
