@@ -20,6 +20,12 @@
 //!
 //! Nothing here blocks start-up: listeners serve from the first moment,
 //! and a name without a certificate yet fails its handshake.
+//!
+//! With `[cluster]` the keeper is one of a fleet ([`shared`]): step 1 also
+//! reads Redis (the later-expiring certificate wins, on both sides), step
+//! 3 runs only under the name's issuance lock (the other instances wait
+//! for the holder's certificate), and every instance answers the
+//! challenges of every instance's orders.
 
 mod answers;
 mod ca;
@@ -154,8 +160,8 @@ enum Go {
     Alone,
     /// Under the fleet's lock for the name.
     Locked(IssuanceLock),
-    /// Not now: loop again (another instance's order ended, or Redis is
-    /// down and the certificate can wait for it).
+    /// Not now: look again (another instance's order ended or its
+    /// certificate arrived).
     Later,
 }
 
