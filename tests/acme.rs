@@ -581,3 +581,328 @@ async fn external_account_binding_registers_with_the_cas_key() {
     )
     .await;
 }
+
+// ---------------------------------------------------------------------
+// A fleet: two weir processes sharing one Redis (`[cluster]`), each on its
+// own loopback address with the same ports, so Pebble's DNS decides which
+// one the CA validates against.
+
+use common::process::{Proc, write_config};
+use common::redis::{self as redis_server, Redis};
+
+/// The key of the issuance lock for [`NAME`] (the default key prefix).
+const LOCK: &str = "weir:acme:lock:a.weir.test";
+
+/// One weir process of the fleet, on `ip`.
+struct Member {
+    proc: Proc,
+    https: SocketAddr,
+    admin: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Member {
+    /// `weir run` with `config` (`{dir}` is `dir`, its state directory).
+    fn start(config: &str, dir: tempfile::TempDir) -> Member {
+        let text = config.replace("{dir}", &dir.path().display().to_string());
+        let path = write_config(&dir, &text);
+        let mut proc = Proc::run(&path);
+        let https = proc.listening("https");
+        let admin = proc.admin();
+        Member {
+            proc,
+            https,
+            admin,
+            dir,
+        }
+    }
+
+    async fn attempts(&self) -> Option<u64> {
+        metric_at(self.admin, &attempts(NAME)).await
+    }
+
+    /// Whether the Redis lock's token names this process.
+    fn holds(&self, redis: &Redis) -> bool {
+        redis
+            .get(LOCK)
+            .is_some_and(|reply| reply.contains(&format!("-{}-", self.proc.pid())))
+    }
+}
+
+/// The setup's config on `ip` (same ports), with `[cluster]` on `redis`.
+fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str, acme: &str) -> String {
+    format!(
+        "[log]\nformat = \"json\"\naccess_log = false\n{}\n[cluster]\nurl = \"{}\"\nlease_ttl = \"{lease_ttl}\"\n",
+        setup.config(acme),
+        redis.url()
+    )
+    .replace(
+        &format!("address = \"127.0.0.1:{}\"", setup.ports.http),
+        &format!("address = \"{ip}:{}\"", setup.ports.http),
+    )
+    .replace(
+        &format!("address = \"127.0.0.1:{}\"", setup.ports.tls),
+        &format!("address = \"{ip}:{}\"", setup.ports.tls),
+    )
+}
+
+/// Pebble, a Redis holding [`NAME`]'s issuance lock itself (so neither
+/// weir orders before the test says), the name pointed at B's address,
+/// and two members A (127.0.0.2) and B (127.0.0.3) that count each other.
+/// `acme` is added to the `acme` table.
+async fn fleet(lease_ttl: &str, acme: &str) -> Option<(Setup, Redis, Member, Member)> {
+    if !redis_server::available() {
+        return None;
+    }
+    let setup = Setup::new(None).await?;
+    let redis = Redis::start();
+    assert_eq!(
+        redis
+            .command(&format!("SET {LOCK} held-by-the-test PX 60000"))
+            .as_deref(),
+        Some("+OK")
+    );
+    setup.pebble.point(NAME, Some("127.0.0.3")).await;
+    let dir = || tempfile::tempdir().expect("tempdir");
+    let config = |ip| member_config(&setup, ip, &redis, lease_ttl, acme);
+    let a = Member::start(&config("127.0.0.2"), dir());
+    let b = Member::start(&config("127.0.0.3"), dir());
+    for m in [&a, &b] {
+        let counted = eventually_async(Duration::from_secs(10), || async {
+            metric_at(m.admin, "weir_cluster_instances").await == Some(2)
+        })
+        .await;
+        assert!(counted, "the members do not see each other");
+    }
+    Some((setup, redis, a, b))
+}
+
+/// Let A, and only A, take the lock: B is stopped (SIGSTOP) while the
+/// test's lock goes, and resumed once A holds it — so the order is A's and
+/// the CA, sent to B's address by the DNS, validates against B.
+async fn a_takes_the_lock(redis: &Redis, a: &mut Member, b: &Member) {
+    b.proc.signal("-STOP");
+    assert_eq!(redis.int(&format!("DEL {LOCK}")), 1);
+    let taken = eventually(Duration::from_secs(10), || a.holds(redis)).await;
+    b.proc.signal("-CONT");
+    assert!(
+        taken,
+        "A did not take the free lock ({:?}); A's log:\n{}",
+        redis.get(LOCK),
+        a.proc.all_lines(|_| true).join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_orders_once_answers_the_challenge_anywhere_and_shares_the_certificate() {
+    let Some((setup, redis, mut a, b)) = fleet("15s", "").await else {
+        return;
+    };
+    let root = setup.root.clone();
+    a_takes_the_lock(&redis, &mut a, &b).await;
+
+    // A ordered; the CA validated against B, which answered from the
+    // answer A put in Redis; both serve the one certificate.
+    let from_a = certified(a.https, NAME, &root, Duration::from_secs(30)).await;
+    let from_b = certified(b.https, NAME, &root, Duration::from_secs(30)).await;
+    assert_eq!(from_a, from_b, "one certificate for the fleet");
+    assert_eq!(a.attempts().await, Some(1));
+    assert_eq!(b.attempts().await, None, "B never ordered");
+    assert_eq!(redis.int("EXISTS weir:acme:cert:a.weir.test"), 1);
+    assert_eq!(
+        redis.int("EXISTS weir:acme:lock:a.weir.test"),
+        0,
+        "released"
+    );
+    assert_eq!(
+        redis.int("EXISTS weir:acme:challenge:a.weir.test"),
+        0,
+        "the answer is withdrawn when the order ends"
+    );
+    let accounts = redis
+        .command("KEYS weir:acme:account:*")
+        .expect("redis answers");
+    assert_eq!(accounts, "*1", "one account for the fleet");
+    // B keeps its copy in its own state directory.
+    assert!(
+        b.dir
+            .path()
+            .join(format!("acme/certificates/{NAME}.pem"))
+            .is_file()
+    );
+
+    // A restarted with an empty state directory, and the CA gone: the
+    // certificate comes from Redis, and nothing is ordered.
+    let config = member_config(&setup, "127.0.0.2", &redis, "15s", "");
+    drop(a);
+    drop(setup.pebble);
+    let a = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let again = certified(a.https, NAME, &root, Duration::from_secs(10)).await;
+    assert_eq!(again, from_a, "the fleet's certificate");
+    assert_eq!(a.attempts().await, None, "no order");
+    assert!(
+        a.dir
+            .path()
+            .join(format!("acme/certificates/{NAME}.pem"))
+            .is_file(),
+        "written to the local cache"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_holder_killed_mid_order_is_taken_over_within_the_lease() {
+    let lease = Duration::from_secs(3);
+    let Some((setup, redis, a, mut b)) = fleet("3s", "").await else {
+        return;
+    };
+    // A holds the lock and waits for B (stopped) to acknowledge its
+    // challenge answer: mid-order. Then A dies.
+    b.proc.signal("-STOP");
+    assert_eq!(redis.int(&format!("DEL {LOCK}")), 1);
+    assert!(eventually(Duration::from_secs(10), || a.holds(&redis)).await);
+    let mut a = a;
+    a.proc.signal("-KILL");
+    a.proc.wait_exit(Duration::from_secs(5));
+    let killed = Instant::now();
+    b.proc.signal("-CONT");
+
+    // B takes the lock once A's lease runs out (its last renewal at most
+    // a lease ago), plus one poll of B's back-off.
+    assert!(
+        eventually(Duration::from_secs(20), || b.holds(&redis)).await,
+        "B never took over"
+    );
+    let took = killed.elapsed();
+    assert!(
+        took <= lease + Duration::from_secs(3),
+        "B took over {took:?} after A died (lease {lease:?})"
+    );
+    certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    assert_eq!(b.attempts().await, Some(1));
+    b.proc
+        .wait_for(|l| l.contains("certificate issued and in service"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_answers_http_01_on_the_instance_that_did_not_order() {
+    let Some((setup, redis, mut a, b)) = fleet("15s", "challenge = \"http-01\"").await else {
+        return;
+    };
+    a_takes_the_lock(&redis, &mut a, &b).await;
+    // The CA fetched A's token from B's plain listener.
+    let from_b = certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    let from_a = certified(a.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    assert_eq!(from_a, from_b);
+    assert_eq!(a.attempts().await, Some(1));
+    assert_eq!(b.attempts().await, None, "B never ordered");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_order_longer_than_the_lease_keeps_its_lock_and_a_silent_instance_delays_it_only_boundedly()
+ {
+    let Some((setup, redis, mut a, b)) = fleet("1s", "").await else {
+        return;
+    };
+    // A third instance that never acknowledges a challenge answer: A's
+    // order waits for it (at most 10 s, ten leases of 1 s), renewing its
+    // lock all the while, so B, polling the lock, never orders.
+    assert_eq!(redis.int("ZADD weir:instances 99999999999999 ghost"), 1);
+    for m in [&a, &b] {
+        let counted = eventually_async(Duration::from_secs(10), || async {
+            metric_at(m.admin, "weir_cluster_instances").await == Some(3)
+        })
+        .await;
+        assert!(counted, "the ghost is not counted");
+    }
+    let started = Instant::now();
+    a_takes_the_lock(&redis, &mut a, &b).await;
+    certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9),
+        "the order did not wait for the ghost's acknowledgement: {waited:?}"
+    );
+    a.proc
+        .wait_for(|l| l.contains("not every instance acknowledged the challenge answer in time"));
+    assert_eq!(a.attempts().await, Some(1));
+    assert_eq!(b.attempts().await, None, "B never ordered");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_redis_gone_a_renewal_waits_until_the_last_tenth_then_orders_alone() {
+    // 30-second certificates: renewal is due after about 20 s; the last
+    // tenth of the lifetime begins 27 s in.
+    let lifetime = Duration::from_secs(30);
+    if !redis_server::available() {
+        return;
+    }
+    let Some(setup) = Setup::new(Some(lifetime.as_secs())).await else {
+        return;
+    };
+    let mut redis = Redis::start();
+    let config = member_config(&setup, "127.0.0.1", &redis, "15s", "");
+    let mut weir = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let first = certified(weir.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    let issued = Instant::now();
+    assert_eq!(redis.int("EXISTS weir:acme:cert:a.weir.test"), 1);
+    redis.kill();
+
+    // Due, Redis gone: the renewal waits (the certificate has time left)...
+    weir.proc
+        .wait_for(|l| l.contains("renewal waits for Redis, so that the fleet orders once"));
+    let waited_at = issued.elapsed();
+    assert_eq!(weir.attempts().await, Some(1), "no order while waiting");
+    assert!(
+        waited_at < lifetime * 9 / 10,
+        "the wait began too late to mean anything: {waited_at:?}"
+    );
+    // ...until the last tenth: then this instance orders alone, and the
+    // new certificate is served before the old one expires.
+    let renewed = eventually_async(Duration::from_secs(30), || async {
+        matches!(connect(weir.https, NAME, &setup.root).await, Ok((leaf, _)) if leaf != first)
+    })
+    .await;
+    assert!(renewed, "no renewal before expiry");
+    weir.proc.wait_for(|l| l.contains("ordering alone"));
+    assert_eq!(weir.attempts().await, Some(2));
+    assert!(
+        issued.elapsed() >= lifetime * 9 / 10 - Duration::from_secs(2),
+        "ordered alone {:?} after issuance, before the last tenth",
+        issued.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unusable_certificate_in_redis_is_removed_and_replaced() {
+    if !redis_server::available() {
+        return;
+    }
+    let Some(setup) = Setup::new(None).await else {
+        return;
+    };
+    let redis = Redis::start();
+    // Garbage that claims to expire in the year 5138: kept, it would stop
+    // every real certificate from being stored.
+    assert_eq!(
+        redis.int("HSET weir:acme:cert:a.weir.test pem garbage not_after 99999999999"),
+        2
+    );
+    let config = member_config(&setup, "127.0.0.1", &redis, "15s", "");
+    let weir = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let leaf = certified(weir.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    assert_eq!(weir.attempts().await, Some(1));
+    // Redis now holds the certificate weir serves.
+    let shared = eventually(Duration::from_secs(5), || {
+        redis
+            .command("HSTRLEN weir:acme:cert:a.weir.test pem")
+            .is_some_and(|r| r.trim_start_matches(':').parse::<usize>().unwrap_or(0) > 100)
+    })
+    .await;
+    assert!(shared, "the real certificate is in Redis");
+    drop(weir);
+    // A new member with an empty state directory serves it from Redis.
+    let second = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    let again = certified(second.https, NAME, &setup.root, Duration::from_secs(10)).await;
+    assert_eq!(again, leaf);
+    assert_eq!(second.attempts().await, None);
+}

@@ -86,6 +86,33 @@ impl Challenges {
             entry: Entry::TlsAlpn01(name.to_string()),
         }
     }
+
+    /// Answer another instance's http-01 challenge (see `shared`) until
+    /// [`Challenges::withdraw_http01`].
+    pub(super) fn mirror_http01(&self, token: &str, key_authorization: &str) {
+        self.http01
+            .write_locked()
+            .insert(token.to_string(), key_authorization.into());
+    }
+
+    pub(super) fn withdraw_http01(&self, token: &str) {
+        self.http01.write_locked().remove(token);
+    }
+
+    /// Answer another instance's tls-alpn-01 challenge with `key` until
+    /// [`Challenges::withdraw_tls_alpn01`].
+    pub(super) fn mirror_tls_alpn01(&self, name: &str, key: Arc<CertifiedKey>) {
+        self.tls_alpn01.write_locked().insert(name.to_string(), key);
+    }
+
+    /// Withdraw `key` for `name` — only that one: this instance's own
+    /// order may have published another for the name since.
+    pub(super) fn withdraw_tls_alpn01(&self, name: &str, key: &Arc<CertifiedKey>) {
+        let mut map = self.tls_alpn01.write_locked();
+        if map.get(name).is_some_and(|k| Arc::ptr_eq(k, key)) {
+            map.remove(name);
+        }
+    }
 }
 
 enum Entry {

@@ -20,11 +20,18 @@
 //!
 //! Nothing here blocks start-up: listeners serve from the first moment,
 //! and a name without a certificate yet fails its handshake.
+//!
+//! With `[cluster]` the keeper is one of a fleet ([`shared`]): step 1 also
+//! reads Redis (the later-expiring certificate wins, on both sides), step
+//! 3 runs only under the name's issuance lock (the other instances wait
+//! for the holder's certificate), and every instance answers the
+//! challenges of every instance's orders.
 
 mod answers;
 mod ca;
 mod order;
 mod schedule;
+mod shared;
 mod store;
 
 use std::sync::Arc;
@@ -34,9 +41,11 @@ use instant_acme::CertificateIdentifier;
 
 pub use answers::{ACME_TLS_ALPN, Challenges, Issued};
 
+use crate::cluster::Cluster;
 use crate::config::AcmeSettings;
 use crate::telemetry::Metrics;
 use ca::Ca;
+use shared::{Fleet, IssuanceLock};
 use store::{Store, StoreError, Stored};
 
 /// Why an attempt to obtain a certificate failed.
@@ -76,28 +85,36 @@ impl Drop for Manager {
     }
 }
 
-/// Start keeping every name of `settings` certified for `listener`.
+/// Start keeping every name of `settings` certified for `listener`; with
+/// a `cluster`, as one of a fleet (see [`shared`]).
 pub fn start(
     listener: &str,
     settings: &AcmeSettings,
     issued: Arc<Issued>,
     challenges: Arc<Challenges>,
     metrics: Arc<Metrics>,
+    cluster: Option<Arc<Cluster>>,
 ) -> Manager {
-    let ca = Arc::new(Ca::new(settings));
-    let listener: Arc<str> = listener.into();
+    let fleet = cluster.map(|c| Arc::new(Fleet::new(c)));
+    let keeper = Arc::new(Keeper {
+        listener: listener.into(),
+        ca: Ca::new(settings, fleet.clone()),
+        issued,
+        challenges,
+        metrics,
+    });
     let names = settings.names.clone();
     let task = tokio::spawn(async move {
         let mut keepers = tokio::task::JoinSet::new();
-        for name in names {
-            keepers.spawn(keep_certified(
-                listener.clone(),
-                name,
-                ca.clone(),
-                issued.clone(),
-                challenges.clone(),
-                metrics.clone(),
+        if let Some(fleet) = fleet {
+            keepers.spawn(shared::mirror_challenges(
+                fleet,
+                names.clone(),
+                keeper.challenges.clone(),
             ));
+        }
+        for name in names {
+            keepers.spawn(keep_certified(keeper.clone(), name));
         }
         while keepers.join_next().await.is_some() {}
     });
@@ -121,27 +138,51 @@ pub fn load_stored(settings: &AcmeSettings, issued: &Issued, metrics: &Metrics) 
     }
 }
 
-async fn keep_certified(
+/// What every name's task of one listener shares.
+struct Keeper {
     listener: Arc<str>,
-    name: String,
-    ca: Arc<Ca>,
+    ca: Ca,
     issued: Arc<Issued>,
     challenges: Arc<Challenges>,
     metrics: Arc<Metrics>,
-) {
+}
+
+impl Keeper {
+    fn serve(&self, name: &str, s: &Stored) {
+        self.issued.install(name, s.key.clone());
+        self.metrics.certificate_installed(name, s.not_after_unix());
+    }
+}
+
+/// How an order for a name may go ahead in a fleet.
+enum Go {
+    /// Alone: no fleet, or Redis is down and waiting is worse.
+    Alone,
+    /// Under the fleet's lock for the name.
+    Locked(IssuanceLock),
+    /// Not now: look again (another instance's order ended or its
+    /// certificate arrived).
+    Later,
+}
+
+async fn keep_certified(k: Arc<Keeper>, name: String) {
+    let listener = &k.listener;
     let mut failures = 0u32;
+    let mut waiting_for_redis = Duration::ZERO;
     loop {
-        let stored = match ca.store.load_certificate(&name) {
+        let mut stored = match k.ca.store.load_certificate(&name) {
             Ok(s) => s.filter(|s| s.not_after > SystemTime::now()),
             Err(e) => {
                 tracing::warn!(listener = %listener, name = %name, error = %e, "stored certificate unusable; ordering a new one");
                 None
             }
         };
+        if let Some(fleet) = &k.ca.fleet {
+            stored = reconcile(fleet, &k.ca.store, &name, stored).await;
+        }
         if let Some(s) = &stored {
-            issued.install(&name, s.key.clone());
-            metrics.certificate_installed(&name, s.not_after_unix());
-            let (due, recheck) = renewal_due(&ca, s).await;
+            k.serve(&name, s);
+            let (due, recheck) = renewal_due(&k.ca, s).await;
             let now = SystemTime::now();
             if due > now {
                 let wait = due.duration_since(now).unwrap_or_default();
@@ -150,22 +191,80 @@ async fn keep_certified(
                 continue;
             }
         }
-        metrics.certificate_attempt(&name);
-        tracing::info!(listener = %listener, name = %name, directory = %ca.settings.directory, challenge = ca.settings.challenge.name(), renewal = stored.is_some(), "ordering a certificate");
-        match obtain(&ca, &name, stored.as_ref(), &challenges).await {
+        let lock = match &k.ca.fleet {
+            None => None,
+            Some(fleet) => match permission(fleet, &name, stored.as_ref()).await {
+                Ok(Go::Alone) => None,
+                Ok(Go::Locked(lock)) => Some(lock),
+                Ok(Go::Later) => {
+                    waiting_for_redis = Duration::ZERO;
+                    continue;
+                }
+                Err(e) => {
+                    if waiting_for_redis.is_zero() {
+                        tracing::warn!(listener = %listener, name = %name, error = %e, "renewal waits for Redis, so that the fleet orders once");
+                    }
+                    waiting_for_redis =
+                        (waiting_for_redis * 2).clamp(shared::WAIT_MAX, MAX_REDIS_WAIT);
+                    // Not past the moment this instance would order alone.
+                    let until_alone = shared::alone_from(stored.as_ref())
+                        .duration_since(SystemTime::now())
+                        .unwrap_or_default();
+                    tokio::time::sleep(waiting_for_redis.min(until_alone)).await;
+                    continue;
+                }
+            },
+        };
+        waiting_for_redis = Duration::ZERO;
+        k.metrics.certificate_attempt(&name);
+        tracing::info!(listener = %listener, name = %name, directory = %k.ca.settings.directory, challenge = k.ca.settings.challenge.name(), renewal = stored.is_some(), "ordering a certificate");
+        let mut lost = false;
+        let result = match &lock {
+            // Renewed while the order runs; an order whose lock another
+            // instance took over is abandoned.
+            Some(l) => tokio::select! {
+                r = obtain(&k, &name, stored.as_ref()) => r,
+                () = l.keep() => {
+                    lost = true;
+                    Err(AcmeError::Order("the issuance lock was lost".into()))
+                }
+            },
+            None => obtain(&k, &name, stored.as_ref()).await,
+        };
+        // (Not after losing the lock: the answer there may be the new
+        // holder's.)
+        if let Some(fleet) = &k.ca.fleet
+            && !lost
+            && fleet.withdraw(&name).await.is_err()
+        {
+            tracing::debug!(name = %name, "the challenge answer in Redis expires on its own");
+        }
+        match result {
             Ok(new) => {
                 failures = 0;
-                issued.install(&name, new.key.clone());
-                metrics.certificate_installed(&name, new.not_after_unix());
+                k.serve(&name, &new);
+                if let Some(fleet) = &k.ca.fleet
+                    && let Err(e) = fleet.offer_certificate(&name, &new).await
+                {
+                    tracing::warn!(listener = %listener, name = %name, error = %e, "the new certificate is not in Redis yet; it is offered again at the next check");
+                }
+                if let Some(lock) = lock {
+                    lock.release().await;
+                }
                 tracing::info!(listener = %listener, name = %name, not_after = %humantime::format_rfc3339_seconds(new.not_after), "certificate issued and in service");
             }
             Err(e) => {
                 failures += 1;
-                metrics.certificate_failure(&name);
+                k.metrics.certificate_failure(&name);
                 if e.account_unknown() {
-                    ca.forget_account().await;
+                    k.ca.forget_account().await;
                 }
-                let wait = schedule::backoff(ca.settings.retry_base, failures);
+                let wait = schedule::backoff(k.ca.settings.retry_base, failures);
+                // The lock is kept for the back-off: the fleet retries at
+                // one instance's pace, not at N times it.
+                if let Some(lock) = &lock {
+                    let _ = lock.extend(wait).await;
+                }
                 tracing::error!(listener = %listener, name = %name, error = %e, attempt = failures, retry_in = ?wait, "certificate not issued");
                 tokio::time::sleep(wait).await;
             }
@@ -173,13 +272,93 @@ async fn keep_certified(
     }
 }
 
-/// One order, stored; the stored certificate is only replaced on success.
-async fn obtain(
-    ca: &Ca,
+/// The longest a renewal waits between looks at a Redis that is down.
+const MAX_REDIS_WAIT: Duration = Duration::from_secs(60);
+
+/// The newer of this instance's certificate and the fleet's (by notAfter),
+/// written to the other side. Redis down: this instance's.
+async fn reconcile(
+    fleet: &Fleet,
+    store: &Store,
+    name: &str,
+    local: Option<Stored>,
+) -> Option<Stored> {
+    let shared = match fleet.certificate(name).await {
+        Ok(s) => s,
+        Err(_) => return local,
+    };
+    match (local, shared) {
+        (local, Some(s)) if local.as_ref().is_none_or(|l| s.not_after > l.not_after) => {
+            if let Err(e) = store.save_parsed(name, &s) {
+                tracing::warn!(name = %name, error = %e, "the fleet's certificate is not in the state directory");
+            }
+            tracing::info!(name = %name, not_after = %humantime::format_rfc3339_seconds(s.not_after), "certificate loaded from Redis");
+            Some(s)
+        }
+        (Some(l), s) => {
+            if s.is_none_or(|s| l.not_after > s.not_after) {
+                let _ = fleet.offer_certificate(name, &l).await;
+            }
+            Some(l)
+        }
+        (None, _) => None,
+    }
+}
+
+/// May this instance order `name` now? With the lock, yes (unless the
+/// fleet's certificate turned out newer meanwhile); without it, wait for
+/// the holder's certificate or for the lock to go. `Err` when Redis is
+/// down and the certificate can wait for it.
+async fn permission(
+    fleet: &Arc<Fleet>,
     name: &str,
     current: Option<&Stored>,
-    challenges: &Challenges,
-) -> Result<Stored, AcmeError> {
+) -> Result<Go, shared::Unavailable> {
+    match fleet.lock(name).await {
+        Ok(Some(lock)) => match fleet.certificate(name).await {
+            // Another instance stored a newer one just before.
+            Ok(Some(s)) if current.is_none_or(|c| s.not_after > c.not_after) => {
+                lock.release().await;
+                Ok(Go::Later)
+            }
+            _ => Ok(Go::Locked(lock)),
+        },
+        Ok(None) => {
+            wait_for_holder(fleet, name, current.map(|c| c.not_after)).await;
+            Ok(Go::Later)
+        }
+        Err(e) if shared::alone_from(current) <= SystemTime::now() => {
+            tracing::warn!(name = %name, error = %e, "Redis is down and this instance has no certificate to serve for the name (or it expires soon): ordering alone");
+            Ok(Go::Alone)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Another instance holds the lock for `name`: wait (polling with a
+/// bounded back-off) until the fleet has a certificate newer than
+/// `current`, or the lock is gone (the order failed and its back-off
+/// ended, or its instance died and the lease expired), or Redis is.
+async fn wait_for_holder(fleet: &Fleet, name: &str, current: Option<SystemTime>) {
+    tracing::info!(name = %name, "another instance is ordering the certificate; waiting for it");
+    let mut wait = shared::WAIT_MIN;
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(shared::WAIT_MAX);
+        match fleet.certificate(name).await {
+            Ok(Some(s)) if current.is_none_or(|c| s.not_after > c) => return,
+            Err(_) => return,
+            _ => {}
+        }
+        if !matches!(fleet.locked(name).await, Ok(true)) {
+            return;
+        }
+    }
+}
+
+/// One order, stored; the stored certificate is only replaced on success.
+async fn obtain(k: &Keeper, name: &str, current: Option<&Stored>) -> Result<Stored, AcmeError> {
+    let ca = &k.ca;
     let account = ca.account().await?;
     // RFC 9773 §5: say which certificate this one replaces, when the CA
     // takes part in ARI.
@@ -187,7 +366,15 @@ async fn obtain(
         .filter(|_| ca.ari.load(std::sync::atomic::Ordering::Relaxed))
         .and_then(|s| CertificateIdentifier::try_from(&s.leaf).ok())
         .map(CertificateIdentifier::into_owned);
-    let issued = order::order(&account, name, ca.settings.challenge, challenges, replaces).await?;
+    let issued = order::order(
+        &account,
+        name,
+        ca.settings.challenge,
+        &k.challenges,
+        replaces,
+        ca.fleet.as_deref(),
+    )
+    .await?;
     Ok(ca
         .store
         .save_certificate(name, &issued.chain_pem, &issued.key_pem)?)

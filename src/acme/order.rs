@@ -12,6 +12,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::AcmeError;
 use super::answers::{Challenges, Published};
+use super::shared::{Answer, Fleet};
 use crate::config::AcmeChallenge;
 
 /// How long the CA may take to validate and then to issue.
@@ -32,6 +33,7 @@ pub async fn order(
     challenge: AcmeChallenge,
     challenges: &Challenges,
     replaces: Option<CertificateIdentifier<'static>>,
+    fleet: Option<&Fleet>,
 ) -> Result<Issued, AcmeError> {
     let identifiers = [Identifier::Dns(name.to_string())];
     let mut new_order = NewOrder::new(&identifiers);
@@ -74,6 +76,18 @@ pub async fn order(
                 challenges.publish_tls_alpn01(name, cert)
             }
         });
+        // The CA may ask any instance behind the balancer.
+        if let Some(fleet) = fleet {
+            let answer = Answer {
+                by: fleet.instance().to_string(),
+                challenge: challenge.name().to_string(),
+                token: ch.token.clone(),
+                key_authorization: key_authorization.as_str().to_string(),
+            };
+            if let Err(e) = fleet.announce(name, &answer).await {
+                tracing::warn!(name = %name, error = %e, "challenge answer not shared; only this instance can answer it");
+            }
+        }
         ch.set_ready().await?;
     }
 
@@ -125,7 +139,7 @@ async fn validation_problems(order: &mut instant_acme::Order, name: &str) -> Str
 /// The self-signed certificate RFC 8737 asks for: the name, and the
 /// critical acmeIdentifier extension holding SHA-256 of the key
 /// authorization.
-fn alpn_certificate(
+pub(super) fn alpn_certificate(
     name: &str,
     digest: &[u8],
 ) -> Result<Arc<rustls::sign::CertifiedKey>, AcmeError> {

@@ -25,6 +25,8 @@ pub struct Stored {
     pub not_after: SystemTime,
     /// The leaf, for the CA's renewal information and the renewal jitter.
     pub leaf: CertificateDer<'static>,
+    /// Chain then key, as stored (and shared with a fleet).
+    pub pem: String,
 }
 
 impl Stored {
@@ -69,14 +71,9 @@ impl Store {
     }
 
     fn account_path(&self, directory: &str) -> PathBuf {
-        // One account per CA: the file is named by a hash of the directory
-        // URL, so switching from staging to production starts a new one.
-        let digest = ring::digest::digest(&ring::digest::SHA256, directory.as_bytes());
-        let hex: String = digest.as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        self.dir.join("accounts").join(format!("{hex}.json"))
+        self.dir
+            .join("accounts")
+            .join(format!("{}.json", account_id(directory)))
     }
 
     fn certificate_path(&self, name: &str) -> PathBuf {
@@ -147,9 +144,25 @@ impl Store {
             path: path.clone(),
             why,
         })?;
-        write_atomically(&path, pem.as_bytes())?;
+        self.save_parsed(name, &stored)?;
         Ok(stored)
     }
+
+    /// Write a certificate already parsed (one the fleet shared).
+    pub fn save_parsed(&self, name: &str, stored: &Stored) -> Result<(), StoreError> {
+        write_atomically(&self.certificate_path(name), stored.pem.as_bytes())
+    }
+}
+
+/// The CA's name in file and key names: one account per CA, named by a
+/// hash of the directory URL, so switching from staging to production
+/// starts a new one.
+pub fn account_id(directory: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, directory.as_bytes());
+    digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
@@ -164,7 +177,7 @@ fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
 }
 
 /// Chain + key in one PEM, checked to pair and to cover `name`.
-fn parse(pem: &[u8], name: &str) -> Result<Stored, String> {
+pub fn parse(pem: &[u8], name: &str) -> Result<Stored, String> {
     let chain = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("unreadable certificate: {e}"))?;
@@ -180,6 +193,7 @@ fn parse(pem: &[u8], name: &str) -> Result<Stored, String> {
         not_before,
         not_after,
         leaf,
+        pem: String::from_utf8_lossy(pem).into_owned(),
     })
 }
 

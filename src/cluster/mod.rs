@@ -246,6 +246,27 @@ impl Cluster {
         self.inner.state.load(Ordering::Acquire) == UP
     }
 
+    /// The connection while Redis answers, for work off the request path
+    /// (ACME's shared certificates); `None` while Redis is down.
+    pub fn connection(&self) -> Option<MultiplexedConnection> {
+        self.inner.conn.load_full().map(|c| (*c).clone())
+    }
+
+    /// `suffix` under the configured key prefix.
+    pub fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.inner.prefix)
+    }
+
+    /// This process's name in the fleet (host, pid, a random part).
+    pub fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+
+    /// How long a lease outlives the instance holding it.
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner.lease_ttl
+    }
+
     /// Live instances (the last known while Redis is down), at least 1.
     pub fn instances(&self) -> u32 {
         self.inner.instances.load(Ordering::Relaxed).max(1)

@@ -170,7 +170,14 @@ impl Reloadable {
             if let Some(settings) = wanted {
                 managers.insert(
                     l.name.clone(),
-                    start_acme(&l.name, settings, certs, &self.challenges, &self.metrics),
+                    start_acme(
+                        &l.name,
+                        settings,
+                        certs,
+                        &self.challenges,
+                        &self.metrics,
+                        self.gateway.cluster(),
+                    ),
                 );
             }
         }

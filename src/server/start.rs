@@ -32,6 +32,7 @@ pub(super) fn start_acme(
     certificates: &Certificates,
     challenges: &Arc<Challenges>,
     metrics: &Arc<Metrics>,
+    cluster: Option<&Arc<crate::cluster::Cluster>>,
 ) -> acme::Manager {
     acme::load_stored(settings, certificates.issued(), metrics);
     acme::start(
@@ -40,6 +41,7 @@ pub(super) fn start_acme(
         certificates.issued().clone(),
         challenges.clone(),
         metrics.clone(),
+        cluster.cloned(),
     )
 }
 
@@ -106,7 +108,14 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ) {
             acme_managers.insert(
                 l.name.clone(),
-                start_acme(&l.name, settings, certs, &challenges, &metrics),
+                start_acme(
+                    &l.name,
+                    settings,
+                    certs,
+                    &challenges,
+                    &metrics,
+                    gateway.cluster(),
+                ),
             );
         }
     }

@@ -64,6 +64,11 @@ impl Proc {
         }
     }
 
+    /// The process id (what a fleet member's instance id holds).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A line matching `pred`: one already seen, or the next to arrive.
     pub fn wait_for(&mut self, pred: impl Fn(&str) -> bool) -> String {
         if let Some(line) = self.seen.iter().find(|l| pred(l)) {

@@ -108,6 +108,19 @@ impl Redis {
         Some(text.lines().next().unwrap_or("").to_string())
     }
 
+    /// The value of `key` (a string), `None` when it is not set.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("GET {key}\r\n").as_bytes()).ok()?;
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).ok()?;
+        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+        let mut lines = text.lines();
+        lines.next().filter(|l| l.starts_with('$') && *l != "$-1")?;
+        lines.next().map(str::to_string)
+    }
+
     /// An integer reply (`ZCARD key`, `EXISTS key`).
     pub fn int(&self, command: &str) -> i64 {
         let reply = self.command(command).expect("redis answers");
