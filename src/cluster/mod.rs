@@ -29,8 +29,8 @@
 //! background work (heartbeat, renewal, releases) in [`link`]. LLM
 //! members' holds, shared by the fleet, are in [`holds`].
 
-mod holds;
 mod budgets;
+mod holds;
 mod leases;
 mod link;
 mod scripts;
@@ -46,10 +46,10 @@ use tokio::sync::Notify;
 pub use crate::config::FailureMode;
 use crate::config::{ClusterSettings, Secret};
 use crate::telemetry::ClusterMetrics;
-pub use holds::Holdable;
-use holds::Holds;
 use budgets::Reservations;
 pub use budgets::{BudgetAsk, FleetBudget, OverBudget, SharedReservation};
+pub use holds::Holdable;
+use holds::Holds;
 use leases::Leases;
 use scripts::Scripts;
 
