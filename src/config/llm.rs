@@ -1,0 +1,174 @@
+//! LLM routes: upstreams, their keys, the model choices, client tokens,
+//! budgets and prices.
+
+use std::time::Duration;
+
+use super::{Ejection, Member, Policy, UpstreamHttp};
+
+/// Which LLM API family a route speaks to its clients, and which API an
+/// upstream speaks: what they mean on the wire is [`crate::wire`]'s.
+pub use crate::wire::openai::Accepts;
+pub use crate::wire::{Protocol, UpstreamApi};
+
+/// A secret read from a file or the environment; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// The first `bytes` bytes of the secret's SHA-256, in hex: a stable
+    /// name for it that reveals nothing (the same on every instance).
+    pub fn digest_hex(&self, bytes: usize) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, self.0.as_bytes());
+        let head = digest.as_ref().get(..bytes).unwrap_or(digest.as_ref());
+        head.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// How an LLM upstream is authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Forward the client's own credential headers.
+    Passthrough,
+    /// Send this key in the protocol's header; the client's is never sent.
+    Key(Secret),
+}
+
+/// One of an LLM upstream's keys, and where it was read from (for logs
+/// and metrics; the key itself is never shown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub credential: Credential,
+    /// `env:NAME`, `file:PATH`, or `passthrough`.
+    pub source: String,
+}
+
+/// An LLM upstream: one or more endpoints of one provider (or of one
+/// self-hosted model), each used with one or more keys. Every
+/// endpoint×key pair is a member of one balanced group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmUpstreamConfig {
+    pub name: String,
+    /// Base URLs (one for `url = ...`); the API path (`/v1/messages`) is
+    /// appended to each one's path.
+    pub servers: Vec<Member<http::Uri>>,
+    /// At least one; a single passthrough when no key is configured.
+    pub keys: Vec<ApiKey>,
+    pub policy: Policy,
+    /// With [`Policy::Hash`]: a conversation stays on one member.
+    pub hash_conversation: bool,
+    pub ejection: Ejection,
+    pub connect_timeout: Duration,
+    /// The API the upstream speaks; when it is not the client's, weir
+    /// translates.
+    pub api: UpstreamApi,
+    /// What an OpenAI-API upstream accepts, for the requests weir
+    /// translates to it.
+    pub accepts: Accepts,
+    /// The HTTP versions weir speaks to it.
+    pub http: UpstreamHttp,
+}
+
+/// One step of a model's failover order: an upstream (index into
+/// [`LlmSettings::upstreams`]) and the model id to send it, when that
+/// upstream names the model differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub upstream: usize,
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmSettings {
+    pub protocol: Protocol,
+    pub upstreams: Vec<LlmUpstreamConfig>,
+    /// Model name → ordered upstreams.
+    pub models: Vec<(String, Vec<Choice>)>,
+    /// For models not listed; empty = 404 for unknown models.
+    pub default_upstreams: Vec<Choice>,
+    /// Tokens clients must present, each with its name and budget; empty =
+    /// no client authentication.
+    pub client_tokens: Vec<ClientToken>,
+    /// Prices per model id, for spend (usage records, metrics, budgets).
+    pub prices: Vec<(String, Price)>,
+    /// Output tokens a budget reservation counts for a request that sets
+    /// no output limit of its own.
+    pub default_max_tokens: u64,
+    /// Requests in flight per client token; 0 = no per-token bound.
+    pub max_concurrent_per_token: usize,
+    /// How long to wait for an upstream's response head.
+    pub first_byte_timeout: Duration,
+    /// How long a stream's preamble is held waiting for the first content
+    /// event (the failover window); past it the stream is released as is.
+    pub first_token_timeout: Duration,
+    /// Upstream silence that ends a stream with an in-band error.
+    pub stream_idle_timeout: Duration,
+    /// Upstream silence after which a keep-alive event is sent.
+    pub sse_keepalive: Duration,
+    /// Upstream statuses that move on to the next upstream.
+    pub failover_on: Vec<u16>,
+    /// Name the serving upstream in `x-weir-upstream`.
+    pub served_by_header: bool,
+}
+
+/// A client token: its name (metrics, usage records, the admin view: never
+/// the secret) and its budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientToken {
+    pub name: String,
+    pub token: Secret,
+    pub budget: Budget,
+}
+
+/// What one client token may use; `None` = no bound. Spend is in the price
+/// table's currency, in units of 10⁻¹² ([`Price`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub tokens_per_minute: Option<u64>,
+    pub tokens_per_day: Option<u64>,
+    pub spend_per_day: Option<u64>,
+}
+
+impl Budget {
+    pub fn is_unbounded(&self) -> bool {
+        *self == Budget::default()
+    }
+}
+
+/// One model's prices, each per token in units of 10⁻¹² of the currency
+/// (configured per million tokens: `3.0` → 3,000,000): exact for prices
+/// with up to six decimals per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Price {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// Units of spend per unit of currency (prices and spend are counted in
+/// 10⁻¹² of the currency, in integers).
+pub const SPEND_UNIT: f64 = 1e12;
+
+impl LlmSettings {
+    /// The price of `model` (an id as sent upstream): its own entry, else
+    /// the `"*"` entry, else none.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        let find = |m: &str| self.prices.iter().find(|(n, _)| n == m).map(|(_, p)| *p);
+        find(model).or_else(|| find("*"))
+    }
+
+    /// The failover order for `model`, if the route serves it.
+    pub fn choices(&self, model: &str) -> Option<&[Choice]> {
+        self.models
+            .iter()
+            .find(|(m, _)| m == model)
+            .map(|(_, c)| c.as_slice())
+            .or_else(|| (!self.default_upstreams.is_empty()).then_some(&self.default_upstreams[..]))
+    }
+}

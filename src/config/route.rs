@@ -1,0 +1,208 @@
+//! Routes: what each matches, its kind, and a proxy route's group of
+//! servers (balancing, retries, health checks, the upstream pools).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, defaults};
+
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    pub name: String,
+    /// Empty means any host.
+    pub hosts: Vec<HostPattern>,
+    /// Path prefix, matched on segment boundaries.
+    pub path: String,
+    /// What the route does with what it matches.
+    pub kind: RouteKind,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub max_request_body: Option<u64>,
+    /// Send the client's Host upstream (true) or the upstream's authority.
+    pub preserve_host: bool,
+    /// Remove the matched path prefix before forwarding.
+    pub strip_prefix: bool,
+    /// Requests in flight on this route; 0 = only the global bound.
+    pub max_concurrent_requests: usize,
+    /// Per-client rate limit: (requests per second, burst).
+    pub rate_limit: Option<(u32, u32)>,
+    /// The rate limit and the per-token concurrency are the fleet's
+    /// (through `[cluster]`), not this process's.
+    pub shared_limits: bool,
+    pub headers: ResponseHeaders,
+}
+
+/// Headers a route sets on its responses.
+#[derive(Debug, Clone, Default)]
+pub struct ResponseHeaders {
+    /// `Strict-Transport-Security`, sent on HTTPS responses only.
+    pub hsts: Option<http::HeaderValue>,
+    pub server: ServerHeader,
+}
+
+/// What happens to the upstream's `Server` header.
+#[derive(Debug, Clone, Default)]
+pub enum ServerHeader {
+    #[default]
+    Pass,
+    Remove,
+    Set(http::HeaderValue),
+}
+
+/// A route's kind and what only that kind needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteKind {
+    /// Forward everything to a group of upstream servers (one, for
+    /// `upstream = URL`).
+    Proxy { upstream: Box<UpstreamGroup> },
+    /// An LLM API gateway route.
+    Llm(Arc<LlmSettings>),
+}
+
+/// A proxy route's servers and how one is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamGroup {
+    pub servers: Vec<Member<http::Uri>>,
+    pub policy: Policy,
+    /// What a request is hashed by, for [`Policy::Hash`].
+    pub hash_key: Option<HashKey>,
+    pub ejection: Ejection,
+    pub health_check: Option<HealthCheck>,
+    pub retry: Retry,
+    /// The HTTP versions weir speaks to the group's servers.
+    pub http: UpstreamHttp,
+}
+
+/// Which requests that got no answer go to another server, and how many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// Methods retried once on another server after being sent and getting
+    /// no response head (a request that never left goes elsewhere whatever
+    /// its method).
+    pub methods: Vec<http::Method>,
+    pub budget: RetryBudget,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            methods: vec![http::Method::GET, http::Method::HEAD, http::Method::OPTIONS],
+            budget: RetryBudget::default(),
+        }
+    }
+}
+
+/// Which HTTP versions weir speaks to an upstream (`http_version`).
+/// Upgrades (WebSocket) always go over HTTP/1.1, whatever this says.
+/// HTTP/1.1 is the default because hyper-util's pool holds one HTTP/2
+/// connection per server and worker: past the server's stream limit,
+/// requests queue on it instead of opening another connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamHttp {
+    /// `https://`: offer `h2` and `http/1.1` by ALPN, and speak what the
+    /// server picks; `http://`: HTTP/1.1 (a cleartext server cannot say
+    /// it speaks HTTP/2 before it is spoken to).
+    Auto,
+    /// HTTP/1.1 only, as nginx speaks to upstreams.
+    #[default]
+    Http1,
+    /// HTTP/2 only: ALPN `h2` on `https://`, h2c with prior knowledge on
+    /// `http://` (what gRPC servers speak in cleartext).
+    Http2,
+}
+
+impl UpstreamHttp {
+    pub const ALL: [UpstreamHttp; 3] =
+        [UpstreamHttp::Auto, UpstreamHttp::Http1, UpstreamHttp::Http2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UpstreamHttp::Auto => "auto",
+            UpstreamHttp::Http1 => "1.1",
+            UpstreamHttp::Http2 => "2",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
+}
+
+/// An active HTTP health check, run for each server of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Path (and query) asked with GET.
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Passes in a row that bring a server back.
+    pub rise: u32,
+    /// Failures in a row that take it out.
+    pub fall: u32,
+    /// Statuses that pass; empty: any 2xx or 3xx.
+    pub expect_status: Vec<u16>,
+}
+
+impl HealthCheck {
+    pub fn passes(&self, status: u16) -> bool {
+        if self.expect_status.is_empty() {
+            (200..400).contains(&status)
+        } else {
+            self.expect_status.contains(&status)
+        }
+    }
+}
+
+impl UpstreamGroup {
+    /// A group of one server, with the defaults.
+    pub fn one(uri: http::Uri) -> Self {
+        UpstreamGroup {
+            servers: vec![Member {
+                target: uri,
+                weight: 1,
+                backup: false,
+            }],
+            policy: Policy::P2cEwma,
+            hash_key: None,
+            ejection: Ejection::default(),
+            health_check: None,
+            retry: Retry::default(),
+            http: UpstreamHttp::Http1,
+        }
+    }
+}
+
+/// What a request is hashed by to choose its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    Header(http::HeaderName),
+    Cookie(String),
+    ClientIp,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle_per_host: usize,
+    /// Extra CA certificates trusted for `https://` upstreams, besides web PKI roots.
+    pub ca_file: Option<PathBuf>,
+    /// DNS servers asked for group members' names; empty: the system's.
+    pub nameservers: Vec<SocketAddr>,
+    /// How often group members' names are looked up again (sooner when the
+    /// record's TTL is shorter).
+    pub resolve_interval: Duration,
+}
+
+impl Default for UpstreamSettings {
+    fn default() -> Self {
+        UpstreamSettings {
+            pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
+            pool_max_idle_per_host: defaults::POOL_MAX_IDLE_PER_HOST,
+            ca_file: None,
+            nameservers: Vec::new(),
+            resolve_interval: defaults::RESOLVE_INTERVAL,
+        }
+    }
+}

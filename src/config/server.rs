@@ -1,0 +1,203 @@
+//! The process-wide sections: `[server]`, `[connections]`, `[http1]`,
+//! `[http2]`, `[log]`, `[admin]` and `[cluster]`.
+
+use ipnet::IpNet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Secret, defaults};
+
+/// `[cluster]`: where a fleet's shared limits live, and what to do when
+/// that store does not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `redis://host:port/db` or `rediss://…` (TLS), without a password.
+    pub url: String,
+    /// Redis AUTH password, from a file or the environment.
+    pub password: Option<Secret>,
+    /// Put before every key weir writes (several fleets can share a Redis).
+    pub key_prefix: String,
+    /// The longest a request waits for Redis before the failure mode decides.
+    pub timeout: Duration,
+    pub on_failure: FailureMode,
+    /// How long a concurrency slot outlives the instance holding it.
+    pub lease_ttl: Duration,
+}
+
+/// What a shared limit does while Redis is slow or gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureMode {
+    /// Each instance enforces its share of the limit (1/N) itself.
+    Open,
+    /// Refuse with 503 and `Retry-After`.
+    Closed,
+}
+
+impl FailureMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureMode::Open => "fail_open",
+            FailureMode::Closed => "fail_closed",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub shutdown_timeout: Duration,
+    /// In a drain, how long an HTTP/1.1 connection with nothing arriving
+    /// is kept open before it is closed (a request on its way is answered,
+    /// with `Connection: close`).
+    pub drain_grace: Duration,
+    /// Peers whose X-Forwarded-* headers are believed and appended to.
+    pub trusted_proxies: Vec<IpNet>,
+    /// Runtime worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Process-wide bound on requests in flight; 0 disables the gate.
+    pub max_concurrent_requests: usize,
+    /// Process-wide bound on request bytes held in memory by LLM routes
+    /// (they read a body whole to route by model); 0 = no bound.
+    pub max_buffered_body_bytes: u64,
+    /// Reload when the config file changes (besides SIGHUP and the admin API).
+    pub watch_config: bool,
+}
+
+/// The connection layer: the shared cap, reclaiming under load, deadlines.
+#[derive(Debug, Clone)]
+pub struct ConnectionSettings {
+    /// Process-wide cap on client connections, shared by every listener; 0 = none.
+    pub max: usize,
+    /// Cap per client IP (IPv6 per /64); 0 = none.
+    pub max_per_ip: usize,
+    pub tls_handshake_timeout: Duration,
+    /// Total time to receive a request head, from its first byte (or from
+    /// the connection becoming ready, for the first request).
+    pub request_head_timeout: Duration,
+    /// Idle time between requests (HTTP/1.1) or with no open stream (HTTP/2).
+    pub keepalive_timeout: Duration,
+    /// Requests per connection before it is closed gracefully; 0 = none.
+    pub max_requests: u64,
+    /// Minimum request body rate in bytes/s, checked per `body_rate_period`; 0 = off.
+    pub min_body_rate: u64,
+    pub body_rate_period: Duration,
+    /// How long a client may leave a response unread before it is cut.
+    pub send_timeout: Duration,
+    /// Percent of `max` above which deadlines shrink to `pressure_timeout`.
+    pub pressure_threshold_percent: u8,
+    pub pressure_timeout: Duration,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        ConnectionSettings {
+            max: defaults::MAX_CONNECTIONS,
+            max_per_ip: 0,
+            tls_handshake_timeout: defaults::TLS_HANDSHAKE_TIMEOUT,
+            request_head_timeout: defaults::REQUEST_HEAD_TIMEOUT,
+            keepalive_timeout: defaults::KEEPALIVE_TIMEOUT,
+            max_requests: defaults::MAX_REQUESTS_PER_CONNECTION,
+            min_body_rate: defaults::MIN_BODY_RATE,
+            body_rate_period: defaults::BODY_RATE_PERIOD,
+            send_timeout: defaults::SEND_TIMEOUT,
+            pressure_threshold_percent: defaults::PRESSURE_THRESHOLD_PERCENT,
+            pressure_timeout: defaults::PRESSURE_TIMEOUT,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Http1Settings {
+    pub max_headers: usize,
+    /// Largest request head (request line + headers) in bytes.
+    pub max_head_size: usize,
+}
+
+impl Default for Http1Settings {
+    fn default() -> Self {
+        Http1Settings {
+            max_headers: defaults::H1_MAX_HEADERS,
+            max_head_size: defaults::H1_MAX_HEAD_SIZE,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Http2Settings {
+    pub max_concurrent_streams: u32,
+    pub max_header_list_size: u32,
+    /// Streams a client may reset before they are accepted (rapid reset).
+    pub max_pending_resets: usize,
+    /// PING, SETTINGS, PRIORITY and RST_STREAM frames a client may send per
+    /// second before the connection is closed (runs of empty DATA, HEADERS
+    /// and CONTINUATION frames are limited separately).
+    pub max_control_frames_per_second: u32,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            max_concurrent_streams: defaults::H2_MAX_CONCURRENT_STREAMS,
+            max_header_list_size: defaults::H2_MAX_HEADER_LIST_SIZE,
+            max_pending_resets: defaults::H2_MAX_PENDING_RESETS,
+            max_control_frames_per_second: defaults::H2_MAX_CONTROL_FRAMES_PER_SECOND,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    /// A tracing filter directive such as `info` or `weir=debug`.
+    pub level: String,
+    pub access_log: bool,
+    /// Write logs here instead of stderr.
+    pub file: Option<PathBuf>,
+    /// Write the access log here instead of with the other logs.
+    pub access_file: Option<PathBuf>,
+    /// One JSON usage record per LLM request.
+    pub usage_log: bool,
+    /// Write the usage records here instead of to stdout.
+    pub usage_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AdminSettings {
+    pub address: SocketAddr,
+    /// Bearer token for `/admin/*`; without one those endpoints answer 404.
+    pub token: Option<Secret>,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            shutdown_timeout: defaults::SHUTDOWN_TIMEOUT,
+            drain_grace: defaults::DRAIN_GRACE,
+            trusted_proxies: Vec::new(),
+            workers: 0,
+            max_concurrent_requests: defaults::MAX_CONCURRENT_REQUESTS,
+            max_buffered_body_bytes: defaults::MAX_BUFFERED_BODY_BYTES,
+            watch_config: true,
+        }
+    }
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".into(),
+            access_log: true,
+            file: None,
+            access_file: None,
+            usage_log: false,
+            usage_file: None,
+        }
+    }
+}
