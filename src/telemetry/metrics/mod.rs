@@ -13,7 +13,8 @@ mod groups;
 mod llm;
 mod server;
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -24,7 +25,7 @@ use prometheus_client::registry::Registry;
 
 pub use cluster::ClusterMetrics;
 pub use groups::ServerMetrics;
-pub use llm::ClientUsage;
+pub use llm::{LlmRouteMetrics, TokenCounts, UsageOf};
 pub use server::{RouteMetrics, UpstreamErrorKind};
 
 /// A route name as a label value: shared, so recording a request's metrics
@@ -49,6 +50,57 @@ struct ResultLabels {
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// The most handles one [`Lazy`] table keeps (16 bytes each): a config
+/// whose label combinations pass it has them looked up each time instead.
+const MAX_CACHED: usize = 4096;
+
+/// Handles looked up in their family the first time they are used, kept
+/// by index, so a request counts with an atomic add: no label set built,
+/// hashed and compared, no lock on the family. A series still appears only
+/// once something is counted in it.
+struct Lazy<T>(Box<[OnceLock<T>]>);
+
+impl<T: Clone> Lazy<T> {
+    /// Room for `n` handles (none when there would be more than
+    /// [`MAX_CACHED`]).
+    fn new(n: Option<usize>) -> Self {
+        let n = n.filter(|n| *n <= MAX_CACHED).unwrap_or(0);
+        Lazy((0..n).map(|_| OnceLock::new()).collect())
+    }
+
+    /// The handle at `at`, looked up by `resolve` the first time; one
+    /// outside the table is looked up each time.
+    fn get(&self, at: Option<usize>, resolve: impl FnOnce() -> T) -> Cow<'_, T> {
+        cached(at.and_then(|i| self.0.get(i)), resolve)
+    }
+}
+
+/// The handle in `slot`, looked up by `resolve` the first time; without a
+/// slot, looked up now.
+fn cached<T: Clone>(slot: Option<&OnceLock<T>>, resolve: impl FnOnce() -> T) -> Cow<'_, T> {
+    match slot {
+        Some(slot) => Cow::Borrowed(slot.get_or_init(resolve)),
+        None => Cow::Owned(resolve()),
+    }
+}
+
+/// The place of a combination of label values in a table of every
+/// combination: each part is a value's index and how many values its
+/// label has. `None` when an index is out of its range.
+fn place(parts: &[(usize, usize)]) -> Option<usize> {
+    parts.iter().try_fold(0usize, |at, &(i, n)| {
+        if i >= n {
+            return None;
+        }
+        at.checked_mul(n)?.checked_add(i)
+    })
+}
+
+/// How many combinations labels with `counts` values make.
+fn combinations(counts: &[usize]) -> Option<usize> {
+    counts.iter().try_fold(1usize, |all, &n| all.checked_mul(n))
+}
 
 fn latency_histogram() -> Histogram {
     // 1 ms .. ~65 s
@@ -135,5 +187,50 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_is_unique_per_combination_and_none_out_of_range() {
+        let counts = [3, 2, 4];
+        let mut seen = Vec::new();
+        for a in 0..3 {
+            for b in 0..2 {
+                for c in 0..4 {
+                    seen.push(place(&[(a, 3), (b, 2), (c, 4)]).expect("in range"));
+                }
+            }
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..24).collect::<Vec<_>>());
+        assert_eq!(combinations(&counts), Some(24));
+        assert_eq!(place(&[(1, 3), (2, 2)]), None);
+        assert_eq!(combinations(&[usize::MAX, 2]), None);
+    }
+
+    #[test]
+    fn a_table_past_its_bound_looks_each_handle_up() {
+        let family = Family::<RouteLabels, Counter>::default();
+        let labels = RouteLabels {
+            route: RouteName("r".into()),
+        };
+        let lookups = std::cell::Cell::new(0);
+        let resolve = || {
+            lookups.set(lookups.get() + 1);
+            family.get_or_create(&labels).clone()
+        };
+        let table = Lazy::new(Some(2));
+        table.get(Some(1), resolve).inc();
+        table.get(Some(1), resolve).inc();
+        assert_eq!(lookups.get(), 1, "kept after the first use");
+        let too_big = Lazy::new(Some(MAX_CACHED + 1));
+        too_big.get(Some(1), resolve).inc();
+        too_big.get(Some(1), resolve).inc();
+        assert_eq!(lookups.get(), 3, "no table: looked up each time");
+        assert_eq!(family.get_or_create(&labels).get(), 4, "one series");
     }
 }

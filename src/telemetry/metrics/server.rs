@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::{HistogramFamily, Metrics, RouteLabels, RouteName, latency_histogram};
+use super::{HistogramFamily, Lazy, Metrics, RouteLabels, RouteName, latency_histogram};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -215,7 +215,7 @@ pub struct RouteMetrics {
     route: RouteName,
     /// The counter of each status (100–599), looked up in the family the
     /// first time the status is seen.
-    by_status: Box<[std::sync::OnceLock<Counter>]>,
+    by_status: Lazy<Counter>,
 }
 
 impl RouteMetrics {
@@ -225,12 +225,11 @@ impl RouteMetrics {
             route: self.route.clone(),
             status,
         };
-        match self.by_status.get(usize::from(status).wrapping_sub(100)) {
-            Some(slot) => slot
-                .get_or_init(|| self.requests.get_or_create(&labels()).clone())
-                .inc(),
-            None => self.requests.get_or_create(&labels()).inc(),
-        };
+        self.by_status
+            .get(usize::from(status).checked_sub(100), || {
+                self.requests.get_or_create(&labels()).clone()
+            })
+            .inc();
     }
 }
 
@@ -248,7 +247,7 @@ impl Metrics {
                 })
                 .clone(),
             requests: self.server.requests.clone(),
-            by_status: (100..600).map(|_| std::sync::OnceLock::new()).collect(),
+            by_status: Lazy::new(Some(500)),
             route: name,
         })
     }
