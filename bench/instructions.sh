@@ -7,7 +7,12 @@
 # 6N requests; the difference divided by 5N cancels start-up and shutdown.
 #   bash bench/instructions.sh [N]        (WEIR_BIN= to measure another build;
 #                                          H2=1: HTTP/2 over TLS from the client;
+#                                          LLM=1: an LLM route, below;
 #                                          KEEP=DIR: keep the callgrind files there)
+# LLM=1 measures a `kind = "anthropic"` route instead: nginx answers a
+# Messages JSON (bench/frontier.py's), and the frontier load generator
+# (FRONTIER_BIN=, default target/release/examples/frontier) POSTs 1 KiB
+# Messages requests at concurrency 1, a fixed count of them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WEIR=${WEIR_BIN:-$ROOT/target/release/weir}
@@ -15,12 +20,24 @@ n=${1:-2000}
 work=$(mktemp -d)
 trap 'kill $(cat "$work"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
 chmod 755 "$work"; mkdir -p "$work/html"; head -c 1024 /dev/zero > "$work/html/1k"
+upstream_location="root $work/html;"
+route=""
+if [[ -n "${LLM:-}" ]]; then
+  (cd "$ROOT/bench" && python3 -c "
+import frontier
+open('$work/body.json', 'w').write(frontier.body(1024))
+open('$work/answer.json', 'w').write(frontier.ANSWER)")
+  answer=$(sed -e 's/\\/\\\\/g' -e "s/'/\\\\'/g" "$work/answer.json")
+  upstream_location="location / { default_type application/json; return 200 '$answer'; }"
+  route=$'name = "anthropic"\nkind = "anthropic"\n[[route.upstreams]]\nname = "static"\nurl'
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up=$(free_port); px=$(free_port)
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/error.log;
 events { worker_connections 4096; }
-http { access_log off; server { listen 127.0.0.1:$up; root $work/html; keepalive_requests 1000000; } }
+http { access_log off; client_body_temp_path $work/body;
+  server { listen 127.0.0.1:$up; $upstream_location keepalive_requests 1000000; } }
 CONF
 nginx -c "$work/nginx.conf" & echo $! >> "$work/pids"
 cat > "$work/weir.toml" <<CONF
@@ -36,7 +53,7 @@ name = "web"
 address = "127.0.0.1:$px"
 $(if [[ -n "${H2:-}" ]]; then echo "tls = { certificates = [{ cert = \"$work/cert.pem\", key = \"$work/key.pem\" }] }"; fi)
 [[route]]
-upstream = "http://127.0.0.1:$up"
+${route:-upstream} = "http://127.0.0.1:$up"
 CONF
 if [[ -n "${H2:-}" ]]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
@@ -45,12 +62,26 @@ if [[ -n "${H2:-}" ]]; then
 else
   url="http://127.0.0.1:$px/1k"; client=(h2load --h1); probe=(curl -s -o /dev/null)
 fi
+if [[ -n "${LLM:-}" ]]; then
+  url="http://127.0.0.1:$px/v1/messages"
+  headers=("x-api-key: sk-bench" "anthropic-version: 2023-06-01")
+  probe=(curl -sf -o /dev/null -H "${headers[0]}" -H "${headers[1]}" --data-binary @"$work/body.json")
+  # Called as h2load is: -n N -c 1 URL.
+  frontier() {
+    FRONTIER_REQUESTS=$2 "${FRONTIER_BIN:-$ROOT/target/release/examples/frontier}" "$5" \
+      "$work/body.json" 3600 1 "${headers[@]}"
+  }
+  client=(frontier); c1=1
+fi
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1" "$WEIR" run --config "$work/weir.toml" 2>"$work/vg.$1" &
   local pid=$!
   for _ in $(seq 300); do "${probe[@]}" "$url" && break; sleep 0.2; done
-  "${client[@]}" -n "$1" -c 4 "$url" >"$work/h2load.$1" 2>&1
+  "${client[@]}" -n "$1" -c "${c1:-4}" "$url" >"$work/h2load.$1" 2>&1
   kill -TERM $pid; wait $pid 2>/dev/null || true
+  if [[ -n "${LLM:-}" ]] && ! grep -q "\"requests\":$1,.*\"errors\":0," "$work/h2load.$1"; then
+    echo "load failed: $(cat "$work/h2load.$1")" >&2; exit 1
+  fi
   if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP"; cp "$work/cg.$1" "$KEEP/"; fi
   awk '/^summary:|^totals:/ {print $2; exit}' "$work/cg.$1"
 }

@@ -9,7 +9,9 @@
 //! `FRONTIER_FIRST=TEXT`, to the first read after which the body holds
 //! TEXT: `content_block_delta` times the first token of an Anthropic
 //! stream, not the `message_start` a gateway may hold back until content
-//! comes) and the largest gap between two reads of the body.
+//! comes) and the largest gap between two reads of the body. With
+//! `FRONTIER_REQUESTS=N` the clients stop after N requests in all (or at
+//! SECONDS, whichever comes first): a fixed count, for instruction counts.
 //!
 //! The client is deliberately thin — the request is serialised once, the
 //! answer is framed by `Content-Length` or chunked encoding and otherwise
@@ -146,16 +148,23 @@ async fn client(
     request: std::rc::Rc<Vec<u8>>,
     until: Instant,
     tally: std::rc::Rc<std::cell::RefCell<Tally>>,
+    left: std::rc::Rc<std::cell::Cell<u64>>,
 ) {
     let mut buf = Vec::with_capacity(65536);
     let first_mark = std::env::var("FRONTIER_FIRST").ok();
-    'connect: while Instant::now() < until {
+    // Take one request from the count, if any is left.
+    let take = || {
+        let n = left.get();
+        left.set(n.saturating_sub(1));
+        n > 0
+    };
+    'connect: while Instant::now() < until && left.get() > 0 {
         let Ok(mut stream) = TcpStream::connect(&addr).await else {
             tally.borrow_mut().errors += 1;
             continue;
         };
         let _ = stream.set_nodelay(true);
-        while Instant::now() < until {
+        while Instant::now() < until && take() {
             match exchange(
                 &mut stream,
                 &request,
@@ -213,6 +222,12 @@ fn main() {
         .build()
         .expect("runtime");
     let tally = std::rc::Rc::new(std::cell::RefCell::new(Tally::default()));
+    let left = std::rc::Rc::new(std::cell::Cell::new(
+        std::env::var("FRONTIER_REQUESTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(u64::MAX),
+    ));
     let local = tokio::task::LocalSet::new();
     let started = Instant::now();
     let until = started + Duration::from_secs_f64(seconds);
@@ -224,6 +239,7 @@ fn main() {
                     request.clone(),
                     until,
                     tally.clone(),
+                    left.clone(),
                 ))
             })
             .collect();

@@ -836,3 +836,111 @@ async fn a_spend_budget_reserves_at_the_dearest_price_and_refuses_when_spent() {
     );
     assert_eq!(up.seen().len(), 1);
 }
+
+/// An LLM route's series are looked up once and kept by the place of each
+/// label in the config (its models, upstreams and client tokens), and
+/// built again with the route. A reload that removes a model and reorders
+/// the models, upstreams and clients therefore counts each later request
+/// under its own labels; what was counted before stays exported, as
+/// series always have (none is ever removed).
+#[tokio::test]
+async fn after_a_reload_that_reorders_labels_each_request_counts_under_its_own() {
+    let one = serving(WORDS).await;
+    let two = serving(WORDS).await;
+    let config = |upstreams: [(&str, &MockLlm); 2], models: &[(&str, &str)], clients: [&str; 2]| {
+        let mut text = "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
+             [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nname = \"llm\"\nkind = \"anthropic\"\ndefault_upstreams = [\"one\"]\n"
+            .to_string();
+        for (name, up) in upstreams {
+            text += &format!(
+                "[[route.upstreams]]\nname = \"{name}\"\nurl = \"{}\"\n",
+                up.url()
+            );
+        }
+        for (name, up) in models {
+            text += &format!("[[route.models]]\nname = \"{name}\"\nupstreams = [\"{up}\"]\n");
+        }
+        for name in clients {
+            text += &format!("[[route.clients]]\nname = \"{name}\"\ntoken_file = \"{name}\"\n");
+        }
+        text
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("alice"), "tok-alice\n").expect("token");
+    std::fs::write(dir.path().join("bob"), "tok-bob\n").expect("token");
+    let weir = Weir::start_in(
+        dir,
+        &config(
+            [("one", &one), ("two", &two)],
+            &[("a", "one"), ("b", "two")],
+            ["alice", "bob"],
+        ),
+    )
+    .await;
+    let body = |model| messages(model, false, 64);
+    served(&weir, "/v1/messages", &body("a"), "tok-alice").await;
+    served(&weir, "/v1/messages", &body("b"), "tok-bob").await;
+    weir.apply(&config(
+        [("two", &two), ("one", &one)],
+        &[("b", "two"), ("c", "one")],
+        ["bob", "alice"],
+    ))
+    .expect("reload");
+    served(&weir, "/v1/messages", &body("b"), "tok-alice").await;
+    served(&weir, "/v1/messages", &body("a"), "tok-alice").await;
+    served(&weir, "/v1/messages", &body("c"), "tok-bob").await;
+
+    let route = |model: &str, upstream: &str| {
+        format!(
+            "weir_llm_requests_total{{route=\"llm\",model=\"{model}\",upstream=\"{upstream}\",outcome=\"completed\"}}"
+        )
+    };
+    let client = |client: &str, model: &str, upstream: &str| {
+        format!(
+            "weir_llm_client_requests_total{{route=\"llm\",client=\"{client}\",model=\"{model}\",upstream=\"{upstream}\",outcome=\"completed\"}}"
+        )
+    };
+    let want = [
+        (route("a", "one"), 1),
+        (route("b", "two"), 2),
+        (route("default", "one"), 1),
+        (route("c", "one"), 1),
+        (client("alice", "a", "one"), 1),
+        (client("bob", "b", "two"), 1),
+        (client("alice", "b", "two"), 1),
+        (client("alice", "default", "one"), 1),
+        (client("bob", "c", "one"), 1),
+        (
+            "weir_llm_tokens_total{route=\"llm\",model=\"b\",kind=\"input\"}".to_string(),
+            24,
+        ),
+    ];
+    // Usage is counted when each response has ended: wait for the last.
+    let last = client("bob", "c", "one");
+    assert!(
+        eventually_async(Duration::from_secs(5), || async {
+            metric(&weir, &last).await == Some(1)
+        })
+        .await,
+        "{}",
+        metrics(&weir).await
+    );
+    let text = metrics(&weir).await;
+    for (series, n) in want {
+        let line = text.lines().find(|l| l.starts_with(&series));
+        assert_eq!(
+            line.and_then(|l| l.rsplit(' ').next()),
+            Some(n.to_string().as_str()),
+            "{series}\n{text}"
+        );
+    }
+    let counted = |prefix: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    assert_eq!(counted("weir_llm_requests_total{"), 5, "{text}");
+    assert_eq!(counted("weir_llm_client_requests_total{"), 5, "{text}");
+}

@@ -26,8 +26,6 @@
 //! are, the answer is immediate, with the soonest recovery as
 //! `Retry-After` (429 when every member is rate limited, else 503).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::header;
 use http::{Response, StatusCode};
@@ -94,20 +92,20 @@ pub async fn run(
     request: &Outgoing,
     endpoint: Endpoint,
     choices: &[Choice],
-    model_label: &Arc<str>,
+    model: usize,
     cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
     let mut best: Option<Answered> = None;
     let mut tally = Attempts::default();
     let note_failover = |reason: &'static str| {
-        cx.metrics.llm_failover(cx.route_name, model_label, reason);
+        llm.metrics.failover(model, reason);
         let mut f = cx.facts.locked();
         f.failovers += 1;
     };
     for choice in choices {
         let upstream = &llm.upstreams[choice.upstream];
-        let name: Arc<str> = upstream.config.name.as_str().into();
+        let name = llm.metrics.upstream_label(choice.upstream);
         let mut tried: Vec<usize> = Vec::new();
         // Made once for the upstream, sent to each member tried.
         let mut draft = None;
@@ -161,7 +159,7 @@ pub async fn run(
             {
                 let mut f = cx.facts.locked();
                 f.upstream = Some(member.label.clone());
-                f.upstream_name = Some(name.clone());
+                f.upstream_index = Some(choice.upstream);
                 f.served_model = Some(
                     choice
                         .model
@@ -192,7 +190,7 @@ pub async fn run(
                 }
             };
             let status = resp.status();
-            let served_by = settings.served_by_header.then_some(&*name);
+            let served_by = settings.served_by_header.then_some(&**name);
             if settings.failover_on.contains(&status.as_u16()) {
                 let why = match status.as_u16() {
                     429 => Some(Reason::RateLimited),
@@ -242,10 +240,9 @@ pub async fn run(
                 break;
             }
             let tally = Tally {
-                metrics: cx.metrics.clone(),
-                route: cx.route_name.clone(),
-                model_label: model_label.clone(),
-                upstream: name.clone(),
+                metrics: llm.metrics.clone(),
+                model,
+                upstream: choice.upstream,
                 facts: cx.facts.clone(),
                 started: cx.started,
                 _in_flight: Some(pick),
@@ -354,8 +351,7 @@ pub async fn run(
         }
     }
     let b = exhausted(best, &tally, endpoint, Instant::now())?;
-    cx.metrics
-        .llm_request(cx.route_name, model_label, &"-".into(), "relayed_error");
+    llm.metrics.request(model, None, "relayed_error");
     cx.facts.locked().outcome = Some("relayed_error");
     let mut resp = Response::new(Payload::text(b.body));
     *resp.status_mut() = b.status;

@@ -55,7 +55,7 @@ use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
 use crate::proxy::{BodyRate, RequestBody};
 use crate::respond::{Payload, Rescue, SharedLlmFacts};
 use crate::sync::Locked;
-use crate::telemetry::Metrics;
+use crate::telemetry::{LlmRouteMetrics, Metrics};
 use crate::wire::Endpoint;
 
 /// An LLM route's long-lived parts: its settings, a pooled client and a
@@ -72,6 +72,8 @@ pub struct LlmRoute {
     offload: Offload,
     /// Each client token's budget ledger, and where usage records go.
     pub books: Books,
+    /// Its series, over its models, upstreams and client tokens.
+    pub metrics: Arc<LlmRouteMetrics>,
 }
 
 impl LlmRoute {
@@ -103,7 +105,14 @@ impl LlmRoute {
             cluster: c.clone(),
             keys: token_ids.iter().map(|t| c.budget_key(route, t)).collect(),
         });
+        let series = metrics.llm_route(
+            route,
+            settings.models.iter().map(|(m, _)| m.as_str()),
+            settings.upstreams.iter().map(|u| u.name.as_str()),
+            settings.client_tokens.iter().map(|c| c.name.as_str()),
+        );
         LlmRoute {
+            metrics: Arc::new(series),
             upstreams: settings
                 .upstreams
                 .iter()
@@ -161,7 +170,7 @@ pub async fn serve(
         cx.route_name,
         &llm.settings,
         &llm.books,
-        cx.metrics,
+        &llm.metrics,
         cx.facts,
     );
 
@@ -284,14 +293,13 @@ pub async fn serve(
             ModelError::Missing => "the request body names no `model`",
         })
     })?;
-    let label: Arc<str> = match settings.models.iter().find(|(m, _)| *m == model.name) {
-        Some((m, _)) => m.as_str().into(),
-        None => "default".into(),
-    };
+    let label = llm
+        .metrics
+        .model(settings.models.iter().position(|(m, _)| *m == model.name));
     {
         let mut f = cx.facts.locked();
         f.model = Some(model.name.clone());
-        f.model_label = Some(label.clone());
+        f.model_index = Some(label);
         f.stream = model.stream;
     }
     let Some(choices) = settings.choices(&model.name) else {
@@ -333,7 +341,7 @@ pub async fn serve(
     let result = if endpoint == Endpoint::CountTokens {
         local::count_tokens(llm, &request, choices, &cx).await
     } else {
-        failover::run(llm, &request, endpoint, choices, &label, &cx).await
+        failover::run(llm, &request, endpoint, choices, label, &cx).await
     };
     // The body's budget reservation ends with the attempts.
     drop(read);

@@ -34,17 +34,17 @@ use tokio::time::{Instant, Sleep};
 use super::translate;
 use crate::respond::{BoxError, SharedLlmFacts};
 use crate::sync::Locked;
-use crate::telemetry::Metrics;
+use crate::telemetry::LlmRouteMetrics;
 use crate::wire::sse::{self, Framer};
 use crate::wire::{Api, EventClass, Usage, Watch};
 
 /// Where the relay reports: the request's facts and the route's metrics.
 pub struct Tally {
-    pub metrics: Arc<Metrics>,
-    pub route: Arc<str>,
-    /// The configured model entry (a bounded label).
-    pub model_label: Arc<str>,
-    pub upstream: Arc<str>,
+    pub metrics: Arc<LlmRouteMetrics>,
+    /// The configured model entry (see [`LlmRouteMetrics::model`]).
+    pub model: usize,
+    /// The configured upstream serving, by index.
+    pub upstream: usize,
     pub facts: SharedLlmFacts,
     pub started: std::time::Instant,
     /// The member serving: counted in flight until the answer ends.
@@ -54,8 +54,7 @@ pub struct Tally {
 impl Tally {
     pub fn first_content(&self) {
         let elapsed = self.started.elapsed();
-        self.metrics
-            .llm_first_token(&self.route, &self.model_label, elapsed.as_secs_f64());
+        self.metrics.first_token(self.model, elapsed.as_secs_f64());
         let mut f = self.facts.locked();
         f.first_token_ms.get_or_insert(elapsed.as_millis() as u64);
     }
@@ -81,21 +80,18 @@ impl Tally {
 
     fn finish(&self, outcome: &'static str) {
         self.metrics
-            .llm_request(&self.route, &self.model_label, &self.upstream, outcome);
-        let f = {
+            .request(self.model, Some(self.upstream), outcome);
+        let tokens = {
             let mut f = self.facts.locked();
             f.outcome = Some(outcome);
-            f.clone()
+            [
+                f.input_tokens,
+                f.output_tokens,
+                f.cache_read_tokens,
+                f.cache_write_tokens,
+            ]
         };
-        for (kind, n) in [
-            ("input", f.input_tokens),
-            ("output", f.output_tokens),
-            ("cache_read", f.cache_read_tokens),
-            ("cache_write", f.cache_write_tokens),
-        ] {
-            self.metrics
-                .llm_tokens(&self.route, &self.model_label, kind, n);
-        }
+        self.metrics.tokens(self.model, tokens);
     }
 }
 

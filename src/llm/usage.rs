@@ -35,7 +35,7 @@ use crate::cluster::{BudgetAsk, Cluster, SharedReservation};
 use crate::config::{Budget, LlmSettings, Price, SPEND_UNIT};
 use crate::respond::{Accountant, Accounting, LlmFacts, Rescue, SharedLlmFacts};
 use crate::sync::Locked;
-use crate::telemetry::{ClientUsage, Metrics, RecordSink};
+use crate::telemetry::{LlmRouteMetrics, RecordSink, UsageOf};
 
 /// The bound a reservation puts on a request's input tokens: its body's
 /// bytes over 3. Counting tokens exactly (the local counter behind
@@ -160,7 +160,7 @@ pub struct Account {
     route: Arc<str>,
     settings: Arc<LlmSettings>,
     books: Books,
-    metrics: Arc<Metrics>,
+    metrics: Arc<LlmRouteMetrics>,
     client: Mutex<Option<usize>>,
     held: Mutex<Option<Held>>,
 }
@@ -171,7 +171,7 @@ impl Account {
         route: &Arc<str>,
         settings: &Arc<LlmSettings>,
         books: &Books,
-        metrics: &Arc<Metrics>,
+        metrics: &Arc<LlmRouteMetrics>,
         facts: &SharedLlmFacts,
     ) -> Arc<Account> {
         let account = Arc::new(Account {
@@ -349,11 +349,10 @@ impl Account {
         let Some(client) = self.settings.client_tokens.get(want.index) else {
             return Rescue::status(StatusCode::TOO_MANY_REQUESTS);
         };
+        self.metrics
+            .budget_refused(want.index, refused.bound.name());
         let want = want.amount;
         facts.locked().outcome = Some("over_budget");
-        let name: Arc<str> = client.name.as_str().into();
-        self.metrics
-            .llm_budget_refused(&self.route, &name, refused.bound.name());
         let (limit, asked) = match refused.bound {
             Bound::SpendPerDay => (
                 money(client.budget.spend_per_day.unwrap_or(0)),
@@ -404,23 +403,18 @@ impl Account {
             h.holder.settle(charged);
         }
         let outcome = outcome(f, status);
-        let dash: Arc<str> = "-".into();
-        let client = f.client.clone().unwrap_or_else(|| dash.clone());
-        let model = f.model_label.clone().unwrap_or_else(|| dash.clone());
-        let upstream = f.upstream_name.clone().unwrap_or_else(|| dash.clone());
-        self.metrics.llm_client_usage(
-            ClientUsage {
-                route: &self.route,
-                client: &client,
-                model: &model,
-                upstream: &upstream,
-                outcome,
+        self.metrics.client_usage(
+            UsageOf {
+                client: *self.client.locked(),
+                model: f.model_index,
+                upstream: f.upstream_index,
             },
+            outcome,
             [
-                ("input", usage.input),
-                ("output", usage.output),
-                ("cache_read", usage.cache_read),
-                ("cache_write", usage.cache_write),
+                usage.input,
+                usage.output,
+                usage.cache_read,
+                usage.cache_write,
             ],
             spend.map(|s| s as f64 / SPEND_UNIT),
         );
@@ -430,13 +424,13 @@ impl Account {
                 "time": humantime::format_rfc3339_millis(start).to_string(),
                 "request_id": f.request_id,
                 "route": &*self.route,
-                "client": &*client,
+                "client": f.client.as_deref().unwrap_or("-"),
                 "model": f.model.as_deref().map(bounded),
                 "model_served": f
                     .served_model
                     .as_deref()
                     .or(f.model.as_deref())
-                    .filter(|_| f.upstream_name.is_some())
+                    .filter(|_| f.upstream_index.is_some())
                     .map(bounded),
                 "upstream": f.upstream.as_deref(),
                 "status": status,
@@ -678,7 +672,7 @@ fn charge(
     estimate: Option<Estimate>,
     price: Option<Price>,
 ) -> (Amount, Settled) {
-    let served = f.upstream_name.is_some()
+    let served = f.upstream_index.is_some()
         && (200..300).contains(&status)
         && f.outcome.is_some_and(|o| o != "relayed_error");
     if !served {
@@ -757,7 +751,7 @@ mod tests {
 
     fn facts(outcome: &'static str, reported: bool) -> LlmFacts {
         LlmFacts {
-            upstream_name: Some("up".into()),
+            upstream_index: Some(0),
             outcome: Some(outcome),
             usage_reported: reported,
             input_tokens: 100,
@@ -814,7 +808,7 @@ mod tests {
             (facts("completed", true), 401),
             (
                 LlmFacts {
-                    upstream_name: None,
+                    upstream_index: None,
                     ..facts("completed", true)
                 },
                 200,

@@ -80,16 +80,18 @@ impl std::fmt::Debug for Accountant {
 pub struct LlmFacts {
     /// The model as the client named it.
     pub model: Option<String>,
-    /// The configured model entry (or `default`): a bounded label.
-    pub model_label: Option<Arc<str>>,
+    /// The configured model entry (or `default`): a bounded label, by its
+    /// index in the route's metrics (`LlmRouteMetrics::model`).
+    pub model_index: Option<usize>,
     /// The model id sent to the upstream that served (what is priced).
     pub served_model: Option<String>,
     /// The client token's configured name.
     pub client: Option<Arc<str>>,
     /// The upstream member that served (or the last one tried).
     pub upstream: Option<Arc<str>>,
-    /// The configured upstream that served (or the last one tried).
-    pub upstream_name: Option<Arc<str>>,
+    /// The configured upstream that served (or the last one tried), by
+    /// its index in the route's upstreams.
+    pub upstream_index: Option<usize>,
     /// How the answer ended, once an upstream's answer is relayed
     /// (completed, upstream_error, client_cancel, relayed_error), or why
     /// weir answered itself (over_budget).

@@ -6,7 +6,8 @@ mod metrics;
 pub mod records;
 
 pub use metrics::{
-    ClientUsage, ClusterMetrics, Metrics, RouteMetrics, ServerMetrics, UpstreamErrorKind,
+    ClusterMetrics, LlmRouteMetrics, Metrics, RouteMetrics, ServerMetrics, TokenCounts,
+    UpstreamErrorKind, UsageOf,
 };
 pub use records::RecordSink;
 
