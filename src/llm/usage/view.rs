@@ -1,0 +1,124 @@
+//! The admin view of each client token's usage against its budget.
+
+use std::time::Duration;
+
+use crate::config::{Budget, SPEND_UNIT};
+use crate::llm::ledger::{Bound, View, WindowView};
+
+/// Each client token of an LLM route against its budget, as the admin
+/// view shows it (only `client` when one is named): the fleet's figures
+/// from Redis when the fleet keeps the budget (`"source": "fleet"`), else
+/// this process's ledger (`"local"`, or `"local_redis_unavailable"` when
+/// the fleet keeps it but Redis did not answer: what this instance
+/// counted while Redis was away).
+pub async fn view(
+    route: &str,
+    llm: &crate::llm::LlmRoute,
+    client: Option<&str>,
+) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let clients = llm.settings.client_tokens.iter().enumerate();
+    for (index, c) in clients.filter(|(_, c)| client.is_none_or(|n| n == c.name)) {
+        let Some(ledger) = llm.books.ledgers.get(index) else {
+            continue;
+        };
+        let fleet = match &llm.books.fleet {
+            Some(f) if !c.budget.is_unbounded() => match f.keys.get(index) {
+                Some(key) => Some(f.cluster.budget_view(key).await),
+                None => None,
+            },
+            _ => None,
+        };
+        let (v, now, source) = match fleet {
+            Some(Some(fb)) => (fleet_view(&fb, &c.budget), fb.now, "fleet"),
+            Some(None) => (
+                ledger.view(&c.budget),
+                unix_now(),
+                "local_redis_unavailable",
+            ),
+            None => (ledger.view(&c.budget), unix_now(), "local"),
+        };
+        out.push(client_view(route, &c.name, &v, now, source));
+    }
+    out
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The fleet's figures in a ledger's shape.
+fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
+    let w = |i: usize, bound, limit, period: u64, reserved| WindowView {
+        bound,
+        limit,
+        used: fb.used[i],
+        reserved,
+        resets_at: (fb.now - fb.now % period).saturating_add(period),
+    };
+    View {
+        windows: [
+            w(
+                0,
+                Bound::TokensPerMinute,
+                budget.tokens_per_minute,
+                60,
+                fb.reserved_tokens,
+            ),
+            w(
+                1,
+                Bound::TokensPerDay,
+                budget.tokens_per_day,
+                86_400,
+                fb.reserved_tokens,
+            ),
+            w(
+                2,
+                Bound::SpendPerDay,
+                budget.spend_per_day,
+                86_400,
+                fb.reserved_spend,
+            ),
+        ],
+        in_flight: fb.in_flight,
+    }
+}
+
+fn client_view(route: &str, name: &str, v: &View, now: u64, source: &str) -> serde_json::Value {
+    let mut windows = serde_json::Map::new();
+    for w in v.windows {
+        let spend = w.bound == Bound::SpendPerDay;
+        let amount = |n: u64| {
+            if spend {
+                serde_json::json!(n as f64 / SPEND_UNIT)
+            } else {
+                serde_json::json!(n)
+            }
+        };
+        let remaining = w
+            .limit
+            .map(|l| amount(l.saturating_sub(w.used.saturating_add(w.reserved))));
+        windows.insert(
+            w.bound.name().into(),
+            serde_json::json!({
+                "limit": w.limit.map(amount),
+                "used": amount(w.used),
+                "reserved": amount(w.reserved),
+                "remaining": remaining,
+                "resets_at": humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + Duration::from_secs(w.resets_at)
+                ).to_string(),
+                "resets_in_seconds": w.resets_at.saturating_sub(now),
+            }),
+        );
+    }
+    serde_json::json!({
+        "route": route,
+        "client": name,
+        "source": source,
+        "in_flight": v.in_flight,
+        "budget": windows,
+    })
+}
