@@ -1,10 +1,14 @@
 //! A fleet of real weir processes sharing one Redis (`[cluster]`), for
-//! the cluster tests.
+//! the cluster tests, and what they do to it: Redis killed and restarted
+//! under the fleet, a member killed.
 
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::process::{Proc, write_config};
 use super::redis::Redis;
@@ -28,6 +32,18 @@ impl Member {
         super::metric_at(self.admin, name).await
     }
 
+    /// Whether the metric `name` reads `want` within `within`.
+    pub async fn metric_becomes(&self, name: &str, want: u64, within: Duration) -> bool {
+        super::eventually_metric_at(self.admin, name, want, within).await
+    }
+
+    /// A Messages request to its LLM route with the client token.
+    pub async fn post(&self, body: String) -> (u16, http::HeaderMap, String) {
+        let (status, headers, text) =
+            super::post_json(&self.url("/v1/messages"), body, &[("x-api-key", TOKEN)]).await;
+        (status.as_u16(), headers, text)
+    }
+
     /// Lines of its log containing `text`, seen so far.
     pub fn lines(&mut self, text: &str) -> usize {
         self.proc.all_lines(|l| l.contains(text)).len()
@@ -42,13 +58,70 @@ pub async fn fleet(n: usize, redis: &Redis, config: &str) -> Vec<Member> {
         members.push(join(redis, config));
     }
     for m in &members {
-        let counted = super::eventually_async(Duration::from_secs(10), || async {
-            m.metric("weir_cluster_instances").await == Some(n as u64)
-        })
-        .await;
+        let counted = m
+            .metric_becomes("weir_cluster_instances", n as u64, Duration::from_secs(10))
+            .await;
         assert!(counted, "an instance did not count {n} live instances");
     }
     members
+}
+
+/// Kill Redis, then wait until every member has seen it go.
+pub async fn kill_redis(redis: &mut Redis, fleet: &[Member]) {
+    redis.kill();
+    every_member_sees_redis(fleet, false, "did not see Redis go").await;
+}
+
+/// Start Redis again on its port (empty), then wait until every member
+/// has reconnected.
+pub async fn restart_redis(redis: &mut Redis, fleet: &[Member]) {
+    redis.restart();
+    every_member_sees_redis(fleet, true, "did not reconnect").await;
+}
+
+async fn every_member_sees_redis(fleet: &[Member], up: bool, failed: &str) {
+    for m in fleet {
+        let seen = m
+            .metric_becomes("weir_cluster_redis_up", up.into(), Duration::from_secs(10))
+            .await;
+        assert!(seen, "{} {failed}", m.web);
+    }
+}
+
+/// What a request on an LLM route under a shared limit gets while Redis
+/// is gone and the mode is `fail_closed`: an answer at once, 503 with
+/// Retry-After, in Anthropic's error envelope.
+pub async fn refused_without_redis(m: &Member, body: String) {
+    let started = Instant::now();
+    let (status, headers, text) = m.post(body).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status, 503, "{text}");
+    assert_eq!(headers["retry-after"], "1");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(v["type"], "error", "Anthropic's envelope: {text}");
+    assert_eq!(v["error"]["type"], "overloaded_error", "{text}");
+}
+
+/// SIGKILL `m`, then poll `served` every 50 ms for up to `within`: how
+/// long after the kill it first held, if it did.
+pub async fn kill_and_time<F, Fut>(m: &Member, within: Duration, mut served: F) -> Option<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    m.proc.signal("-KILL");
+    let killed = Instant::now();
+    while killed.elapsed() < within {
+        if served().await {
+            return Some(killed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
 }
 
 /// One weir more from `config`, once it listens.
