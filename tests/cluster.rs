@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,60 +16,9 @@ use common::redis::Redis;
 use tokio::time::Instant;
 
 use common::fleet::{
-    Member, TOKEN, fleet, join, kill_and_time, kill_redis, llm_config, refused_without_redis,
-    restart_redis,
+    Member, TOKEN, burst, fail_closed_llm_config, fleet, join, kill_and_time, kill_redis,
+    llm_config, ok_upstream, proxy_config, refused_without_redis, restart_redis, timed_get,
 };
-
-/// A proxy route `api` to `up`, limited per client, and a `[cluster]`
-/// with `cluster` keys.
-fn proxy_config(up: SocketAddr, rate: &str, cluster: &str) -> String {
-    format!(
-        "[log]\nformat = \"json\"\naccess_log = false\n\
-         [admin]\naddress = \"127.0.0.1:0\"\n\
-         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
-         [[route]]\nname = \"api\"\nupstream = \"http://{up}\"\n{rate}\n\
-         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
-    )
-}
-
-async fn ok_upstream() -> SocketAddr {
-    common::upstream(|_| async { common::text(200, "ok") })
-        .await
-        .addr
-}
-
-/// A GET of `url`: its status, and how long the answer took (a request
-/// that takes 5 s is reported as status 0).
-async fn timed_get(url: &str) -> (u16, Duration) {
-    let started = Instant::now();
-    let client = common::h1_client();
-    let uri: http::Uri = url.parse().expect("url");
-    let status = match tokio::time::timeout(Duration::from_secs(5), client.get(uri)).await {
-        Ok(Ok(resp)) => {
-            let status = resp.status().as_u16();
-            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
-            status
-        }
-        _ => 0,
-    };
-    (status, started.elapsed())
-}
-
-/// `n` GETs of `url` one after another: (passed, refused with 429,
-/// longest wait).
-async fn burst(url: &str, n: usize) -> (usize, usize, Duration) {
-    let (mut passed, mut limited, mut longest) = (0, 0, Duration::ZERO);
-    for _ in 0..n {
-        let (status, took) = timed_get(url).await;
-        match status {
-            200 => passed += 1,
-            429 => limited += 1,
-            other => panic!("status {other} from {url}"),
-        }
-        longest = longest.max(took);
-    }
-    (passed, limited, longest)
-}
 
 /// A client limited to 50 requests a second gets 50 a second from the
 /// fleet, not from each instance. The load is paced (about 300 attempts a
@@ -283,11 +231,7 @@ async fn fail_closed_refuses_in_the_routes_shape_until_redis_returns() {
         return;
     };
     let up = mock(|seen| success(seen, &["hi"], Duration::ZERO)).await;
-    let config = llm_config(
-        &up.url(),
-        "max_concurrent_per_token = 4",
-        "timeout = \"50ms\"\non_failure = \"fail_closed\"",
-    );
+    let config = fail_closed_llm_config(&up.url());
     let fleet = fleet(2, &redis, &config).await;
     let body = messages_body("m", false);
     assert_eq!(fleet[0].post(body.clone()).await.0, 200);

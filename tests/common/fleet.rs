@@ -88,6 +88,16 @@ async fn every_member_sees_redis(fleet: &[Member], up: bool, failed: &str) {
     }
 }
 
+/// [`llm_config`] with a shared limit (a token's concurrency of 4), a
+/// 50 ms bound and `fail_closed`.
+pub fn fail_closed_llm_config(up: &str) -> String {
+    llm_config(
+        up,
+        "max_concurrent_per_token = 4",
+        "timeout = \"50ms\"\non_failure = \"fail_closed\"",
+    )
+}
+
 /// What a request on an LLM route under a shared limit gets while Redis
 /// is gone and the mode is `fail_closed`: an answer at once, 503 with
 /// Retry-After, in Anthropic's error envelope.
@@ -154,4 +164,55 @@ pub fn llm_config(up: &str, route: &str, cluster: &str) -> String {
          [[route.upstreams]]\nname = \"up\"\nurl = \"{up}\"\n\
          [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
     )
+}
+
+/// A proxy route `api` to `up`, limited per client, and a `[cluster]`
+/// with `cluster` keys.
+pub fn proxy_config(up: SocketAddr, rate: &str, cluster: &str) -> String {
+    format!(
+        "[log]\nformat = \"json\"\naccess_log = false\n\
+         [admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"api\"\nupstream = \"http://{up}\"\n{rate}\n\
+         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
+    )
+}
+
+pub async fn ok_upstream() -> SocketAddr {
+    super::upstream(|_| async { super::text(200, "ok") })
+        .await
+        .addr
+}
+
+/// A GET of `url`: its status, and how long the answer took (a request
+/// that takes 5 s is reported as status 0).
+pub async fn timed_get(url: &str) -> (u16, Duration) {
+    let started = Instant::now();
+    let client = super::h1_client();
+    let uri: http::Uri = url.parse().expect("url");
+    let status = match tokio::time::timeout(Duration::from_secs(5), client.get(uri)).await {
+        Ok(Ok(resp)) => {
+            let status = resp.status().as_u16();
+            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
+            status
+        }
+        _ => 0,
+    };
+    (status, started.elapsed())
+}
+
+/// `n` GETs of `url` one after another: (passed, refused with 429,
+/// longest wait).
+pub async fn burst(url: &str, n: usize) -> (usize, usize, Duration) {
+    let (mut passed, mut limited, mut longest) = (0, 0, Duration::ZERO);
+    for _ in 0..n {
+        let (status, took) = timed_get(url).await;
+        match status {
+            200 => passed += 1,
+            429 => limited += 1,
+            other => panic!("status {other} from {url}"),
+        }
+        longest = longest.max(took);
+    }
+    (passed, limited, longest)
 }

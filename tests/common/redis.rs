@@ -150,6 +150,7 @@ impl Redis {
             timeout: Duration::from_millis(500),
             on_failure: weir::config::FailureMode::Open,
             lease_ttl,
+            ca_file: None,
         };
         let metrics = weir::telemetry::Metrics::new();
         let cluster = weir::cluster::Cluster::start(&settings, metrics.cluster());
