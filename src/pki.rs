@@ -196,8 +196,8 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Pki
 }
 
 /// The roots [`client_config`] trusts (the web PKI's, plus `ca_file`'s,
-/// checked the same way), as PEM: for a client that takes its roots only
-/// so and only instead of its own (the Redis client's `root_cert`).
+/// checked the same way) as PEM, for a client that takes extra roots only
+/// as PEM and only in place of its own (the Redis client's `root_cert`).
 pub fn client_roots_pem(ca_file: &Path) -> Result<Vec<u8>, PkiError> {
     client_config(Some(ca_file))?;
     let extra = load_ca_file(ca_file)?;
