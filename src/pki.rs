@@ -195,6 +195,30 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Pki
         .with_no_client_auth())
 }
 
+/// The roots [`client_config`] trusts (the web PKI's, plus `ca_file`'s,
+/// checked the same way) as PEM, for a client that takes extra roots only
+/// as PEM and only in place of its own (the Redis client's `root_cert`).
+pub fn client_roots_pem(ca_file: &Path) -> Result<Vec<u8>, PkiError> {
+    client_config(Some(ca_file))?;
+    let extra = load_ca_file(ca_file)?;
+    let mut pem = String::new();
+    for cert in webpki_root_certs::TLS_SERVER_ROOT_CERTS
+        .iter()
+        .chain(&extra)
+    {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        // Base64 is ASCII: every 64-byte chunk is a str.
+        for line in b64.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    Ok(pem.into_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +235,27 @@ mod tests {
         let err = load_certificate(&c, &k).expect_err("mismatch").to_string();
         assert!(err.contains("does not fit"), "{err}");
         assert!(err.contains("c.pem and") && err.contains("k.pem"), "{err}");
+    }
+
+    #[test]
+    fn the_roots_as_pem_are_the_web_pkis_and_the_ca_files() {
+        let (_, _, ca) = self_signed(&["ca.test"]).expect("ca");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("ca.pem");
+        std::fs::write(&p, &ca).expect("write");
+        let pem = client_roots_pem(&p).expect("roots");
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .expect("pem");
+        assert_eq!(
+            certs.len(),
+            webpki_root_certs::TLS_SERVER_ROOT_CERTS.len() + 1
+        );
+        assert_eq!(certs.last(), load_ca_file(&p).expect("ca").first());
+        assert_eq!(
+            certs.first(),
+            webpki_root_certs::TLS_SERVER_ROOT_CERTS.first()
+        );
     }
 
     #[test]

@@ -588,7 +588,7 @@ async fn external_account_binding_registers_with_the_cas_key() {
 // one the CA validates against.
 
 use common::process::{Proc, write_config};
-use common::redis::{self as redis_server, Redis};
+use common::redis::Redis;
 
 /// The key of the issuance lock for [`NAME`] (the default key prefix).
 const LOCK: &str = "weir:acme:lock:a.weir.test";
@@ -651,11 +651,8 @@ fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str, acme: 
 /// and two members A (127.0.0.2) and B (127.0.0.3) that count each other.
 /// `acme` is added to the `acme` table.
 async fn fleet(lease_ttl: &str, acme: &str) -> Option<(Setup, Redis, Member, Member)> {
-    if !redis_server::available() {
-        return None;
-    }
+    let redis = Redis::start_if_available()?;
     let setup = Setup::new(None).await?;
-    let redis = Redis::start();
     assert_eq!(
         redis
             .command(&format!("SET {LOCK} held-by-the-test PX 60000"))
@@ -667,14 +664,16 @@ async fn fleet(lease_ttl: &str, acme: &str) -> Option<(Setup, Redis, Member, Mem
     let config = |ip| member_config(&setup, ip, &redis, lease_ttl, acme);
     let a = Member::start(&config("127.0.0.2"), dir());
     let b = Member::start(&config("127.0.0.3"), dir());
-    for m in [&a, &b] {
-        let counted = eventually_async(Duration::from_secs(10), || async {
-            metric_at(m.admin, "weir_cluster_instances").await == Some(2)
-        })
-        .await;
-        assert!(counted, "the members do not see each other");
-    }
+    assert!(count(&a, &b, 2).await, "the members do not see each other");
     Some((setup, redis, a, b))
+}
+
+/// Whether A and B both count `n` live instances, within 10 s.
+async fn count(a: &Member, b: &Member, n: u64) -> bool {
+    let name = "weir_cluster_instances";
+    let within = Duration::from_secs(10);
+    eventually_metric_at(a.admin, name, n, within).await
+        && eventually_metric_at(b.admin, name, n, within).await
 }
 
 /// Let A, and only A, take the lock: B is stopped (SIGSTOP) while the
@@ -807,13 +806,7 @@ async fn an_order_longer_than_the_lease_keeps_its_lock_and_a_silent_instance_del
     // order waits for it (at most 10 s, ten leases of 1 s), renewing its
     // lock all the while, so B, polling the lock, never orders.
     assert_eq!(redis.int("ZADD weir:instances 99999999999999 ghost"), 1);
-    for m in [&a, &b] {
-        let counted = eventually_async(Duration::from_secs(10), || async {
-            metric_at(m.admin, "weir_cluster_instances").await == Some(3)
-        })
-        .await;
-        assert!(counted, "the ghost is not counted");
-    }
+    assert!(count(&a, &b, 3).await, "the ghost is not counted");
     let started = Instant::now();
     a_takes_the_lock(&redis, &mut a, &b).await;
     certified(b.https, NAME, &setup.root, Duration::from_secs(30)).await;
@@ -833,13 +826,12 @@ async fn with_redis_gone_a_renewal_waits_until_the_last_tenth_then_orders_alone(
     // 30-second certificates: renewal is due after about 20 s; the last
     // tenth of the lifetime begins 27 s in.
     let lifetime = Duration::from_secs(30);
-    if !redis_server::available() {
+    let Some(mut redis) = Redis::start_if_available() else {
         return;
-    }
+    };
     let Some(setup) = Setup::new(Some(lifetime.as_secs())).await else {
         return;
     };
-    let mut redis = Redis::start();
     let config = member_config(&setup, "127.0.0.1", &redis, "15s", "");
     let mut weir = Member::start(&config, tempfile::tempdir().expect("tempdir"));
     let first = certified(weir.https, NAME, &setup.root, Duration::from_secs(30)).await;
@@ -874,13 +866,12 @@ async fn with_redis_gone_a_renewal_waits_until_the_last_tenth_then_orders_alone(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unusable_certificate_in_redis_is_removed_and_replaced() {
-    if !redis_server::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
+    };
     let Some(setup) = Setup::new(None).await else {
         return;
     };
-    let redis = Redis::start();
     // Garbage that claims to expire in the year 5138: kept, it would stop
     // every real certificate from being stored.
     assert_eq!(

@@ -8,66 +8,17 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::llm::{messages_body, mock, success};
-use common::redis::{self, Redis};
+use common::redis::Redis;
 use tokio::time::Instant;
 
-use common::fleet::{Member, TOKEN, fleet, join, llm_config};
-
-/// A proxy route `api` to `up`, limited per client, and a `[cluster]`
-/// with `cluster` keys.
-fn proxy_config(up: SocketAddr, rate: &str, cluster: &str) -> String {
-    format!(
-        "[log]\nformat = \"json\"\naccess_log = false\n\
-         [admin]\naddress = \"127.0.0.1:0\"\n\
-         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
-         [[route]]\nname = \"api\"\nupstream = \"http://{up}\"\n{rate}\n\
-         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n"
-    )
-}
-
-async fn ok_upstream() -> SocketAddr {
-    common::upstream(|_| async { common::text(200, "ok") })
-        .await
-        .addr
-}
-
-/// A GET of `url`: its status, and how long the answer took (a request
-/// that takes 5 s is reported as status 0).
-async fn timed_get(url: &str) -> (u16, Duration) {
-    let started = Instant::now();
-    let client = common::h1_client();
-    let uri: http::Uri = url.parse().expect("url");
-    let status = match tokio::time::timeout(Duration::from_secs(5), client.get(uri)).await {
-        Ok(Ok(resp)) => {
-            let status = resp.status().as_u16();
-            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
-            status
-        }
-        _ => 0,
-    };
-    (status, started.elapsed())
-}
-
-/// `n` GETs of `url` one after another: (passed, refused with 429,
-/// longest wait).
-async fn burst(url: &str, n: usize) -> (usize, usize, Duration) {
-    let (mut passed, mut limited, mut longest) = (0, 0, Duration::ZERO);
-    for _ in 0..n {
-        let (status, took) = timed_get(url).await;
-        match status {
-            200 => passed += 1,
-            429 => limited += 1,
-            other => panic!("status {other} from {url}"),
-        }
-        longest = longest.max(took);
-    }
-    (passed, limited, longest)
-}
+use common::fleet::{
+    Member, TOKEN, burst, fail_closed_llm_config, fleet, join, kill_and_time, kill_redis,
+    llm_config, ok_upstream, proxy_config, refused_without_redis, restart_redis, timed_get,
+};
 
 /// A client limited to 50 requests a second gets 50 a second from the
 /// fleet, not from each instance. The load is paced (about 300 attempts a
@@ -77,10 +28,9 @@ async fn burst(url: &str, n: usize) -> (usize, usize, Duration) {
 /// four seconds by when each request was sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_limit_holds_across_three_instances() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = ok_upstream().await;
     let config = proxy_config(
         up,
@@ -149,10 +99,9 @@ async fn a_client_limit_holds_across_three_instances() {
 /// three instances, the 9th refused on each; one ends and one more fits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_concurrency_of_8_holds_fleet_wide() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let slow = mock(|seen| success(seen, &["a"; 40], Duration::from_millis(500))).await;
     let config = llm_config(&slow.url(), "max_concurrent_per_token = 8", "");
     let fleet = fleet(3, &redis, &config).await;
@@ -205,10 +154,9 @@ async fn a_token_concurrency_of_8_holds_fleet_wide() {
 /// change; the fleet's limit is back once Redis is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
-    if !redis::available() {
+    let Some(mut redis) = Redis::start_if_available() else {
         return;
-    }
-    let mut redis = Redis::start();
+    };
     let up = ok_upstream().await;
     // A rate too slow to matter during a burst: the burst is the limit.
     let config = proxy_config(
@@ -249,14 +197,7 @@ async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
         );
     }
 
-    redis.restart();
-    for m in &fleet {
-        let back = common::eventually_async(Duration::from_secs(10), || async {
-            m.metric("weir_cluster_redis_up").await == Some(1)
-        })
-        .await;
-        assert!(back, "{} did not reconnect", m.web);
-    }
+    restart_redis(&mut redis, &fleet).await;
     // Shared again: one instance gets the fleet's whole (fresh) burst.
     let (passed, _, _) = burst(&fleet[0].url("/"), 40).await;
     // 30 (the rate, 1/s, may add one or two while the burst is sent).
@@ -286,34 +227,18 @@ async fn fail_open_keeps_a_share_and_no_request_waits_past_the_bound() {
 /// shape; requests pass again once Redis is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_closed_refuses_in_the_routes_shape_until_redis_returns() {
-    if !redis::available() {
+    let Some(mut redis) = Redis::start_if_available() else {
         return;
-    }
-    let mut redis = Redis::start();
+    };
     let up = mock(|seen| success(seen, &["hi"], Duration::ZERO)).await;
-    let config = llm_config(
-        &up.url(),
-        "max_concurrent_per_token = 4",
-        "timeout = \"50ms\"\non_failure = \"fail_closed\"",
-    );
+    let config = fail_closed_llm_config(&up.url());
     let fleet = fleet(2, &redis, &config).await;
     let body = messages_body("m", false);
-    let auth = [("x-api-key", TOKEN)];
-    let (status, _, _) =
-        common::post_json(&fleet[0].url("/v1/messages"), body.clone(), &auth).await;
-    assert_eq!(status, 200);
+    assert_eq!(fleet[0].post(body.clone()).await.0, 200);
 
     redis.kill();
     for m in &fleet {
-        let started = Instant::now();
-        let (status, headers, text) =
-            common::post_json(&m.url("/v1/messages"), body.clone(), &auth).await;
-        assert!(started.elapsed() < Duration::from_millis(500));
-        assert_eq!(status, 503, "{text}");
-        assert_eq!(headers["retry-after"], "1");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        assert_eq!(v["type"], "error", "Anthropic's envelope: {text}");
-        assert_eq!(v["error"]["type"], "overloaded_error", "{text}");
+        refused_without_redis(m, body.clone()).await;
         assert!(
             m.metric("weir_cluster_decisions_total{mode=\"fail_closed\"}")
                 .await
@@ -321,15 +246,12 @@ async fn fail_closed_refuses_in_the_routes_shape_until_redis_returns() {
         );
     }
 
-    redis.restart();
-    let back = common::eventually_async(Duration::from_secs(10), || async {
-        common::post_json(&fleet[1].url("/v1/messages"), body.clone(), &auth)
-            .await
-            .0
-            == 200
-    })
-    .await;
-    assert!(back, "requests pass again with Redis back");
+    restart_redis(&mut redis, &fleet).await;
+    assert_eq!(
+        fleet[1].post(body).await.0,
+        200,
+        "requests pass again with Redis back"
+    );
 }
 
 /// A weir killed (SIGKILL) while holding every slot of a token: its
@@ -337,10 +259,9 @@ async fn fail_closed_refuses_in_the_routes_shape_until_redis_returns() {
 /// (not at once: the killed weir released nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_instance_gives_its_slots_back_within_the_ttl() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let slow = mock(|seen| success(seen, &["a"; 40], Duration::from_millis(500))).await;
     let config = llm_config(
         &slow.url(),
@@ -360,19 +281,15 @@ async fn a_killed_instance_gives_its_slots_back_within_the_ttl() {
         common::post_json(&fleet[1].url("/v1/messages"), body.clone(), &auth).await;
     assert_eq!(status, 429, "every slot is held by the first instance");
 
-    fleet[0].proc.signal("-KILL");
-    let killed = Instant::now();
     let survivor = fleet[1].url("/v1/messages");
-    let mut back_after = None;
-    while killed.elapsed() < Duration::from_secs(6) {
-        let resp = common::post_open(&survivor, body.clone(), &auth).await;
-        if resp.status() == 200 {
-            back_after = Some(killed.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let back_after = back_after.expect("the slots came back");
+    let back_after = kill_and_time(&fleet[0], Duration::from_secs(6), || async {
+        common::post_open(&survivor, body.clone(), &auth)
+            .await
+            .status()
+            == 200
+    })
+    .await
+    .expect("the slots came back");
     assert!(
         back_after <= Duration::from_millis(2000 + 1000),
         "back after {back_after:?}, the TTL is 2 s"
@@ -391,24 +308,12 @@ async fn a_killed_instance_gives_its_slots_back_within_the_ttl() {
 /// Redis lost it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
-    if !redis::available() {
-        return;
-    }
     use weir::admit::rate::{Client, RateLimit};
-    use weir::cluster::{Ask, Cluster, Decision, Gcra};
-    let mut redis = Redis::start();
-    let settings = weir::config::ClusterSettings {
-        url: redis.url(),
-        password: None,
-        key_prefix: "t:".into(),
-        timeout: Duration::from_millis(500),
-        on_failure: weir::config::FailureMode::Open,
-        lease_ttl: Duration::from_secs(1),
+    use weir::cluster::{Ask, Decision, Gcra};
+    let Some(mut redis) = Redis::start_if_available() else {
+        return;
     };
-    let metrics = weir::telemetry::Metrics::new();
-    let cluster = Cluster::start(&settings, metrics.cluster());
-    cluster.settled(Duration::from_secs(5)).await;
-    assert!(cluster.is_up());
+    let (cluster, _metrics) = redis.cluster(Duration::from_secs(1)).await;
 
     for (i, (per_second, burst)) in [(1, 3), (2, 1), (1, 5)].into_iter().enumerate() {
         let local = RateLimit::new(per_second, burst, 100);
@@ -527,19 +432,14 @@ impl Overloading {
 /// One request to `m`'s LLM route: its status and how long it took.
 async fn ask(m: &Member) -> (u16, Duration) {
     let started = Instant::now();
-    let (status, _, _) = common::post_json(
-        &m.url("/v1/messages"),
-        messages_body("m", false),
-        &[("x-api-key", TOKEN)],
-    )
-    .await;
-    (status.as_u16(), started.elapsed())
+    let (status, _, _) = m.post(messages_body("m", false)).await;
+    (status, started.elapsed())
 }
 
 /// Wait until `m` has received `n` holds from the fleet by `via`.
 async fn received(m: &Member, via: &str, n: u64, within: Duration) -> bool {
     let name = format!("weir_cluster_holds_received_total{{via=\"{via}\"}}");
-    common::eventually_async(within, || async { m.metric(&name).await == Some(n) }).await
+    m.metric_becomes(&name, n, within).await
 }
 
 /// One instance's 529 with `retry-after: 2` cools the upstream for all
@@ -548,10 +448,9 @@ async fn received(m: &Member, via: &str, n: u64, within: Duration) -> bool {
 /// has passed; then each sends to it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_instances_529_cools_the_upstream_for_the_fleet() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Overloading::start("2").await;
     let fleet = fleet(3, &redis, &llm_config(&up.mock.url(), "", "")).await;
 
@@ -645,10 +544,9 @@ async fn one_instances_529_cools_the_upstream_for_the_fleet() {
 /// sends the member nothing until the hint has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_started_during_a_hold_reads_it_from_its_key() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Overloading::start("6").await;
     let config = llm_config(&up.mock.url(), "", "");
     let fleet = fleet(1, &redis, &config).await;
@@ -686,22 +584,14 @@ async fn an_instance_started_during_a_hold_reads_it_from_its_key() {
 /// the subscription is renewed, and a new hold reaches the others again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_stay_local_without_redis_and_are_shared_again_when_it_returns() {
-    if !redis::available() {
+    let Some(mut redis) = Redis::start_if_available() else {
         return;
-    }
-    let mut redis = Redis::start();
+    };
     let up = Overloading::start("3").await;
     let config = llm_config(&up.mock.url(), "", "timeout = \"50ms\"");
     let fleet = fleet(3, &redis, &config).await;
 
-    redis.kill();
-    for m in &fleet {
-        let down = common::eventually_async(Duration::from_secs(5), || async {
-            m.metric("weir_cluster_redis_up").await == Some(0)
-        })
-        .await;
-        assert!(down, "{} saw Redis go", m.web);
-    }
+    kill_redis(&mut redis, &fleet).await;
     up.arm();
     let (status, took) = ask(&fleet[0]).await;
     assert_eq!(status, 529);
@@ -722,14 +612,7 @@ async fn holds_stay_local_without_redis_and_are_shared_again_when_it_returns() {
     }
     assert_eq!(up.requests(), 3);
 
-    redis.restart();
-    for m in &fleet {
-        let back = common::eventually_async(Duration::from_secs(10), || async {
-            m.metric("weir_cluster_redis_up").await == Some(1)
-        })
-        .await;
-        assert!(back, "{} did not reconnect", m.web);
-    }
+    restart_redis(&mut redis, &fleet).await;
     up.arm();
     assert_eq!(ask(&fleet[1]).await.0, 529);
     for m in [&fleet[0], &fleet[2]] {
@@ -749,10 +632,9 @@ async fn holds_stay_local_without_redis_and_are_shared_again_when_it_returns() {
 /// up; a hold still reaches an instance that connects later, by its key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_subscription_keeps_redis_up_and_holds_in_their_keys() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     assert_eq!(
         redis
             .command("ACL SETUSER default resetchannels")
@@ -762,11 +644,9 @@ async fn a_refused_subscription_keeps_redis_up_and_holds_in_their_keys() {
     let up = Overloading::start("6").await;
     let config = llm_config(&up.mock.url(), "", "");
     let mut fleet = fleet(1, &redis, &config).await;
-    let first = &fleet[0];
-    let connected = common::eventually_async(Duration::from_secs(5), || async {
-        first.metric("weir_cluster_redis_up").await == Some(1)
-    })
-    .await;
+    let connected = fleet[0]
+        .metric_becomes("weir_cluster_redis_up", 1, Duration::from_secs(5))
+        .await;
     assert!(connected, "a refused subscription does not keep Redis down");
     up.arm();
     assert_eq!(ask(&fleet[0]).await.0, 529);
@@ -785,10 +665,9 @@ async fn a_refused_subscription_keeps_redis_up_and_holds_in_their_keys() {
 /// holds to itself too: the other instance still sends to the member.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_route_keeps_its_holds() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Overloading::start("6").await;
     let config = llm_config(&up.mock.url(), "limit_scope = \"local\"", "");
     let fleet = fleet(2, &redis, &config).await;
@@ -809,10 +688,9 @@ async fn a_local_route_keeps_its_holds() {
 /// next hold reaches it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_subscription_is_renewed() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Overloading::start("6").await;
     let config = llm_config(&up.mock.url(), "", "");
     let mut fleet = fleet(2, &redis, &config).await;

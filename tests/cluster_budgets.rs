@@ -21,11 +21,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::fleet::{Member, TOKEN, fleet, llm_config};
-use common::redis::{self, Redis};
+use common::fleet::{
+    Member, TOKEN, fleet, kill_and_time, kill_redis, llm_config, refused_without_redis,
+    restart_redis,
+};
+use common::redis::Redis;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 /// Tokens the upstream reports for every answer.
 const USED: u64 = 15;
@@ -132,8 +134,7 @@ fn reservation() -> u64 {
 const AUTH: [(&str, &str); 1] = [("x-api-key", TOKEN)];
 
 async fn send(m: &Member, model: &str) -> (u16, http::HeaderMap, String) {
-    let (s, h, text) = common::post_json(&m.url("/v1/messages"), body(model), &AUTH).await;
-    (s.as_u16(), h, text)
+    m.post(body(model)).await
 }
 
 /// A request that the upstream holds: sent in the background.
@@ -206,10 +207,9 @@ fn retry_after(h: &http::HeaderMap) -> u64 {
 /// and no more; nothing stays reserved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Upstream::start().await;
     let r = reservation();
     let budget = 5 * r + r / 2;
@@ -357,10 +357,9 @@ fn redis_minute_left(redis: &Redis) -> i64 {
 /// bound is 400.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_the_routes_429_with_the_windows_retry_after() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Upstream::start().await;
     up.release();
     let r = reservation();
@@ -413,10 +412,9 @@ async fn a_refusal_is_the_routes_429_with_the_windows_retry_after() {
 /// sweep can free them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_instances_reservations_come_back_within_the_ttl() {
-    if !redis::available() {
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    let redis = Redis::start();
+    };
     let up = Upstream::start().await;
     let r = reservation();
     let fleet = budget_fleet(
@@ -436,18 +434,11 @@ async fn a_killed_instances_reservations_come_back_within_the_ttl() {
     let (s, h, _) = send(&fleet[1], "quick").await;
     assert_eq!((s, retry_after(&h)), (429, 1), "three of three held");
 
-    fleet[0].proc.signal("-KILL");
-    let killed = Instant::now();
-    let mut back_after = None;
-    while killed.elapsed() < Duration::from_secs(8) {
-        let (s, _, _) = send(&fleet[1], "quick").await;
-        if s == 200 {
-            back_after = Some(killed.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let back_after = back_after.expect("the killed instance's reservations came back");
+    let back_after = kill_and_time(&fleet[0], Duration::from_secs(8), || async {
+        send(&fleet[1], "quick").await.0 == 200
+    })
+    .await
+    .expect("the killed instance's reservations came back");
     assert!(
         back_after <= Duration::from_millis(2000 + 1000),
         "back after {back_after:?}, the TTL is 2 s"
@@ -471,10 +462,9 @@ async fn a_killed_instances_reservations_come_back_within_the_ttl() {
 /// fleet's again (one instance alone gets past its third).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_admits_a_third_each_and_the_budget_is_shared_again_when_redis_returns() {
-    if !redis::available() {
+    let Some(mut redis) = Redis::start_if_available() else {
         return;
-    }
-    let mut redis = Redis::start();
+    };
     let up = Upstream::start().await;
     let r = reservation();
     let budget = 6 * r + r / 2;
@@ -487,14 +477,7 @@ async fn fail_open_admits_a_third_each_and_the_budget_is_shared_again_when_redis
     )
     .await;
 
-    redis.kill();
-    for m in &fleet {
-        let down = common::eventually_async(Duration::from_secs(10), || async {
-            m.metric("weir_cluster_redis_up").await == Some(0)
-        })
-        .await;
-        assert!(down);
-    }
+    kill_redis(&mut redis, &fleet).await;
     let mut held = Vec::new();
     for (i, m) in fleet.iter().enumerate() {
         held.push(send_held(m));
@@ -517,14 +500,7 @@ async fn fail_open_admits_a_third_each_and_the_budget_is_shared_again_when_redis
         assert_eq!(h.await.expect("request").0, 200);
     }
 
-    redis.restart();
-    for m in &fleet {
-        let back = common::eventually_async(Duration::from_secs(10), || async {
-            m.metric("weir_cluster_redis_up").await == Some(1)
-        })
-        .await;
-        assert!(back);
-    }
+    restart_redis(&mut redis, &fleet).await;
     let charged = common::eventually(Duration::from_secs(5), || {
         fleet_figures(&redis) == (6 * USED as i64, 0, 0)
     })
@@ -556,10 +532,9 @@ async fn fail_open_admits_a_third_each_and_the_budget_is_shared_again_when_redis
 /// shape, the upstream never contacted; served again once Redis is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_closed_refuses_budgeted_requests_until_redis_returns() {
-    if !redis::available() {
+    let Some(mut redis) = Redis::start_if_available() else {
         return;
-    }
-    let mut redis = Redis::start();
+    };
     let up = Upstream::start().await;
     up.release();
     let fleet = budget_fleet(
@@ -573,21 +548,15 @@ async fn fail_closed_refuses_budgeted_requests_until_redis_returns() {
     assert_eq!(send(&fleet[0], "quick").await.0, 200);
     redis.kill();
     for m in &fleet {
-        let started = Instant::now();
-        let (s, h, text) = send(m, "quick").await;
-        assert!(started.elapsed() < Duration::from_millis(500));
-        assert_eq!(s, 503, "{text}");
-        assert_eq!(retry_after(&h), 1);
-        let v: Value = serde_json::from_str(&text).expect("json");
-        assert_eq!(v["error"]["type"], "overloaded_error", "{text}");
+        refused_without_redis(m, body("quick")).await;
     }
     assert_eq!(up.seen(), 1, "refused requests never reached the upstream");
-    redis.restart();
-    let back = common::eventually_async(Duration::from_secs(10), || async {
-        send(&fleet[1], "quick").await.0 == 200
-    })
-    .await;
-    assert!(back, "served again with Redis back");
+    restart_redis(&mut redis, &fleet).await;
+    assert_eq!(
+        send(&fleet[1], "quick").await.0,
+        200,
+        "served again with Redis back"
+    );
 }
 
 /// The scripts through weir's cluster API against real Redis, by Redis's
@@ -598,23 +567,11 @@ async fn fail_closed_refuses_budgeted_requests_until_redis_returns() {
 /// reservation swept by the next reserve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
-    if !redis::available() {
+    use weir::cluster::{Ask, BudgetAsk, Decision, OverBudget};
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    use weir::cluster::{Ask, BudgetAsk, Cluster, Decision, OverBudget};
-    let redis = Redis::start();
-    let settings = weir::config::ClusterSettings {
-        url: redis.url(),
-        password: None,
-        key_prefix: "t:".into(),
-        timeout: Duration::from_millis(500),
-        on_failure: weir::config::FailureMode::Open,
-        lease_ttl: Duration::from_secs(2),
     };
-    let metrics = weir::telemetry::Metrics::new();
-    let cluster = Cluster::start(&settings, metrics.cluster());
-    cluster.settled(Duration::from_secs(5)).await;
-    assert!(cluster.is_up());
+    let (cluster, _metrics) = redis.cluster(Duration::from_secs(2)).await;
     let key = cluster.budget_key("r", "tok");
     assert_eq!(&*key, "t:bg:r:tok:");
     let ask = |tokens, limits| Ask {
@@ -755,22 +712,11 @@ fn lua(redis: &Redis, expr: &str) -> i64 {
 /// is dropped and counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
-    if !redis::available() {
+    use weir::cluster::{Ask, BudgetAsk, Decision};
+    let Some(redis) = Redis::start_if_available() else {
         return;
-    }
-    use weir::cluster::{Ask, BudgetAsk, Cluster, Decision};
-    let redis = Redis::start();
-    let settings = weir::config::ClusterSettings {
-        url: redis.url(),
-        password: None,
-        key_prefix: "t:".into(),
-        timeout: Duration::from_millis(500),
-        on_failure: weir::config::FailureMode::Open,
-        lease_ttl: Duration::from_secs(30),
     };
-    let metrics = weir::telemetry::Metrics::new();
-    let cluster = Cluster::start(&settings, metrics.cluster());
-    cluster.settled(Duration::from_secs(5)).await;
+    let (cluster, metrics) = redis.cluster(Duration::from_secs(30)).await;
     let (bad, good) = (
         cluster.budget_key("r", "bad"),
         cluster.budget_key("r", "good"),
@@ -800,10 +746,7 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
         r.settle(40, 0);
     }
     let pending = |m: &weir::telemetry::Metrics| {
-        m.encode()
-            .lines()
-            .find(|l| l.starts_with("weir_cluster_budget_settles_pending "))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        common::metric_in(&m.encode(), "weir_cluster_budget_settles_pending ")
     };
     assert_eq!(pending(&metrics), Some(2), "both wait for Redis");
     let silent = common::eventually(Duration::from_secs(5), || !cluster.is_up()).await;
@@ -824,10 +767,7 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
     );
     // Counted once the answer is read, just after Redis wrote.
     let dropped = |m: &weir::telemetry::Metrics| {
-        m.encode()
-            .lines()
-            .find(|l| l.starts_with("weir_cluster_budget_settles_dropped_total "))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        common::metric_in(&m.encode(), "weir_cluster_budget_settles_dropped_total ")
     };
     let counted = common::eventually(Duration::from_secs(2), || dropped(&metrics) == Some(1)).await;
     assert!(

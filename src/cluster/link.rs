@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use redis::aio::{MultiplexedConnection, PubSubStream};
-use redis::{AsyncConnectionConfig, IntoConnectionInfo};
+use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo};
 
 use super::holds::{self, Outbox};
 use super::{DOWN, Inner, UP};
@@ -83,12 +83,7 @@ async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, Option<PubSubS
         let settings = info.redis_settings().clone().set_password(&password.0);
         info = info.set_redis_settings(settings);
     }
-    if inner.url.starts_with("rediss://") {
-        // redis-rs builds its TLS config from the process's default
-        // provider; weir's is the one its other TLS clients use.
-        let _ = std::sync::Arc::unwrap_or_clone(crate::pki::provider()).install_default();
-    }
-    let client = redis::Client::open(info).map_err(|e| e.to_string())?;
+    let client = client(inner, info)?;
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(BACKGROUND_TIMEOUT))
         .set_response_timeout(None);
@@ -106,6 +101,31 @@ async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, Option<PubSubS
     let announcements = holds::subscribe(&client, &inner.prefix).await?;
     inner.holds.read_all(&mut conn, &inner.prefix).await?;
     Ok((conn, announcements))
+}
+
+/// The client for `info`; over TLS, trusting what weir's other TLS
+/// clients trust: the web PKI roots, and `ca_file`'s.
+fn client(inner: &Inner, info: ConnectionInfo) -> Result<redis::Client, Failed> {
+    if !inner.url.starts_with("rediss://") {
+        return redis::Client::open(info).map_err(|e| e.to_string());
+    }
+    // redis-rs builds its TLS config from the process's default provider;
+    // weir's is the one its other TLS clients use.
+    let _ = Arc::unwrap_or_clone(crate::pki::provider()).install_default();
+    let client = match &inner.roots {
+        None => redis::Client::open(info),
+        // Given roots replace the client's own, so they are all of
+        // them (the web PKI's too), not only `ca_file`'s.
+        Some(Ok(pem)) => redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            },
+        ),
+        Some(Err(why)) => return Err(format!("ca_file: {why}")),
+    };
+    client.map_err(|e| e.to_string())
 }
 
 /// Keep the connection's background work going until it fails (or the

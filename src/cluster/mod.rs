@@ -61,6 +61,9 @@ pub struct Cluster {
 struct Inner {
     url: String,
     password: Option<Secret>,
+    /// With `ca_file`: the roots a `rediss://` Redis is verified against,
+    /// as the client takes them (see [`link`]), or why they are unusable.
+    roots: Option<Result<Vec<u8>, String>>,
     prefix: String,
     timeout: Duration,
     mode: FailureMode,
@@ -173,6 +176,10 @@ impl Cluster {
         let inner = Arc::new(Inner {
             url: settings.url.clone(),
             password: settings.password.clone(),
+            roots: settings
+                .ca_file
+                .as_deref()
+                .map(|f| crate::pki::client_roots_pem(f).map_err(|e| e.to_string())),
             prefix: settings.key_prefix.clone(),
             timeout: settings.timeout,
             mode: settings.on_failure,

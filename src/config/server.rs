@@ -23,6 +23,9 @@ pub struct ClusterSettings {
     pub on_failure: FailureMode,
     /// How long a concurrency slot outlives the instance holding it.
     pub lease_ttl: Duration,
+    /// CA certificates a `rediss://` Redis's certificate may chain to,
+    /// besides the web PKI roots (a private CA's).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// What a shared limit does while Redis is slow or gone.

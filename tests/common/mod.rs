@@ -424,13 +424,33 @@ pub async fn metric(weir: &Weir, name: &str) -> Option<u64> {
 
 /// [`metric`] from the admin listener at `admin` (a weir in another process).
 pub async fn metric_at(admin: SocketAddr, name: &str) -> Option<u64> {
-    get(&h1_client(), &format!("http://{admin}/metrics"))
-        .await
-        .2
-        .lines()
+    metric_in(
+        &get(&h1_client(), &format!("http://{admin}/metrics"))
+            .await
+            .2,
+        name,
+    )
+}
+
+/// [`metric`] from an exposition's text.
+pub fn metric_in(text: &str, name: &str) -> Option<u64> {
+    text.lines()
         .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// Wait until the metric `name` at `admin` reads `want`, up to `within`.
+pub async fn eventually_metric_at(
+    admin: SocketAddr,
+    name: &str,
+    want: u64,
+    within: Duration,
+) -> bool {
+    eventually_async(within, || async {
+        metric_at(admin, name).await == Some(want)
+    })
+    .await
 }
 
 /// Poll `cond` until it holds or `within` passes: waiting on an observable
@@ -464,10 +484,8 @@ where
 
 /// Wait until the metric `name` reads `want` (within 5 s).
 pub async fn eventually_metric(weir: &Weir, name: &str, want: u64) -> bool {
-    eventually_async(Duration::from_secs(5), || async {
-        metric(weir, name).await == Some(want)
-    })
-    .await
+    let admin = weir.running().admin_addr().expect("admin");
+    eventually_metric_at(admin, name, want, Duration::from_secs(5)).await
 }
 
 /// Whether a test that needs an external tool can run. With the tool

@@ -1,11 +1,13 @@
 //! A real `redis-server` for the cluster tests: started on a free port
-//! with nothing saved to disk, stopped (SIGSTOP: alive but silent),
-//! killed and started again on the same port; killed on drop.
+//! (plain, or TLS only) with nothing saved to disk, stopped (SIGSTOP:
+//! alive but silent), killed and started again on the same port; killed
+//! on drop.
 
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,15 +31,40 @@ pub fn available() -> bool {
     )
 }
 
+/// A TLS-only server's certificate (for `localhost`) and key, and the CA
+/// file Redis insists on (clients are not asked for certificates).
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
 pub struct Redis {
     child: Option<Child>,
     pub port: u16,
     dir: tempfile::TempDir,
+    tls: Option<Tls>,
 }
 
 impl Redis {
     /// A Redis on a free port, answering PING.
     pub fn start() -> Redis {
+        Redis::launch(None)
+    }
+
+    /// [`Redis::start`] where `redis-server` is installed; `None` (the
+    /// test is skipped) where it is not.
+    pub fn start_if_available() -> Option<Redis> {
+        available().then(Redis::start)
+    }
+
+    /// A Redis on a free port that speaks TLS only, with `tls`'s
+    /// certificate; reached as `rediss://localhost:<port>`.
+    pub fn start_tls(tls: Tls) -> Redis {
+        Redis::launch(Some(tls))
+    }
+
+    fn launch(tls: Option<Tls>) -> Redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -46,32 +73,90 @@ impl Redis {
             child: None,
             port,
             dir: tempfile::tempdir().expect("tempdir"),
+            tls,
         };
         r.restart();
         r
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.tls {
+            None => format!("redis://127.0.0.1:{}", self.port),
+            Some(_) => format!("rediss://localhost:{}", self.port),
+        }
     }
 
     /// Start it (again) on its port, empty.
     pub fn restart(&mut self) {
         self.kill();
-        let child = Command::new(REDIS_SERVER)
-            .args(["--port", &self.port.to_string()])
+        let port = self.port.to_string();
+        let mut command = Command::new(REDIS_SERVER);
+        match &self.tls {
+            None => command.args(["--port", &port]),
+            Some(tls) => command
+                .args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port,
+                    "--tls-auth-clients",
+                    "no",
+                ])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca),
+        };
+        let child = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--dir", &self.dir.path().display().to_string()])
+            .arg("--dir")
+            .arg(self.dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.command("PING").as_deref() != Some("+PONG") {
+        while !self.listening() {
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Answering PING; over TLS (which [`Redis::command`] does not
+    /// speak), accepting connections.
+    fn listening(&self) -> bool {
+        match self.tls {
+            None => self.command("PING").as_deref() == Some("+PONG"),
+            Some(_) => TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+        }
+    }
+
+    /// weir's own cluster API on this Redis (keys under `t:`, `fail_open`,
+    /// a 500 ms wait), once it has connected.
+    pub async fn cluster(
+        &self,
+        lease_ttl: Duration,
+    ) -> (
+        std::sync::Arc<weir::cluster::Cluster>,
+        weir::telemetry::Metrics,
+    ) {
+        let settings = weir::config::ClusterSettings {
+            url: self.url(),
+            password: None,
+            key_prefix: "t:".into(),
+            timeout: Duration::from_millis(500),
+            on_failure: weir::config::FailureMode::Open,
+            lease_ttl,
+            ca_file: None,
+        };
+        let metrics = weir::telemetry::Metrics::new();
+        let cluster = weir::cluster::Cluster::start(&settings, metrics.cluster());
+        cluster.settled(Duration::from_secs(5)).await;
+        assert!(cluster.is_up(), "the cluster API connected to Redis");
+        (cluster, metrics)
     }
 
     /// SIGKILL: gone, connections reset.
@@ -97,7 +182,8 @@ impl Redis {
         assert!(super::process::signal(pid, sig), "kill {sig}");
     }
 
-    /// One inline command, its first reply line (`None`: no server).
+    /// One inline command, its first reply line (`None`: no server; a
+    /// plain server only).
     pub fn command(&self, command: &str) -> Option<String> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;

@@ -54,6 +54,16 @@ pub(super) fn cluster(top: &Section<'_, '_>) -> Option<ClusterSettings> {
         true => t.duration("lease_ttl", LEASE_TTL),
         false => Some(defaults::CLUSTER_LEASE_TTL),
     };
+    let ca_file = ca_file(&t);
+    if let (Some(f), Some(u)) = (&ca_file, &url)
+        && !u.starts_with("rediss://")
+    {
+        f.problem(
+            t.doc(),
+            "`ca_file` has no effect with a redis:// URL: the connection is not TLS",
+            Some("use a rediss:// URL, or remove `ca_file`".into()),
+        );
+    }
     Some(ClusterSettings {
         url: url?,
         password: password.ok()?.map(|(s, _)| s),
@@ -61,6 +71,7 @@ pub(super) fn cluster(top: &Section<'_, '_>) -> Option<ClusterSettings> {
         timeout: timeout?,
         on_failure: on_failure?,
         lease_ttl: lease_ttl?,
+        ca_file: ca_file.map(|f| f.value),
     })
 }
 
@@ -156,6 +167,45 @@ mod tests {
         assert!(p[0].contains("must start with redis://"), "{p:?}");
         let p = problems(&format!("[cluster]\n{MINIMAL}"));
         assert!(p[0].contains("cluster.url: missing"), "{p:?}");
+    }
+
+    #[test]
+    fn a_ca_file_is_read_at_load_and_needs_tls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_, _, pem) = crate::pki::self_signed(&["redis.test"]).expect("ca");
+        std::fs::write(dir.path().join("ca.pem"), pem).expect("write");
+        std::fs::write(dir.path().join("empty.pem"), "").expect("write");
+        let config = |url: &str, file: &str| {
+            let text = format!("[cluster]\nurl = \"{url}\"\nca_file = \"{file}\"\n{MINIMAL}");
+            parse(&dir.path().join("w.toml"), &text)
+        };
+        let c = config("rediss://redis.test:6380", "ca.pem").expect("valid");
+        assert_eq!(
+            c.cluster.expect("cluster").ca_file,
+            Some(dir.path().join("ca.pem"))
+        );
+        for (url, file, want) in [
+            (
+                "rediss://h",
+                "missing.pem",
+                "cluster.ca_file: cannot read certificates",
+            ),
+            (
+                "rediss://h",
+                "empty.pem",
+                "cluster.ca_file: no certificate found",
+            ),
+            (
+                "redis://h",
+                "ca.pem",
+                "cluster.ca_file: `ca_file` has no effect with a redis:// URL",
+            ),
+        ] {
+            let p = config(url, file).expect_err("refused").0;
+            assert_eq!(p.len(), 1, "{p:#?}");
+            let p = p[0].to_string();
+            assert!(p.contains(want) && p.contains("w.toml:"), "{p}");
+        }
     }
 
     #[test]

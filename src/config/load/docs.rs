@@ -198,6 +198,7 @@ key_prefix = "weir:"
 timeout = "1s"
 on_failure = "fail_closed"
 lease_ttl = "1s"
+ca_file = "redis-ca.pem"
 "#;
 
 /// The keys documented per table: the first cell of each row of a key

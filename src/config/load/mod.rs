@@ -155,6 +155,23 @@ fn path_opt(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
     })
 }
 
+/// `ca_file`: a PEM file of CA certificates a TLS client trusts besides
+/// the web PKI roots, checked by building that client's configuration.
+fn ca_file(t: &Section<'_, '_>) -> Option<At<PathBuf>> {
+    let p = path_opt(t, "ca_file")?;
+    match crate::pki::client_config(Some(&p.value)) {
+        Ok(_) => Some(p),
+        Err(e) => {
+            p.problem(
+                t.doc(),
+                e.to_string(),
+                Some("point `ca_file` at a PEM file of CA certificates".into()),
+            );
+            None
+        }
+    }
+}
+
 /// A required path to a PEM file; reports it missing.
 fn required_path(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
     if !t.raw_present(key) {

@@ -235,16 +235,7 @@ pub(super) fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
             ),
         }
     }
-    if let Some(p) = path_opt(&t, "ca_file") {
-        match crate::pki::client_config(Some(&p.value)) {
-            Ok(_) => s.ca_file = Some(p.value),
-            Err(e) => p.problem(
-                t.doc(),
-                e.to_string(),
-                Some("point `ca_file` at a PEM file of CA certificates".into()),
-            ),
-        }
-    }
+    s.ca_file = ca_file(&t).map(|p| p.value);
     s
 }
 
