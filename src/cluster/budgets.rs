@@ -161,6 +161,9 @@ struct Settle {
 pub(super) struct Reservations {
     held: HashMap<u64, Held>,
     pending: VecDeque<Settle>,
+    /// Settles taken off `pending` by a flush and not yet answered: still
+    /// pending as far as the gauge is concerned.
+    sending: usize,
 }
 
 impl Reservations {
@@ -171,10 +174,16 @@ impl Reservations {
             inner.metrics.budget_settles_dropped.inc();
         }
         self.pending.push_back(settle);
+        self.gauge(inner);
+    }
+
+    /// `weir_cluster_budget_settles_pending`: queued plus being sent.
+    fn gauge(&self, inner: &Inner) {
+        let n = self.pending.len().saturating_add(self.sending);
         inner
             .metrics
             .budget_settles_pending
-            .set(self.pending.len() as i64);
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 }
 
@@ -221,7 +230,11 @@ type Failed = String;
 /// failure those not sent go back to the front of the queue, for the next
 /// connection.
 pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Result<(), Failed> {
-    let mut settles: VecDeque<Settle> = std::mem::take(&mut inner.reservations.locked().pending);
+    let mut settles: VecDeque<Settle> = {
+        let mut r = inner.reservations.locked();
+        r.sending = r.pending.len();
+        std::mem::take(&mut r.pending)
+    };
     while !settles.is_empty() {
         let n = settles.len().min(SETTLE_CHUNK);
         let mut invocation = inner.scripts.settle.prepare_invoke();
@@ -257,19 +270,15 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
             settles.drain(..over);
             inner.metrics.budget_settles_dropped.inc_by(over as u64);
             r.pending = settles;
-            inner
-                .metrics
-                .budget_settles_pending
-                .set(r.pending.len() as i64);
+            r.sending = 0;
+            r.gauge(inner);
             return Err(why);
         }
         settles.drain(..n);
+        let mut r = inner.reservations.locked();
+        r.sending = settles.len();
+        r.gauge(inner);
     }
-    let r = inner.reservations.locked();
-    inner
-        .metrics
-        .budget_settles_pending
-        .set(r.pending.len() as i64);
     Ok(())
 }
 
