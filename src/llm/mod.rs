@@ -293,13 +293,14 @@ pub async fn serve(
             ModelError::Missing => "the request body names no `model`",
         })
     })?;
-    let label = llm
+    // The configured entry (or `default`): a bounded label, by index.
+    let entry = llm
         .metrics
         .model(settings.models.iter().position(|(m, _)| *m == model.name));
     {
         let mut f = cx.facts.locked();
         f.model = Some(model.name.clone());
-        f.model_index = Some(label);
+        f.model_index = Some(entry);
         f.stream = model.stream;
     }
     let Some(choices) = settings.choices(&model.name) else {
@@ -341,7 +342,7 @@ pub async fn serve(
     let result = if endpoint == Endpoint::CountTokens {
         local::count_tokens(llm, &request, choices, &cx).await
     } else {
-        failover::run(llm, &request, endpoint, choices, label, &cx).await
+        failover::run(llm, &request, endpoint, choices, entry, &cx).await
     };
     // The body's budget reservation ends with the attempts.
     drop(read);
