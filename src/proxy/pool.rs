@@ -12,9 +12,9 @@
 //! A connection's life: dialled by the route's connector (TCP nodelay,
 //! connect timeout, TLS for `https://`), its hyper connection driven by a
 //! task on the worker's runtime. A request takes the sender off the stack
-//! (or dials), writes the request and leaves the sender with that task,
-//! which puts it back on the stack once hyper is ready for another request
-//! on it — the response read to its end and the connection reusable
+//! (or dials), hands hyper the request and leaves the sender with that
+//! task, which puts it back on the stack once hyper is ready for another
+//! request on it — the response read to its end and the connection reusable
 //! (hyper's own rule: not `Connection: close`, framing intact). An idle
 //! connection past `pool_idle_timeout` is closed by a sweeper task the
 //! pool runs while it holds any; one over `pool_max_idle_per_host` is
