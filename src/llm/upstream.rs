@@ -19,17 +19,42 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
 use crate::balance::{Change, Group, Member, Reason};
 use crate::cluster::{Cluster, Holdable};
-use crate::config::{Credential, LlmUpstreamConfig, UpstreamSettings};
+use crate::config::{Credential, LlmUpstreamConfig, UpstreamHttp, UpstreamSettings};
+use crate::proxy::client::UpstreamClient;
+use crate::proxy::upstream::{connector, h1_pool, pooled_client};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
-pub type LlmClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub type LlmClient = UpstreamClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The distinct schemes and authorities of an upstream's servers: one
+/// HTTP/1.1 pool each, whichever keys its members send.
+fn endpoints(config: &LlmUpstreamConfig) -> Vec<http::Uri> {
+    let mut out: Vec<http::Uri> = Vec::new();
+    for server in &config.servers {
+        let (Some(scheme), Some(authority)) = (server.target.scheme(), server.target.authority())
+        else {
+            continue;
+        };
+        let Ok(uri) = http::Uri::builder()
+            .scheme(scheme.clone())
+            .authority(authority.clone())
+            .path_and_query("/")
+            .build()
+        else {
+            continue;
+        };
+        if !out.iter().any(|u| u == &uri) {
+            out.push(uri);
+        }
+    }
+    out
+}
 
 /// The longest an upstream's own retry hint keeps a member out.
 pub const MAX_HINT: Duration = Duration::from_secs(300);
@@ -201,13 +226,20 @@ impl LlmUpstream {
         });
         LlmUpstream {
             config: config.clone(),
-            client: PerWorker::new(workers, || {
-                use crate::proxy::upstream::{connector, pooled_client};
-                pooled_client(
-                    connector(config.connect_timeout, tls, config.http),
-                    settings,
-                    config.http,
-                )
+            client: PerWorker::new(workers, || match config.http {
+                UpstreamHttp::Http1 => UpstreamClient::Http1(
+                    endpoints(config)
+                        .into_iter()
+                        .map(|e| h1_pool(config.connect_timeout, tls, settings, e))
+                        .collect(),
+                ),
+                UpstreamHttp::Auto | UpstreamHttp::Http2 => {
+                    UpstreamClient::Hyper(Box::new(pooled_client(
+                        connector(config.connect_timeout, tls, config.http),
+                        settings,
+                        config.http,
+                    )))
+                }
             }),
             group,
             fleet,

@@ -4,7 +4,9 @@
 
 mod body;
 mod check;
+pub mod client;
 pub mod headers;
+mod pool;
 mod resolve;
 mod tunnel;
 pub mod upstream;
@@ -287,7 +289,7 @@ pub async fn forward(
                 ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),
                 false,
             ),
-            Ok(Err(e)) => (classify(&e), never_sent(&e)),
+            Ok(Err(e)) => (classify(&e), e.never_sent()),
             Ok(Ok(resp)) => {
                 let latency = Instant::now().saturating_duration_since(pick.started());
                 let outcome = if counts_as_failure(resp.status()) {
@@ -403,31 +405,8 @@ fn hash_key(key: &HashKey, headers: &http::HeaderMap, peer: std::net::IpAddr) ->
     }
 }
 
-/// Whether the request never left or was never processed: the client gave
-/// it back unsent (a pooled connection closed before it was written), or
-/// an HTTP/2 server refused its stream.
-fn never_sent(err: &hyper_util::client::legacy::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if e.downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_canceled)
-        {
-            return true;
-        }
-        // An HTTP/2 server that refuses a stream (at its stream limit, or
-        // going away) says it did not process it (RFC 9113 §8.7).
-        if e.downcast_ref::<h2::Error>()
-            .is_some_and(|h| h.reason() == Some(h2::Reason::REFUSED_STREAM))
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
-}
-
 /// Map a client error to what went wrong, by walking its causes.
-fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
+fn classify(err: &client::SendError) -> ProxyError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     let mut timed_out = false;
     let mut tls = false;

@@ -1,8 +1,9 @@
 //! The pooled clients a route uses to reach its servers.
 //!
-//! hyper-util's pooled client over hyper-rustls: keep-alive connections are
-//! reused per server, capped by `pool_max_idle_per_host` and closed after
-//! `pool_idle_timeout`. `https://` upstreams are verified against the web
+//! Keep-alive connections are reused per server and worker, capped by
+//! `pool_max_idle_per_host` and closed after `pool_idle_timeout`: in
+//! weir's own pool for HTTP/1.1 ([`super::pool`]), in hyper-util's pooled
+//! client when HTTP/2 may be spoken; both dial through hyper-rustls. `https://` upstreams are verified against the web
 //! PKI roots (webpki-roots, so the result does not depend on the host's CA
 //! bundle) plus an optional `ca_file`. Which HTTP versions are spoken is
 //! the upstream's `http_version`: HTTP/1.1 by default; with `"auto"` an
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::pool::H1Pool;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -40,7 +42,7 @@ use crate::worker::PerWorker;
 /// upstream's HTTP versions.
 pub type Connector = HttpsConnector<HttpConnector>;
 
-pub type UpstreamClient = Client<ToServer, Attempt>;
+pub type UpstreamClient = super::client::UpstreamClient<ToServer, Attempt>;
 
 /// An HTTP/2 connection with requests on it is pinged this often, so one
 /// that died silently (a NAT dropped it, the server vanished) is found
@@ -93,6 +95,27 @@ where
         .http2_keep_alive_interval(H2_PING_INTERVAL)
         .http2_keep_alive_timeout(H2_PING_TIMEOUT)
         .build(connector)
+}
+
+/// A pool of weir's own for HTTP/1.1 requests to `server` (its scheme and
+/// authority), whatever authority a request names.
+pub fn h1_pool<B>(
+    connect_timeout: Duration,
+    tls: &rustls::ClientConfig,
+    settings: &UpstreamSettings,
+    server: http::Uri,
+) -> H1Pool<B>
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<crate::respond::BoxError>,
+{
+    H1Pool::new(
+        connector(connect_timeout, tls, UpstreamHttp::Http1),
+        server,
+        settings.pool_idle_timeout,
+        settings.pool_max_idle_per_host,
+    )
 }
 
 /// A connector that dials one server whatever the request's authority.
@@ -156,14 +179,21 @@ impl Dialing {
             .build()
             .unwrap_or_default();
         let make = |http: UpstreamHttp| {
-            let server = server.clone();
-            PerWorker::new(self.workers, move || {
-                let inner = connector(self.connect_timeout, &self.tls, http);
-                let to = ToServer {
-                    inner,
-                    server: server.clone(),
-                };
-                pooled_client(to, &self.settings, http)
+            PerWorker::new(self.workers, || match http {
+                UpstreamHttp::Http1 => UpstreamClient::Http1(Box::new([h1_pool(
+                    self.connect_timeout,
+                    &self.tls,
+                    &self.settings,
+                    server.clone(),
+                )])),
+                UpstreamHttp::Auto | UpstreamHttp::Http2 => {
+                    let inner = connector(self.connect_timeout, &self.tls, http);
+                    let to = ToServer {
+                        inner,
+                        server: server.clone(),
+                    };
+                    UpstreamClient::Hyper(Box::new(pooled_client(to, &self.settings, http)))
+                }
             })
         };
         let may_be_h2 = match self.http {
