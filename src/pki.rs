@@ -56,17 +56,10 @@ pub enum PkiError {
 /// A certificate chain with its key, and the DNS names it is valid for.
 pub type LoadedCertificate = (Arc<CertifiedKey>, Vec<String>);
 
-/// The crypto provider weir uses everywhere: ring's ciphers and key
-/// exchange, with aws-lc-rs's signing keys. An RSA signature — the bulk of
-/// a full handshake's cost — takes aws-lc-rs about half of ring's time,
-/// while ring's AES-GCM keeps bulk traffic cheaper (measurements in
-/// docs/architecture.md).
+/// The crypto provider weir uses everywhere: aws-lc-rs, for TLS, signing
+/// keys and digests alike (docs/decisions/ says why this one, and only one).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    let signing = rustls::crypto::aws_lc_rs::default_provider();
-    Arc::new(rustls::crypto::CryptoProvider {
-        key_provider: signing.key_provider,
-        ..rustls::crypto::ring::default_provider()
-    })
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 const VERSIONS: &[&rustls::SupportedProtocolVersion] =
@@ -171,7 +164,7 @@ pub fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
     config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     Ok(Arc::new(config))
 }
@@ -180,7 +173,9 @@ pub fn server_config(
 /// the result does not depend on the host's CA bundle) plus `ca_file`.
 pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, PkiError> {
     let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    // The roots crate is kept to whole certificates (the Redis client
+    // needs them as PEM); one that rustls cannot parse is left out.
+    roots.add_parsable_certificates(webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned());
     if let Some(path) = ca_file {
         for cert in load_ca_file(path)? {
             roots.add(cert).map_err(|source| PkiError::BadCa {
@@ -198,9 +193,12 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Pki
 /// The roots [`client_config`] trusts (the web PKI's, plus `ca_file`'s,
 /// checked the same way) as PEM, for a client that takes extra roots only
 /// as PEM and only in place of its own (the Redis client's `root_cert`).
-pub fn client_roots_pem(ca_file: &Path) -> Result<Vec<u8>, PkiError> {
-    client_config(Some(ca_file))?;
-    let extra = load_ca_file(ca_file)?;
+pub fn client_roots_pem(ca_file: Option<&Path>) -> Result<Vec<u8>, PkiError> {
+    client_config(ca_file)?;
+    let extra = match ca_file {
+        Some(path) => load_ca_file(path)?,
+        None => Vec::new(),
+    };
     let mut pem = String::new();
     for cert in webpki_root_certs::TLS_SERVER_ROOT_CERTS
         .iter()
@@ -243,7 +241,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("ca.pem");
         std::fs::write(&p, &ca).expect("write");
-        let pem = client_roots_pem(&p).expect("roots");
+        let pem = client_roots_pem(Some(&p)).expect("roots");
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<_, _>>()
             .expect("pem");

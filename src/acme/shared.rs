@@ -411,8 +411,8 @@ pub async fn mirror_challenges(fleet: Arc<Fleet>, names: Vec<String>, challenges
                     None
                 }
                 "tls-alpn-01" => {
-                    let digest = ring::digest::digest(
-                        &ring::digest::SHA256,
+                    let digest = aws_lc_rs::digest::digest(
+                        &aws_lc_rs::digest::SHA256,
                         answer.key_authorization.as_bytes(),
                     );
                     match super::order::alpn_certificate(name, digest.as_ref()) {

@@ -158,7 +158,7 @@ impl Store {
 /// hash of the directory URL, so switching from staging to production
 /// starts a new one.
 pub fn account_id(directory: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, directory.as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, directory.as_bytes());
     digest.as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))

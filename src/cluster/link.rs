@@ -113,17 +113,16 @@ fn client(inner: &Inner, info: ConnectionInfo) -> Result<redis::Client, Failed> 
     // weir's is the one its other TLS clients use.
     let _ = Arc::unwrap_or_clone(crate::pki::provider()).install_default();
     let client = match &inner.roots {
-        None => redis::Client::open(info),
-        // Given roots replace the client's own, so they are all of
-        // them (the web PKI's too), not only `ca_file`'s.
-        Some(Ok(pem)) => redis::Client::build_with_tls(
+        // Given roots replace the client's own (which would be the host's
+        // bundle), so they are all of them: the web PKI's and `ca_file`'s.
+        Ok(pem) => redis::Client::build_with_tls(
             info,
             redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(pem.clone()),
             },
         ),
-        Some(Err(why)) => return Err(format!("ca_file: {why}")),
+        Err(why) => return Err(format!("ca_file: {why}")),
     };
     client.map_err(|e| e.to_string())
 }

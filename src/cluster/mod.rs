@@ -61,9 +61,10 @@ pub struct Cluster {
 struct Inner {
     url: String,
     password: Option<Secret>,
-    /// With `ca_file`: the roots a `rediss://` Redis is verified against,
-    /// as the client takes them (see [`link`]), or why they are unusable.
-    roots: Option<Result<Vec<u8>, String>>,
+    /// The roots a `rediss://` Redis is verified against (the web PKI's and
+    /// `ca_file`'s), as the client takes them (see [`link`]), or why they
+    /// are unusable.
+    roots: Result<Vec<u8>, String>,
     prefix: String,
     timeout: Duration,
     mode: FailureMode,
@@ -176,10 +177,8 @@ impl Cluster {
         let inner = Arc::new(Inner {
             url: settings.url.clone(),
             password: settings.password.clone(),
-            roots: settings
-                .ca_file
-                .as_deref()
-                .map(|f| crate::pki::client_roots_pem(f).map_err(|e| e.to_string())),
+            roots: crate::pki::client_roots_pem(settings.ca_file.as_deref())
+                .map_err(|e| e.to_string()),
             prefix: settings.key_prefix.clone(),
             timeout: settings.timeout,
             mode: settings.on_failure,

@@ -24,7 +24,7 @@ impl Secret {
     /// The first `bytes` bytes of the secret's SHA-256, in hex: a stable
     /// name for it that reveals nothing (the same on every instance).
     pub fn digest_hex(&self, bytes: usize) -> String {
-        let digest = ring::digest::digest(&ring::digest::SHA256, self.0.as_bytes());
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, self.0.as_bytes());
         let head = digest.as_ref().get(..bytes).unwrap_or(digest.as_ref());
         head.iter().map(|b| format!("{b:02x}")).collect()
     }

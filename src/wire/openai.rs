@@ -26,7 +26,7 @@ pub fn user(id: &str) -> String {
     if id.len() <= MAX_USER_LEN {
         return id.to_string();
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, id.as_bytes());
     let hex: String = digest.as_ref()[..16]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -49,7 +49,7 @@ pub fn short_tool_name(name: &str) -> std::borrow::Cow<'_, str> {
     while !name.is_char_boundary(cut) {
         cut -= 1;
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, name.as_bytes());
     let hex: String = digest.as_ref()[..4]
         .iter()
         .map(|b| format!("{b:02x}"))
