@@ -50,8 +50,8 @@ fn main() {
         let b = body(size);
         let rounds = (200 * 1024 * 1024 / b.len()) as u32;
         eprintln!("{} bytes:", b.len());
-        time("weir::llm::body::model", b.len(), rounds, || {
-            black_box(weir::llm::body::model(black_box(&b)).expect("model"));
+        time("weir_wire::body::model", b.len(), rounds, || {
+            black_box(weir_wire::body::model(black_box(&b)).expect("model"));
         });
         time("memchr2 scan (floor)", b.len(), rounds, || {
             black_box(memchr::memchr2_iter(b'"', b'\\', black_box(&b)).count());

@@ -408,5 +408,5 @@ fn ambiguous_framing<B>(req: &Request<B>) -> bool {
 
 /// The body length a request declares, if any.
 fn declared_length<B>(req: &Request<B>) -> Option<u64> {
-    crate::fields::content_length(req.headers())
+    weir_wire::fields::content_length(req.headers())
 }

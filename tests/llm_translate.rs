@@ -703,7 +703,7 @@ async fn a_failing_translator_still_ends_the_stream_in_the_clients_api() {
         let events = stream_events(Api::of(seen).expect("api"), "m", WORDS);
         let fail = bytes::Bytes::from(format!(
             "event: {}\ndata: {{}}\n\n",
-            weir::llm::translate::FAIL_EVENT
+            weir_wire::translate::FAIL_EVENT
         ));
         sse_reply(
             events[..4]

@@ -13,10 +13,10 @@ use http::StatusCode;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use weir::listen::proxy_protocol::{Framing, V2_SIGNATURE, frame, parse};
-use weir::llm::body::{model, splice};
-use weir::llm::translate::{Pair, tokens};
-use weir::wire::Api;
-use weir::wire::sse::{Framer, fields};
+use weir_wire::body::{model, splice};
+use weir_wire::translate::{Pair, tokens};
+use weir_wire::Api;
+use weir_wire::sse::{Framer, fields};
 
 /// Field names the three APIs and their events use.
 const KEYS: &[&str] = &[

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weir::llm::translate::tokens::count;
+use weir_wire::translate::tokens::count;
 
 fuzz_target!(|body: &[u8]| {
     let _ = count(body);

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use weir::llm::body::{model, splice};
+use weir_wire::body::{model, splice};
 
 fuzz_target!(|input: (Vec<u8>, String)| {
     let (body, name) = input;

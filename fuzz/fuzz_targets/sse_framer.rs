@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weir::wire::sse::{Framer, fields};
+use weir_wire::sse::{Framer, fields};
 
 fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
     let (a, b) = input;

@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weir::llm::translate::Pair;
-use weir::wire::Api;
-use weir::wire::sse::{Framer, fields};
+use weir_wire::translate::Pair;
+use weir_wire::Api;
+use weir_wire::sse::{Framer, fields};
 
 fuzz_target!(|input: (u8, Vec<(Option<String>, String)>)| {
     let (which, events) = input;

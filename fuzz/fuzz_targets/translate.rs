@@ -4,7 +4,7 @@
 
 use http::StatusCode;
 use libfuzzer_sys::fuzz_target;
-use weir::llm::translate::Pair;
+use weir_wire::translate::Pair;
 
 fuzz_target!(|input: (u8, u16, Vec<u8>)| {
     let (which, status, body) = input;

@@ -157,7 +157,7 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response<Payload> {
 fn authorized(req: &Request<Incoming>, token: &Secret) -> bool {
     req.headers()
         .get(header::AUTHORIZATION)
-        .and_then(crate::fields::bearer)
+        .and_then(weir_wire::fields::bearer)
         .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.0.as_bytes())))
 }
 

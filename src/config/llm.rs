@@ -6,9 +6,9 @@ use std::time::Duration;
 use super::{Ejection, Member, Policy, UpstreamHttp};
 
 /// Which LLM API family a route speaks to its clients, and which API an
-/// upstream speaks: what they mean on the wire is [`crate::wire`]'s.
-pub use crate::wire::openai::Accepts;
-pub use crate::wire::{Protocol, UpstreamApi};
+/// upstream speaks: what they mean on the wire is [`weir_wire`]'s.
+pub use weir_wire::openai::Accepts;
+pub use weir_wire::{Protocol, UpstreamApi};
 
 /// A secret read from a file or the environment; never printed.
 #[derive(Clone, PartialEq, Eq)]

@@ -45,7 +45,7 @@ use crate::config::{Choice, LlmSettings};
 use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
-use crate::wire::Endpoint;
+use weir_wire::Endpoint;
 
 /// The most members of one upstream tried for one request: enough to get
 /// past a rate-limited key or a dead endpoint, few enough that a request
@@ -265,7 +265,7 @@ pub async fn run(
                 }
                 // Read whole: to count its usage as a stream's is counted, and
                 // to translate it.
-                let declared = crate::fields::content_length(resp.headers());
+                let declared = weir_wire::fields::content_length(resp.headers());
                 let (parts, body) = resp.into_parts();
                 let read = read_whole(
                     body,

@@ -10,13 +10,13 @@ use tokio::time::Instant;
 use super::answer::relay_verbatim;
 use super::failover::finish;
 use super::outgoing::{Outgoing, Prepared, Sent, send};
-use super::translate::tokens;
+use weir_wire::translate::tokens;
 use super::upstream::LlmUpstream;
 use super::{Context, LlmRoute};
 use crate::balance::{Outcome, Pick, Reason};
 use crate::config::Choice;
 use crate::respond::{Payload, Rescue};
-use crate::wire::Endpoint;
+use weir_wire::Endpoint;
 
 /// `count_tokens`: the first upstream that answers; an upstream without
 /// the endpoint (404/405) means 501 `not_supported`, which makes Claude

@@ -30,8 +30,6 @@ mod local;
 mod offload;
 mod outgoing;
 mod relay;
-mod skim;
-pub mod translate;
 pub mod upstream;
 pub mod usage;
 
@@ -43,7 +41,8 @@ use hyper::body::Incoming;
 use subtle::ConstantTimeEq;
 
 pub use body::ByteBudget;
-use body::{ModelError, ReadError};
+use body::ReadError;
+use weir_wire::body::ModelError;
 pub use offload::Offload;
 use upstream::LlmUpstream;
 pub use usage::Books;
@@ -56,7 +55,7 @@ use crate::proxy::{BodyRate, RequestBody};
 use crate::respond::{Payload, Rescue, SharedLlmFacts};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, Metrics};
-use crate::wire::Endpoint;
+use weir_wire::Endpoint;
 
 /// An LLM route's long-lived parts: its settings, a pooled client and a
 /// cooldown per upstream, a gate per client token, and the byte budget.
@@ -224,7 +223,7 @@ pub async fn serve(
     }
 
     // A declared body over the limit is refused unread.
-    let declared = crate::fields::content_length(req.headers());
+    let declared = weir_wire::fields::content_length(req.headers());
     if let (Some(limit), Some(len)) = (cx.route.max_request_body, declared)
         && len > limit
     {
@@ -282,8 +281,8 @@ pub async fn serve(
     let parse = request.body.clone();
     let model = llm
         .offload
-        .run_inline_up_to(body::SCAN_INLINE_MAX, parse.len(), move || {
-            body::model(&parse)
+        .run_inline_up_to(weir_wire::body::SCAN_INLINE_MAX, parse.len(), move || {
+            weir_wire::body::model(&parse)
         })
         .await
         .map_err(|_| busy())?;
@@ -406,7 +405,7 @@ fn client_token(settings: &LlmSettings, headers: &http::HeaderMap) -> Option<(us
             header::AUTHORIZATION,
             headers
                 .get(header::AUTHORIZATION)
-                .and_then(crate::fields::bearer),
+                .and_then(weir_wire::fields::bearer),
         ),
     ];
     for (name, value) in candidates {

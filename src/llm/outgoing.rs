@@ -4,13 +4,13 @@
 //! then for each member tried (its URL, its key in the header its API
 //! reads), and sending it under the first-byte timeout.
 
-use super::body::splice;
+use weir_wire::body::splice;
 use super::offload::{Busy, Offload};
-use super::translate::{Pair, ToolNames, TranslateError, native};
+use weir_wire::translate::{Pair, ToolNames, TranslateError, native};
 use super::upstream::{LlmMember, LlmUpstream};
 use crate::config::{Credential, UpstreamApi};
 use crate::proxy::headers::clean_request;
-use crate::wire::Endpoint;
+use weir_wire::Endpoint;
 use bytes::Bytes;
 use http::Response;
 use http::header::{self, HeaderName, HeaderValue};

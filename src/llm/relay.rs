@@ -31,12 +31,12 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use super::translate;
+use weir_wire::translate;
 use crate::respond::{BoxError, SharedLlmFacts};
 use crate::sync::Locked;
 use crate::telemetry::LlmRouteMetrics;
-use crate::wire::sse::{self, Framer};
-use crate::wire::{Api, EventClass, Usage, Watch};
+use weir_wire::sse::{self, Framer};
+use weir_wire::{Api, EventClass, Usage, Watch};
 
 /// Where the relay reports: the request's facts and the route's metrics.
 pub struct Tally {

@@ -17,7 +17,7 @@ use http::{Response, StatusCode};
 
 use super::Payload;
 use super::rescue::MAX_RETRY_AFTER;
-use crate::wire::Protocol;
+use weir_wire::Protocol;
 
 /// How a generated error is written for the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(too_large.headers()[header::CONNECTION], "close");
 
         let anthropic = Rescue::shed("global").answer(
-            ErrorShape::Llm(crate::wire::Protocol::Anthropic),
+            ErrorShape::Llm(weir_wire::Protocol::Anthropic),
             &metrics,
             None,
         );

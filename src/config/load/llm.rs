@@ -2,8 +2,8 @@
 //! `[[route.upstreams]]`, `[[route.models]]` and their timeouts and limits.
 
 use super::*;
-use crate::wire::Api;
-use crate::wire::openai::{MaxTokensField, Reasoning};
+use weir_wire::Api;
+use weir_wire::openai::{MaxTokensField, Reasoning};
 
 pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> {
     let mut ok = true;

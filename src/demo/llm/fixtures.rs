@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::Seen;
-use crate::wire::sse;
+use weir_wire::sse;
 
 /// Which API a request is for, by path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ToolNames, errors};
-use crate::wire::{anthropic, chat};
+use crate::{anthropic, chat};
 
 /// The stop reason: `tool_use` whenever the answer called tools, whatever
 /// the server's finish reason says (many say `stop`), unless it was cut
@@ -263,7 +263,7 @@ impl Stream {
 }
 
 /// A whole chat completion → a Messages object.
-pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let choice = v["choices"].get(0)?;
     let m = &choice["message"];
     let mut content = Vec::new();

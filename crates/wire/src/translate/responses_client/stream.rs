@@ -4,8 +4,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::llm::translate::{ToolNames, errors, search};
-use crate::wire::{Usage, anthropic, responses, sse};
+use crate::translate::{ToolNames, errors, search};
+use crate::{Usage, anthropic, responses, sse};
 
 /// An output item being built from one Anthropic content block.
 struct Item {

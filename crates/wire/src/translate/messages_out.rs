@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{ToolNames, TranslateError, search, text_of};
-use crate::wire::{anthropic, chat, openai, responses};
+use crate::{anthropic, chat, openai, responses};
 
 /// `thinking.budget_tokens` → a reasoning effort.
 fn effort(budget: u64) -> &'static str {
@@ -233,7 +233,7 @@ fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
 }
 
 /// Messages → Responses.
-pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
+pub(super) fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let system = anthropic::system_text(&v["system"]);
@@ -358,7 +358,7 @@ pub fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Result<Value, 
 }
 
 /// Messages → Chat Completions.
-pub fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
+pub(super) fn to_chat(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut messages = Vec::new();

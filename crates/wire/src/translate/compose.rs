@@ -15,10 +15,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ToolNames, TranslateError, chat_client, messages_out, responses_client};
-use crate::wire::{anthropic, responses, sse};
+use crate::{anthropic, responses, sse};
 
 /// Chat Completions → Responses.
-pub fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
+pub(super) fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
     let hub = chat_client::to_messages(v, model)?;
     let names = ToolNames::of_messages_request(&hub);
     let mut out = messages_out::to_responses(&hub, model, &names)?;
@@ -47,7 +47,7 @@ pub fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), T
 }
 
 /// Responses → Chat Completions.
-pub fn responses_to_chat(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
+pub(super) fn responses_to_chat(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
     let (mut hub, codex) = responses_client::to_messages(v, model)?;
     // Long names are shortened for the Chat server; Codex's freeform
     // tools and limit still decide what its answer looks like.
@@ -116,7 +116,7 @@ fn remove(out: &mut Value, key: &str) {
 }
 
 /// Feed the events one translator wrote (whole SSE events) to the next.
-pub fn chain(
+pub(super) fn chain(
     first: Vec<Bytes>,
     mut next: impl FnMut(Option<&str>, &str, &mut Vec<Bytes>),
     out: &mut Vec<Bytes>,

@@ -3,8 +3,8 @@
 use serde_json::{Map, Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::llm::translate::{ToolNames, TranslateError, search, text_of};
-use crate::wire::{anthropic, openai, responses};
+use crate::translate::{ToolNames, TranslateError, search, text_of};
+use crate::{anthropic, openai, responses};
 
 /// The room for the answer itself when Codex sets no `max_output_tokens`
 /// (Anthropic requires `max_tokens`): the thinking budget comes on top,
@@ -13,10 +13,10 @@ const DEFAULT_ANSWER_TOKENS: u64 = 16_384;
 
 /// What Anthropic requires and a Chat Completions request may leave out
 /// (a Chat client on Anthropic).
-pub(in crate::llm::translate) const DEFAULT_MAX_TOKENS: u64 = 8192;
+pub(in crate::translate) const DEFAULT_MAX_TOKENS: u64 = 8192;
 
 /// A reasoning effort → a thinking budget.
-pub(in crate::llm::translate) fn budget(effort: &str) -> Option<u64> {
+pub(in crate::translate) fn budget(effort: &str) -> Option<u64> {
     match effort {
         "minimal" | "none" => None,
         "low" => Some(2048),
@@ -97,7 +97,7 @@ pub(super) fn limits(
 
 /// Anthropic wants user and assistant turns to alternate: consecutive
 /// items of the same role are merged into one message.
-pub(in crate::llm::translate) fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
+pub(in crate::translate) fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
     if let Some(last) = messages.last_mut()
         && last["role"] == role
         && let Some(content) = last["content"].as_array_mut()
@@ -108,7 +108,7 @@ pub(in crate::llm::translate) fn push(messages: &mut Vec<Value>, role: &str, blo
     messages.push(json!({"role": role, "content": [block]}));
 }
 
-pub(in crate::llm::translate) fn image_block(url: &str) -> Value {
+pub(in crate::translate) fn image_block(url: &str) -> Value {
     match url
         .strip_prefix("data:")
         .and_then(|rest| rest.split_once(";base64,"))
@@ -125,7 +125,7 @@ pub(in crate::llm::translate) fn image_block(url: &str) -> Value {
 /// document (Anthropic fetches PDFs by URL), each titled by its
 /// filename. `None` for what Anthropic cannot take as a document (an
 /// uploaded file's id means nothing there; other media types).
-pub(in crate::llm::translate) fn document_block(
+pub(in crate::translate) fn document_block(
     file_data: Option<&str>,
     filename: Option<&str>,
     file_url: Option<&str>,
@@ -182,7 +182,7 @@ fn content_blocks(content: &Value) -> Vec<Value> {
 }
 
 /// Responses → Messages, and what the answer's translation needs to know.
-pub fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
+pub(crate) fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut system: Vec<String> = v["instructions"]
@@ -394,7 +394,7 @@ fn cache_breakpoints(out: &mut Map<String, Value>) {
 /// Whether a tool-use continuation (the last turn gives tool results)
 /// follows an assistant turn that starts with thinking, as Anthropic
 /// requires with thinking on.
-pub(in crate::llm::translate) fn starts_with_thinking_where_needed(messages: &[Value]) -> bool {
+pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]) -> bool {
     let continues = messages.last().is_some_and(|m| {
         m["role"] == "user"
             && m["content"]

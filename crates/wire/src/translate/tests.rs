@@ -98,7 +98,7 @@ fn which_pairs_translate() {
 fn events(out: &[Bytes]) -> Vec<(Option<String>, Value)> {
     out.iter()
         .map(|b| {
-            let (name, data) = crate::wire::sse::fields(b);
+            let (name, data) = crate::sse::fields(b);
             let data = if data == "[DONE]" {
                 Value::String(data)
             } else {

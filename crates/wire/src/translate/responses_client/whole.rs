@@ -3,11 +3,11 @@
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::llm::translate::{ToolNames, search};
-use crate::wire::{anthropic, responses};
+use crate::translate::{ToolNames, search};
+use crate::{anthropic, responses};
 
 /// A whole Messages object → a Responses object.
-pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(crate) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let content = v["content"].as_array()?;
     let id = format!("resp_{}", v["id"].as_str().unwrap_or("translated"));
     let mut output = Vec::new();

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{ToolNames, errors, search};
-use crate::wire::{anthropic, responses};
+use crate::{anthropic, responses};
 
 /// Anthropic's usage from a Responses `usage`.
 fn usage(u: &Value) -> Value {
@@ -357,7 +357,7 @@ impl Stream {
 }
 
 /// A whole Responses object → a Messages object.
-pub fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let output = v["output"].as_array()?;
     let mut content = Vec::new();
     let mut used_tools = false;

@@ -10,14 +10,23 @@
 //! real service enforces. [`sse`] frames and writes server-sent events for
 //! all of them.
 //!
-//! Everything above asks this module and decides nothing protocol-specific
+//! Beside them: [`fields`] (request header fields read one way), [`skim`]
+//! and [`body`] (an LLM request's top-level fields, found in one pass),
+//! and [`translate`] (every client API on every upstream API, and local
+//! token counting).
+//!
+//! This crate is pure: no runtime, no HTTP stack, no I/O. It knows
+//! bytes, JSON and HTTP's types, so it builds fast, is what the fuzz
+//! targets exercise, and the compiler keeps the rest of weir out of it.
+//!
+//! Everything above asks this crate and decides nothing protocol-specific
 //! itself: the relay asks how an event is classed and what error ends a
 //! broken stream, failover asks which header carries a key, the renderer
 //! asks for the envelope. A fourth API is one new module here plus its
-//! translation pairs (`llm::translate`); nothing in the relay, failover,
+//! translation pairs ([`translate`]); nothing in the relay, failover,
 //! `respond` or `config` changes.
-//!
-//! A leaf: this module imports nothing from the rest of weir.
+
+#![forbid(unsafe_code)]
 
 /// What every piece of state weir makes for another vendor (a thinking
 /// signature, a carried reasoning block, a search result) starts with,
@@ -26,10 +35,14 @@
 pub const WEIR_STATE_MARK: &str = "weir.";
 
 pub mod anthropic;
+pub mod body;
 pub mod chat;
+pub mod fields;
 pub mod openai;
 pub mod responses;
+pub mod skim;
 pub mod sse;
+pub mod translate;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};

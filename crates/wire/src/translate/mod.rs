@@ -30,8 +30,8 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::wire::openai::Accepts;
-use crate::wire::{Api, Endpoint, UpstreamApi, chat, responses};
+use crate::openai::Accepts;
+use crate::{Api, Endpoint, UpstreamApi, chat, responses};
 
 /// A translation: the client's API → the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +96,7 @@ impl ToolNames {
         let mut names = Vec::new();
         let mut note = |name: &Value| {
             if let Some(n) = name.as_str()
-                && let short = crate::wire::openai::short_tool_name(n)
+                && let short = crate::openai::short_tool_name(n)
                 && short != n
                 && !names.iter().any(|(_, long): &(String, String)| long == n)
             {
@@ -211,7 +211,7 @@ impl Pair {
 
     /// [`Pair::request`] made fit for what the upstream `accepts`: the
     /// parameters its model would refuse left out (see
-    /// [`crate::wire::openai::Accepts`]).
+    /// [`crate::openai::Accepts`]).
     pub fn request_for(
         self,
         body: &[u8],

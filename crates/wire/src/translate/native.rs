@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::wire::{Endpoint, anthropic, responses};
+use crate::{Endpoint, anthropic, responses};
 
 /// Whether a native request may carry weir's state: its body had a string
 /// starting with one of weir's marks (found by the pass that read `model`,
@@ -101,7 +101,7 @@ mod tests {
     use super::*;
 
     fn marked(body: &str) -> bool {
-        crate::llm::body::model(body.as_bytes())
+        crate::body::model(body.as_bytes())
             .expect("model")
             .weir_state
     }

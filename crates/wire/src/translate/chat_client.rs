@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::responses_client::{DEFAULT_MAX_TOKENS, budget, document_block, image_block, push};
 use super::{TranslateError, errors, text_of};
-use crate::wire::{Usage, anthropic, chat, openai, sse};
+use crate::{Usage, anthropic, chat, openai, sse};
 
 /// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
 fn finish_reason(stop_reason: Option<&str>) -> &'static str {
@@ -65,7 +65,7 @@ pub(super) fn max_tokens(v: &Value) -> Option<u64> {
 }
 
 /// Chat Completions → Messages.
-pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
+pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
     if v["n"].as_u64().is_some_and(|n| n > 1) {
         return Err(TranslateError::Invalid(
             "`n` above 1 cannot be translated: the upstream answers one choice".into(),
@@ -236,7 +236,7 @@ pub fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
 }
 
 /// A whole Messages object → a chat completion.
-pub fn whole(v: &Value, model: &str) -> Option<Value> {
+pub(super) fn whole(v: &Value, model: &str) -> Option<Value> {
     let content = v["content"].as_array()?;
     let mut text = String::new();
     let mut reasoning = String::new();

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::request::limits;
 use super::*;
-use crate::llm::translate::ToolNames;
-use crate::wire::responses;
+use crate::translate::ToolNames;
+use crate::responses;
 
 /// A PDF and plain text inline, a PDF by URL; an uploaded file's id
 /// and other media types have no Anthropic document.
@@ -434,7 +434,7 @@ fn limits_are_sized_for_the_model_and_incomplete_only_at_codexs_own() {
         for limit in [None, Some(0), Some(1), Some(1500), Some(u64::MAX)] {
             for effort in [None, Some(2048), Some(24_576)] {
                 let (max, budget) = limits(model, limit, effort);
-                assert!(max >= 1 && max <= crate::wire::anthropic::max_output_tokens(model));
+                assert!(max >= 1 && max <= crate::anthropic::max_output_tokens(model));
                 if let Some(b) = budget {
                     assert!(b >= 1024 && b < max, "{model} {limit:?} {effort:?}");
                 }

@@ -120,7 +120,7 @@ fn requests_keep_within_what_openai_accepts() {
     for out in [&responses, &chat] {
         let user = out["user"].as_str().expect("user");
         assert!(user.len() <= 64, "{user}");
-        assert_eq!(user, crate::wire::openai::user(&long_id));
+        assert_eq!(user, crate::openai::user(&long_id));
     }
     assert_eq!(responses["max_output_tokens"], 16);
     assert_eq!(

@@ -17,8 +17,8 @@ pub(super) use request::{
     DEFAULT_MAX_TOKENS, budget, document_block, image_block, push,
     starts_with_thinking_where_needed, to_messages,
 };
-pub use stream::Stream;
-pub use whole::whole;
+pub(super) use stream::Stream;
+pub(super) use whole::whole;
 
 /// The single string property a freeform tool's text travels in.
 const CUSTOM_INPUT: &str = "input";
