@@ -230,8 +230,8 @@ async fn mock(args: &[String]) {
         " sky",
         ".",
     ];
-    let mock = weir::demo::llm::spawn(([127, 0, 0, 1], port).into(), move |seen| {
-        weir::demo::llm::success(seen, &WORDS, gap)
+    let mock = weir::testing::demo::llm::spawn(([127, 0, 0, 1], port).into(), move |seen| {
+        weir::testing::demo::llm::success(seen, &WORDS, gap)
     })
     .await
     .expect("bind");

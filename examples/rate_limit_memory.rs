@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use weir::admit::rate::{Client, MAX_KEYS, RateLimit};
+use weir::testing::rate::{Client, MAX_KEYS, RateLimit};
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use prometheus_client::metrics::gauge::Gauge;
-use weir::config::ConnectionSettings;
-use weir::conn::deadline::{Deadlines, sweep_once};
-use weir::conn::registry::Registry;
-use weir::conn::state::Phase;
+use weir::testing::config::ConnectionSettings;
+use weir::testing::conn::Phase;
+use weir::testing::conn::Registry;
+use weir::testing::conn::{Deadlines, sweep_once};
 
 fn ip(i: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i))

@@ -21,7 +21,7 @@ use crate::telemetry;
     version,
     about = "An edge reverse proxy and LLM API gateway that keeps serving under overload"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }

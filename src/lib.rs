@@ -16,35 +16,40 @@
 //! - [`respond`] — generated errors, how failures are answered, access log
 //!   and metrics at body end
 //!
-//! with [`wire`] (what each LLM API means on the wire, one module per
-//! API), [`fields`] (header fields parsed one way), [`config`] (data and
+//! with [`weir_wire`] (the pure crate: what each LLM API means on the
+//! wire, the translation pairs, the body skim), [`config`] (data and
 //! validation), [`pki`] (certificates and keys),
 //! [`sync`] (lock recovery, decided once), [`worker`] (per-core runtimes and per-worker values), [`admin`],
 //! [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
 //! [`cli`] and [`demo`] alongside.
+//!
+//! Everything here is `pub(crate)`: the crate's face is [`cli::main`], which
+//! the binary calls, and [`testing`], the seams the integration tests,
+//! examples and fuzz targets use. Nothing else is an API.
 
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod acme;
-pub mod admin;
-pub mod admit;
-pub mod balance;
+mod acme;
+mod admin;
+mod admit;
+mod balance;
 pub mod cli;
-pub mod cluster;
-pub mod config;
-pub mod conn;
-pub mod demo;
-pub mod lifecycle;
-pub mod listen;
-pub mod llm;
-pub mod pki;
-pub mod proxy;
-pub mod respond;
-pub mod route;
-pub mod server;
-pub mod snapshot;
-pub mod sync;
-pub mod systemd;
-pub mod telemetry;
-pub mod worker;
+mod cluster;
+mod config;
+mod conn;
+mod demo;
+mod lifecycle;
+mod listen;
+mod llm;
+mod pki;
+mod proxy;
+mod respond;
+mod route;
+mod server;
+mod snapshot;
+mod sync;
+mod systemd;
+mod telemetry;
+pub mod testing;
+mod worker;

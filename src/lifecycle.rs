@@ -45,7 +45,7 @@ use crate::telemetry::Metrics;
 
 /// The request handler: the current snapshot, swappable as a whole, and
 /// the long-lived state every snapshot shares.
-pub struct Gateway {
+pub(crate) struct Gateway {
     current: ArcSwap<Snapshot>,
     standing: Standing,
     /// ACME challenge answers (http-01 tokens).
@@ -53,7 +53,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(
+    pub(crate) fn new(
         config: &Config,
         metrics: Arc<Metrics>,
         challenges: Arc<Challenges>,
@@ -78,7 +78,7 @@ impl Gateway {
     /// Build a snapshot from `config` and make it current; requests already
     /// running keep the one they started with. On error the current
     /// snapshot stays. Returns the new generation.
-    pub fn replace(&self, config: &Config) -> Result<u64, BuildError> {
+    pub(crate) fn replace(&self, config: &Config) -> Result<u64, BuildError> {
         let snapshot = Snapshot::build(config, &self.standing)?;
         let generation = snapshot.generation;
         self.current.store(Arc::new(snapshot));
@@ -86,12 +86,12 @@ impl Gateway {
     }
 
     /// The fleet's shared state, with `[cluster]` (as at start).
-    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+    pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.standing.cluster.as_ref()
     }
 
     /// The snapshot new requests use.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.current.load_full()
     }
 }

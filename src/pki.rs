@@ -54,11 +54,11 @@ pub enum PkiError {
 }
 
 /// A certificate chain with its key, and the DNS names it is valid for.
-pub type LoadedCertificate = (Arc<CertifiedKey>, Vec<String>);
+pub(crate) type LoadedCertificate = (Arc<CertifiedKey>, Vec<String>);
 
 /// The crypto provider weir uses everywhere: aws-lc-rs, for TLS, signing
 /// keys and digests alike (docs/decisions/ says why this one, and only one).
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
@@ -95,7 +95,7 @@ pub fn load_certificate(cert_path: &Path, key_path: &Path) -> Result<LoadedCerti
 }
 
 /// Pair a DER chain (leaf first, non-empty) with its key.
-pub fn certified_key(
+pub(crate) fn certified_key(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 ) -> Result<LoadedCertificate, PkiError> {
@@ -115,7 +115,7 @@ pub fn certified_key(
 /// Pair a certificate with its key without parsing the certificate: for
 /// ACME's tls-alpn-01 answer, whose critical acmeIdentifier extension the
 /// web PKI parser rightly refuses. Only a CA's validator ever sees it.
-pub fn challenge_key(
+pub(crate) fn challenge_key(
     cert: CertificateDer<'static>,
     key: PrivateKeyDer<'static>,
 ) -> Result<Arc<CertifiedKey>, PkiError> {
@@ -128,7 +128,9 @@ pub fn challenge_key(
 
 /// A self-signed certificate for `names` (the demo's, and tests'); also
 /// returns the certificate as PEM so a client can trust it.
-pub fn self_signed(names: &[&str]) -> Result<(Arc<CertifiedKey>, Vec<String>, String), PkiError> {
+pub(crate) fn self_signed(
+    names: &[&str],
+) -> Result<(Arc<CertifiedKey>, Vec<String>, String), PkiError> {
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let generated =
         rcgen::generate_simple_self_signed(names).map_err(|e| PkiError::Generate(e.to_string()))?;
@@ -141,7 +143,7 @@ pub fn self_signed(names: &[&str]) -> Result<(Arc<CertifiedKey>, Vec<String>, St
 }
 
 /// Read a PEM file of CA certificates.
-pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
+pub(crate) fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
     read_chain(path)
 }
 
@@ -156,7 +158,7 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiErro
 /// the previous one; keys live in memory only, so after a restart or an
 /// upgrade clients do one full handshake again. nginx, HAProxy and Caddy
 /// issue tickets by default too.
-pub fn server_config(
+pub(crate) fn server_config(
     resolver: Arc<dyn ResolvesServerCert>,
 ) -> Result<Arc<rustls::ServerConfig>, PkiError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
@@ -171,7 +173,7 @@ pub fn server_config(
 
 /// A TLS client configuration trusting the web PKI roots (compiled in, so
 /// the result does not depend on the host's CA bundle) plus `ca_file`.
-pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, PkiError> {
+pub(crate) fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, PkiError> {
     let mut roots = rustls::RootCertStore::empty();
     // The roots crate is kept to whole certificates (the Redis client
     // needs them as PEM); one that rustls cannot parse is left out.
@@ -193,7 +195,7 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Pki
 /// The roots [`client_config`] trusts (the web PKI's, plus `ca_file`'s,
 /// checked the same way) as PEM, for a client that takes extra roots only
 /// as PEM and only in place of its own (the Redis client's `root_cert`).
-pub fn client_roots_pem(ca_file: Option<&Path>) -> Result<Vec<u8>, PkiError> {
+pub(crate) fn client_roots_pem(ca_file: Option<&Path>) -> Result<Vec<u8>, PkiError> {
     client_config(ca_file)?;
     let extra = match ca_file {
         Some(path) => load_ca_file(path)?,

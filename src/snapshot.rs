@@ -47,15 +47,15 @@ pub enum BuildError {
 }
 
 /// The reloadable configuration, ready to serve.
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Counts up from 1 with every snapshot built.
-    pub generation: u64,
-    pub router: Router<Target>,
-    pub trusted_proxies: Vec<IpNet>,
-    pub access_log: bool,
+    pub(crate) generation: u64,
+    pub(crate) router: Router<Target>,
+    pub(crate) trusted_proxies: Vec<IpNet>,
+    pub(crate) access_log: bool,
     /// Requests per connection before it is closed gracefully; 0 = none.
-    pub max_requests_per_connection: u64,
-    pub body_rate: Option<BodyRate>,
+    pub(crate) max_requests_per_connection: u64,
+    pub(crate) body_rate: Option<BodyRate>,
 }
 
 /// The upstream CA file and its contents, read once per snapshot: the
@@ -133,28 +133,28 @@ impl LlmKey {
 }
 
 /// State that lives as long as the process, across snapshots.
-pub struct Standing {
-    pub admitter: Admitter,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct Standing {
+    pub(crate) admitter: Admitter,
+    pub(crate) metrics: Arc<Metrics>,
     /// Bytes of request bodies LLM routes may hold at once, process-wide.
-    pub body_budget: ByteBudget,
+    pub(crate) body_budget: ByteBudget,
     /// CPU-heavy work on large LLM bodies, off the serving threads.
-    pub offload: Offload,
+    pub(crate) offload: Offload,
     /// Where LLM routes' usage records go (fixed at start).
-    pub records: RecordSink,
+    pub(crate) records: RecordSink,
     /// Budget ledgers by route and client name: a reload that changes a
     /// budget, or anything else of the route, keeps what was used.
     ledgers: Mutex<HashMap<(String, String), Arc<Ledger>>>,
     /// The fleet's shared limits, with `[cluster]` at start (fixed until
     /// a restart, like the other process-wide parts).
-    pub cluster: Option<Arc<Cluster>>,
+    pub(crate) cluster: Option<Arc<Cluster>>,
     routes: Mutex<HashMap<String, RouteState>>,
     generation: Mutex<u64>,
 }
 
 impl Standing {
     /// The global gate is sized once, at start: it bounds memory.
-    pub fn new(
+    pub(crate) fn new(
         max_concurrent_requests: usize,
         max_buffered_body_bytes: u64,
         metrics: Arc<Metrics>,
@@ -183,7 +183,7 @@ impl Snapshot {
     /// Build a snapshot from a validated config, reusing the gates and
     /// pools of routes that still exist unchanged. On error nothing in
     /// `standing` has changed.
-    pub fn build(config: &Config, standing: &Standing) -> Result<Snapshot, BuildError> {
+    pub(crate) fn build(config: &Config, standing: &Standing) -> Result<Snapshot, BuildError> {
         let tls = pki::client_config(config.upstream.ca_file.as_deref())?;
         let ca_file: CaFile = config
             .upstream

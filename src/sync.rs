@@ -9,7 +9,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// `lock`, recovering from poison.
-pub trait Locked<T> {
+pub(crate) trait Locked<T> {
     fn locked(&self) -> MutexGuard<'_, T>;
 }
 
@@ -20,7 +20,7 @@ impl<T> Locked<T> for Mutex<T> {
 }
 
 /// `read` and `write`, recovering from poison.
-pub trait RwLocked<T> {
+pub(crate) trait RwLocked<T> {
     fn read_locked(&self) -> RwLockReadGuard<'_, T>;
     fn write_locked(&self) -> RwLockWriteGuard<'_, T>;
 }

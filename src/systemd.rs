@@ -19,11 +19,11 @@ fn send(states: &[NotifyState<'_>]) {
 /// The variable a process starting its successor (a binary upgrade) puts
 /// systemd's own notify socket in, since the successor's `NOTIFY_SOCKET`
 /// is the old process's private one.
-pub const SUCCESSOR_OF: &str = "WEIR_SYSTEMD_NOTIFY_SOCKET";
+pub(crate) const SUCCESSOR_OF: &str = "WEIR_SYSTEMD_NOTIFY_SOCKET";
 
 /// Every listener is bound and serving. A successor also tells systemd it
 /// is the unit's main process now (needs `NotifyAccess=all`).
-pub fn ready() {
+pub(crate) fn ready() {
     send(&[NotifyState::Ready]);
     if let Ok(path) = std::env::var(SUCCESSOR_OF) {
         let msg = format!("MAINPID={}\nREADY=1\n", std::process::id());
@@ -51,7 +51,7 @@ fn send_to(path: &str, msg: &[u8]) -> std::io::Result<()> {
 }
 
 /// A reload begins.
-pub fn reloading() {
+pub(crate) fn reloading() {
     match NotifyState::monotonic_usec_now() {
         Ok(now) => send(&[NotifyState::Reloading, now]),
         Err(_) => send(&[NotifyState::Reloading]),
@@ -59,18 +59,18 @@ pub fn reloading() {
 }
 
 /// The drain begins.
-pub fn stopping() {
+pub(crate) fn stopping() {
     send(&[NotifyState::Stopping]);
 }
 
 /// How often to tell the watchdog weir is alive: half its timeout, when
 /// the unit has one for this process.
-pub fn watchdog_interval() -> Option<Duration> {
+pub(crate) fn watchdog_interval() -> Option<Duration> {
     let mut usec = 0;
     (sd_notify::watchdog_enabled(false, &mut usec) && usec > 0)
         .then(|| Duration::from_micros(usec / 2))
 }
 
-pub fn watchdog() {
+pub(crate) fn watchdog() {
     send(&[NotifyState::Watchdog]);
 }

@@ -26,13 +26,13 @@ thread_local! {
 
 /// The worker running on this thread (0 when there is one worker, and on
 /// threads that are not workers).
-pub fn index() -> usize {
+pub(crate) fn index() -> usize {
     INDEX.with(Cell::get)
 }
 
 /// How many workers a configured `server.workers` means: `0` is one per
 /// available core.
-pub fn count(configured: usize) -> usize {
+pub(crate) fn count(configured: usize) -> usize {
     match configured {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -42,15 +42,15 @@ pub fn count(configured: usize) -> usize {
 /// One value per worker — an upstream pool, say — picked by the worker the
 /// caller runs on, so a worker only ever uses its own.
 #[derive(Debug)]
-pub struct PerWorker<T>(Box<[T]>);
+pub(crate) struct PerWorker<T>(Box<[T]>);
 
 impl<T> PerWorker<T> {
-    pub fn new(workers: usize, mut make: impl FnMut() -> T) -> Self {
+    pub(crate) fn new(workers: usize, mut make: impl FnMut() -> T) -> Self {
         PerWorker((0..workers.max(1)).map(|_| make()).collect())
     }
 
     /// This worker's value.
-    pub fn get(&self) -> &T {
+    pub(crate) fn get(&self) -> &T {
         // A config reload may build values for a different worker count
         // than is running (the count only changes at restart).
         &self.0[index() % self.0.len()]
@@ -58,16 +58,19 @@ impl<T> PerWorker<T> {
 }
 
 /// Running worker threads.
-pub struct Workers {
+pub(crate) struct Workers {
     handles: Vec<Handle>,
     stop: watch::Sender<bool>,
+    /// Joined only by the tests; the server stops its workers and lets
+    /// the process end.
+    #[cfg_attr(not(test), allow(dead_code))]
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Workers {
     /// Start `n` worker threads, each running its own current-thread
     /// runtime until [`Workers::stop`].
-    pub fn start(n: usize) -> std::io::Result<Workers> {
+    pub(crate) fn start(n: usize) -> std::io::Result<Workers> {
         let (stop, stopped) = watch::channel(false);
         let (ready, handles) = mpsc::channel();
         let mut threads = Vec::with_capacity(n);
@@ -101,18 +104,19 @@ impl Workers {
     }
 
     /// The runtime of each worker, in worker order.
-    pub fn handles(&self) -> &[Handle] {
+    pub(crate) fn handles(&self) -> &[Handle] {
         &self.handles
     }
 
     /// Stop every worker: tasks still running on them are cancelled. Does
     /// not wait for the threads.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let _ = self.stop.send(true);
     }
 
     /// Stop and wait for the threads to end.
-    pub fn join(mut self) {
+    #[cfg(test)]
+    pub(crate) fn join(mut self) {
         self.stop();
         for t in self.threads.drain(..) {
             let _ = t.join();

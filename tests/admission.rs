@@ -201,7 +201,7 @@ async fn an_http2_stream_the_client_never_reads_loses_its_slot() {
 
 #[tokio::test]
 async fn zero_means_no_bound_even_past_1024_concurrent_requests() {
-    weir::listen::budget::raise_nofile_limit();
+    weir::testing::listen::raise_nofile_limit();
     let weir = gated(0, "").await;
     let url = weir.url("web", "/slow?ms=1500");
     // 11 HTTP/2 connections × 100 streams: 1100 requests at once.

@@ -308,8 +308,8 @@ async fn a_killed_instance_gives_its_slots_back_within_the_ttl() {
 /// Redis lost it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
-    use weir::admit::rate::{Client, RateLimit};
-    use weir::cluster::{Ask, Decision, Gcra};
+    use weir::testing::cluster::{Ask, Decision, Gcra};
+    use weir::testing::rate::{Client, RateLimit};
     let Some(mut redis) = Redis::start_if_available() else {
         return;
     };

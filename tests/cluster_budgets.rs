@@ -567,7 +567,7 @@ async fn fail_closed_refuses_budgeted_requests_until_redis_returns() {
 /// reservation swept by the next reserve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
-    use weir::cluster::{Ask, BudgetAsk, Decision, OverBudget};
+    use weir::testing::cluster::{Ask, BudgetAsk, Decision, OverBudget};
     let Some(redis) = Redis::start_if_available() else {
         return;
     };
@@ -712,7 +712,7 @@ fn lua(redis: &Redis, expr: &str) -> i64 {
 /// is dropped and counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
-    use weir::cluster::{Ask, BudgetAsk, Decision};
+    use weir::testing::cluster::{Ask, BudgetAsk, Decision};
     let Some(redis) = Redis::start_if_available() else {
         return;
     };
@@ -745,7 +745,7 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
     for r in held {
         r.settle(40, 0);
     }
-    let pending = |m: &weir::telemetry::Metrics| {
+    let pending = |m: &weir::testing::telemetry::Metrics| {
         common::metric_in(&m.encode(), "weir_cluster_budget_settles_pending ")
     };
     assert_eq!(pending(&metrics), Some(2), "both wait for Redis");
@@ -766,7 +766,7 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
         "its reservation is out"
     );
     // Counted once the answer is read, just after Redis wrote.
-    let dropped = |m: &weir::telemetry::Metrics| {
+    let dropped = |m: &weir::testing::telemetry::Metrics| {
         common::metric_in(&m.encode(), "weir_cluster_budget_settles_dropped_total ")
     };
     let counted = common::eventually(Duration::from_secs(2), || dropped(&metrics) == Some(1)).await;

@@ -71,7 +71,7 @@ where
     std::fs::write(&pem, c.cert.pem()).expect("write");
     let key = rustls_pki_types::PrivateKeyDer::Pkcs8(c.signing_key.serialize_der().into());
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
+        rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .expect("versions")

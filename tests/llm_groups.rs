@@ -180,7 +180,7 @@ async fn a_refused_endpoint_is_skipped_and_readmitted_after_its_back_off() {
     );
 
     // It comes back: after its back-off (1 s) it is asked again.
-    let back = weir::demo::llm::spawn(gone, |seen| success(seen, WORDS, Duration::ZERO))
+    let back = weir::testing::demo::llm::spawn(gone, |seen| success(seen, WORDS, Duration::ZERO))
         .await
         .expect("the endpoint back on its port");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

@@ -12,11 +12,11 @@ use bytes::Bytes;
 use http::StatusCode;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use weir::listen::proxy_protocol::{Framing, V2_SIGNATURE, frame, parse};
-use weir_wire::body::{model, splice};
-use weir_wire::translate::{Pair, tokens};
+use weir::testing::listen::{Framing, V2_SIGNATURE, frame, parse};
 use weir_wire::Api;
+use weir_wire::body::{model, splice};
 use weir_wire::sse::{Framer, fields};
+use weir_wire::translate::{Pair, tokens};
 
 /// Field names the three APIs and their events use.
 const KEYS: &[&str] = &[
@@ -266,6 +266,6 @@ proptest! {
 
     #[test]
     fn the_config_loader_reports_and_never_panics(text in "(\\[[a-z.]{1,12}\\]\n|[a-z_]{1,16} = (\"[^\"]{0,12}\"|[0-9]{1,25}|true|\\[\\])\n){0,12}") {
-        let _ = weir::config::Config::parse(std::path::Path::new("p.toml"), &text);
+        let _ = weir::testing::config::Config::parse(std::path::Path::new("p.toml"), &text);
     }
 }

@@ -74,7 +74,7 @@ async fn a_config_that_cannot_be_built_leaves_the_running_one() {
     // Validated while the file is good, built after it went bad: the
     // window a reload racing an edit has.
     let path = weir.dir.path().join("weir.toml");
-    let validated = weir::config::Config::parse(&path, &text).expect("valid");
+    let validated = weir::testing::config::Config::parse(&path, &text).expect("valid");
     std::fs::write(&ca, "not a certificate").expect("spoil");
     let err = weir.running().apply(&validated).expect_err("cannot build");
     assert!(err.to_string().contains("ca.pem"), "{err}");

@@ -255,9 +255,9 @@ async fn stalled_tls_handshake_is_closed_at_the_deadline() {
 /// An HTTPS upstream with a certificate for `localhost`.
 async fn https_upstream(dir: &std::path::Path) -> (std::net::SocketAddr, std::path::PathBuf) {
     let (cert, key, _) = write_cert(dir, "upstream", &["localhost"]);
-    let (certified, _) = weir::pki::load_certificate(&cert, &key).expect("load");
-    let settings = weir::config::TlsSettings {
-        certificates: vec![weir::config::Certificate {
+    let (certified, _) = weir::testing::pki::load_certificate(&cert, &key).expect("load");
+    let settings = weir::testing::config::TlsSettings {
+        certificates: vec![weir::testing::config::Certificate {
             cert_path: cert.clone(),
             key_path: key,
             names: vec!["localhost".into()],
@@ -265,7 +265,8 @@ async fn https_upstream(dir: &std::path::Path) -> (std::net::SocketAddr, std::pa
         }],
         acme: None,
     };
-    let (acceptor, _) = weir::conn::tls::acceptor(&settings, Default::default()).expect("config");
+    let (acceptor, _) =
+        weir::testing::conn::acceptor(&settings, Default::default()).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = weir::config::Config::parse(std::path::Path::new("fuzz.toml"), text);
+    let _ = weir::testing::config::Config::parse(std::path::Path::new("fuzz.toml"), text);
 });

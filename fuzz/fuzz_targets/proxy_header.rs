@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weir::listen::proxy_protocol::{
+use weir::testing::listen::{
     Framing, Signature, V1_MAX, V2_FIXED, V2_MAX_PAYLOAD, frame, parse, signature,
 };
 

@@ -10,32 +10,28 @@ use arc_swap::ArcSwap;
 use rustls::sign::CertifiedKey;
 
 /// The ALPN protocol of the tls-alpn-01 challenge (RFC 8737).
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+pub(crate) const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
 /// Certificates issued over ACME for one TLS listener, by name. Read on
 /// every handshake (lock-free); written when a certificate arrives.
 #[derive(Debug, Default)]
-pub struct Issued(ArcSwap<HashMap<String, Arc<CertifiedKey>>>);
+pub(crate) struct Issued(ArcSwap<HashMap<String, Arc<CertifiedKey>>>);
 
 impl Issued {
-    pub fn get(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         self.0.load().get(name).cloned()
     }
 
     /// A certificate for clients that sent no SNI or an unknown name: the
     /// first name's, so the answer does not change between handshakes.
-    pub fn fallback(&self) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn fallback(&self) -> Option<Arc<CertifiedKey>> {
         let map = self.0.load();
         map.keys().min().and_then(|k| map.get(k)).cloned()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.load().is_empty()
-    }
-
     /// Serve `key` for `name` from the next handshake on; connections
     /// already established keep the certificate they were given.
-    pub fn install(&self, name: &str, key: Arc<CertifiedKey>) {
+    pub(crate) fn install(&self, name: &str, key: Arc<CertifiedKey>) {
         self.0.rcu(|map| {
             let mut map = HashMap::clone(map);
             map.insert(name.to_string(), key.clone());
@@ -55,12 +51,12 @@ pub struct Challenges {
 
 impl Challenges {
     /// The key authorization to answer `GET /.well-known/acme-challenge/<token>`.
-    pub fn http01(&self, token: &str) -> Option<Arc<str>> {
+    pub(crate) fn http01(&self, token: &str) -> Option<Arc<str>> {
         self.http01.read_locked().get(token).cloned()
     }
 
     /// The challenge certificate for a handshake offering only `acme-tls/1`.
-    pub fn tls_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn tls_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         self.tls_alpn01
             .read_locked()
             .get(&name.to_ascii_lowercase())

@@ -49,15 +49,15 @@ impl HttpClient for Http {
     }
 }
 
-pub struct Ca {
-    pub settings: AcmeSettings,
-    pub store: Store,
+pub(crate) struct Ca {
+    pub(crate) settings: AcmeSettings,
+    pub(crate) store: Store,
     account: tokio::sync::Mutex<Option<Account>>,
     /// The CA answered a renewal-information request (RFC 9773), so
     /// orders may name the certificate they replace.
-    pub ari: std::sync::atomic::AtomicBool,
+    pub(crate) ari: std::sync::atomic::AtomicBool,
     /// With `[cluster]`: the fleet's account and certificates in Redis.
-    pub fleet: Option<Arc<Fleet>>,
+    pub(crate) fleet: Option<Arc<Fleet>>,
 }
 
 /// How many times an instance looks for the fleet's account (between
@@ -65,7 +65,7 @@ pub struct Ca {
 const ACCOUNT_ROUNDS: u32 = 30;
 
 impl Ca {
-    pub fn new(settings: &AcmeSettings, fleet: Option<Arc<Fleet>>) -> Self {
+    pub(crate) fn new(settings: &AcmeSettings, fleet: Option<Arc<Fleet>>) -> Self {
         Ca {
             store: Store::new(&settings.state_dir),
             settings: settings.clone(),
@@ -92,7 +92,7 @@ impl Ca {
     }
 
     /// The account if one is registered already (never registers one).
-    pub async fn existing_account(&self) -> Option<Account> {
+    pub(crate) async fn existing_account(&self) -> Option<Account> {
         let mut cell = self.account.lock().await;
         if let Some(a) = &*cell {
             return Some(a.clone());
@@ -117,7 +117,7 @@ impl Ca {
     /// The account, from the state directory (or, in a fleet, Redis) or
     /// newly registered. Orders for several names share it; only one task
     /// creates it.
-    pub async fn account(&self) -> Result<Account, AcmeError> {
+    pub(crate) async fn account(&self) -> Result<Account, AcmeError> {
         let mut cell = self.account.lock().await;
         if let Some(a) = &*cell {
             return Ok(a.clone());
@@ -243,7 +243,7 @@ impl Ca {
 
     /// The CA no longer knows the stored account (a test CA restarted, an
     /// account deactivated): forget it so the next attempt registers anew.
-    pub async fn forget_account(&self) {
+    pub(crate) async fn forget_account(&self) {
         *self.account.lock().await = None;
         let directory = &self.settings.directory;
         if let Some(fleet) = &self.fleet

@@ -39,7 +39,8 @@ use std::time::{Duration, SystemTime};
 
 use instant_acme::CertificateIdentifier;
 
-pub use answers::{ACME_TLS_ALPN, Challenges, Issued};
+pub use answers::Challenges;
+pub(crate) use answers::{ACME_TLS_ALPN, Issued};
 
 use crate::cluster::Cluster;
 use crate::config::AcmeSettings;
@@ -50,7 +51,7 @@ use store::{Store, StoreError, Stored};
 
 /// Why an attempt to obtain a certificate failed.
 #[derive(Debug, thiserror::Error)]
-pub enum AcmeError {
+pub(crate) enum AcmeError {
     /// The CA refused (its problem document is in the message) or could
     /// not be reached.
     #[error("{0}")]
@@ -74,8 +75,8 @@ impl AcmeError {
 /// The certificate keepers of one listener; dropping it stops them (a
 /// reload that changes the listener's `acme` settings starts a new one,
 /// which finds the certificates already on disk).
-pub struct Manager {
-    pub settings: AcmeSettings,
+pub(crate) struct Manager {
+    pub(crate) settings: AcmeSettings,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -87,7 +88,7 @@ impl Drop for Manager {
 
 /// Start keeping every name of `settings` certified for `listener`; with
 /// a `cluster`, as one of a fleet (see [`shared`]).
-pub fn start(
+pub(crate) fn start(
     listener: &str,
     settings: &AcmeSettings,
     issued: Arc<Issued>,
@@ -126,7 +127,7 @@ pub fn start(
 
 /// Load what is on disk and serve it: at start, before any task runs, so
 /// a restart serves its certificates from the first handshake.
-pub fn load_stored(settings: &AcmeSettings, issued: &Issued, metrics: &Metrics) {
+pub(crate) fn load_stored(settings: &AcmeSettings, issued: &Issued, metrics: &Metrics) {
     let store = Store::new(&settings.state_dir);
     for name in &settings.names {
         if let Ok(Some(s)) = store.load_certificate(name)

@@ -22,12 +22,12 @@ const POLL: RetryPolicy = RetryPolicy::new()
     .timeout(Duration::from_secs(120));
 
 /// A new certificate: the chain as PEM, and its private key as PEM.
-pub struct Issued {
-    pub chain_pem: String,
-    pub key_pem: String,
+pub(crate) struct Issued {
+    pub(crate) chain_pem: String,
+    pub(crate) key_pem: String,
 }
 
-pub async fn order(
+pub(crate) async fn order(
     account: &Account,
     name: &str,
     challenge: AcmeChallenge,

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 /// days each way for a 90-day certificate), so certificates issued together
 /// do not all renew in the same minute. The seed comes from the
 /// certificate, so the time is the same every time it is computed.
-pub fn renew_at(not_before: SystemTime, not_after: SystemTime, seed: u64) -> SystemTime {
+pub(crate) fn renew_at(not_before: SystemTime, not_after: SystemTime, seed: u64) -> SystemTime {
     let lifetime = not_after
         .duration_since(not_before)
         .unwrap_or(Duration::ZERO);
@@ -26,7 +26,12 @@ pub fn renew_at(not_before: SystemTime, not_after: SystemTime, seed: u64) -> Sys
 
 /// A time inside the CA's suggested renewal window (RFC 9773 §4.2: a
 /// uniformly random point in it), or now if the window has passed.
-pub fn in_window(start: SystemTime, end: SystemTime, now: SystemTime, seed: u64) -> SystemTime {
+pub(crate) fn in_window(
+    start: SystemTime,
+    end: SystemTime,
+    now: SystemTime,
+    seed: u64,
+) -> SystemTime {
     if end <= now {
         return now;
     }
@@ -36,11 +41,11 @@ pub fn in_window(start: SystemTime, end: SystemTime, now: SystemTime, seed: u64)
 }
 
 /// The longest wait between attempts after failures.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(6 * 3600);
 
 /// The wait after the `failures`-th failure in a row: `base`, doubling,
 /// at most [`MAX_BACKOFF`].
-pub fn backoff(base: Duration, failures: u32) -> Duration {
+pub(crate) fn backoff(base: Duration, failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(30);
     base.saturating_mul(1u32 << doublings).min(MAX_BACKOFF)
 }
@@ -48,9 +53,9 @@ pub fn backoff(base: Duration, failures: u32) -> Duration {
 /// How often the CA's renewal information is asked again when it gave no
 /// hint, and the bounds on its hint (RFC 9773 §4.3.2 asks clients to
 /// check at least daily).
-pub const ARI_RECHECK: Duration = Duration::from_secs(6 * 3600);
-pub const ARI_RECHECK_MIN: Duration = Duration::from_secs(3600);
-pub const ARI_RECHECK_MAX: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const ARI_RECHECK: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const ARI_RECHECK_MIN: Duration = Duration::from_secs(3600);
+pub(crate) const ARI_RECHECK_MAX: Duration = Duration::from_secs(24 * 3600);
 
 #[cfg(test)]
 mod tests {

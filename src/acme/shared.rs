@@ -45,8 +45,8 @@ const ANNOUNCE_WAIT: Duration = Duration::from_secs(10);
 /// How often every instance looks for answers of orders in progress.
 const CHALLENGE_POLL: Duration = Duration::from_millis(500);
 /// An instance waiting for another's order polls between these.
-pub const WAIT_MIN: Duration = Duration::from_millis(250);
-pub const WAIT_MAX: Duration = Duration::from_secs(2);
+pub(crate) const WAIT_MIN: Duration = Duration::from_millis(250);
+pub(crate) const WAIT_MAX: Duration = Duration::from_secs(2);
 /// Answers larger than this in Redis are not ours (a token is 43
 /// characters, a key authorization under 100).
 const MAX_ANSWER: usize = 1024;
@@ -57,7 +57,7 @@ const MAX_STORED: usize = 64 * 1024;
 /// Redis is down, did not answer in time, or refused.
 #[derive(Debug, thiserror::Error)]
 #[error("Redis: {0}")]
-pub struct Unavailable(String);
+pub(crate) struct Unavailable(String);
 
 /// `GET` a key holding `ARGV[1]`: delete it (1) or leave it (0).
 const RELEASE: &str = r"
@@ -87,7 +87,7 @@ return 0
 ";
 
 /// The fleet's ACME state, over the cluster's connection.
-pub struct Fleet {
+pub(crate) struct Fleet {
     cluster: Arc<Cluster>,
     release: Script,
     renew: Script,
@@ -97,17 +97,17 @@ pub struct Fleet {
 
 /// A challenge answer as the ordering instance publishes it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The instance that ordered (it does not acknowledge its own).
-    pub by: String,
+    pub(crate) by: String,
     /// `http-01` or `tls-alpn-01`.
-    pub challenge: String,
-    pub token: String,
-    pub key_authorization: String,
+    pub(crate) challenge: String,
+    pub(crate) token: String,
+    pub(crate) key_authorization: String,
 }
 
 impl Fleet {
-    pub fn new(cluster: Arc<Cluster>) -> Self {
+    pub(crate) fn new(cluster: Arc<Cluster>) -> Self {
         Fleet {
             cluster,
             release: Script::new(RELEASE),
@@ -117,7 +117,7 @@ impl Fleet {
         }
     }
 
-    pub fn instance(&self) -> &str {
+    pub(crate) fn instance(&self) -> &str {
         self.cluster.instance()
     }
 
@@ -135,7 +135,7 @@ impl Fleet {
     /// that has expired, or does not parse, pair or cover the name, is
     /// removed (unless replaced meanwhile): it is as good as none, and
     /// left there it would stop every later one from being stored.
-    pub async fn certificate(&self, name: &str) -> Result<Option<Stored>, Unavailable> {
+    pub(crate) async fn certificate(&self, name: &str) -> Result<Option<Stored>, Unavailable> {
         let mut c = self.conn()?;
         let key = self.key(&format!("cert:{name}"));
         let pem: Option<String> =
@@ -159,7 +159,11 @@ impl Fleet {
 
     /// Store `s` for the fleet unless Redis has one expiring as late;
     /// whether it was stored.
-    pub async fn offer_certificate(&self, name: &str, s: &Stored) -> Result<bool, Unavailable> {
+    pub(crate) async fn offer_certificate(
+        &self,
+        name: &str,
+        s: &Stored,
+    ) -> Result<bool, Unavailable> {
         let mut c = self.conn()?;
         let mut invocation = self.offer.prepare_invoke();
         invocation
@@ -171,7 +175,7 @@ impl Fleet {
     }
 
     /// The shared account credentials (JSON) for the CA `dir_id`.
-    pub async fn account(&self, dir_id: &str) -> Result<Option<String>, Unavailable> {
+    pub(crate) async fn account(&self, dir_id: &str) -> Result<Option<String>, Unavailable> {
         let mut c = self.conn()?;
         let json: Option<String> = bounded(
             redis::cmd("GET")
@@ -189,7 +193,11 @@ impl Fleet {
     }
 
     /// Share `json` as the account unless one is shared already.
-    pub async fn offer_account(&self, dir_id: &str, json: &str) -> Result<bool, Unavailable> {
+    pub(crate) async fn offer_account(
+        &self,
+        dir_id: &str,
+        json: &str,
+    ) -> Result<bool, Unavailable> {
         let mut c = self.conn()?;
         let set: Option<String> = bounded(
             redis::cmd("SET")
@@ -204,7 +212,7 @@ impl Fleet {
 
     /// The CA no longer knows the account `json`: remove it, unless
     /// another instance has shared a new one meanwhile.
-    pub async fn forget_account(&self, dir_id: &str, json: &str) -> Result<(), Unavailable> {
+    pub(crate) async fn forget_account(&self, dir_id: &str, json: &str) -> Result<(), Unavailable> {
         let mut c = self.conn()?;
         let mut invocation = self.release.prepare_invoke();
         invocation
@@ -216,7 +224,10 @@ impl Fleet {
 
     /// Take the issuance lock `what` (`<name>` or `account:<dir-id>`) for
     /// the lease TTL: `None` when another instance holds it.
-    pub async fn lock(self: &Arc<Self>, what: &str) -> Result<Option<IssuanceLock>, Unavailable> {
+    pub(crate) async fn lock(
+        self: &Arc<Self>,
+        what: &str,
+    ) -> Result<Option<IssuanceLock>, Unavailable> {
         let mut c = self.conn()?;
         let key = self.key(&format!("lock:{what}"));
         let token = format!("{}:{:016x}", self.instance(), fastrand::u64(..));
@@ -239,7 +250,7 @@ impl Fleet {
     }
 
     /// Whether any instance holds the lock `what`.
-    pub async fn locked(&self, what: &str) -> Result<bool, Unavailable> {
+    pub(crate) async fn locked(&self, what: &str) -> Result<bool, Unavailable> {
         let mut c = self.conn()?;
         let n: i64 = bounded(
             redis::cmd("EXISTS")
@@ -253,7 +264,7 @@ impl Fleet {
     /// Publish the answer to `name`'s challenge for every instance, and
     /// wait (at most [`ANNOUNCE_WAIT`]) until every other live instance
     /// says it has it, so the CA finds it wherever the balancer sends it.
-    pub async fn announce(&self, name: &str, answer: &Answer) -> Result<(), Unavailable> {
+    pub(crate) async fn announce(&self, name: &str, answer: &Answer) -> Result<(), Unavailable> {
         let json = serde_json::to_string(answer).map_err(|e| Unavailable(e.to_string()))?;
         let acks = self.key(&format!("challenge-acks:{name}"));
         let mut c = self.conn()?;
@@ -286,7 +297,7 @@ impl Fleet {
     }
 
     /// The order for `name` is over: its answer is no longer needed.
-    pub async fn withdraw(&self, name: &str) -> Result<(), Unavailable> {
+    pub(crate) async fn withdraw(&self, name: &str) -> Result<(), Unavailable> {
         let mut c = self.conn()?;
         bounded(
             redis::cmd("DEL")
@@ -332,7 +343,7 @@ impl Fleet {
 
 /// An issuance lock this instance holds; [`IssuanceLock::release`] gives
 /// it back, and a dead holder's lock expires with its lease.
-pub struct IssuanceLock {
+pub(crate) struct IssuanceLock {
     fleet: Arc<Fleet>,
     key: String,
     token: String,
@@ -343,7 +354,7 @@ impl IssuanceLock {
     /// is found to be another instance's (it expired while this one could
     /// not reach Redis). A Redis that does not answer is asked again: the
     /// order goes on, since finishing it wastes less than abandoning it.
-    pub async fn keep(&self) {
+    pub(crate) async fn keep(&self) {
         let ttl = self.fleet.cluster.lease_ttl();
         loop {
             tokio::time::sleep(ttl / 3).await;
@@ -356,7 +367,7 @@ impl IssuanceLock {
     /// Hold the lock for `ttl` from now (a failed order keeps it for its
     /// back-off, so the fleet retries at one instance's pace); whether it
     /// was still this instance's.
-    pub async fn extend(&self, ttl: Duration) -> Result<bool, Unavailable> {
+    pub(crate) async fn extend(&self, ttl: Duration) -> Result<bool, Unavailable> {
         let mut c = self.fleet.conn()?;
         let mut invocation = self.fleet.renew.prepare_invoke();
         invocation
@@ -368,7 +379,7 @@ impl IssuanceLock {
     }
 
     /// Give the lock back (only if it is still this instance's).
-    pub async fn release(self) {
+    pub(crate) async fn release(self) {
         let released = async {
             let mut c = self.fleet.conn()?;
             let mut invocation = self.fleet.release.prepare_invoke();
@@ -385,7 +396,11 @@ impl IssuanceLock {
 /// instance's `challenges` (and withdraw them when their order ends), and
 /// acknowledge each, so the CA's validation succeeds on whichever instance
 /// the balancer sends it to. Runs for as long as the listener's manager.
-pub async fn mirror_challenges(fleet: Arc<Fleet>, names: Vec<String>, challenges: Arc<Challenges>) {
+pub(crate) async fn mirror_challenges(
+    fleet: Arc<Fleet>,
+    names: Vec<String>,
+    challenges: Arc<Challenges>,
+) {
     // Per name: the answer copied, and the challenge certificate made for
     // it (tls-alpn-01), to withdraw exactly that.
     let mut copied: HashMap<String, (Answer, Option<Arc<CertifiedKey>>)> = HashMap::new();
@@ -448,7 +463,7 @@ fn withdraw(challenges: &Challenges, name: &str, answer: &Answer, key: Option<&A
 /// waiting for Redis (and the lock): at once when it has no certificate to
 /// serve, else once its certificate is in the last tenth of its lifetime,
 /// since an expired certificate costs more than a duplicate order.
-pub fn alone_from(current: Option<&Stored>) -> SystemTime {
+pub(crate) fn alone_from(current: Option<&Stored>) -> SystemTime {
     let Some(s) = current else {
         return SystemTime::UNIX_EPOCH;
     };

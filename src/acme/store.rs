@@ -19,20 +19,20 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// A certificate on disk, ready to serve.
-pub struct Stored {
-    pub key: Arc<CertifiedKey>,
-    pub not_before: SystemTime,
-    pub not_after: SystemTime,
+pub(crate) struct Stored {
+    pub(crate) key: Arc<CertifiedKey>,
+    pub(crate) not_before: SystemTime,
+    pub(crate) not_after: SystemTime,
     /// The leaf, for the CA's renewal information and the renewal jitter.
-    pub leaf: CertificateDer<'static>,
+    pub(crate) leaf: CertificateDer<'static>,
     /// Chain then key, as stored (and shared with a fleet).
-    pub pem: String,
+    pub(crate) pem: String,
 }
 
 impl Stored {
     /// A seed for the renewal jitter that is the same for this certificate
     /// every time it is loaded.
-    pub fn seed(&self) -> u64 {
+    pub(crate) fn seed(&self) -> u64 {
         self.leaf
             .as_ref()
             .iter()
@@ -41,7 +41,7 @@ impl Stored {
             })
     }
 
-    pub fn not_after_unix(&self) -> i64 {
+    pub(crate) fn not_after_unix(&self) -> i64 {
         self.not_after
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64)
@@ -49,7 +49,7 @@ impl Stored {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -59,12 +59,12 @@ pub enum StoreError {
     Invalid { path: PathBuf, why: String },
 }
 
-pub struct Store {
+pub(crate) struct Store {
     dir: PathBuf,
 }
 
 impl Store {
-    pub fn new(dir: &Path) -> Self {
+    pub(crate) fn new(dir: &Path) -> Self {
         Store {
             dir: dir.to_path_buf(),
         }
@@ -80,7 +80,10 @@ impl Store {
         self.dir.join("certificates").join(format!("{name}.pem"))
     }
 
-    pub fn load_account(&self, directory: &str) -> Result<Option<AccountCredentials>, StoreError> {
+    pub(crate) fn load_account(
+        &self,
+        directory: &str,
+    ) -> Result<Option<AccountCredentials>, StoreError> {
         let path = self.account_path(directory);
         let Some(bytes) = read_if_present(&path)? else {
             return Ok(None);
@@ -93,7 +96,7 @@ impl Store {
             })
     }
 
-    pub fn save_account(
+    pub(crate) fn save_account(
         &self,
         directory: &str,
         credentials: &AccountCredentials,
@@ -107,7 +110,7 @@ impl Store {
     }
 
     /// Forget an account the CA no longer knows; the next order makes a new one.
-    pub fn remove_account(&self, directory: &str) -> Result<(), StoreError> {
+    pub(crate) fn remove_account(&self, directory: &str) -> Result<(), StoreError> {
         let path = self.account_path(directory);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
@@ -118,7 +121,7 @@ impl Store {
 
     /// The stored certificate for `name`, if there is one that covers the
     /// name and pairs with its key (expired or not: the caller decides).
-    pub fn load_certificate(&self, name: &str) -> Result<Option<Stored>, StoreError> {
+    pub(crate) fn load_certificate(&self, name: &str) -> Result<Option<Stored>, StoreError> {
         let path = self.certificate_path(name);
         let Some(pem) = read_if_present(&path)? else {
             return Ok(None);
@@ -130,7 +133,7 @@ impl Store {
 
     /// Write a newly issued chain and key for `name`, and return them
     /// parsed; nothing is written if they do not parse or pair.
-    pub fn save_certificate(
+    pub(crate) fn save_certificate(
         &self,
         name: &str,
         chain_pem: &str,
@@ -149,7 +152,7 @@ impl Store {
     }
 
     /// Write a certificate already parsed (one the fleet shared).
-    pub fn save_parsed(&self, name: &str, stored: &Stored) -> Result<(), StoreError> {
+    pub(crate) fn save_parsed(&self, name: &str, stored: &Stored) -> Result<(), StoreError> {
         write_atomically(&self.certificate_path(name), stored.pem.as_bytes())
     }
 }
@@ -157,7 +160,7 @@ impl Store {
 /// The CA's name in file and key names: one account per CA, named by a
 /// hash of the directory URL, so switching from staging to production
 /// starts a new one.
-pub fn account_id(directory: &str) -> String {
+pub(crate) fn account_id(directory: &str) -> String {
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, directory.as_bytes());
     digest.as_ref()[..8]
         .iter()
@@ -177,7 +180,7 @@ fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
 }
 
 /// Chain + key in one PEM, checked to pair and to cover `name`.
-pub fn parse(pem: &[u8], name: &str) -> Result<Stored, String> {
+pub(crate) fn parse(pem: &[u8], name: &str) -> Result<Stored, String> {
     let chain = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("unreadable certificate: {e}"))?;

@@ -35,22 +35,22 @@ use crate::telemetry::Metrics;
 
 /// What a successful reload reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReloadReport {
+pub(crate) struct ReloadReport {
     /// The generation of the snapshot now serving.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// Settings that changed in the file but only take effect at restart.
-    pub restart_needed: Vec<&'static str>,
+    pub(crate) restart_needed: Vec<&'static str>,
 }
 
 /// A reload under way: every problem found, or what the reload did.
-pub type Reloading = Pin<Box<dyn Future<Output = Result<ReloadReport, Vec<String>>> + Send>>;
+pub(crate) type Reloading = Pin<Box<dyn Future<Output = Result<ReloadReport, Vec<String>>> + Send>>;
 
 /// The usage view under way (a budget the fleet keeps is read from Redis).
-pub type UsageView = Pin<Box<dyn Future<Output = Vec<serde_json::Value>> + Send>>;
+pub(crate) type UsageView = Pin<Box<dyn Future<Output = Vec<serde_json::Value>> + Send>>;
 
 /// What the admin API acts on and reports (implemented by the running
 /// server, so this module does not import its caller).
-pub trait Reload: Send + Sync {
+pub(crate) trait Reload: Send + Sync {
     /// Reload the config from its file, off the caller's runtime: every
     /// problem found, or what the reload did.
     fn reload(self: Arc<Self>) -> Reloading;
@@ -65,15 +65,15 @@ pub trait Reload: Send + Sync {
 
 /// The running server's state that `/admin/status` reports (with the
 /// requests in flight and shed, from the metrics).
-pub struct Status {
+pub(crate) struct Status {
     /// The config now running.
-    pub config: Config,
-    pub generation: u64,
-    pub uptime: Duration,
+    pub(crate) config: Config,
+    pub(crate) generation: u64,
+    pub(crate) uptime: Duration,
     /// When the running config was loaded (Unix seconds).
-    pub loaded_at_unix: u64,
-    pub listeners: Vec<(String, SocketAddr)>,
-    pub open_connections: usize,
+    pub(crate) loaded_at_unix: u64,
+    pub(crate) listeners: Vec<(String, SocketAddr)>,
+    pub(crate) open_connections: usize,
 }
 
 impl Status {
@@ -120,26 +120,27 @@ impl Status {
 }
 
 /// State the admin endpoints report on and act through.
-pub struct AdminState {
-    pub metrics: Arc<Metrics>,
-    pub draining: AtomicBool,
+pub(crate) struct AdminState {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) draining: AtomicBool,
     /// Bearer token for `/admin/*`; `None` = those endpoints are off (404).
-    pub token: Option<Secret>,
-    pub reload: Arc<dyn Reload>,
+    pub(crate) token: Option<Secret>,
+    pub(crate) reload: Arc<dyn Reload>,
     /// Failed authentications, for the once-per-10-s log line.
-    pub auth_failures: AtomicU64,
+    pub(crate) auth_failures: AtomicU64,
     /// Failed authentications per client, limited.
-    pub auth_failures_by_client: RateLimit,
+    pub(crate) auth_failures_by_client: RateLimit,
     /// Clients over their failures, until when.
-    pub auth_blocked: std::sync::Mutex<std::collections::HashMap<Client, std::time::Instant>>,
+    pub(crate) auth_blocked:
+        std::sync::Mutex<std::collections::HashMap<Client, std::time::Instant>>,
 }
 
 /// Failed admin authentications a client may make at once; then one a
 /// minute.
-pub const AUTH_FAILURE_BURST: u32 = 5;
+pub(crate) const AUTH_FAILURE_BURST: u32 = 5;
 
 /// The limiter for failed admin authentications.
-pub fn auth_failure_limit() -> RateLimit {
+pub(crate) fn auth_failure_limit() -> RateLimit {
     RateLimit::per_minute(1, AUTH_FAILURE_BURST, 10_000)
 }
 
@@ -300,7 +301,7 @@ async fn usage(path: &str, state: &AdminState) -> Response<Payload> {
 /// the same policy as the proxy listeners (back-off, spare descriptor,
 /// de-duplicated logs): the admin listener is what an operator reaches for
 /// when descriptors run out.
-pub async fn run(socket: TcpListener, state: Arc<AdminState>) {
+pub(crate) async fn run(socket: TcpListener, state: Arc<AdminState>) {
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1().timer(TokioTimer::new());
     let http = Arc::new(http);

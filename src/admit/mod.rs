@@ -14,7 +14,7 @@
 //! decision of `crate::cluster` (a Redis script; a lease then lives in the
 //! admission like a semaphore permit).
 
-pub mod rate;
+pub(crate) mod rate;
 
 use crate::cluster::{Ask, BudgetAsk, Cluster, Decision, Lease, OverBudget, SharedReservation};
 use rate::{Client, RateLimit, Refusal};
@@ -29,11 +29,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// A bound on concurrent requests. `None` inside means no bound at all: no
 /// semaphore, no atomic operations, exactly as without a gate.
 #[derive(Clone, Default)]
-pub struct Gate(Option<Arc<Semaphore>>);
+pub(crate) struct Gate(Option<Arc<Semaphore>>);
 
 impl Gate {
     /// A gate for `limit` requests; 0 disables it.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Gate((limit > 0).then(|| Arc::new(Semaphore::new(limit))))
     }
 
@@ -46,7 +46,8 @@ impl Gate {
     }
 
     /// Slots in use (for tests and the admin view).
-    pub fn in_use(&self, limit: usize) -> usize {
+    #[cfg(test)]
+    pub(crate) fn in_use(&self, limit: usize) -> usize {
         self.0.as_ref().map_or(0, |s| limit - s.available_permits())
     }
 }
@@ -57,7 +58,7 @@ struct Full;
 /// A client token's concurrency bound: this process's own gate, or the
 /// fleet's slots in Redis.
 #[derive(Clone)]
-pub enum TokenGate {
+pub(crate) enum TokenGate {
     Local(Gate),
     Shared {
         cluster: Arc<Cluster>,
@@ -69,7 +70,7 @@ pub enum TokenGate {
 
 impl TokenGate {
     /// `limit` slots (0: none), the fleet's when `cluster` is given.
-    pub fn new(limit: usize, shared: Option<(&Arc<Cluster>, Arc<str>)>) -> Self {
+    pub(crate) fn new(limit: usize, shared: Option<(&Arc<Cluster>, Arc<str>)>) -> Self {
         match shared {
             Some((cluster, key)) if limit > 0 => TokenGate::Shared {
                 cluster: cluster.clone(),
@@ -86,7 +87,7 @@ impl TokenGate {
 /// then the token's concurrency slot, held by `admission`. Limits the
 /// route keeps locally cost what they always did; shared ones cost one
 /// Redis round trip for both, or none while Redis is down.
-pub async fn limit_client(
+pub(crate) async fn limit_client(
     rate: Option<&RateLimit>,
     client: Client,
     id: Option<&str>,
@@ -99,7 +100,7 @@ pub async fn limit_client(
 }
 
 /// What the fleet's budget said, decided with the limits.
-pub enum Budgeted {
+pub(crate) enum Budgeted {
     /// No shared budget was asked.
     NotAsked,
     /// Reserved in Redis: settle it when the request ends.
@@ -113,7 +114,7 @@ pub enum Budgeted {
 
 /// [`limit_client`] and, in the same decision (one Redis round trip), a
 /// reservation of a client token's budget kept by the fleet.
-pub async fn limit_client_reserving(
+pub(crate) async fn limit_client_reserving(
     rate: Option<&RateLimit>,
     client: Client,
     id: Option<&str>,
@@ -216,14 +217,14 @@ fn share(limit: usize, instances: u32) -> usize {
 
 /// Which gate shed a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shed {
+pub(crate) enum Shed {
     Global,
     Route,
     Token,
 }
 
 impl Shed {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Shed::Global => "global",
             Shed::Route => "route",
@@ -233,7 +234,7 @@ impl Shed {
 }
 
 /// A request's place under the gates; dropping it frees the place.
-pub struct Admission {
+pub(crate) struct Admission {
     _global: Option<OwnedSemaphorePermit>,
     _route: Option<OwnedSemaphorePermit>,
     _token: Option<OwnedSemaphorePermit>,
@@ -254,28 +255,28 @@ impl Drop for Admission {
 impl Admission {
     /// Also enter the matched route's gate. On `Err` the caller drops the
     /// admission, which returns the global slot too.
-    pub fn enter_route(&mut self, gate: &Gate) -> Result<(), Shed> {
+    pub(crate) fn enter_route(&mut self, gate: &Gate) -> Result<(), Shed> {
         self._route = gate.try_enter().map_err(|_| Shed::Route)?;
         Ok(())
     }
 
     /// Also enter a client token's gate (LLM routes), held as long as the
     /// rest of the admission.
-    pub fn enter_token(&mut self, gate: &Gate) -> Result<(), Shed> {
+    pub(crate) fn enter_token(&mut self, gate: &Gate) -> Result<(), Shed> {
         self._token = gate.try_enter().map_err(|_| Shed::Token)?;
         Ok(())
     }
 }
 
 /// The process-wide gate plus the metrics every admission reports to.
-pub struct Admitter {
+pub(crate) struct Admitter {
     global: Gate,
     in_flight: Gauge,
     hold_time: Histogram,
 }
 
 impl Admitter {
-    pub fn new(global_limit: usize, in_flight: Gauge, hold_time: Histogram) -> Self {
+    pub(crate) fn new(global_limit: usize, in_flight: Gauge, hold_time: Histogram) -> Self {
         Admitter {
             global: Gate::new(global_limit),
             in_flight,
@@ -284,7 +285,7 @@ impl Admitter {
     }
 
     /// Admit a request through the process-wide gate.
-    pub fn admit(&self) -> Result<Admission, Shed> {
+    pub(crate) fn admit(&self) -> Result<Admission, Shed> {
         let global = self.global.try_enter().map_err(|_| Shed::Global)?;
         self.in_flight.inc();
         Ok(Admission {

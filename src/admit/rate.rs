@@ -32,7 +32,7 @@ use crate::cluster::{Cluster, Gcra};
 /// Clients tracked per route before idle ones are dropped.
 pub const MAX_KEYS: usize = 100_000;
 /// At most one fail2ban line per limited client per this.
-pub const LOG_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A route's per-client limit.
 pub struct RateLimit {
@@ -65,7 +65,7 @@ pub enum Client {
 impl Client {
     /// The client's name in the fleet's keys, for an address (a token's
     /// is its id, which the route knows).
-    pub fn ip_id(&self) -> Option<String> {
+    pub(crate) fn ip_id(&self) -> Option<String> {
         match self {
             Client::Ip(ip) => Some(ip.to_string()),
             Client::Token(_) => None,
@@ -89,7 +89,7 @@ impl Client {
 
 /// The fail2ban line (deploy/fail2ban): stable text, written only when
 /// [`Limited::log`] says so (at most once per client per `LOG_EVERY`).
-pub fn log_limited(peer: IpAddr, route: &str, host: &str) {
+pub(crate) fn log_limited(peer: IpAddr, route: &str, host: &str) {
     tracing::warn!(
         target: "weir::rate_limit",
         "weir: rate_limited client={peer} route={route} host={host}"
@@ -117,7 +117,7 @@ struct Shared {
 
 /// Why a request may not go on under a route's client limits.
 #[derive(Debug)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Over the rate (429).
     Limited(Limited),
     /// Every concurrency slot of the client token is taken (429).
@@ -135,14 +135,14 @@ impl RateLimit {
     }
 
     /// `per_minute` sustained, `burst` at once.
-    pub fn per_minute(per_minute: u32, burst: u32, max_keys: usize) -> Self {
+    pub(crate) fn per_minute(per_minute: u32, burst: u32, max_keys: usize) -> Self {
         let rate = NonZeroU32::new(per_minute.max(1)).unwrap_or(NonZeroU32::MIN);
         Self::with_quota(Quota::per_minute(rate), per_minute, burst, max_keys)
     }
 
     /// This (per-second) limit decided for the fleet by `cluster` under
     /// `route`'s keys.
-    pub fn sharing(mut self, cluster: &Arc<Cluster>, route: &str) -> Self {
+    pub(crate) fn sharing(mut self, cluster: &Arc<Cluster>, route: &str) -> Self {
         let share = RateLimit::share_of(self.per_second, self.burst, 1, self.max_keys);
         self.shared = Some(Shared {
             key: cluster.rate_prefix(route),
@@ -180,13 +180,13 @@ impl RateLimit {
     }
 
     /// The cluster deciding this limit, if the fleet shares it.
-    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+    pub(crate) fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.shared.as_ref().map(|s| &s.cluster)
     }
 
     /// The Redis key of `client`'s budget (`id`: its address, or its
     /// token's id), when the limit is shared.
-    pub fn shared_key(&self, id: &str) -> Option<(String, Gcra)> {
+    pub(crate) fn shared_key(&self, id: &str) -> Option<(String, Gcra)> {
         let s = self.shared.as_ref()?;
         Some((format!("{}{id}", s.key), s.gcra))
     }
@@ -201,7 +201,7 @@ impl RateLimit {
 
     /// Redis did not answer (`fail_open`): this instance's share of the
     /// fleet's limit, 1/`instances`, decides.
-    pub fn check_share(&self, key: Client, instances: u32) -> Result<(), Limited> {
+    pub(crate) fn check_share(&self, key: Client, instances: u32) -> Result<(), Limited> {
         let Some(shared) = &self.shared else {
             return self.check(key);
         };

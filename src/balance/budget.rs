@@ -12,13 +12,13 @@ use crate::sync::Locked;
 
 /// How many retries a route may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryBudget {
+pub(crate) struct RetryBudget {
     /// Retries allowed per 100 requests in the window.
-    pub percent: u32,
+    pub(crate) percent: u32,
     /// Retries allowed per second of the window whatever the requests.
-    pub min_per_second: u32,
+    pub(crate) min_per_second: u32,
     /// How far back requests and retries are counted.
-    pub window: Duration,
+    pub(crate) window: Duration,
 }
 
 impl Default for RetryBudget {
@@ -58,14 +58,14 @@ impl Window {
 
 /// A route's budget and what it has spent.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     rule: RetryBudget,
     epoch: Instant,
     window: std::sync::Mutex<Window>,
 }
 
 impl Budget {
-    pub fn new(rule: RetryBudget, now: Instant) -> Self {
+    pub(crate) fn new(rule: RetryBudget, now: Instant) -> Self {
         Budget {
             rule,
             epoch: now,
@@ -76,19 +76,19 @@ impl Budget {
         }
     }
 
-    pub fn rule(&self) -> RetryBudget {
+    pub(crate) fn rule(&self) -> RetryBudget {
         self.rule
     }
 
     /// A request (not a retry) was sent: it earns a share of a retry.
-    pub fn request(&self, now: Instant) {
+    pub(crate) fn request(&self, now: Instant) {
         let mut w = self.advanced(now);
         let slot = w.newest();
         slot.requests = slot.requests.saturating_add(1);
     }
 
     /// Whether one more retry fits; if it does, it is spent.
-    pub fn try_retry(&self, now: Instant) -> bool {
+    pub(crate) fn try_retry(&self, now: Instant) -> bool {
         let mut w = self.advanced(now);
         let (requests, retries) = w.slots.iter().fold((0u64, 0u64), |(q, r), s| {
             (q.saturating_add(s.requests), r.saturating_add(s.retries))

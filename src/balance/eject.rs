@@ -9,19 +9,19 @@ use super::hold::Held;
 
 /// When a server is taken out, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ejection {
+pub(crate) struct Ejection {
     /// Consecutive failures that take a server out.
-    pub after: u32,
+    pub(crate) after: u32,
     /// The first time out; each further one in a row doubles it.
-    pub base: Duration,
+    pub(crate) base: Duration,
     /// The longest time out.
-    pub max: Duration,
+    pub(crate) max: Duration,
     /// The largest share of the group (percent) out at once; at least one
     /// server may always be.
-    pub max_share: u8,
+    pub(crate) max_share: u8,
     /// A server coming back takes a share growing from a tenth to all of
     /// its weight over this long (zero: all at once).
-    pub slow_start: Duration,
+    pub(crate) slow_start: Duration,
 }
 
 impl Default for Ejection {
@@ -38,7 +38,7 @@ impl Default for Ejection {
 
 impl Ejection {
     /// How many of `n` servers may be out at once.
-    pub fn most_out(&self, n: usize) -> usize {
+    pub(crate) fn most_out(&self, n: usize) -> usize {
         (n.saturating_mul(usize::from(self.max_share)) / 100).max(1)
     }
 

@@ -18,7 +18,7 @@ use crate::sync::Locked;
 
 /// Why a server is held out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// It said it is rate limited, and when to come back.
     RateLimited,
     /// It said it is overloaded, and when to come back.
@@ -29,7 +29,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Reason::RateLimited => "rate_limited",
             Reason::Overloaded => "overloaded",
@@ -40,8 +40,8 @@ impl Reason {
 
 /// The first time out for refusing connections; each refusal in a row
 /// doubles it, up to [`REFUSED_MAX`].
-pub const REFUSED_START: Duration = Duration::from_secs(1);
-pub const REFUSED_MAX: Duration = Duration::from_secs(60);
+pub(crate) const REFUSED_START: Duration = Duration::from_secs(1);
+pub(crate) const REFUSED_MAX: Duration = Duration::from_secs(60);
 
 /// One server's hold.
 #[derive(Debug, Default)]
@@ -92,7 +92,7 @@ impl<T> Group<T> {
     /// overload with a retry hint): even the only server, whatever the cap
     /// on the share out. A later hold extends an earlier one, never
     /// shortens it. Says when this took the server out.
-    pub fn hold(
+    pub(crate) fn hold(
         &self,
         index: usize,
         until: Instant,
@@ -109,7 +109,7 @@ impl<T> Group<T> {
     /// Server `index` refused a connection: held out for 1 s, then 2, 4 …
     /// 60 s while refusals go on, until it answers. Until when, and
     /// whether this took it out.
-    pub fn refused(&self, index: usize, now: Instant) -> Option<(Instant, Option<Change>)> {
+    pub(crate) fn refused(&self, index: usize, now: Instant) -> Option<(Instant, Option<Change>)> {
         let s = self.servers.get(index)?;
         let mut health = s.health.locked();
         let nth = health.held.refusals;
@@ -125,13 +125,7 @@ impl<T> Group<T> {
     }
 
     /// Until when, and why, server `index` is held out.
-    pub fn held(&self, index: usize, now: Instant) -> Option<(Instant, Reason)> {
+    pub(crate) fn held(&self, index: usize, now: Instant) -> Option<(Instant, Reason)> {
         self.servers.get(index)?.health.locked().held.out(now)
-    }
-
-    /// When server `index` comes back, if it is out for a known time (held,
-    /// or ejected for failing).
-    pub fn out_until(&self, index: usize, now: Instant) -> Option<Instant> {
-        self.servers.get(index)?.health.locked().out_until(now)
     }
 }

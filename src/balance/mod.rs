@@ -29,19 +29,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use budget::{Budget, RetryBudget};
-pub use eject::Ejection;
+pub(crate) use budget::{Budget, RetryBudget};
+pub(crate) use eject::Ejection;
 use eject::Health;
 use ewma::PeakEwma;
-pub use hold::Reason;
+pub(crate) use hold::Reason;
 use ring::Ring;
-pub use ring::key;
+pub(crate) use ring::key;
 
 use crate::sync::Locked;
 
 /// How a group chooses among the servers that are in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
+pub(crate) enum Policy {
     /// Two servers at random, the one with the lower latency average ×
     /// (requests in flight + 1) ÷ weight (Linkerd's and Envoy's default):
     /// a slow or busy server gets a falling share, with no global scan.
@@ -56,14 +56,14 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub const ALL: [Policy; 4] = [
+    pub(crate) const ALL: [Policy; 4] = [
         Policy::P2cEwma,
         Policy::RoundRobin,
         Policy::LeastInFlight,
         Policy::Hash,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Policy::P2cEwma => "p2c_ewma",
             Policy::RoundRobin => "round_robin",
@@ -72,19 +72,19 @@ impl Policy {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Policy> {
+    pub(crate) fn from_name(name: &str) -> Option<Policy> {
         Policy::ALL.into_iter().find(|p| p.name() == name)
     }
 }
 
 /// One server as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member<T> {
-    pub target: T,
+pub(crate) struct Member<T> {
+    pub(crate) target: T,
     /// Relative share, 1 or more.
-    pub weight: u32,
+    pub(crate) weight: u32,
     /// Used only when no primary is in.
-    pub backup: bool,
+    pub(crate) backup: bool,
 }
 
 /// A server and what is known of it.
@@ -109,21 +109,19 @@ impl<T> Server<T> {
 
 /// How a request to a server went, as the caller judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// An answer (whatever its status, unless the caller counts it as a
     /// failure), after `latency`.
     Answered(Duration),
     /// No usable answer: refused, reset, timed out, or a status the
     /// caller counts as the server failing.
     Failed,
-    /// Neither: the client went away, or the caller cannot tell.
-    Unknown,
 }
 
 /// A server going out of its group or coming back, for the caller to log
 /// and count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// Taken out until then.
     Out { until: Instant },
     /// Answered after having been out, or passed its health check again.
@@ -134,15 +132,15 @@ pub enum Change {
 
 /// Why no server was picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AllOut {
+pub(crate) struct AllOut {
     /// When the first ejected server comes back (none: every server was
     /// excluded by the caller).
-    pub until: Option<Instant>,
+    pub(crate) until: Option<Instant>,
 }
 
 /// A route's servers and their state.
 #[derive(Debug)]
-pub struct Group<T> {
+pub(crate) struct Group<T> {
     /// Shared with the group this one was carried over from, if any, so a
     /// request picked from the old group still counts on the same server.
     servers: Box<[Arc<Server<T>>]>,
@@ -154,7 +152,7 @@ pub struct Group<T> {
 }
 
 impl<T> Group<T> {
-    pub fn new(members: Vec<Member<T>>, policy: Policy, ejection: Ejection) -> Self {
+    pub(crate) fn new(members: Vec<Member<T>>, policy: Policy, ejection: Ejection) -> Self {
         let ring = (policy == Policy::Hash).then(|| Ring::new(members.iter().map(|m| m.weight)));
         let round_robin = std::sync::Mutex::new(vec![0; members.len()]);
         Group {
@@ -175,7 +173,7 @@ impl<T> Group<T> {
     /// still count on it — and any other is made (`make`) and joins now,
     /// with slow start. Servers of `old` not among `members` are in no new
     /// pick; they leave when the picks already made are dropped.
-    pub fn carrying<M>(
+    pub(crate) fn carrying<M>(
         old: &Group<T>,
         members: Vec<Member<M>>,
         same: impl Fn(&T, &M) -> bool,
@@ -209,20 +207,17 @@ impl<T> Group<T> {
         group
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.servers.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
-    }
-
-    pub fn member(&self, index: usize) -> Option<&Member<T>> {
+    pub(crate) fn member(&self, index: usize) -> Option<&Member<T>> {
         self.servers.get(index).map(|s| &s.member)
     }
 
     /// Whether server `index` is in at `now` (not ejected).
-    pub fn is_in(&self, index: usize, now: Instant) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_in(&self, index: usize, now: Instant) -> bool {
         self.servers
             .get(index)
             .is_some_and(|s| s.health.locked().is_in(now))
@@ -231,7 +226,7 @@ impl<T> Group<T> {
     /// The active health check's verdict on server `index`: down takes it
     /// out whatever the cap on the share out (the check says it cannot
     /// serve), up brings it back. Says when this changed its state.
-    pub fn checked(&self, index: usize, up: bool) -> Option<Change> {
+    pub(crate) fn checked(&self, index: usize, up: bool) -> Option<Change> {
         let s = self.servers.get(index)?;
         if !s.health.locked().checked(up) {
             return None;
@@ -240,7 +235,8 @@ impl<T> Group<T> {
     }
 
     /// Requests in flight on server `index`.
-    pub fn in_flight(&self, index: usize) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self, index: usize) -> u32 {
         self.servers
             .get(index)
             .map_or(0, |s| s.in_flight.load(Ordering::Relaxed))
@@ -249,7 +245,7 @@ impl<T> Group<T> {
     /// A server for one request: by the policy, among the servers that are
     /// in and not in `exclude` (those already tried for this request);
     /// `key` is the request's hash key, for [`Policy::Hash`].
-    pub fn pick(
+    pub(crate) fn pick(
         self: &Arc<Self>,
         key: Option<u64>,
         exclude: &[usize],
@@ -408,14 +404,13 @@ impl<T> Group<T> {
                     .failed(&self.ejection, may_eject, now)
                     .map(|until| Change::Out { until })
             }
-            Outcome::Unknown => None,
         }
     }
 }
 
 /// One request's server: counted in flight until dropped.
 #[derive(Debug)]
-pub struct Pick<T> {
+pub(crate) struct Pick<T> {
     group: Arc<Group<T>>,
     index: usize,
     started: Instant,
@@ -435,24 +430,24 @@ impl<T> Pick<T> {
         }
     }
 
-    pub fn index(&self) -> usize {
+    pub(crate) fn index(&self) -> usize {
         self.index
     }
 
     /// The server picked.
-    pub fn target(&self) -> &T {
+    pub(crate) fn target(&self) -> &T {
         &self.group.servers[self.index].member.target
     }
 
     /// When the request was sent.
-    pub fn started(&self) -> Instant {
+    pub(crate) fn started(&self) -> Instant {
         self.started
     }
 
     /// How the request went; only the first call counts. The request
     /// stays in flight until the pick is dropped. Says when this took the
     /// server out, or brought it back.
-    pub fn finish(&mut self, outcome: Outcome, now: Instant) -> Option<Change> {
+    pub(crate) fn finish(&mut self, outcome: Outcome, now: Instant) -> Option<Change> {
         if self.finished {
             return None;
         }

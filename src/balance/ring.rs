@@ -46,7 +46,7 @@ impl Ring {
 /// A request key's hash: FNV-1a, then a 64-bit finaliser (splitmix64's)
 /// to spread short keys over the ring. Stable across processes and
 /// versions, so every weir of a fleet sends a key to the same server.
-pub fn key(bytes: &[u8]) -> u64 {
+pub(crate) fn key(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);

@@ -104,7 +104,7 @@ impl SharedReservation {
     }
 
     /// What was reserved: tokens and spend.
-    pub fn amount(&self) -> (u64, u64) {
+    pub(crate) fn amount(&self) -> (u64, u64) {
         (self.tokens, self.spend)
     }
 
@@ -311,14 +311,14 @@ pub(super) async fn renew(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
 
 /// A client token's budget as the fleet has it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FleetBudget {
+pub(crate) struct FleetBudget {
     /// Settled in the current minute (tokens), day (tokens), day (spend).
-    pub used: [u64; 3],
-    pub reserved_tokens: u64,
-    pub reserved_spend: u64,
-    pub in_flight: u64,
+    pub(crate) used: [u64; 3],
+    pub(crate) reserved_tokens: u64,
+    pub(crate) reserved_spend: u64,
+    pub(crate) in_flight: u64,
     /// Redis's clock, Unix seconds.
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 /// Read a budget from Redis (for the admin view), under the background

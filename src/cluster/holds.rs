@@ -60,7 +60,7 @@ type Failed = String;
 
 /// One member that can be held out by the fleet (an LLM upstream's
 /// endpoint × key).
-pub trait Holdable: Send + Sync {
+pub(crate) trait Holdable: Send + Sync {
     /// Hold it out until `until` (unless it is held longer already). Learnt
     /// from the fleet: never published again.
     fn hold_from_fleet(&self, until: Instant, reason: Reason);

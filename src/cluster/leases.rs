@@ -19,13 +19,13 @@ pub(super) struct Leases {
 }
 
 impl Leases {
-    pub fn hold(&mut self, id: u64, key: &Arc<str>) {
+    pub(crate) fn hold(&mut self, id: u64, key: &Arc<str>) {
         self.held.insert(id, key.clone());
         *self.per_key.entry(key.clone()).or_default() += 1;
     }
 
     /// The request ended: stop renewing, and remove it from Redis.
-    pub fn release(&mut self, id: u64, key: &Arc<str>) {
+    pub(crate) fn release(&mut self, id: u64, key: &Arc<str>) {
         if self.held.remove(&id).is_some()
             && let Some(n) = self.per_key.get_mut(key)
         {
@@ -39,7 +39,7 @@ impl Leases {
 
     /// A lease the request path gave up on (Redis did not answer): it may
     /// have been taken, so remove it, though it was never held.
-    pub fn forget(&mut self, id: u64, key: &Arc<str>) {
+    pub(crate) fn forget(&mut self, id: u64, key: &Arc<str>) {
         self.pending(key, id);
     }
 
@@ -49,22 +49,22 @@ impl Leases {
         }
     }
 
-    pub fn held_for(&self, key: &Arc<str>) -> usize {
+    pub(crate) fn held_for(&self, key: &Arc<str>) -> usize {
         self.per_key.get(key).copied().unwrap_or(0)
     }
 
     /// Every lease held, for a renewal.
-    pub fn all(&self) -> Vec<(Arc<str>, u64)> {
+    pub(crate) fn all(&self) -> Vec<(Arc<str>, u64)> {
         self.held.iter().map(|(id, k)| (k.clone(), *id)).collect()
     }
 
-    pub fn take_released(&mut self) -> Vec<(Arc<str>, u64)> {
+    pub(crate) fn take_released(&mut self) -> Vec<(Arc<str>, u64)> {
         std::mem::take(&mut self.released)
     }
 
     /// Releases that could not be sent go back (the oldest past
     /// [`MAX_PENDING`] are left to their TTL).
-    pub fn requeue(&mut self, mut failed: Vec<(Arc<str>, u64)>) {
+    pub(crate) fn requeue(&mut self, mut failed: Vec<(Arc<str>, u64)>) {
         failed.append(&mut self.released);
         let over = failed.len().saturating_sub(MAX_PENDING);
         failed.drain(..over);

@@ -43,12 +43,14 @@ use arc_swap::ArcSwapOption;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::Notify;
 
-pub use crate::config::FailureMode;
+pub(crate) use crate::config::FailureMode;
 use crate::config::{ClusterSettings, Secret};
 use crate::telemetry::ClusterMetrics;
+pub(crate) use budgets::FleetBudget;
 use budgets::Reservations;
-pub use budgets::{BudgetAsk, FleetBudget, OverBudget, SharedReservation};
-pub use holds::Holdable;
+pub use budgets::SharedReservation;
+pub use budgets::{BudgetAsk, OverBudget};
+pub(crate) use holds::Holdable;
 use holds::Holds;
 use leases::Leases;
 use scripts::Scripts;
@@ -216,7 +218,7 @@ impl Cluster {
     /// The key of a route's rate limit for one client (an address or a
     /// token id): `<prefix>rl:<route>:`, to which the caller appends the
     /// client.
-    pub fn rate_prefix(&self, route: &str) -> String {
+    pub(crate) fn rate_prefix(&self, route: &str) -> String {
         format!("{}rl:{route}:", self.inner.prefix)
     }
 
@@ -228,23 +230,19 @@ impl Cluster {
 
     /// Usage of a request admitted by the local share while Redis was away
     /// (`fail_open`), charged to the fleet's windows once Redis answers.
-    pub fn charge_later(&self, key: &Arc<str>, tokens: u64, spend: u64) {
+    pub(crate) fn charge_later(&self, key: &Arc<str>, tokens: u64, spend: u64) {
         budgets::charge_later(&self.inner, key, tokens, spend);
     }
 
     /// A client token's budget as the fleet has it (`None`: Redis is away
     /// or did not answer within a second).
-    pub async fn budget_view(&self, key: &str) -> Option<FleetBudget> {
+    pub(crate) async fn budget_view(&self, key: &str) -> Option<FleetBudget> {
         budgets::view(&self.inner, key).await
     }
 
     /// The key of a client token's concurrency slots on a route.
-    pub fn lease_key(&self, route: &str, token: &str) -> Arc<str> {
+    pub(crate) fn lease_key(&self, route: &str, token: &str) -> Arc<str> {
         format!("{}cc:{route}:{token}", self.inner.prefix).into()
-    }
-
-    pub fn mode(&self) -> FailureMode {
-        self.inner.mode
     }
 
     /// Whether Redis is answering now.
@@ -254,27 +252,27 @@ impl Cluster {
 
     /// The connection while Redis answers, for work off the request path
     /// (ACME's shared certificates); `None` while Redis is down.
-    pub fn connection(&self) -> Option<MultiplexedConnection> {
+    pub(crate) fn connection(&self) -> Option<MultiplexedConnection> {
         self.inner.conn.load_full().map(|c| (*c).clone())
     }
 
     /// `suffix` under the configured key prefix.
-    pub fn key(&self, suffix: &str) -> String {
+    pub(crate) fn key(&self, suffix: &str) -> String {
         format!("{}{suffix}", self.inner.prefix)
     }
 
     /// This process's name in the fleet (host, pid, a random part).
-    pub fn instance(&self) -> &str {
+    pub(crate) fn instance(&self) -> &str {
         &self.inner.instance
     }
 
     /// How long a lease outlives the instance holding it.
-    pub fn lease_ttl(&self) -> Duration {
+    pub(crate) fn lease_ttl(&self) -> Duration {
         self.inner.lease_ttl
     }
 
     /// Live instances (the last known while Redis is down), at least 1.
-    pub fn instances(&self) -> u32 {
+    pub(crate) fn instances(&self) -> u32 {
         self.inner.instances.load(Ordering::Relaxed).max(1)
     }
 
@@ -422,7 +420,7 @@ impl Cluster {
     /// `limit` of the token's slots are held by this instance. It is
     /// renewed — so written to Redis — once Redis answers again, so the
     /// fleet's count includes it from then on.
-    pub fn lease_here(&self, key: &Arc<str>, limit: usize) -> Option<Lease> {
+    pub(crate) fn lease_here(&self, key: &Arc<str>, limit: usize) -> Option<Lease> {
         let id = self.inner.next_lease.fetch_add(1, Ordering::Relaxed);
         let mut leases = self.inner.leases.locked();
         if leases.held_for(key) >= limit {
@@ -445,7 +443,7 @@ impl Cluster {
     /// endpoint (scheme, host, port and path: never credentials in a URL)
     /// and the key's digest (`passthrough` for clients' own keys) — the
     /// same on every instance with the same config, and never the key.
-    pub fn member_id(
+    pub(crate) fn member_id(
         route: &str,
         upstream: &str,
         endpoint: &http::Uri,
@@ -463,14 +461,14 @@ impl Cluster {
 
     /// Holds the fleet learns for member `id` apply to `member` while it
     /// lives (and those known already, at once).
-    pub fn share_holds(&self, id: Arc<str>, member: &Arc<dyn Holdable>) {
+    pub(crate) fn share_holds(&self, id: Arc<str>, member: &Arc<dyn Holdable>) {
         self.inner.holds.register(id, member);
     }
 
     /// Member `id` said it is busy until `until`: tell the fleet, without
     /// waiting (a full queue, or Redis down, keeps it local). Refusals are
     /// not shared (see [`holds`]).
-    pub fn hold_learnt(
+    pub(crate) fn hold_learnt(
         &self,
         id: &Arc<str>,
         until: tokio::time::Instant,

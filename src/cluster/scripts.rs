@@ -289,16 +289,16 @@ return out
 /// the script on `NOSCRIPT`, and the supervisor loads all of them on
 /// every connection, so the request path never pays that).
 pub(super) struct Scripts {
-    pub decide: Script,
-    pub renew: Script,
-    pub heartbeat: Script,
-    pub settle: Script,
-    pub renew_reservations: Script,
-    pub budget_view: Script,
+    pub(crate) decide: Script,
+    pub(crate) renew: Script,
+    pub(crate) heartbeat: Script,
+    pub(crate) settle: Script,
+    pub(crate) renew_reservations: Script,
+    pub(crate) budget_view: Script,
 }
 
 impl Scripts {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Scripts {
             decide: Script::new(&[PRELUDE, GCRA, ACQUIRE, BUDGET, DECIDE_MAIN].concat()),
             renew: Script::new(&[PRELUDE, ACQUIRE, RENEW_MAIN].concat()),
@@ -311,7 +311,7 @@ impl Scripts {
         }
     }
 
-    pub fn all(&self) -> [&Script; 6] {
+    pub(crate) fn all(&self) -> [&Script; 6] {
         [
             &self.decide,
             &self.renew,

@@ -11,15 +11,15 @@ use std::time::Duration;
 use super::Secret;
 
 #[derive(Debug, Clone)]
-pub struct ListenerConfig {
-    pub name: String,
-    pub address: SocketAddr,
-    pub tls: Option<TlsSettings>,
+pub(crate) struct ListenerConfig {
+    pub(crate) name: String,
+    pub(crate) address: SocketAddr,
+    pub(crate) tls: Option<TlsSettings>,
     /// When set, this listener only redirects to HTTPS.
-    pub redirect_https: Option<RedirectSettings>,
+    pub(crate) redirect_https: Option<RedirectSettings>,
     /// Sources that must open every connection with a PROXY protocol
     /// header (v1 or v2); empty: the feature is off on this listener.
-    pub proxy_protocol_from: Vec<IpNet>,
+    pub(crate) proxy_protocol_from: Vec<IpNet>,
 }
 
 #[derive(Debug, Clone)]
@@ -35,24 +35,24 @@ pub struct TlsSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcmeSettings {
     /// The CA's directory URL.
-    pub directory: String,
+    pub(crate) directory: String,
     /// Extra root CA for reaching the directory (a private CA's).
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     /// Contact address for the account (without `mailto:`).
-    pub email: Option<String>,
+    pub(crate) email: Option<String>,
     /// Exact DNS names to certify, lower-case, one certificate each.
-    pub names: Vec<String>,
-    pub challenge: AcmeChallenge,
+    pub(crate) names: Vec<String>,
+    pub(crate) challenge: AcmeChallenge,
     /// Account key and certificates live here (mode 0700, files 0600).
-    pub state_dir: PathBuf,
-    pub external_account: Option<ExternalAccount>,
+    pub(crate) state_dir: PathBuf,
+    pub(crate) external_account: Option<ExternalAccount>,
     /// The wait after a first failed attempt; it doubles per failure.
-    pub retry_base: Duration,
+    pub(crate) retry_base: Duration,
 }
 
 /// How the CA checks that weir answers for a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AcmeChallenge {
+pub(crate) enum AcmeChallenge {
     /// A TLS handshake with ALPN `acme-tls/1` on the TLS listener (port 443).
     TlsAlpn01,
     /// `GET /.well-known/acme-challenge/<token>` on a plain listener (port 80).
@@ -60,7 +60,7 @@ pub enum AcmeChallenge {
 }
 
 impl AcmeChallenge {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
             AcmeChallenge::Http01 => "http-01",
@@ -71,10 +71,10 @@ impl AcmeChallenge {
 /// External Account Binding (RFC 8555 §7.3.4): a key id and HMAC key the
 /// CA issued out of band.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExternalAccount {
-    pub key_id: String,
+pub(crate) struct ExternalAccount {
+    pub(crate) key_id: String,
     /// The HMAC key as the CA gave it (base64url), checked to decode.
-    pub hmac_key: Secret,
+    pub(crate) hmac_key: Secret,
 }
 
 #[derive(Clone)]
@@ -96,13 +96,13 @@ impl std::fmt::Debug for Certificate {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct RedirectSettings {
-    pub https_port: u16,
+pub(crate) struct RedirectSettings {
+    pub(crate) https_port: u16,
 }
 
 /// A host pattern: an exact name, or `*.suffix` for any subdomain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum HostPattern {
+pub(crate) enum HostPattern {
     Exact(String),
     /// Stored with the leading dot: `*.example.com` is `.example.com`.
     Wildcard(String),
@@ -112,7 +112,7 @@ pub enum HostPattern {
 /// form host patterns are stored in: lower-case, without port, without
 /// a trailing dot. Returns `None` for an empty or malformed host. Borrows
 /// when the host is already in normal form (the common case).
-pub fn normalise_host(raw: &str) -> Option<Cow<'_, str>> {
+pub(crate) fn normalise_host(raw: &str) -> Option<Cow<'_, str>> {
     let host = if let Some(rest) = raw.strip_prefix('[') {
         // IPv6 literal: keep the brackets, drop the port.
         let end = rest.find(']')?;

@@ -7,12 +7,12 @@ use super::{Ejection, Member, Policy, UpstreamHttp};
 
 /// Which LLM API family a route speaks to its clients, and which API an
 /// upstream speaks: what they mean on the wire is [`weir_wire`]'s.
-pub use weir_wire::openai::Accepts;
-pub use weir_wire::{Protocol, UpstreamApi};
+pub(crate) use weir_wire::openai::Accepts;
+pub(crate) use weir_wire::{Protocol, UpstreamApi};
 
 /// A secret read from a file or the environment; never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
+pub struct Secret(pub(crate) String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -23,7 +23,7 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     /// The first `bytes` bytes of the secret's SHA-256, in hex: a stable
     /// name for it that reveals nothing (the same on every instance).
-    pub fn digest_hex(&self, bytes: usize) -> String {
+    pub(crate) fn digest_hex(&self, bytes: usize) -> String {
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, self.0.as_bytes());
         let head = digest.as_ref().get(..bytes).unwrap_or(digest.as_ref());
         head.iter().map(|b| format!("{b:02x}")).collect()
@@ -32,7 +32,7 @@ impl Secret {
 
 /// How an LLM upstream is authenticated.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credential {
+pub(crate) enum Credential {
     /// Forward the client's own credential headers.
     Passthrough,
     /// Send this key in the protocol's header; the client's is never sent.
@@ -42,100 +42,100 @@ pub enum Credential {
 /// One of an LLM upstream's keys, and where it was read from (for logs
 /// and metrics; the key itself is never shown).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    pub credential: Credential,
+pub(crate) struct ApiKey {
+    pub(crate) credential: Credential,
     /// `env:NAME`, `file:PATH`, or `passthrough`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 /// An LLM upstream: one or more endpoints of one provider (or of one
 /// self-hosted model), each used with one or more keys. Every
 /// endpoint×key pair is a member of one balanced group.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LlmUpstreamConfig {
-    pub name: String,
+pub(crate) struct LlmUpstreamConfig {
+    pub(crate) name: String,
     /// Base URLs (one for `url = ...`); the API path (`/v1/messages`) is
     /// appended to each one's path.
-    pub servers: Vec<Member<http::Uri>>,
+    pub(crate) servers: Vec<Member<http::Uri>>,
     /// At least one; a single passthrough when no key is configured.
-    pub keys: Vec<ApiKey>,
-    pub policy: Policy,
+    pub(crate) keys: Vec<ApiKey>,
+    pub(crate) policy: Policy,
     /// With [`Policy::Hash`]: a conversation stays on one member.
-    pub hash_conversation: bool,
-    pub ejection: Ejection,
-    pub connect_timeout: Duration,
+    pub(crate) hash_conversation: bool,
+    pub(crate) ejection: Ejection,
+    pub(crate) connect_timeout: Duration,
     /// The API the upstream speaks; when it is not the client's, weir
     /// translates.
-    pub api: UpstreamApi,
+    pub(crate) api: UpstreamApi,
     /// What an OpenAI-API upstream accepts, for the requests weir
     /// translates to it.
-    pub accepts: Accepts,
+    pub(crate) accepts: Accepts,
     /// The HTTP versions weir speaks to it.
-    pub http: UpstreamHttp,
+    pub(crate) http: UpstreamHttp,
 }
 
 /// One step of a model's failover order: an upstream (index into
 /// [`LlmSettings::upstreams`]) and the model id to send it, when that
 /// upstream names the model differently.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Choice {
-    pub upstream: usize,
-    pub model: Option<String>,
+pub(crate) struct Choice {
+    pub(crate) upstream: usize,
+    pub(crate) model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct LlmSettings {
-    pub protocol: Protocol,
-    pub upstreams: Vec<LlmUpstreamConfig>,
+pub(crate) struct LlmSettings {
+    pub(crate) protocol: Protocol,
+    pub(crate) upstreams: Vec<LlmUpstreamConfig>,
     /// Model name → ordered upstreams.
-    pub models: Vec<(String, Vec<Choice>)>,
+    pub(crate) models: Vec<(String, Vec<Choice>)>,
     /// For models not listed; empty = 404 for unknown models.
-    pub default_upstreams: Vec<Choice>,
+    pub(crate) default_upstreams: Vec<Choice>,
     /// Tokens clients must present, each with its name and budget; empty =
     /// no client authentication.
-    pub client_tokens: Vec<ClientToken>,
+    pub(crate) client_tokens: Vec<ClientToken>,
     /// Prices per model id, for spend (usage records, metrics, budgets).
-    pub prices: Vec<(String, Price)>,
+    pub(crate) prices: Vec<(String, Price)>,
     /// Output tokens a budget reservation counts for a request that sets
     /// no output limit of its own.
-    pub default_max_tokens: u64,
+    pub(crate) default_max_tokens: u64,
     /// Requests in flight per client token; 0 = no per-token bound.
-    pub max_concurrent_per_token: usize,
+    pub(crate) max_concurrent_per_token: usize,
     /// How long to wait for an upstream's response head.
-    pub first_byte_timeout: Duration,
+    pub(crate) first_byte_timeout: Duration,
     /// How long a stream's preamble is held waiting for the first content
     /// event (the failover window); past it the stream is released as is.
-    pub first_token_timeout: Duration,
+    pub(crate) first_token_timeout: Duration,
     /// Upstream silence that ends a stream with an in-band error.
-    pub stream_idle_timeout: Duration,
+    pub(crate) stream_idle_timeout: Duration,
     /// Upstream silence after which a keep-alive event is sent.
-    pub sse_keepalive: Duration,
+    pub(crate) sse_keepalive: Duration,
     /// Upstream statuses that move on to the next upstream.
-    pub failover_on: Vec<u16>,
+    pub(crate) failover_on: Vec<u16>,
     /// Name the serving upstream in `x-weir-upstream`.
-    pub served_by_header: bool,
+    pub(crate) served_by_header: bool,
 }
 
 /// A client token: its name (metrics, usage records, the admin view: never
 /// the secret) and its budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientToken {
-    pub name: String,
-    pub token: Secret,
-    pub budget: Budget,
+pub(crate) struct ClientToken {
+    pub(crate) name: String,
+    pub(crate) token: Secret,
+    pub(crate) budget: Budget,
 }
 
 /// What one client token may use; `None` = no bound. Spend is in the price
 /// table's currency, in units of 10⁻¹² ([`Price`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Budget {
-    pub tokens_per_minute: Option<u64>,
-    pub tokens_per_day: Option<u64>,
-    pub spend_per_day: Option<u64>,
+pub(crate) struct Budget {
+    pub(crate) tokens_per_minute: Option<u64>,
+    pub(crate) tokens_per_day: Option<u64>,
+    pub(crate) spend_per_day: Option<u64>,
 }
 
 impl Budget {
-    pub fn is_unbounded(&self) -> bool {
+    pub(crate) fn is_unbounded(&self) -> bool {
         *self == Budget::default()
     }
 }
@@ -144,27 +144,27 @@ impl Budget {
 /// (configured per million tokens: `3.0` → 3,000,000): exact for prices
 /// with up to six decimals per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Price {
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_write: u64,
+pub(crate) struct Price {
+    pub(crate) input: u64,
+    pub(crate) output: u64,
+    pub(crate) cache_read: u64,
+    pub(crate) cache_write: u64,
 }
 
 /// Units of spend per unit of currency (prices and spend are counted in
 /// 10⁻¹² of the currency, in integers).
-pub const SPEND_UNIT: f64 = 1e12;
+pub(crate) const SPEND_UNIT: f64 = 1e12;
 
 impl LlmSettings {
     /// The price of `model` (an id as sent upstream): its own entry, else
     /// the `"*"` entry, else none.
-    pub fn price(&self, model: &str) -> Option<Price> {
+    pub(crate) fn price(&self, model: &str) -> Option<Price> {
         let find = |m: &str| self.prices.iter().find(|(n, _)| n == m).map(|(_, p)| *p);
         find(model).or_else(|| find("*"))
     }
 
     /// The failover order for `model`, if the route serves it.
-    pub fn choices(&self, model: &str) -> Option<&[Choice]> {
+    pub(crate) fn choices(&self, model: &str) -> Option<&[Choice]> {
         self.models
             .iter()
             .find(|(m, _)| m == model)

@@ -11,7 +11,7 @@ mod listen;
 mod llm;
 mod load;
 mod problem;
-pub mod reader;
+pub(crate) mod reader;
 mod route;
 mod server;
 
@@ -19,88 +19,89 @@ use std::path::{Path, PathBuf};
 
 pub use listen::*;
 pub use llm::*;
-pub use problem::{Problem, Problems};
-pub use route::*;
+pub(crate) use problem::Problem;
+pub use problem::Problems;
+pub(crate) use route::*;
 pub use server::*;
 
-pub use crate::balance::{Ejection, Member, Policy, RetryBudget};
+pub(crate) use crate::balance::{Ejection, Member, Policy, RetryBudget};
 
 /// Defaults, in one place so the docs and the code cannot drift apart.
-pub mod defaults {
+pub(crate) mod defaults {
     use std::time::Duration;
 
-    pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-    pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+    pub(crate) const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+    pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(1);
     /// The longest `server.drain_grace` accepted.
-    pub const DRAIN_GRACE_MAX: Duration = Duration::from_secs(60);
-    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-    pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
-    pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-    pub const POOL_MAX_IDLE_PER_HOST: usize = 64;
-    pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(30);
-    pub const HTTPS_PORT: u16 = 443;
-    pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
-    pub const ACME_STAGING_DIRECTORY: &str =
+    pub(crate) const DRAIN_GRACE_MAX: Duration = Duration::from_secs(60);
+    pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+    pub(crate) const POOL_MAX_IDLE_PER_HOST: usize = 64;
+    pub(crate) const RESOLVE_INTERVAL: Duration = Duration::from_secs(30);
+    pub(crate) const HTTPS_PORT: u16 = 443;
+    pub(crate) const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+    pub(crate) const ACME_STAGING_DIRECTORY: &str =
         "https://acme-staging-v02.api.letsencrypt.org/directory";
-    pub const ACME_STATE_DIR: &str = "/var/lib/weir/acme";
-    pub const ACME_RETRY_BASE: Duration = Duration::from_secs(60);
-    pub const MAX_CONCURRENT_REQUESTS: usize = 1024;
+    pub(crate) const ACME_STATE_DIR: &str = "/var/lib/weir/acme";
+    pub(crate) const ACME_RETRY_BASE: Duration = Duration::from_secs(60);
+    pub(crate) const MAX_CONCURRENT_REQUESTS: usize = 1024;
 
-    pub const MAX_CONNECTIONS: usize = 1024;
-    pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
-    pub const MAX_REQUESTS_PER_CONNECTION: u64 = 1000;
-    pub const MIN_BODY_RATE: u64 = 1024;
-    pub const BODY_RATE_PERIOD: Duration = Duration::from_secs(10);
-    pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
-    pub const PRESSURE_THRESHOLD_PERCENT: u8 = 80;
-    pub const PRESSURE_TIMEOUT: Duration = Duration::from_secs(1);
+    pub(crate) const MAX_CONNECTIONS: usize = 1024;
+    pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+    pub(crate) const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+    pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub(crate) const MAX_REQUESTS_PER_CONNECTION: u64 = 1000;
+    pub(crate) const MIN_BODY_RATE: u64 = 1024;
+    pub(crate) const BODY_RATE_PERIOD: Duration = Duration::from_secs(10);
+    pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+    pub(crate) const PRESSURE_THRESHOLD_PERCENT: u8 = 80;
+    pub(crate) const PRESSURE_TIMEOUT: Duration = Duration::from_secs(1);
 
-    pub const H1_MAX_HEADERS: usize = 100;
-    pub const H1_MAX_HEAD_SIZE: usize = 64 * 1024;
-    pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
-    pub const H2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
-    pub const H2_MAX_PENDING_RESETS: usize = 20;
-    pub const H2_MAX_CONTROL_FRAMES_PER_SECOND: u32 = 1000;
+    pub(crate) const H1_MAX_HEADERS: usize = 100;
+    pub(crate) const H1_MAX_HEAD_SIZE: usize = 64 * 1024;
+    pub(crate) const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+    pub(crate) const H2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
+    pub(crate) const H2_MAX_PENDING_RESETS: usize = 20;
+    pub(crate) const H2_MAX_CONTROL_FRAMES_PER_SECOND: u32 = 1000;
 
     /// Anthropic's own request limit for Messages.
-    pub const LLM_MAX_REQUEST_BODY: u64 = 32 * 1024 * 1024;
-    pub const LLM_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
-    pub const LLM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(60);
-    pub const LLM_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-    pub const LLM_SSE_KEEPALIVE: Duration = Duration::from_secs(15);
+    pub(crate) const LLM_MAX_REQUEST_BODY: u64 = 32 * 1024 * 1024;
+    pub(crate) const LLM_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+    pub(crate) const LLM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(60);
+    pub(crate) const LLM_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+    pub(crate) const LLM_SSE_KEEPALIVE: Duration = Duration::from_secs(15);
     /// Output tokens reserved for a request that sets no limit.
-    pub const LLM_DEFAULT_MAX_TOKENS: u64 = 4096;
-    pub const LLM_FAILOVER_ON: &[u16] = &[429, 500, 502, 503, 504, 529];
-    pub const MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
+    pub(crate) const LLM_DEFAULT_MAX_TOKENS: u64 = 4096;
+    pub(crate) const LLM_FAILOVER_ON: &[u16] = &[429, 500, 502, 503, 504, 529];
+    pub(crate) const MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
 
-    pub const CLUSTER_KEY_PREFIX: &str = "weir:";
-    pub const CLUSTER_TIMEOUT: Duration = Duration::from_millis(20);
-    pub const CLUSTER_LEASE_TTL: Duration = Duration::from_secs(15);
+    pub(crate) const CLUSTER_KEY_PREFIX: &str = "weir:";
+    pub(crate) const CLUSTER_TIMEOUT: Duration = Duration::from_millis(20);
+    pub(crate) const CLUSTER_LEASE_TTL: Duration = Duration::from_secs(15);
 }
 
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file this came from (for messages and reloads).
-    pub source: PathBuf,
-    pub server: ServerSettings,
-    pub connections: ConnectionSettings,
-    pub http1: Http1Settings,
-    pub http2: Http2Settings,
-    pub log: LogSettings,
-    pub admin: Option<AdminSettings>,
-    pub listeners: Vec<ListenerConfig>,
-    pub routes: Vec<RouteConfig>,
-    pub upstream: UpstreamSettings,
+    pub(crate) source: PathBuf,
+    pub(crate) server: ServerSettings,
+    pub(crate) connections: ConnectionSettings,
+    pub(crate) http1: Http1Settings,
+    pub(crate) http2: Http2Settings,
+    pub(crate) log: LogSettings,
+    pub(crate) admin: Option<AdminSettings>,
+    pub(crate) listeners: Vec<ListenerConfig>,
+    pub(crate) routes: Vec<RouteConfig>,
+    pub(crate) upstream: UpstreamSettings,
     /// Limits shared by a fleet of weirs through Redis; `None`: every
     /// limit is this process's own.
-    pub cluster: Option<ClusterSettings>,
+    pub(crate) cluster: Option<ClusterSettings>,
 }
 
 impl Config {
     /// Read and validate a config file.
-    pub fn load(path: &Path) -> Result<Config, Problems> {
+    pub(crate) fn load(path: &Path) -> Result<Config, Problems> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             Problems(vec![Problem {
                 file: path.to_path_buf(),

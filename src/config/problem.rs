@@ -6,15 +6,15 @@ use std::path::PathBuf;
 
 /// One thing wrong with a config file, located as precisely as we can.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: PathBuf,
+pub(crate) struct Problem {
+    pub(crate) file: PathBuf,
     /// 1-based line and column; `None` when the problem has no single place.
-    pub position: Option<(usize, usize)>,
+    pub(crate) position: Option<(usize, usize)>,
     /// Dotted key path such as `route[2].upstream`.
-    pub key: String,
-    pub message: String,
+    pub(crate) key: String,
+    pub(crate) message: String,
     /// How to fix it, when there is an obvious fix.
-    pub fix: Option<String>,
+    pub(crate) fix: Option<String>,
 }
 
 impl fmt::Display for Problem {
@@ -36,7 +36,7 @@ impl fmt::Display for Problem {
 
 /// Every problem found in one config, reported together.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problems(pub Vec<Problem>);
+pub struct Problems(pub(crate) Vec<Problem>);
 
 impl fmt::Display for Problems {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -20,16 +20,16 @@ use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use super::problem::{Problem, Problems};
+pub(crate) use super::problem::{Problem, Problems};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 /// Keys asked for per table, by table path without indices
 /// (`route.upstreams`); the top-level table is `""`.
-pub type KeysRead = BTreeMap<String, BTreeSet<&'static str>>;
+pub(crate) type KeysRead = BTreeMap<String, BTreeSet<&'static str>>;
 
 /// The source text and the problems found in it so far.
-pub struct Doc<'s> {
+pub(crate) struct Doc<'s> {
     file: PathBuf,
     text: &'s str,
     problems: RefCell<Vec<Problem>>,
@@ -37,7 +37,7 @@ pub struct Doc<'s> {
 }
 
 impl<'s> Doc<'s> {
-    pub fn new(file: &Path, text: &'s str) -> Self {
+    pub(crate) fn new(file: &Path, text: &'s str) -> Self {
         Doc {
             file: file.to_path_buf(),
             text,
@@ -47,12 +47,13 @@ impl<'s> Doc<'s> {
     }
 
     /// Every key the readers asked for so far, whether or not it was set.
-    pub fn keys_read(&self) -> KeysRead {
+    #[cfg(test)]
+    pub(crate) fn keys_read(&self) -> KeysRead {
         self.keys_read.borrow().clone()
     }
 
     /// Directory that relative paths in the config are resolved against.
-    pub fn base_dir(&self) -> PathBuf {
+    pub(crate) fn base_dir(&self) -> PathBuf {
         self.file
             .parent()
             .map(Path::to_path_buf)
@@ -80,7 +81,7 @@ impl<'s> Doc<'s> {
     }
 
     /// Record a problem at a byte span of the source.
-    pub fn report(
+    pub(crate) fn report(
         &self,
         span: Option<Range<usize>>,
         key: &str,
@@ -97,12 +98,12 @@ impl<'s> Doc<'s> {
         });
     }
 
-    pub fn has_problems(&self) -> bool {
+    pub(crate) fn has_problems(&self) -> bool {
         !self.problems.borrow().is_empty()
     }
 
     /// Every problem, in the order they appear in the file.
-    pub fn into_problems(self) -> Vec<Problem> {
+    pub(crate) fn into_problems(self) -> Vec<Problem> {
         let mut problems = self.problems.into_inner();
         problems.sort_by_key(|p| p.position);
         problems
@@ -112,21 +113,21 @@ impl<'s> Doc<'s> {
 /// A value together with where it was written, so later validation can point
 /// at it.
 #[derive(Debug, Clone)]
-pub struct At<T> {
-    pub value: T,
-    pub span: Range<usize>,
-    pub key: String,
+pub(crate) struct At<T> {
+    pub(crate) value: T,
+    pub(crate) span: Range<usize>,
+    pub(crate) key: String,
 }
 
 /// An item of a list of strings or tables.
-pub enum Item<'a, 'i> {
+pub(crate) enum Item<'a, 'i> {
     String(At<String>),
     Table(Section<'a, 'i>),
 }
 
 /// One TOML table being read. The keys its getters asked for are
 /// remembered; the others are reported as unknown when it is dropped.
-pub struct Section<'a, 'i> {
+pub(crate) struct Section<'a, 'i> {
     doc: &'a Doc<'a>,
     table: &'a DeTable<'i>,
     path: String,
@@ -137,7 +138,12 @@ pub struct Section<'a, 'i> {
 
 impl<'a, 'i> Section<'a, 'i> {
     /// Read `table`, found at `path`.
-    pub fn new(doc: &'a Doc<'a>, table: &'a DeTable<'i>, path: &str, span: Range<usize>) -> Self {
+    pub(crate) fn new(
+        doc: &'a Doc<'a>,
+        table: &'a DeTable<'i>,
+        path: &str,
+        span: Range<usize>,
+    ) -> Self {
         Section {
             doc,
             table,
@@ -150,7 +156,7 @@ impl<'a, 'i> Section<'a, 'i> {
     /// The keys `read` asks for, learnt by running it on an empty table
     /// (whose problems are discarded). For a reader that asks for every
     /// key before it returns early, these are all the keys it accepts.
-    pub fn keys_read_by(read: impl FnOnce(&Section<'_, '_>)) -> Vec<&'static str> {
+    pub(crate) fn keys_read_by(read: impl FnOnce(&Section<'_, '_>)) -> Vec<&'static str> {
         let doc = Doc::new(Path::new(""), "");
         let table = DeTable::new();
         let section = Section::new(&doc, &table, "", 0..0);
@@ -158,11 +164,11 @@ impl<'a, 'i> Section<'a, 'i> {
         section.asked.take()
     }
 
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         &self.path
     }
 
-    pub fn doc(&self) -> &'a Doc<'a> {
+    pub(crate) fn doc(&self) -> &'a Doc<'a> {
         self.doc
     }
 
@@ -176,17 +182,17 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// Whether `key` is present, whatever its value (this reads the key).
-    pub fn raw_present(&self, key: &'static str) -> bool {
+    pub(crate) fn raw_present(&self, key: &'static str) -> bool {
         self.raw(key).is_some()
     }
 
-    pub fn key_path(&self, key: &str) -> String {
+    pub(crate) fn key_path(&self, key: &str) -> String {
         join(&self.path, key)
     }
 
     /// Report a problem with this section's `key` (or with the section when
     /// the key is absent).
-    pub fn problem(&self, key: &str, message: impl Into<String>, fix: Option<String>) {
+    pub(crate) fn problem(&self, key: &str, message: impl Into<String>, fix: Option<String>) {
         let span = self
             .table
             .get(key)
@@ -205,7 +211,7 @@ impl<'a, 'i> Section<'a, 'i> {
         );
     }
 
-    pub fn string(&self, key: &'static str) -> Option<At<String>> {
+    pub(crate) fn string(&self, key: &'static str) -> Option<At<String>> {
         let v = self.raw(key)?;
         match v.get_ref().as_str() {
             Some(s) => Some(self.at(key, v, s.to_string())),
@@ -216,7 +222,7 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
-    pub fn bool(&self, key: &'static str) -> Option<bool> {
+    pub(crate) fn bool(&self, key: &'static str) -> Option<bool> {
         let v = self.raw(key)?;
         match v.get_ref().as_bool() {
             Some(b) => Some(b),
@@ -228,7 +234,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A non-negative integer no larger than `max`.
-    pub fn uint(&self, key: &'static str, max: u64) -> Option<u64> {
+    pub(crate) fn uint(&self, key: &'static str, max: u64) -> Option<u64> {
         let v = self.raw(key)?;
         let Some(int) = v.get_ref().as_integer() else {
             self.wrong_type(key, v, "an integer", "10");
@@ -249,7 +255,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A non-negative number (integer or decimal) no larger than `max`.
-    pub fn number(&self, key: &'static str, max: f64) -> Option<f64> {
+    pub(crate) fn number(&self, key: &'static str, max: f64) -> Option<f64> {
         let v = self.raw(key)?;
         let parsed = match v.get_ref() {
             DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
@@ -278,7 +284,7 @@ impl<'a, 'i> Section<'a, 'i> {
     /// A duration written like `"10s"`, `"500ms"` or `"1m 30s"`, within
     /// `bounds` (an upper bound keeps every deadline computed from it from
     /// overflowing).
-    pub fn duration(
+    pub(crate) fn duration(
         &self,
         key: &'static str,
         bounds: RangeInclusive<Duration>,
@@ -322,7 +328,7 @@ impl<'a, 'i> Section<'a, 'i> {
 
     /// A byte size written as an integer or a string like `"10MiB"`, at
     /// most `max` bytes.
-    pub fn size(&self, key: &'static str, max: u64) -> Option<u64> {
+    pub(crate) fn size(&self, key: &'static str, max: u64) -> Option<u64> {
         let v = self.raw(key)?;
         let n = if let Some(int) = v.get_ref().as_integer() {
             u64::from_str_radix(int.as_str(), int.radix()).ok()
@@ -360,7 +366,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A list of strings; a single string is accepted as a list of one.
-    pub fn string_list(&self, key: &'static str) -> Option<Vec<At<String>>> {
+    pub(crate) fn string_list(&self, key: &'static str) -> Option<Vec<At<String>>> {
         let v = self.raw(key)?;
         if let Some(s) = v.get_ref().as_str() {
             return Some(vec![self.at(key, v, s.to_string())]);
@@ -389,7 +395,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A list of integers, each no larger than `max`.
-    pub fn uint_list(&self, key: &'static str, max: u64) -> Option<Vec<At<u64>>> {
+    pub(crate) fn uint_list(&self, key: &'static str, max: u64) -> Option<Vec<At<u64>>> {
         let v = self.raw(key)?;
         let Some(items) = v.get_ref().as_array() else {
             self.wrong_type(key, v, "a list of integers", "[429, 503]");
@@ -421,7 +427,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A sub-table.
-    pub fn table(&self, key: &'static str) -> Option<Section<'a, 'i>> {
+    pub(crate) fn table(&self, key: &'static str) -> Option<Section<'a, 'i>> {
         let v = self.raw(key)?;
         match v.get_ref().as_table() {
             Some(t) => Some(Section::new(self.doc, t, &self.key_path(key), v.span())),
@@ -433,7 +439,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// An array of tables (`[[key]]`); a single table is accepted too.
-    pub fn tables(&self, key: &'static str) -> Vec<Section<'a, 'i>> {
+    pub(crate) fn tables(&self, key: &'static str) -> Vec<Section<'a, 'i>> {
         let Some(v) = self.raw(key) else {
             return Vec::new();
         };
@@ -463,7 +469,7 @@ impl<'a, 'i> Section<'a, 'i> {
     /// A list whose items are each a string or a table (`servers =
     /// ["http://a", { url = "http://b", weight = 2 }]`, or `[[key]]`
     /// tables); other items are reported.
-    pub fn strings_or_tables(&self, key: &'static str) -> Option<Vec<Item<'a, 'i>>> {
+    pub(crate) fn strings_or_tables(&self, key: &'static str) -> Option<Vec<Item<'a, 'i>>> {
         let v = self.raw(key)?;
         if let Some(t) = v.get_ref().as_table() {
             let section = Section::new(self.doc, t, &self.key_path(key), v.span());
@@ -556,13 +562,13 @@ fn without_indices(path: &str) -> String {
 }
 
 /// A duration as a config would write it: `"24h"`, `"2years"`.
-pub fn duration_text(d: Duration) -> String {
+pub(crate) fn duration_text(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
 /// A size as a config would write it: the largest binary unit that divides
 /// it exactly (`"16MiB"`), else bytes.
-pub fn size_text(n: u64) -> String {
+pub(crate) fn size_text(n: u64) -> String {
     const UNITS: [(u32, &str); 6] = [
         (60, "EiB"),
         (50, "PiB"),
@@ -581,7 +587,7 @@ pub fn size_text(n: u64) -> String {
 
 impl<T> At<T> {
     /// Report a problem with this value.
-    pub fn problem(&self, doc: &Doc<'_>, message: impl Into<String>, fix: Option<String>) {
+    pub(crate) fn problem(&self, doc: &Doc<'_>, message: impl Into<String>, fix: Option<String>) {
         doc.report(Some(self.span.clone()), &self.key, message.into(), fix);
     }
 }
@@ -595,7 +601,7 @@ fn join(path: &str, key: &str) -> String {
 }
 
 /// Parse TOML text into a spanned table, reporting every syntax error.
-pub fn parse<'i>(doc: &Doc<'_>, text: &'i str) -> Option<Spanned<DeTable<'i>>> {
+pub(crate) fn parse<'i>(doc: &Doc<'_>, text: &'i str) -> Option<Spanned<DeTable<'i>>> {
     let (table, errors) = DeTable::parse_recoverable(text);
     if errors.is_empty() {
         return Some(table);

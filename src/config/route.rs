@@ -9,42 +9,42 @@ use std::time::Duration;
 use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, defaults};
 
 #[derive(Debug, Clone)]
-pub struct RouteConfig {
-    pub name: String,
+pub(crate) struct RouteConfig {
+    pub(crate) name: String,
     /// Empty means any host.
-    pub hosts: Vec<HostPattern>,
+    pub(crate) hosts: Vec<HostPattern>,
     /// Path prefix, matched on segment boundaries.
-    pub path: String,
+    pub(crate) path: String,
     /// What the route does with what it matches.
-    pub kind: RouteKind,
-    pub connect_timeout: Duration,
-    pub response_timeout: Duration,
-    pub max_request_body: Option<u64>,
+    pub(crate) kind: RouteKind,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) max_request_body: Option<u64>,
     /// Send the client's Host upstream (true) or the upstream's authority.
-    pub preserve_host: bool,
+    pub(crate) preserve_host: bool,
     /// Remove the matched path prefix before forwarding.
-    pub strip_prefix: bool,
+    pub(crate) strip_prefix: bool,
     /// Requests in flight on this route; 0 = only the global bound.
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
     /// Per-client rate limit: (requests per second, burst).
-    pub rate_limit: Option<(u32, u32)>,
+    pub(crate) rate_limit: Option<(u32, u32)>,
     /// The rate limit and the per-token concurrency are the fleet's
     /// (through `[cluster]`), not this process's.
-    pub shared_limits: bool,
-    pub headers: ResponseHeaders,
+    pub(crate) shared_limits: bool,
+    pub(crate) headers: ResponseHeaders,
 }
 
 /// Headers a route sets on its responses.
 #[derive(Debug, Clone, Default)]
-pub struct ResponseHeaders {
+pub(crate) struct ResponseHeaders {
     /// `Strict-Transport-Security`, sent on HTTPS responses only.
-    pub hsts: Option<http::HeaderValue>,
-    pub server: ServerHeader,
+    pub(crate) hsts: Option<http::HeaderValue>,
+    pub(crate) server: ServerHeader,
 }
 
 /// What happens to the upstream's `Server` header.
 #[derive(Debug, Clone, Default)]
-pub enum ServerHeader {
+pub(crate) enum ServerHeader {
     #[default]
     Pass,
     Remove,
@@ -53,7 +53,7 @@ pub enum ServerHeader {
 
 /// A route's kind and what only that kind needs.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RouteKind {
+pub(crate) enum RouteKind {
     /// Forward everything to a group of upstream servers (one, for
     /// `upstream = URL`).
     Proxy { upstream: Box<UpstreamGroup> },
@@ -63,26 +63,26 @@ pub enum RouteKind {
 
 /// A proxy route's servers and how one is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamGroup {
-    pub servers: Vec<Member<http::Uri>>,
-    pub policy: Policy,
+pub(crate) struct UpstreamGroup {
+    pub(crate) servers: Vec<Member<http::Uri>>,
+    pub(crate) policy: Policy,
     /// What a request is hashed by, for [`Policy::Hash`].
-    pub hash_key: Option<HashKey>,
-    pub ejection: Ejection,
-    pub health_check: Option<HealthCheck>,
-    pub retry: Retry,
+    pub(crate) hash_key: Option<HashKey>,
+    pub(crate) ejection: Ejection,
+    pub(crate) health_check: Option<HealthCheck>,
+    pub(crate) retry: Retry,
     /// The HTTP versions weir speaks to the group's servers.
-    pub http: UpstreamHttp,
+    pub(crate) http: UpstreamHttp,
 }
 
 /// Which requests that got no answer go to another server, and how many.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retry {
+pub(crate) struct Retry {
     /// Methods retried once on another server after being sent and getting
     /// no response head (a request that never left goes elsewhere whatever
     /// its method).
-    pub methods: Vec<http::Method>,
-    pub budget: RetryBudget,
+    pub(crate) methods: Vec<http::Method>,
+    pub(crate) budget: RetryBudget,
 }
 
 impl Default for Retry {
@@ -100,7 +100,7 @@ impl Default for Retry {
 /// connection per server and worker: past the server's stream limit,
 /// requests queue on it instead of opening another connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UpstreamHttp {
+pub(crate) enum UpstreamHttp {
     /// `https://`: offer `h2` and `http/1.1` by ALPN, and speak what the
     /// server picks; `http://`: HTTP/1.1 (a cleartext server cannot say
     /// it speaks HTTP/2 before it is spoken to).
@@ -114,10 +114,10 @@ pub enum UpstreamHttp {
 }
 
 impl UpstreamHttp {
-    pub const ALL: [UpstreamHttp; 3] =
+    pub(crate) const ALL: [UpstreamHttp; 3] =
         [UpstreamHttp::Auto, UpstreamHttp::Http1, UpstreamHttp::Http2];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             UpstreamHttp::Auto => "auto",
             UpstreamHttp::Http1 => "1.1",
@@ -125,28 +125,28 @@ impl UpstreamHttp {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 }
 
 /// An active HTTP health check, run for each server of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthCheck {
+pub(crate) struct HealthCheck {
     /// Path (and query) asked with GET.
-    pub path: String,
-    pub interval: Duration,
-    pub timeout: Duration,
+    pub(crate) path: String,
+    pub(crate) interval: Duration,
+    pub(crate) timeout: Duration,
     /// Passes in a row that bring a server back.
-    pub rise: u32,
+    pub(crate) rise: u32,
     /// Failures in a row that take it out.
-    pub fall: u32,
+    pub(crate) fall: u32,
     /// Statuses that pass; empty: any 2xx or 3xx.
-    pub expect_status: Vec<u16>,
+    pub(crate) expect_status: Vec<u16>,
 }
 
 impl HealthCheck {
-    pub fn passes(&self, status: u16) -> bool {
+    pub(crate) fn passes(&self, status: u16) -> bool {
         if self.expect_status.is_empty() {
             (200..400).contains(&status)
         } else {
@@ -157,7 +157,8 @@ impl HealthCheck {
 
 impl UpstreamGroup {
     /// A group of one server, with the defaults.
-    pub fn one(uri: http::Uri) -> Self {
+    #[cfg(test)]
+    pub(crate) fn one(uri: http::Uri) -> Self {
         UpstreamGroup {
             servers: vec![Member {
                 target: uri,
@@ -176,23 +177,23 @@ impl UpstreamGroup {
 
 /// What a request is hashed by to choose its server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HashKey {
+pub(crate) enum HashKey {
     Header(http::HeaderName),
     Cookie(String),
     ClientIp,
 }
 
 #[derive(Debug, Clone)]
-pub struct UpstreamSettings {
-    pub pool_idle_timeout: Duration,
-    pub pool_max_idle_per_host: usize,
+pub(crate) struct UpstreamSettings {
+    pub(crate) pool_idle_timeout: Duration,
+    pub(crate) pool_max_idle_per_host: usize,
     /// Extra CA certificates trusted for `https://` upstreams, besides web PKI roots.
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     /// DNS servers asked for group members' names; empty: the system's.
-    pub nameservers: Vec<SocketAddr>,
+    pub(crate) nameservers: Vec<SocketAddr>,
     /// How often group members' names are looked up again (sooner when the
     /// record's TTL is shorter).
-    pub resolve_interval: Duration,
+    pub(crate) resolve_interval: Duration,
 }
 
 impl Default for UpstreamSettings {

@@ -38,7 +38,7 @@ pub enum FailureMode {
 }
 
 impl FailureMode {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             FailureMode::Open => "fail_open",
             FailureMode::Closed => "fail_closed",
@@ -47,23 +47,23 @@ impl FailureMode {
 }
 
 #[derive(Debug, Clone)]
-pub struct ServerSettings {
-    pub shutdown_timeout: Duration,
+pub(crate) struct ServerSettings {
+    pub(crate) shutdown_timeout: Duration,
     /// In a drain, how long an HTTP/1.1 connection with nothing arriving
     /// is kept open before it is closed (a request on its way is answered,
     /// with `Connection: close`).
-    pub drain_grace: Duration,
+    pub(crate) drain_grace: Duration,
     /// Peers whose X-Forwarded-* headers are believed and appended to.
-    pub trusted_proxies: Vec<IpNet>,
+    pub(crate) trusted_proxies: Vec<IpNet>,
     /// Runtime worker threads; 0 means one per core.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// Process-wide bound on requests in flight; 0 disables the gate.
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
     /// Process-wide bound on request bytes held in memory by LLM routes
     /// (they read a body whole to route by model); 0 = no bound.
-    pub max_buffered_body_bytes: u64,
+    pub(crate) max_buffered_body_bytes: u64,
     /// Reload when the config file changes (besides SIGHUP and the admin API).
-    pub watch_config: bool,
+    pub(crate) watch_config: bool,
 }
 
 /// The connection layer: the shared cap, reclaiming under load, deadlines.
@@ -110,10 +110,10 @@ impl Default for ConnectionSettings {
 }
 
 #[derive(Debug, Clone)]
-pub struct Http1Settings {
-    pub max_headers: usize,
+pub(crate) struct Http1Settings {
+    pub(crate) max_headers: usize,
     /// Largest request head (request line + headers) in bytes.
-    pub max_head_size: usize,
+    pub(crate) max_head_size: usize,
 }
 
 impl Default for Http1Settings {
@@ -126,15 +126,15 @@ impl Default for Http1Settings {
 }
 
 #[derive(Debug, Clone)]
-pub struct Http2Settings {
-    pub max_concurrent_streams: u32,
-    pub max_header_list_size: u32,
+pub(crate) struct Http2Settings {
+    pub(crate) max_concurrent_streams: u32,
+    pub(crate) max_header_list_size: u32,
     /// Streams a client may reset before they are accepted (rapid reset).
-    pub max_pending_resets: usize,
+    pub(crate) max_pending_resets: usize,
     /// PING, SETTINGS, PRIORITY and RST_STREAM frames a client may send per
     /// second before the connection is closed (runs of empty DATA, HEADERS
     /// and CONTINUATION frames are limited separately).
-    pub max_control_frames_per_second: u32,
+    pub(crate) max_control_frames_per_second: u32,
 }
 
 impl Default for Http2Settings {
@@ -149,32 +149,32 @@ impl Default for Http2Settings {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
 
 #[derive(Debug, Clone)]
-pub struct LogSettings {
-    pub format: LogFormat,
+pub(crate) struct LogSettings {
+    pub(crate) format: LogFormat,
     /// A tracing filter directive such as `info` or `weir=debug`.
-    pub level: String,
-    pub access_log: bool,
+    pub(crate) level: String,
+    pub(crate) access_log: bool,
     /// Write logs here instead of stderr.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Write the access log here instead of with the other logs.
-    pub access_file: Option<PathBuf>,
+    pub(crate) access_file: Option<PathBuf>,
     /// One JSON usage record per LLM request.
-    pub usage_log: bool,
+    pub(crate) usage_log: bool,
     /// Write the usage records here instead of to stdout.
-    pub usage_file: Option<PathBuf>,
+    pub(crate) usage_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
-pub struct AdminSettings {
-    pub address: SocketAddr,
+pub(crate) struct AdminSettings {
+    pub(crate) address: SocketAddr,
     /// Bearer token for `/admin/*`; without one those endpoints answer 404.
-    pub token: Option<Secret>,
+    pub(crate) token: Option<Secret>,
 }
 
 impl Default for ServerSettings {

@@ -23,19 +23,19 @@ use crate::config::ConnectionSettings;
 
 #[derive(Debug, Clone)]
 pub struct Deadlines {
-    pub handshake: Duration,
-    pub head: Duration,
-    pub idle: Duration,
-    pub send: Duration,
+    pub(crate) handshake: Duration,
+    pub(crate) head: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) send: Duration,
     /// Load (0..1 of the cap) above which `pressure` replaces the others.
-    pub pressure_threshold: f64,
-    pub pressure: Duration,
+    pub(crate) pressure_threshold: f64,
+    pub(crate) pressure: Duration,
     /// An HTTP/1.1 connection idle this long gives up its buffers.
-    pub park_after: Duration,
+    pub(crate) park_after: Duration,
 }
 
 /// How long an HTTP/1.1 connection stays idle before it is parked.
-pub const PARK_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
 impl Deadlines {
     pub fn new(c: &ConnectionSettings) -> Self {
@@ -51,7 +51,7 @@ impl Deadlines {
     }
 
     /// Whether a connection has overstayed its phase, given the load.
-    pub fn overdue(&self, c: &ConnState, load: f64) -> Option<CloseReason> {
+    pub(crate) fn overdue(&self, c: &ConnState, load: f64) -> Option<CloseReason> {
         // The client is not taking what weir has for it: either the socket
         // is full, or (HTTP/2) no response on the connection has moved.
         let send = self.send.as_millis() as u64;
@@ -76,7 +76,7 @@ impl Deadlines {
 
     /// How often the sweeper looks: a tenth of the shortest deadline,
     /// between 10 ms and 250 ms.
-    pub fn tick(&self) -> Duration {
+    pub(crate) fn tick(&self) -> Duration {
         let shortest = [
             self.handshake,
             self.head,
@@ -93,7 +93,7 @@ impl Deadlines {
 
 /// Scan all connections until `stop` turns true. The deadlines are read
 /// afresh each round, so a reload changes them for every connection.
-pub async fn sweep(
+pub(crate) async fn sweep(
     registry: Arc<Registry>,
     deadlines: Arc<ArcSwap<Deadlines>>,
     mut stop: watch::Receiver<bool>,

@@ -26,12 +26,12 @@ use super::state::{CloseReason, ConnState, Park, Phase};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Consecutive frames with an empty payload (and no END_STREAM) tolerated.
-pub const MAX_EMPTY_FRAMES: u32 = 10;
+pub(crate) const MAX_EMPTY_FRAMES: u32 = 10;
 
 /// A streaming HTTP/2 frame-header parser that counts abusive frames. It
 /// never buffers payloads: it only skips over them.
 #[derive(Debug)]
-pub struct FrameMeter {
+pub(crate) struct FrameMeter {
     /// Bytes of the client preface still to skip.
     preface_left: usize,
     header: [u8; 9],
@@ -44,7 +44,7 @@ pub struct FrameMeter {
 }
 
 impl FrameMeter {
-    pub fn new(max_control_per_second: u32) -> Self {
+    pub(crate) fn new(max_control_per_second: u32) -> Self {
         FrameMeter {
             preface_left: H2_PREFACE.len(),
             header: [0; 9],
@@ -58,7 +58,7 @@ impl FrameMeter {
     }
 
     /// Feed received bytes; returns true when the client is flooding.
-    pub fn feed(&mut self, mut bytes: &[u8], now: Instant) -> bool {
+    pub(crate) fn feed(&mut self, mut bytes: &[u8], now: Instant) -> bool {
         let skip = self.preface_left.min(bytes.len());
         self.preface_left -= skip;
         bytes = &bytes[skip..];
@@ -147,7 +147,7 @@ enum Wire {
     Http2(FrameMeter),
 }
 
-pub struct TrackedIo<T> {
+pub(crate) struct TrackedIo<T> {
     inner: T,
     state: Arc<ConnState>,
     wire: Wire,
@@ -167,7 +167,7 @@ pub struct TrackedIo<T> {
 
 impl<T> TrackedIo<T> {
     /// `h2` is known from ALPN on TLS; cleartext connections are sniffed.
-    pub fn new(
+    pub(crate) fn new(
         inner: T,
         state: Arc<ConnState>,
         h2: Option<bool>,
@@ -195,23 +195,23 @@ impl<T> TrackedIo<T> {
 
     /// Give `bytes` (already observed) to the next read, before anything
     /// new from the socket.
-    pub fn unread(&mut self, bytes: Bytes) {
+    pub(crate) fn unread(&mut self, bytes: Bytes) {
         debug_assert!(self.unread.is_empty());
         self.unread = bytes;
     }
 
     /// Still deciding between HTTP/1.1 and the HTTP/2 preface.
-    pub fn sniffing(&self) -> bool {
+    pub(crate) fn sniffing(&self) -> bool {
         matches!(self.wire, Wire::Sniffing { .. })
     }
 
-    pub fn is_h2(&self) -> bool {
+    pub(crate) fn is_h2(&self) -> bool {
         matches!(self.wire, Wire::Http2(_))
     }
 
     /// Back from hyper after a park: reads and shutdowns reach the
     /// socket again.
-    pub fn resume(&mut self) {
+    pub(crate) fn resume(&mut self) {
         self.parked = false;
     }
 

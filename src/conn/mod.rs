@@ -11,12 +11,12 @@
 //! data path, and the driver — sniffing, parking, the drain and its grace —
 //! is unit tested below with a handler of a few lines.
 
-pub mod deadline;
-pub mod info;
-pub mod io;
-pub mod registry;
-pub mod state;
-pub mod tls;
+pub(crate) mod deadline;
+pub(crate) mod info;
+pub(crate) mod io;
+pub(crate) mod registry;
+pub(crate) mod state;
+pub(crate) mod tls;
 
 #[cfg(test)]
 mod tests;
@@ -54,7 +54,7 @@ use state::{CloseReason, ConnState, Park, Phase, Wake};
 /// `request_started()` when it begins and `request_finished()` when its
 /// response body is done or dropped. The phase those marks set is what the
 /// drain, parking and the idle deadline read.
-pub trait Handler: Send + Sync + 'static {
+pub(crate) trait Handler: Send + Sync + 'static {
     type Body: http_body::Body<Data = Bytes, Error: Into<Box<dyn StdError + Send + Sync>>>
         + Send
         + 'static;
@@ -68,7 +68,7 @@ pub trait Handler: Send + Sync + 'static {
 
 /// Connection-level settings shared by every listener. A connection uses
 /// the settings current when it was accepted.
-pub struct ConnSettings {
+pub(crate) struct ConnSettings {
     h1: http1::Builder,
     h2: http2::Builder<TokioExecutor>,
     h2_max_control_frames_per_second: u32,
@@ -77,7 +77,7 @@ pub struct ConnSettings {
 }
 
 impl ConnSettings {
-    pub fn new(http1: &Http1Settings, http2: &Http2Settings, drain_grace: Duration) -> Self {
+    pub(crate) fn new(http1: &Http1Settings, http2: &Http2Settings, drain_grace: Duration) -> Self {
         let mut h1 = http1::Builder::new();
         // No timer, so no hyper head timer: it would also run while a
         // keep-alive connection is idle and cost a timer update per
@@ -106,7 +106,7 @@ const GRACEFUL_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Serve one accepted connection to completion: its requests go to
 /// `handler`; how it ends is counted in `metrics`.
-pub async fn serve<H: Handler>(
+pub(crate) async fn serve<H: Handler>(
     stream: TcpStream,
     info: ConnInfo,
     tls: Option<TlsAcceptor>,
@@ -185,7 +185,7 @@ async fn close_tls(mut tls: tokio_rustls::server::TlsStream<TcpStream>) {
 /// here, once, before the socket closes — so whoever sees the close also
 /// sees it counted. A body-rate close is counted where its 408 is answered
 /// (`Rescue`), since that close goes through hyper's Connection: close.
-pub fn count_close(state: &ConnState, metrics: &Metrics) {
+pub(crate) fn count_close(state: &ConnState, metrics: &Metrics) {
     let reason = state.close_reason();
     if reason != CloseReason::None && state.first_count() {
         metrics.connection_closed(reason.label());

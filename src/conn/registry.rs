@@ -66,9 +66,9 @@ fn ip_key(ip: IpAddr) -> IpAddr {
 }
 
 /// How many connections an eviction looks at.
-pub const SAMPLE: usize = 64;
+pub(crate) const SAMPLE: usize = 64;
 /// How long "every connection is busy" is trusted after a full scan.
-pub const ALL_BUSY_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+pub(crate) const ALL_BUSY_FOR: std::time::Duration = std::time::Duration::from_millis(10);
 /// Connections the sweeper visits per taking of the lock.
 const CHUNK: usize = 1024;
 
@@ -124,7 +124,7 @@ pub struct Registry {
 /// A connection's place in the registry; leaving it frees the place.
 pub struct Slot {
     id: u64,
-    pub state: Arc<ConnState>,
+    pub(crate) state: Arc<ConnState>,
     registry: Arc<Registry>,
     /// The listener's open-connections gauge: counts live sockets, so an
     /// evicted connection counts until its task has closed it.
@@ -134,7 +134,7 @@ pub struct Slot {
 impl Slot {
     /// Count this connection, admitted unattributed, under `client`'s
     /// per-IP cap; `Err(Refused::PerIp)` when the client is at the cap.
-    pub fn attribute(&self, client: IpAddr) -> Result<(), Refused> {
+    pub(crate) fn attribute(&self, client: IpAddr) -> Result<(), Refused> {
         self.registry.attribute(self.id, &self.state, client)
     }
 }
@@ -168,7 +168,7 @@ impl Registry {
 
     /// Change the per-IP cap; connections over a lowered cap stay, new
     /// ones are refused until the client is under it.
-    pub fn set_max_per_ip(&self, max_per_ip: usize) {
+    pub(crate) fn set_max_per_ip(&self, max_per_ip: usize) {
         self.max_per_ip.store(max_per_ip, Ordering::Relaxed);
     }
 
@@ -183,7 +183,7 @@ impl Registry {
     }
 
     /// Open connections as a fraction of the cap (0 when there is no cap).
-    pub fn load(&self) -> f64 {
+    pub(crate) fn load(&self) -> f64 {
         if self.max == 0 {
             0.0
         } else {
@@ -208,7 +208,7 @@ impl Registry {
     /// only once [`Slot::attribute`] is given the client's address (the
     /// balancer's own address is not a client's, and must not fill its
     /// per-IP count).
-    pub fn admit_unattributed(
+    pub(crate) fn admit_unattributed(
         self: &Arc<Self>,
         socket_peer: IpAddr,
         listener: Arc<str>,
@@ -313,7 +313,7 @@ impl Registry {
 
     /// Notified each time a connection's slot is released (its socket is
     /// closed with it): an accept loop backing off on EMFILE can try again.
-    pub fn freed(&self) -> Arc<Notify> {
+    pub(crate) fn freed(&self) -> Arc<Notify> {
         self.freed.clone()
     }
 
@@ -321,7 +321,7 @@ impl Registry {
     /// chunk per taking of the lock, with the lock released while `f` runs.
     /// Connections that come or go during the walk may be missed or seen
     /// twice by it; the next sweep sees them.
-    pub fn for_each_chunked(&self, mut f: impl FnMut(&Arc<ConnState>)) {
+    pub(crate) fn for_each_chunked(&self, mut f: impl FnMut(&Arc<ConnState>)) {
         let mut chunk: Vec<Arc<ConnState>> = Vec::with_capacity(CHUNK);
         let mut at = 0;
         loop {

@@ -42,7 +42,7 @@ impl Phase {
     }
 
     /// Phases whose connection may be closed to make room for others.
-    pub fn reclaimable(self) -> bool {
+    pub(crate) fn reclaimable(self) -> bool {
         matches!(self, Phase::Handshake | Phase::ReadingHead | Phase::Idle)
     }
 }
@@ -81,11 +81,11 @@ impl CloseReason {
 
     /// Whether the connection should finish what it is doing (GOAWAY /
     /// `Connection: close`) rather than be dropped at once.
-    pub fn graceful(self) -> bool {
+    pub(crate) fn graceful(self) -> bool {
         matches!(self, CloseReason::IdleTimeout | CloseReason::MaxRequests)
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             CloseReason::None => "none",
             CloseReason::Reclaimed => "reclaimed",
@@ -107,7 +107,7 @@ pub struct ConnState {
     /// registry when it counts the connection: at admission, or — behind
     /// a balancer — once the PROXY header has named the client.
     pub(super) counted_as: std::sync::OnceLock<IpAddr>,
-    pub listener: Arc<str>,
+    pub(crate) listener: Arc<str>,
     epoch: Instant,
     phase: AtomicU8,
     /// Microseconds since `epoch` when the current phase began.
@@ -142,7 +142,7 @@ pub struct ConnState {
 /// only the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Park {
+pub(crate) enum Park {
     No = 0,
     Requested = 1,
     /// hyper was told the client left; its connection is being taken apart.
@@ -153,7 +153,7 @@ pub enum Park {
 
 /// What woke a connection's task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     Close(CloseReason),
     Park,
 }
@@ -185,7 +185,7 @@ impl ConnState {
 
     /// The client's address: the one a PROXY header carried, once read,
     /// else the TCP peer.
-    pub fn peer(&self) -> IpAddr {
+    pub(crate) fn peer(&self) -> IpAddr {
         self.counted_as.get().copied().unwrap_or(self.socket_peer)
     }
 
@@ -194,17 +194,17 @@ impl ConnState {
         self.epoch.elapsed().as_micros() as u64 + 1
     }
 
-    pub fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> Phase {
         Phase::from_u8(self.phase.load(Ordering::Acquire))
     }
 
     /// Microseconds the connection has been in its current phase.
-    pub fn phase_age_us(&self) -> u64 {
+    pub(crate) fn phase_age_us(&self) -> u64 {
         self.now_us()
             .saturating_sub(self.since_us.load(Ordering::Acquire))
     }
 
-    pub fn phase_age_ms(&self) -> u64 {
+    pub(crate) fn phase_age_ms(&self) -> u64 {
         self.phase_age_us() / 1000
     }
 
@@ -213,11 +213,11 @@ impl ConnState {
         self.phase.store(phase as u8, Ordering::Release);
     }
 
-    pub fn is_h2(&self) -> bool {
+    pub(crate) fn is_h2(&self) -> bool {
         self.is_h2.load(Ordering::Relaxed)
     }
 
-    pub fn park_state(&self) -> Park {
+    pub(crate) fn park_state(&self) -> Park {
         match self.park.load(Ordering::Acquire) {
             1 => Park::Requested,
             2 => Park::Parked,
@@ -228,7 +228,7 @@ impl ConnState {
 
     /// Ask an idle HTTP/1.1 connection to give up its buffers (the
     /// sweeper's call). Returns whether this asked.
-    pub fn request_park(&self) -> bool {
+    pub(crate) fn request_park(&self) -> bool {
         if self.phase() != Phase::Idle || self.is_h2() {
             return false;
         }
@@ -250,7 +250,7 @@ impl ConnState {
     /// The connection's task acts on a park request: parked if the
     /// connection is still idle and nothing is waiting to be written,
     /// otherwise the request is dropped (the sweeper may ask again).
-    pub fn confirm_park(&self) -> bool {
+    pub(crate) fn confirm_park(&self) -> bool {
         let ok = self.phase() == Phase::Idle && self.write_blocked_for_ms().is_none();
         let to = if ok { Park::Parked } else { Park::No };
         self.park
@@ -265,28 +265,28 @@ impl ConnState {
     }
 
     /// hyper's connection is gone; the next byte is awaited.
-    pub fn park_waiting(&self) {
+    pub(crate) fn park_waiting(&self) {
         self.park.store(Park::Waiting as u8, Ordering::Release);
     }
 
     /// Serving again after a park.
-    pub fn unpark(&self) {
+    pub(crate) fn unpark(&self) {
         self.park.store(Park::No as u8, Ordering::Release);
     }
 
     /// The client speaks HTTP/2 (ALPN, or the cleartext preface arrived).
-    pub fn set_h2(&self) {
+    pub(crate) fn set_h2(&self) {
         self.is_h2.store(true, Ordering::Relaxed);
     }
 
     /// The TLS handshake finished.
-    pub fn handshake_done(&self) {
+    pub(crate) fn handshake_done(&self) {
         self.set_phase(Phase::ReadingHead);
     }
 
     /// Bytes arrived: an idle HTTP/1.1 connection is now sending a head.
     /// (HTTP/2 frames while idle — PINGs — are not a new request.)
-    pub fn bytes_received(&self) {
+    pub(crate) fn bytes_received(&self) {
         match self.phase() {
             Phase::Idle if !self.is_h2.load(Ordering::Relaxed) => {
                 self.head_heard.store(true, Ordering::Relaxed);
@@ -304,7 +304,7 @@ impl ConnState {
     /// while a head is arriving, a request is in flight, or it is a
     /// tunnel — a drain closes a connection only once this has lasted its
     /// grace.
-    pub fn quiet_for_us(&self) -> Option<u64> {
+    pub(crate) fn quiet_for_us(&self) -> Option<u64> {
         match self.phase() {
             Phase::Idle => Some(self.phase_age_us()),
             Phase::Handshake | Phase::ReadingHead if !self.head_heard.load(Ordering::Acquire) => {
@@ -316,7 +316,7 @@ impl ConnState {
 
     /// A request head was parsed. Returns how many requests this
     /// connection has now started.
-    pub fn request_started(&self) -> u64 {
+    pub(crate) fn request_started(&self) -> u64 {
         self.head_heard.store(false, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         if self.phase() != Phase::Tunnel {
@@ -326,7 +326,7 @@ impl ConnState {
     }
 
     /// A response body ended (or was dropped).
-    pub fn request_finished(&self) {
+    pub(crate) fn request_finished(&self) {
         let before = self.in_flight.fetch_sub(1, Ordering::AcqRel);
         if before == 1 && self.phase() == Phase::Active {
             self.set_phase(Phase::Idle);
@@ -334,11 +334,11 @@ impl ConnState {
     }
 
     /// The connection became a tunnel (WebSocket).
-    pub fn upgraded(&self) {
+    pub(crate) fn upgraded(&self) {
         self.set_phase(Phase::Tunnel);
     }
 
-    pub fn write_blocked(&self, blocked: bool) {
+    pub(crate) fn write_blocked(&self, blocked: bool) {
         if blocked {
             let _ = self.write_blocked_us.compare_exchange(
                 0,
@@ -352,7 +352,7 @@ impl ConnState {
     }
 
     /// Milliseconds writes have been blocked on the client, if they are.
-    pub fn write_blocked_for_ms(&self) -> Option<u64> {
+    pub(crate) fn write_blocked_for_ms(&self) -> Option<u64> {
         match self.write_blocked_us.load(Ordering::Acquire) {
             0 => None,
             since => Some(self.now_us().saturating_sub(since) / 1000),
@@ -361,7 +361,7 @@ impl ConnState {
 
     /// A response body handed hyper a frame; until hyper asks for the next
     /// one the client has to read (or grant HTTP/2 window).
-    pub fn body_handed_off(&self) {
+    pub(crate) fn body_handed_off(&self) {
         if self.awaiting_client.fetch_add(1, Ordering::AcqRel) == 0 {
             self.client_progress_us
                 .store(self.now_us(), Ordering::Release);
@@ -369,7 +369,7 @@ impl ConnState {
     }
 
     /// hyper came back for more: the client made progress.
-    pub fn body_taken(&self) {
+    pub(crate) fn body_taken(&self) {
         self.client_progress_us
             .store(self.now_us(), Ordering::Release);
         self.awaiting_client.fetch_sub(1, Ordering::AcqRel);
@@ -377,7 +377,7 @@ impl ConnState {
 
     /// Milliseconds the client has made no progress on any response that
     /// is waiting for it, if one is.
-    pub fn body_stalled_for_ms(&self) -> Option<u64> {
+    pub(crate) fn body_stalled_for_ms(&self) -> Option<u64> {
         if self.awaiting_client.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -388,7 +388,7 @@ impl ConnState {
     /// Ask the connection's task to close it. The first reason wins, except
     /// that an abrupt reason overrides a graceful one still in progress (a
     /// draining connection whose client stops reading is still cut).
-    pub fn close(&self, reason: CloseReason) {
+    pub(crate) fn close(&self, reason: CloseReason) {
         let mut current = self.close.load(Ordering::Acquire);
         loop {
             let cur = CloseReason::from_u8(current);
@@ -413,18 +413,18 @@ impl ConnState {
 
     /// True the first time only: the close is counted once, whichever
     /// path gets there first.
-    pub fn first_count(&self) -> bool {
+    pub(crate) fn first_count(&self) -> bool {
         !self.counted.swap(true, Ordering::AcqRel)
     }
 
-    pub fn close_reason(&self) -> CloseReason {
+    pub(crate) fn close_reason(&self) -> CloseReason {
         CloseReason::from_u8(self.close.load(Ordering::Acquire))
     }
 
     /// Resolves when the close reason differs from `seen`, or parking was
     /// asked for (and not yet acted on) — one waiter for both, since
     /// both share one notification.
-    pub async fn woken(&self, seen: CloseReason) -> Wake {
+    pub(crate) async fn woken(&self, seen: CloseReason) -> Wake {
         loop {
             let reason = self.close_reason();
             if reason != seen {
@@ -438,7 +438,7 @@ impl ConnState {
     }
 
     /// Resolves when the close reason differs from `seen`.
-    pub async fn close_requested(&self, seen: CloseReason) -> CloseReason {
+    pub(crate) async fn close_requested(&self, seen: CloseReason) -> CloseReason {
         loop {
             let reason = self.close_reason();
             if reason != seen {

@@ -67,7 +67,7 @@ pub struct Certificates {
 
 impl Certificates {
     /// Replace the files' certificates; new handshakes use them at once.
-    pub fn replace(&self, settings: &TlsSettings) -> Result<(), PkiError> {
+    pub(crate) fn replace(&self, settings: &TlsSettings) -> Result<(), PkiError> {
         if settings.certificates.is_empty() && settings.acme.is_none() {
             return Err(PkiError::NoCertificates);
         }
@@ -76,7 +76,7 @@ impl Certificates {
     }
 
     /// Where ACME installs this listener's certificates.
-    pub fn issued(&self) -> &Arc<Issued> {
+    pub(crate) fn issued(&self) -> &Arc<Issued> {
         &self.issued
     }
 

@@ -14,7 +14,7 @@ use crate::pki::{self, PkiError};
 
 /// Why the demo could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     #[error("demo config: {0}")]
     Config(#[from] Problems),
     #[error("demo certificate: {0}")]
@@ -23,22 +23,22 @@ pub enum DemoError {
 
 /// Ports the demo listens on (all on 127.0.0.1).
 #[derive(Debug, Clone, Copy)]
-pub struct DemoPorts {
-    pub http: u16,
-    pub https: u16,
-    pub admin: u16,
+pub(crate) struct DemoPorts {
+    pub(crate) http: u16,
+    pub(crate) https: u16,
+    pub(crate) admin: u16,
 }
 
 /// The demo's built-in upstreams: the web one, and two mock LLM
 /// providers — one that serves, one that is always overloaded.
-pub struct DemoUpstreams {
-    pub web: SocketAddr,
-    pub llm: llm::MockLlm,
-    pub overloaded: llm::MockLlm,
+pub(crate) struct DemoUpstreams {
+    pub(crate) web: SocketAddr,
+    pub(crate) llm: llm::MockLlm,
+    pub(crate) overloaded: llm::MockLlm,
 }
 
 /// Start the demo's upstreams on loopback ports of their own.
-pub async fn upstreams() -> std::io::Result<DemoUpstreams> {
+pub(crate) async fn upstreams() -> std::io::Result<DemoUpstreams> {
     let local: SocketAddr = ([127, 0, 0, 1], 0).into();
     let words = ["Hello", " from", " weir's", " demo", " model", "."];
     Ok(DemoUpstreams {
@@ -65,7 +65,7 @@ pub async fn upstreams() -> std::io::Result<DemoUpstreams> {
 /// the Anthropic route) is served by the mock's Responses API and
 /// `demo-claude` (on the OpenAI route) by its Anthropic API, through
 /// translation.
-pub fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError> {
+pub(crate) fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError> {
     let llm_route = |name: &str, kind: &str, path: &str, other: (&str, &str)| {
         let (model, protocol) = other;
         format!(
@@ -116,7 +116,7 @@ pub fn config(ports: DemoPorts, up: &DemoUpstreams) -> Result<Config, DemoError>
 }
 
 /// The curl commands printed when the demo starts, for the ports it got.
-pub fn try_these(running: &crate::server::Running) -> String {
+pub(crate) fn try_these(running: &crate::server::Running) -> String {
     let port = |name: &str| running.listener_addr(name).map_or(0, |a| a.port());
     let (http, https) = (port("http"), port("https"));
     let admin = running.admin_addr().map_or(0, |a| a.port());

@@ -43,11 +43,11 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 const BACKOFF_OTHER: Duration = Duration::from_millis(100);
 const LOG_WINDOW: Duration = Duration::from_secs(10);
 /// How long accepts must go without a failure to count as recovered.
-pub const RECOVERY_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const RECOVERY_AFTER: Duration = Duration::from_secs(5);
 
 /// What to do about an accept error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
+pub(crate) enum ErrorClass {
     /// Specific to one connection: try again at once.
     Retry,
     /// The process or system is out of a resource.
@@ -57,7 +57,7 @@ pub enum ErrorClass {
     Other,
 }
 
-pub fn classify(e: &io::Error) -> ErrorClass {
+pub(crate) fn classify(e: &io::Error) -> ErrorClass {
     const ENOMEM: i32 = 12;
     const ENFILE: i32 = 23;
     const EMFILE: i32 = 24;
@@ -77,7 +77,7 @@ pub fn classify(e: &io::Error) -> ErrorClass {
 }
 
 /// A short, stable label for an error kind (metrics and de-duplication).
-pub fn error_label(e: &io::Error) -> &'static str {
+pub(crate) fn error_label(e: &io::Error) -> &'static str {
     match e.raw_os_error() {
         Some(12) => "ENOMEM",
         Some(23) => "ENFILE",
@@ -96,7 +96,7 @@ pub fn error_label(e: &io::Error) -> &'static str {
 
 /// What the de-duplicator says to log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogAction {
+pub(crate) enum LogAction {
     /// The first occurrence in a window: log it in full.
     First,
     /// A repeat inside the window: count it, say nothing.
@@ -107,12 +107,12 @@ pub enum LogAction {
 }
 
 #[derive(Debug, Default)]
-pub struct LogDedup {
+pub(crate) struct LogDedup {
     windows: HashMap<&'static str, (Instant, u64)>,
 }
 
 impl LogDedup {
-    pub fn record(&mut self, kind: &'static str, now: Instant) -> LogAction {
+    pub(crate) fn record(&mut self, kind: &'static str, now: Instant) -> LogAction {
         match self.windows.get_mut(kind) {
             Some((start, suppressed)) if now.duration_since(*start) < LOG_WINDOW => {
                 *suppressed += 1;
@@ -135,7 +135,7 @@ impl LogDedup {
     }
 
     /// At recovery: the repeats not yet reported, by kind.
-    pub fn drain(&mut self) -> Vec<(&'static str, u64)> {
+    pub(crate) fn drain(&mut self) -> Vec<(&'static str, u64)> {
         self.windows
             .drain()
             .filter(|(_, (_, n))| *n > 0)
@@ -145,7 +145,7 @@ impl LogDedup {
 }
 
 /// A source of connections (a real listener, or a test double).
-pub trait Accept {
+pub(crate) trait Accept {
     type Conn;
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<(Self::Conn, SocketAddr)>>;
 }
@@ -158,17 +158,17 @@ impl Accept for tokio::net::TcpListener {
 }
 
 /// A descriptor held back so that, at EMFILE, there is one to accept with.
-pub trait Reserve {
+pub(crate) trait Reserve {
     fn release(&mut self);
     fn restore(&mut self);
 }
 
 /// The real reserve: an open `/dev/null`.
 #[derive(Debug)]
-pub struct SpareFd(Option<std::fs::File>);
+pub(crate) struct SpareFd(Option<std::fs::File>);
 
 impl SpareFd {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut s = SpareFd(None);
         s.restore();
         s
@@ -193,7 +193,7 @@ impl Reserve for SpareFd {
 }
 
 /// Accept with the error policy applied; errors never escape.
-pub struct AcceptLoop<L, R> {
+pub(crate) struct AcceptLoop<L, R> {
     listener: L,
     reserve: R,
     listener_name: String,
@@ -206,15 +206,15 @@ pub struct AcceptLoop<L, R> {
     /// the listener logs once per window, not once per worker.
     dedup: Arc<std::sync::Mutex<LogDedup>>,
     /// Lines written to the log by this loop (for tests and sanity).
-    pub log_lines: u64,
+    pub(crate) log_lines: u64,
     /// Accept errors seen, by label (mirrored into metrics by the caller).
-    pub on_error: Box<dyn FnMut(&'static str) + Send>,
+    pub(crate) on_error: Box<dyn FnMut(&'static str) + Send>,
     /// Connections accepted and closed at once while out of descriptors.
-    pub shed: u64,
+    pub(crate) shed: u64,
 }
 
 impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
-    pub fn new(listener: L, reserve: R, listener_name: &str) -> Self {
+    pub(crate) fn new(listener: L, reserve: R, listener_name: &str) -> Self {
         AcceptLoop {
             listener,
             reserve,
@@ -231,17 +231,17 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
 
     /// Share log de-duplication with the other accept loops of the same
     /// listener.
-    pub fn log_with(&mut self, dedup: Arc<std::sync::Mutex<LogDedup>>) {
+    pub(crate) fn log_with(&mut self, dedup: Arc<std::sync::Mutex<LogDedup>>) {
         self.dedup = dedup;
     }
 
     /// End back-offs early when `freed` is notified (a connection closed).
-    pub fn wake_on(&mut self, freed: Arc<Notify>) {
+    pub(crate) fn wake_on(&mut self, freed: Arc<Notify>) {
         self.freed = Some(freed);
     }
 
     /// The next accepted connection.
-    pub async fn next(&mut self) -> (L::Conn, SocketAddr) {
+    pub(crate) async fn next(&mut self) -> (L::Conn, SocketAddr) {
         loop {
             let result = poll_fn(|cx| self.listener.poll_accept(cx)).await;
             let err = match result {
@@ -287,7 +287,7 @@ impl<L: Accept, R: Reserve> AcceptLoop<L, R> {
     }
 
     /// The listener back, when accepting has stopped.
-    pub fn into_listener(self) -> L {
+    pub(crate) fn into_listener(self) -> L {
         self.listener
     }
 

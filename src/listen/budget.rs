@@ -22,13 +22,13 @@ use crate::config::{Config, Problem};
 
 /// Descriptors for the runtime (epoll, eventfds), stdio, logs, and files
 /// read at start or reload.
-pub const FIXED_RESERVE: u64 = 64;
+pub(crate) const FIXED_RESERVE: u64 = 64;
 
 /// The process's descriptor limits; `None` is unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FdLimit {
-    pub soft: Option<u64>,
-    pub hard: Option<u64>,
+    pub(crate) soft: Option<u64>,
+    pub(crate) hard: Option<u64>,
 }
 
 /// Raise the soft RLIMIT_NOFILE to the hard limit; returns the limits now
@@ -54,17 +54,17 @@ pub fn raise_nofile_limit() -> FdLimit {
 
 /// What the config needs, term by term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Need {
-    pub clients: u64,
-    pub upstream_active: u64,
-    pub upstream_idle: u64,
-    pub listeners: u64,
-    pub spares: u64,
-    pub reserve: u64,
+pub(crate) struct Need {
+    pub(crate) clients: u64,
+    pub(crate) upstream_active: u64,
+    pub(crate) upstream_idle: u64,
+    pub(crate) listeners: u64,
+    pub(crate) spares: u64,
+    pub(crate) reserve: u64,
 }
 
 impl Need {
-    pub fn of(config: &Config) -> Need {
+    pub(crate) fn of(config: &Config) -> Need {
         let clients = config.connections.max as u64;
         // One upstream socket per request in flight. The request gate bounds
         // those; without it, assume one per client connection (HTTP/2 can
@@ -94,7 +94,7 @@ impl Need {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.clients
             + self.upstream_active
             + self.upstream_idle
@@ -105,7 +105,7 @@ impl Need {
 }
 
 /// Check the budget: a hard problem when it cannot fit, warnings otherwise.
-pub fn check(config: &Config, limit: FdLimit) -> Result<Vec<String>, Problem> {
+pub(crate) fn check(config: &Config, limit: FdLimit) -> Result<Vec<String>, Problem> {
     let mut warnings = Vec::new();
     let Some(soft) = limit.soft else {
         return Ok(warnings);

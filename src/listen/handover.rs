@@ -22,11 +22,11 @@ use command_fds::{CommandFdExt, FdMapping};
 /// Sockets this process inherited, by listener name (`admin` for the
 /// admin listener).
 #[derive(Default)]
-pub struct Inherited(HashMap<String, TcpListener>);
+pub(crate) struct Inherited(HashMap<String, TcpListener>);
 
 impl Inherited {
     /// Read `LISTEN_FDS`/`LISTEN_FDNAMES` (once, at start).
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
             .map(|n| n.split(':').map(str::to_string).collect())
             .unwrap_or_default();
@@ -41,18 +41,18 @@ impl Inherited {
     }
 
     /// The socket named `name`, if it was inherited.
-    pub fn take(&mut self, name: &str) -> Option<TcpListener> {
+    pub(crate) fn take(&mut self, name: &str) -> Option<TcpListener> {
         self.0.remove(name)
     }
 }
 
 /// How long a new process has to become ready.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Start `exe args` with `sockets` (name, socket) handed over, and wait
 /// until it is ready. Returns its pid; on any failure the new process is
 /// gone and the reason is returned.
-pub fn start_successor(
+pub(crate) fn start_successor(
     sockets: &[(String, TcpListener)],
     exe: PathBuf,
     args: Vec<String>,

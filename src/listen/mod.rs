@@ -14,10 +14,10 @@
 //! which closes the listening socket so new clients are refused by the
 //! kernel rather than left in the backlog.
 
-pub mod accept;
-pub mod budget;
-pub mod handover;
-pub mod proxy_protocol;
+pub(crate) mod accept;
+pub(crate) mod budget;
+pub(crate) mod handover;
+pub(crate) mod proxy_protocol;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,32 +52,32 @@ pub enum BindError {
 }
 
 /// A bound listener, ready to accept: one socket per worker.
-pub struct Listener {
-    pub name: Arc<str>,
-    pub config: ListenerConfig,
+pub(crate) struct Listener {
+    pub(crate) name: Arc<str>,
+    pub(crate) config: ListenerConfig,
     /// Non-blocking, registered with a runtime only in the accept loop,
     /// so each can run on its own worker.
     sockets: Vec<std::net::TcpListener>,
     tls: Option<TlsAcceptor>,
     /// The TLS listener's certificates, swappable while it serves.
-    pub certificates: Option<Arc<Certificates>>,
+    pub(crate) certificates: Option<Arc<Certificates>>,
     /// How many of the sockets came from the process this one replaced.
-    pub inherited: usize,
+    pub(crate) inherited: usize,
 }
 
 /// What every accept loop shares; `handler` answers the requests of every
 /// connection accepted (the gateway, in weir).
-pub struct Shared<H> {
-    pub handler: Arc<H>,
+pub(crate) struct Shared<H> {
+    pub(crate) handler: Arc<H>,
     /// Read once per accepted connection, so a reload reaches new ones.
-    pub settings: Arc<ArcSwap<ConnSettings>>,
-    pub registry: Arc<Registry>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) settings: Arc<ArcSwap<ConnSettings>>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Set first at shutdown: the accept loops stop and close their
     /// sockets.
-    pub stop_accepting: watch::Receiver<bool>,
+    pub(crate) stop_accepting: watch::Receiver<bool>,
     /// Set once every accept loop has stopped: connections drain.
-    pub shutdown: watch::Receiver<bool>,
+    pub(crate) shutdown: watch::Receiver<bool>,
 }
 
 /// The name a listener's `i`th socket is handed over under at an upgrade:
@@ -99,7 +99,7 @@ impl Listener {
     /// A socket inherited from a process that bound it without
     /// `SO_REUSEPORT` cannot gain siblings; the workers then accept from
     /// that one socket.
-    pub async fn bind(
+    pub(crate) async fn bind(
         config: &ListenerConfig,
         inherited: &mut handover::Inherited,
         challenges: &Arc<Challenges>,
@@ -177,12 +177,12 @@ impl Listener {
         })
     }
 
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         self.sockets.first().and_then(|s| s.local_addr().ok())
     }
 
     /// Second descriptors of every socket, named for an upgrade.
-    pub fn handover(&self) -> Vec<(String, std::net::TcpListener)> {
+    pub(crate) fn handover(&self) -> Vec<(String, std::net::TcpListener)> {
         self.sockets
             .iter()
             .enumerate()
@@ -191,7 +191,7 @@ impl Listener {
     }
 
     /// One accept loop per socket; the `i`th is meant for worker `i`.
-    pub fn accept_loops<H: Handler>(
+    pub(crate) fn accept_loops<H: Handler>(
         self,
         shared: &Arc<Shared<H>>,
     ) -> Vec<impl Future<Output = ()> + use<H>> {
@@ -486,7 +486,7 @@ fn take_backlog(
 }
 
 /// A second descriptor of a listening socket (for a later handover).
-pub fn socket_handover(socket: &TcpListener) -> Option<std::net::TcpListener> {
+pub(crate) fn socket_handover(socket: &TcpListener) -> Option<std::net::TcpListener> {
     let fd = std::os::fd::AsFd::as_fd(socket).try_clone_to_owned().ok()?;
     Some(std::net::TcpListener::from(fd))
 }

@@ -32,22 +32,22 @@ use tokio::net::TcpStream;
 /// The v2 signature (the protocol's 12 first bytes).
 pub const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 /// The v1 signature, with the space that follows `PROXY`.
-pub const V1_SIGNATURE: &[u8; 6] = b"PROXY ";
+pub(crate) const V1_SIGNATURE: &[u8; 6] = b"PROXY ";
 /// A v1 header is at most 107 bytes, CRLF included (the specification's
 /// bound, so a v1 header fits one read on any balancer).
-pub const V1_MAX: usize = 107;
+pub(crate) const V1_MAX: usize = 107;
 /// The fixed part of a v2 header: signature, version and command, family
 /// and protocol, length.
-pub const V2_FIXED: usize = 16;
+pub(crate) const V2_FIXED: usize = 16;
 /// The longest v2 address block and TLVs weir takes. AWS NLB adds a VPC
 /// endpoint id; HAProxy adds ALPN, authority, a unique id and SSL details
 /// when asked — a few hundred bytes. 4 KiB leaves room for all of it and
 /// bounds what a connection may make weir hold before it is known.
-pub const V2_MAX_PAYLOAD: usize = 4096;
+pub(crate) const V2_MAX_PAYLOAD: usize = 4096;
 
 /// Whether the first bytes of a connection are a PROXY header's signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signature {
+pub(crate) enum Signature {
     /// Not a PROXY header: the bytes differ from both signatures.
     Absent,
     /// A whole v1 or v2 signature.
@@ -58,7 +58,7 @@ pub enum Signature {
 
 /// Whether `seen`, the first bytes of a connection, begin with a PROXY
 /// header's signature.
-pub fn signature(seen: &[u8]) -> Signature {
+pub(crate) fn signature(seen: &[u8]) -> Signature {
     let mut undecided = false;
     for sig in [&V1_SIGNATURE[..], &V2_SIGNATURE[..]] {
         let n = seen.len().min(sig.len());
@@ -102,7 +102,7 @@ pub enum Invalid {
 }
 
 impl Invalid {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Invalid::TooLong => "too_long",
             Invalid::Malformed => "malformed",
@@ -199,7 +199,7 @@ pub fn parse(header: &[u8]) -> Result<Option<SocketAddr>, Invalid> {
 
 /// Why a connection was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// A trusted source opened without a PROXY header.
     Missing,
     /// An untrusted source opened with a PROXY header signature.
@@ -213,7 +213,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// For logs and their de-duplication.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Refusal::Missing => "missing",
             Refusal::Untrusted => "untrusted",
@@ -231,7 +231,7 @@ impl Refusal {
 /// signatures (usually the first byte), and refuses a signature.
 ///
 /// Takes exactly the header's bytes from the socket and nothing after it.
-pub async fn read_header(
+pub(crate) async fn read_header(
     stream: &mut TcpStream,
     trusted: bool,
 ) -> Result<Option<SocketAddr>, Refusal> {

@@ -15,10 +15,10 @@ use crate::respond::{Payload, Rescue};
 
 /// An error body is read whole to be relayed later; bounded (provider
 /// error bodies are a few hundred bytes).
-pub const MAX_ERROR_BODY: usize = 64 * 1024;
+pub(crate) const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Relay an upstream response as it is (streaming its body).
-pub fn relay_verbatim(
+pub(crate) fn relay_verbatim(
     resp: Response<hyper::body::Incoming>,
     served_by: Option<&str>,
 ) -> Response<Payload> {
@@ -28,7 +28,7 @@ pub fn relay_verbatim(
     resp
 }
 
-pub fn served_by_header(resp: &mut Response<Payload>, served_by: Option<&str>) {
+pub(crate) fn served_by_header(resp: &mut Response<Payload>, served_by: Option<&str>) {
     if let Some(name) = served_by
         && let Ok(v) = HeaderValue::from_str(name)
     {
@@ -36,14 +36,14 @@ pub fn served_by_header(resp: &mut Response<Payload>, served_by: Option<&str>) {
     }
 }
 
-pub fn is_event_stream(headers: &http::HeaderMap) -> bool {
+pub(crate) fn is_event_stream(headers: &http::HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-pub fn json_content(headers: &mut http::HeaderMap) {
+pub(crate) fn json_content(headers: &mut http::HeaderMap) {
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -62,7 +62,7 @@ const MAX_COUNTED_BODY: usize = 1024 * 1024;
 /// A whole answer read under the byte budget, to read its usage and to
 /// translate it: one to translate must be held whole (at most 32 MiB);
 /// a native one past 1 MiB or the budget comes back to be streamed on.
-pub async fn read_whole(
+pub(crate) async fn read_whole(
     body: hyper::body::Incoming,
     declared: Option<u64>,
     budget: &ByteBudget,
@@ -84,7 +84,7 @@ pub async fn read_whole(
 }
 
 /// A native answer too large to hold: what was read, then the rest.
-pub fn relay_streaming(
+pub(crate) fn relay_streaming(
     mut parts: http::response::Parts,
     head: Bytes,
     rest: hyper::body::Incoming,
@@ -98,7 +98,7 @@ pub fn relay_streaming(
 }
 
 /// A whole answer read by [`read_whole`], relayed as the upstream sent it.
-pub fn relay_whole(
+pub(crate) fn relay_whole(
     mut parts: http::response::Parts,
     bytes: Bytes,
     served_by: Option<&str>,
@@ -112,7 +112,7 @@ pub fn relay_whole(
 /// A whole answer from an upstream of another API, in the client's: an
 /// error keeps its status in the client's envelope; a success is
 /// assembled into the client's object.
-pub fn translate_whole(
+pub(crate) fn translate_whole(
     translation: Translation,
     mut parts: http::response::Parts,
     bytes: Bytes,
@@ -137,7 +137,10 @@ pub fn translate_whole(
     Ok(resp)
 }
 
-pub async fn read_error_body(body: hyper::body::Incoming, timeout: std::time::Duration) -> Bytes {
+pub(crate) async fn read_error_body(
+    body: hyper::body::Incoming,
+    timeout: std::time::Duration,
+) -> Bytes {
     let read = Limited::new(body, MAX_ERROR_BODY).collect();
     match tokio::time::timeout(timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),

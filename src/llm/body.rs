@@ -16,11 +16,11 @@ use crate::proxy::{BodyTooLarge, BodyTooSlow, RequestBody};
 
 /// Bytes of request bodies held in memory by LLM routes, process-wide.
 #[derive(Clone, Default)]
-pub struct ByteBudget(Option<Arc<Semaphore>>);
+pub(crate) struct ByteBudget(Option<Arc<Semaphore>>);
 
 impl ByteBudget {
     /// A budget of `bytes`; 0 = no bound.
-    pub fn new(bytes: u64) -> Self {
+    pub(crate) fn new(bytes: u64) -> Self {
         ByteBudget((bytes > 0).then(|| Arc::new(Semaphore::new(bytes as usize))))
     }
 
@@ -47,7 +47,8 @@ impl ByteBudget {
     }
 
     /// Bytes reserved now (for tests and the admin view).
-    pub fn in_use(&self, limit: u64) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn in_use(&self, limit: u64) -> u64 {
         self.0
             .as_ref()
             .map_or(0, |s| limit - s.available_permits() as u64)
@@ -55,14 +56,14 @@ impl ByteBudget {
 }
 
 /// A body read whole, and its place in the budget (released on drop).
-pub struct ReadBody {
-    pub bytes: Bytes,
+pub(crate) struct ReadBody {
+    pub(crate) bytes: Bytes,
     _reservation: Option<OwnedSemaphorePermit>,
 }
 
 /// Why a body could not be read.
 #[derive(Debug, PartialEq, Eq)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     TooLarge,
     TooSlow,
     Unreadable,
@@ -72,7 +73,7 @@ pub enum ReadError {
 
 /// Read `body` whole, reserving its declared length up front and growing
 /// the reservation as an undeclared (chunked) body arrives.
-pub async fn read(
+pub(crate) async fn read(
     mut body: RequestBody,
     declared: Option<u64>,
     budget: &ByteBudget,
@@ -111,7 +112,7 @@ pub async fn read(
 }
 
 /// An upstream's whole (non-streamed) answer, as far as it was read.
-pub enum Answer {
+pub(crate) enum Answer {
     /// All of it, held under the budget.
     Whole(ReadBody),
     /// Too large (or the budget too short) to hold for its usage: what was
@@ -127,7 +128,7 @@ pub enum Answer {
 /// length is declared, growing as an undeclared one arrives. Past the
 /// limit or the budget, `must_hold` (an answer to translate) fails;
 /// otherwise the answer is handed back to be streamed on.
-pub async fn read_answer(
+pub(crate) async fn read_answer(
     mut body: hyper::body::Incoming,
     declared: Option<u64>,
     budget: &ByteBudget,
@@ -186,13 +187,13 @@ pub async fn read_answer(
 }
 
 /// What was read of an answer, then the rest as it arrives.
-pub struct Prefixed {
+pub(crate) struct Prefixed {
     head: Option<Bytes>,
     rest: hyper::body::Incoming,
 }
 
 impl Prefixed {
-    pub fn new(head: Bytes, rest: hyper::body::Incoming) -> Self {
+    pub(crate) fn new(head: Bytes, rest: hyper::body::Incoming) -> Self {
         Prefixed {
             head: (!head.is_empty()).then_some(head),
             rest,

@@ -50,7 +50,7 @@ use weir_wire::Endpoint;
 /// The most members of one upstream tried for one request: enough to get
 /// past a rate-limited key or a dead endpoint, few enough that a request
 /// never walks a long list of keys.
-pub const MEMBER_ATTEMPTS: usize = 3;
+pub(crate) const MEMBER_ATTEMPTS: usize = 3;
 
 /// A failed attempt weir may relay if nothing better comes.
 struct Answered {
@@ -87,7 +87,7 @@ impl Answered {
 }
 
 /// The messages, responses and chat completions endpoints.
-pub async fn run(
+pub(crate) async fn run(
     llm: &LlmRoute,
     request: &Outgoing,
     endpoint: Endpoint,

@@ -29,35 +29,35 @@ const DAY: u64 = 86_400;
 
 /// An amount of budget: tokens, and spend in 10⁻¹² of the currency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Amount {
-    pub tokens: u64,
-    pub spend: u64,
+pub(crate) struct Amount {
+    pub(crate) tokens: u64,
+    pub(crate) spend: u64,
 }
 
 /// What [`Ledger::reserve`] took: hand it back to [`Ledger::settle`]
 /// exactly once (it cannot be copied).
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     amount: Amount,
 }
 
 impl Reservation {
-    pub fn amount(&self) -> Amount {
+    pub(crate) fn amount(&self) -> Amount {
         self.amount
     }
 }
 
 /// Which bound refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
+pub(crate) enum Bound {
     TokensPerMinute,
     TokensPerDay,
     SpendPerDay,
 }
 
 impl Bound {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Bound::TokensPerMinute => "tokens_per_minute",
             Bound::TokensPerDay => "tokens_per_day",
@@ -68,23 +68,23 @@ impl Bound {
 
 /// Why a request was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refused {
-    pub bound: Bound,
+pub(crate) struct Refused {
+    pub(crate) bound: Bound,
     /// When the request would fit; `None` when it never can (it asks for
     /// more than the whole bound).
-    pub retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
 }
 
 /// Wall-clock time as tokio measures it: a fixed Unix time and the tokio
 /// instant it was read at, so tests can pause and advance time.
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
+pub(crate) struct Clock {
     at: tokio::time::Instant,
     unix: Duration,
 }
 
 impl Clock {
-    pub fn system() -> Self {
+    pub(crate) fn system() -> Self {
         let unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -92,7 +92,7 @@ impl Clock {
     }
 
     /// A clock that reads `unix` now.
-    pub fn starting_at(unix: Duration) -> Self {
+    pub(crate) fn starting_at(unix: Duration) -> Self {
         Clock {
             at: tokio::time::Instant::now(),
             unix,
@@ -100,7 +100,7 @@ impl Clock {
     }
 
     /// Now, as a duration since the Unix epoch.
-    pub fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         self.unix + self.at.elapsed()
     }
 }
@@ -143,29 +143,29 @@ impl State {
 
 /// One client token's budget state.
 #[derive(Debug)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     clock: Clock,
     state: Mutex<State>,
 }
 
 /// One bounded window as the admin view shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowView {
-    pub bound: Bound,
-    pub limit: Option<u64>,
+pub(crate) struct WindowView {
+    pub(crate) bound: Bound,
+    pub(crate) limit: Option<u64>,
     /// Settled in the current window.
-    pub used: u64,
+    pub(crate) used: u64,
     /// Held by requests in flight.
-    pub reserved: u64,
+    pub(crate) reserved: u64,
     /// Unix second the window ends at.
-    pub resets_at: u64,
+    pub(crate) resets_at: u64,
 }
 
 /// A ledger as it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct View {
-    pub windows: [WindowView; 3],
-    pub in_flight: u64,
+pub(crate) struct View {
+    pub(crate) windows: [WindowView; 3],
+    pub(crate) in_flight: u64,
 }
 
 impl Default for Ledger {
@@ -175,7 +175,7 @@ impl Default for Ledger {
 }
 
 impl Ledger {
-    pub fn new(clock: Clock) -> Self {
+    pub(crate) fn new(clock: Clock) -> Self {
         Ledger {
             clock,
             state: Mutex::new(State::default()),
@@ -190,7 +190,7 @@ impl Ledger {
     /// Reserve `want` against `budget`: admitted only if it fits every
     /// bounded window with everything settled there and everything in
     /// flight.
-    pub fn reserve(&self, want: Amount, budget: &Budget) -> Result<Reservation, Refused> {
+    pub(crate) fn reserve(&self, want: Amount, budget: &Budget) -> Result<Reservation, Refused> {
         let (secs, now) = self.now();
         let mut s = self.state.locked();
         s.roll(secs);
@@ -258,7 +258,7 @@ impl Ledger {
 
     /// End a reservation: it leaves what is in flight, and `actual` is
     /// charged to the windows current now (nothing, to release it).
-    pub fn settle(&self, reservation: Reservation, actual: Amount) {
+    pub(crate) fn settle(&self, reservation: Reservation, actual: Amount) {
         let (secs, _) = self.now();
         let mut guard = self.state.locked();
         let s = &mut *guard;
@@ -274,7 +274,7 @@ impl Ledger {
     }
 
     /// The ledger against `budget`, now.
-    pub fn view(&self, budget: &Budget) -> View {
+    pub(crate) fn view(&self, budget: &Budget) -> View {
         let (secs, _) = self.now();
         let mut s = self.state.locked();
         s.roll(secs);

@@ -10,18 +10,18 @@ use tokio::time::Instant;
 use super::answer::relay_verbatim;
 use super::failover::finish;
 use super::outgoing::{Outgoing, Prepared, Sent, send};
-use weir_wire::translate::tokens;
 use super::upstream::LlmUpstream;
 use super::{Context, LlmRoute};
 use crate::balance::{Outcome, Pick, Reason};
 use crate::config::Choice;
 use crate::respond::{Payload, Rescue};
 use weir_wire::Endpoint;
+use weir_wire::translate::tokens;
 
 /// `count_tokens`: the first upstream that answers; an upstream without
 /// the endpoint (404/405) means 501 `not_supported`, which makes Claude
 /// Code fall back to its own estimate instead of breaking.
-pub async fn count_tokens(
+pub(crate) async fn count_tokens(
     llm: &LlmRoute,
     request: &Outgoing,
     choices: &[Choice],
@@ -128,7 +128,7 @@ async fn count_locally(llm: &LlmRoute, body: &bytes::Bytes) -> Result<Response<P
 }
 
 /// `GET /v1/models`: the first of the route's upstreams that answers.
-pub async fn models(
+pub(crate) async fn models(
     llm: &LlmRoute,
     request: &Outgoing,
     cx: &Context<'_>,

@@ -23,15 +23,15 @@
 //!    `count_tokens` and `GET /v1/models` need no generation: [`local`].
 
 mod answer;
-pub mod body;
+pub(crate) mod body;
 mod failover;
-pub mod ledger;
+pub(crate) mod ledger;
 mod local;
 mod offload;
 mod outgoing;
 mod relay;
-pub mod upstream;
-pub mod usage;
+pub(crate) mod upstream;
+pub(crate) mod usage;
 
 use std::sync::Arc;
 
@@ -40,12 +40,12 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use subtle::ConstantTimeEq;
 
-pub use body::ByteBudget;
+pub(crate) use body::ByteBudget;
 use body::ReadError;
-use weir_wire::body::ModelError;
-pub use offload::Offload;
+pub(crate) use offload::Offload;
 use upstream::LlmUpstream;
-pub use usage::Books;
+pub(crate) use usage::Books;
+use weir_wire::body::ModelError;
 
 use crate::admit::rate::{Client, RateLimit, Refusal};
 use crate::admit::{Admission, TokenGate};
@@ -59,9 +59,9 @@ use weir_wire::Endpoint;
 
 /// An LLM route's long-lived parts: its settings, a pooled client and a
 /// cooldown per upstream, a gate per client token, and the byte budget.
-pub struct LlmRoute {
-    pub settings: Arc<LlmSettings>,
-    pub upstreams: Vec<Arc<LlmUpstream>>,
+pub(crate) struct LlmRoute {
+    pub(crate) settings: Arc<LlmSettings>,
+    pub(crate) upstreams: Vec<Arc<LlmUpstream>>,
     token_gates: Vec<TokenGate>,
     /// Each client token's name in the fleet's keys (a hash: the token
     /// never leaves the process); empty without a cluster.
@@ -70,14 +70,14 @@ pub struct LlmRoute {
     /// Where CPU-heavy work on a large body runs (shared process-wide).
     offload: Offload,
     /// Each client token's budget ledger, and where usage records go.
-    pub books: Books,
+    pub(crate) books: Books,
     /// Its series, over its models, upstreams and client tokens.
-    pub metrics: Arc<LlmRouteMetrics>,
+    pub(crate) metrics: Arc<LlmRouteMetrics>,
 }
 
 impl LlmRoute {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         route: &Arc<str>,
         settings: Arc<LlmSettings>,
         upstream_settings: &UpstreamSettings,
@@ -143,23 +143,23 @@ impl LlmRoute {
 }
 
 /// What [`serve`] needs from the request lifecycle.
-pub struct Context<'a> {
-    pub route_name: &'a Arc<str>,
-    pub route: &'a RouteConfig,
-    pub body_rate: Option<BodyRate>,
-    pub metrics: &'a Arc<Metrics>,
-    pub facts: &'a SharedLlmFacts,
-    pub admission: &'a mut Option<Admission>,
-    pub started: std::time::Instant,
+pub(crate) struct Context<'a> {
+    pub(crate) route_name: &'a Arc<str>,
+    pub(crate) route: &'a RouteConfig,
+    pub(crate) body_rate: Option<BodyRate>,
+    pub(crate) metrics: &'a Arc<Metrics>,
+    pub(crate) facts: &'a SharedLlmFacts,
+    pub(crate) admission: &'a mut Option<Admission>,
+    pub(crate) started: std::time::Instant,
     /// The route's per-client rate limit, counted here by client token
     /// when the route has tokens.
-    pub rate: Option<&'a Arc<RateLimit>>,
-    pub peer: std::net::IpAddr,
-    pub host: &'a str,
+    pub(crate) rate: Option<&'a Arc<RateLimit>>,
+    pub(crate) peer: std::net::IpAddr,
+    pub(crate) host: &'a str,
 }
 
 /// Serve one request on an LLM route.
-pub async fn serve(
+pub(crate) async fn serve(
     llm: &LlmRoute,
     req: Request<Incoming>,
     cx: Context<'_>,

@@ -14,34 +14,34 @@ use tokio::sync::Semaphore;
 
 /// Bodies up to this size are worked on inline: the cost of a thread
 /// hand-off is larger than the work.
-pub const INLINE_MAX: usize = 64 * 1024;
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
 
 /// The bounded pool for heavy work, shared by every LLM route.
 #[derive(Clone)]
-pub struct Offload {
+pub(crate) struct Offload {
     permits: Arc<Semaphore>,
 }
 
 /// Every slot for heavy work is taken.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Busy;
+pub(crate) struct Busy;
 
 impl Offload {
     /// At most `limit` jobs at once (at least one).
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Offload {
             permits: Arc::new(Semaphore::new(limit.max(1))),
         }
     }
 
     /// One job per core: more would only take turns on the same cores.
-    pub fn per_core() -> Self {
+    pub(crate) fn per_core() -> Self {
         Self::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
     /// Run `work` on a body of `size` bytes: inline when small, else on the
     /// blocking pool under the limit.
-    pub async fn run<T, F>(&self, size: usize, work: F) -> Result<T, Busy>
+    pub(crate) async fn run<T, F>(&self, size: usize, work: F) -> Result<T, Busy>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -51,7 +51,7 @@ impl Offload {
 
     /// [`Offload::run`] for work cheaper per byte than a parse: inline up
     /// to `inline_max` bytes.
-    pub async fn run_inline_up_to<T, F>(
+    pub(crate) async fn run_inline_up_to<T, F>(
         &self,
         inline_max: usize,
         size: usize,

@@ -4,47 +4,47 @@
 //! then for each member tried (its URL, its key in the header its API
 //! reads), and sending it under the first-byte timeout.
 
-use weir_wire::body::splice;
 use super::offload::{Busy, Offload};
-use weir_wire::translate::{Pair, ToolNames, TranslateError, native};
 use super::upstream::{LlmMember, LlmUpstream};
 use crate::config::{Credential, UpstreamApi};
 use crate::proxy::headers::clean_request;
-use weir_wire::Endpoint;
 use bytes::Bytes;
 use http::Response;
 use http::header::{self, HeaderName, HeaderValue};
 use http_body_util::Full;
+use weir_wire::Endpoint;
+use weir_wire::body::splice;
+use weir_wire::translate::{Pair, ToolNames, TranslateError, native};
 
 /// The request as it will be sent upstream, attempt after attempt.
-pub struct Outgoing {
-    pub parts: http::request::Parts,
-    pub path_and_query: String,
+pub(crate) struct Outgoing {
+    pub(crate) parts: http::request::Parts,
+    pub(crate) path_and_query: String,
     /// The header that carried weir's own client token: never forwarded.
-    pub strip: Option<HeaderName>,
-    pub body: Bytes,
-    pub model_span: Option<std::ops::Range<usize>>,
+    pub(crate) strip: Option<HeaderName>,
+    pub(crate) body: Bytes,
+    pub(crate) model_span: Option<std::ops::Range<usize>>,
     /// Whether the body may carry state weir made for another vendor.
-    pub weir_state: bool,
+    pub(crate) weir_state: bool,
     /// The model the client asked for (echoed in translated answers).
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The conversation's hash, for upstreams that keep a conversation on
     /// one member.
-    pub conversation: Option<u64>,
+    pub(crate) conversation: Option<u64>,
 }
 
 /// How one attempt's answer is translated back: the pair, and the tool
 /// names shortened in its request.
-pub struct Translation {
-    pub pair: Pair,
-    pub names: ToolNames,
-    pub include_usage: bool,
+pub(crate) struct Translation {
+    pub(crate) pair: Pair,
+    pub(crate) names: ToolNames,
+    pub(crate) include_usage: bool,
 }
 
 /// A request made ready for one upstream, to be sent to any of its
 /// members: translated (or spliced) once, whichever endpoint and key
 /// take it.
-pub struct Draft {
+pub(crate) struct Draft {
     api: UpstreamApi,
     method: http::Method,
     /// The API path (and query), after each member's base path.
@@ -53,13 +53,13 @@ pub struct Draft {
     headers: http::HeaderMap,
     body: Bytes,
     /// How the answer is translated back, when it is.
-    pub translation: Option<Translation>,
+    pub(crate) translation: Option<Translation>,
 }
 
 impl Draft {
     /// The request for `member`: its URL, its key. None when they cannot
     /// make a request (a key that is no header value).
-    pub fn for_member(&self, member: &LlmMember) -> Option<http::Request<Full<Bytes>>> {
+    pub(crate) fn for_member(&self, member: &LlmMember) -> Option<http::Request<Full<Bytes>>> {
         let base = &member.url;
         let path = format!("{}{}", base.path().trim_end_matches('/'), self.path);
         let uri = http::Uri::builder()
@@ -84,7 +84,7 @@ impl Draft {
 }
 
 /// A request made ready for one upstream.
-pub enum Prepared {
+pub(crate) enum Prepared {
     /// Send it to a member; translate the answer back when the draft
     /// says how.
     Ready(Box<Draft>),
@@ -99,7 +99,7 @@ pub enum Prepared {
     Busy,
 }
 
-pub enum Sent {
+pub(crate) enum Sent {
     Response(Response<hyper::body::Incoming>),
     /// Could not connect.
     Refused,
@@ -110,7 +110,7 @@ pub enum Sent {
 impl Outgoing {
     /// The request for `upstream`, with the model it knows the requested
     /// one by, translated when it speaks another API than the client.
-    pub async fn for_upstream(
+    pub(crate) async fn for_upstream(
         &self,
         upstream: &LlmUpstream,
         endpoint: Endpoint,
@@ -211,7 +211,7 @@ impl Outgoing {
     }
 }
 
-pub async fn send(
+pub(crate) async fn send(
     upstream: &LlmUpstream,
     req: http::Request<Full<Bytes>>,
     timeout: std::time::Duration,

@@ -31,28 +31,28 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use weir_wire::translate;
 use crate::respond::{BoxError, SharedLlmFacts};
 use crate::sync::Locked;
 use crate::telemetry::LlmRouteMetrics;
 use weir_wire::sse::{self, Framer};
+use weir_wire::translate;
 use weir_wire::{Api, EventClass, Usage, Watch};
 
 /// Where the relay reports: the request's facts and the route's metrics.
-pub struct Tally {
-    pub metrics: Arc<LlmRouteMetrics>,
+pub(crate) struct Tally {
+    pub(crate) metrics: Arc<LlmRouteMetrics>,
     /// The configured model entry (see [`LlmRouteMetrics::model`]).
-    pub model: usize,
+    pub(crate) model: usize,
     /// The configured upstream serving, by index.
-    pub upstream: usize,
-    pub facts: SharedLlmFacts,
-    pub started: std::time::Instant,
+    pub(crate) upstream: usize,
+    pub(crate) facts: SharedLlmFacts,
+    pub(crate) started: std::time::Instant,
     /// The member serving: counted in flight until the answer ends.
-    pub _in_flight: Option<crate::balance::Pick<super::upstream::LlmMember>>,
+    pub(crate) _in_flight: Option<crate::balance::Pick<super::upstream::LlmMember>>,
 }
 
 impl Tally {
-    pub fn first_content(&self) {
+    pub(crate) fn first_content(&self) {
         let elapsed = self.started.elapsed();
         self.metrics.first_token(self.model, elapsed.as_secs_f64());
         let mut f = self.facts.locked();
@@ -71,7 +71,7 @@ impl Tally {
 
     /// A whole (non-streamed) answer: its usage, when it reports one, and
     /// its outcome.
-    pub fn answered(&self, usage: Option<Usage>, outcome: &'static str) {
+    pub(crate) fn answered(&self, usage: Option<Usage>, outcome: &'static str) {
         if let Some(u) = usage {
             self.usage(u);
         }
@@ -97,14 +97,14 @@ impl Tally {
 
 /// The most a stream's held preamble may take: past it the stream is
 /// released as it is (a real preamble is a few hundred bytes).
-pub const MAX_HELD: usize = 64 * 1024;
+pub(crate) const MAX_HELD: usize = 64 * 1024;
 /// The longest single event weir will hold while its end arrives; an
 /// upstream that never ends an event is treated as broken.
-pub const MAX_EVENT: usize = 1024 * 1024;
+pub(crate) const MAX_EVENT: usize = 1024 * 1024;
 
 /// How the failover window ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Held {
+pub(crate) enum Held {
     /// Content arrived: commit to this upstream.
     Content,
     /// The stream reported an error before any content: fail over.
@@ -124,7 +124,7 @@ enum Next {
     Failed,
 }
 
-pub struct Relay {
+pub(crate) struct Relay {
     upstream: Option<Incoming>,
     framer: Framer,
     /// Translates the upstream's events into the client's protocol.
@@ -152,7 +152,7 @@ pub struct Relay {
 impl Relay {
     /// `api` is the client's; `translator` turns the upstream's events
     /// into it when the upstream speaks another.
-    pub fn new(
+    pub(crate) fn new(
         upstream: Incoming,
         api: Api,
         translator: Option<translate::Stream>,
@@ -184,7 +184,7 @@ impl Relay {
 
     /// Read until the first content event (held events stay queued for the
     /// client), an error, the end, or `limit`.
-    pub async fn hold_preamble(&mut self, limit: Duration) -> Held {
+    pub(crate) async fn hold_preamble(&mut self, limit: Duration) -> Held {
         let hold = async {
             loop {
                 match poll_fn(|cx| self.poll_next(cx)).await {
@@ -211,7 +211,7 @@ impl Relay {
 
     /// Give up on this upstream before its stream reached the client: not
     /// counted as a served request.
-    pub fn abandon(mut self) {
+    pub(crate) fn abandon(mut self) {
         // What its preamble reported was not served: the next upstream's
         // answer is the request's usage.
         if let Some(t) = self.tally.take() {
@@ -225,7 +225,7 @@ impl Relay {
     }
 
     /// The events held so far, for relaying a failed attempt verbatim.
-    pub fn held_bytes(&self) -> Vec<u8> {
+    pub(crate) fn held_bytes(&self) -> Vec<u8> {
         self.ready.iter().flat_map(|b| b.iter().copied()).collect()
     }
 

@@ -30,7 +30,7 @@ use crate::proxy::upstream::{connector, h1_pool, pooled_client};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
-pub type LlmClient = UpstreamClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(crate) type LlmClient = UpstreamClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// The distinct schemes and authorities of an upstream's servers: one
 /// HTTP/1.1 pool each, whichever keys its members send.
@@ -57,23 +57,23 @@ fn endpoints(config: &LlmUpstreamConfig) -> Vec<http::Uri> {
 }
 
 /// The longest an upstream's own retry hint keeps a member out.
-pub const MAX_HINT: Duration = Duration::from_secs(300);
+pub(crate) const MAX_HINT: Duration = Duration::from_secs(300);
 
 /// One endpoint with one key.
 #[derive(Debug)]
-pub struct LlmMember {
+pub(crate) struct LlmMember {
     /// Base URL; the API path is appended to its path.
-    pub url: http::Uri,
-    pub credential: Credential,
+    pub(crate) url: http::Uri,
+    pub(crate) credential: Credential,
     /// The upstream's name, then the endpoint and the key's source when
     /// the upstream has more than one of them (never the key itself).
-    pub label: Arc<str>,
-    pub metrics: ServerMetrics,
+    pub(crate) label: Arc<str>,
+    pub(crate) metrics: ServerMetrics,
 }
 
 impl LlmMember {
     /// Log and count a member going out of its group or coming back.
-    pub fn changed(
+    pub(crate) fn changed(
         &self,
         metrics: &Metrics,
         route: &Arc<str>,
@@ -111,12 +111,12 @@ impl LlmMember {
     }
 }
 
-pub struct LlmUpstream {
-    pub config: LlmUpstreamConfig,
+pub(crate) struct LlmUpstream {
+    pub(crate) config: LlmUpstreamConfig,
     /// One pool per worker, shared by the members (keyed by endpoint
     /// inside).
-    pub client: PerWorker<LlmClient>,
-    pub group: Arc<Group<LlmMember>>,
+    pub(crate) client: PerWorker<LlmClient>,
+    pub(crate) group: Arc<Group<LlmMember>>,
     /// The fleet the members' holds are shared with, if the route shares.
     fleet: Option<Fleet>,
 }
@@ -160,7 +160,7 @@ impl Holdable for FleetSeat {
 }
 
 impl LlmUpstream {
-    pub fn new(
+    pub(crate) fn new(
         route: &Arc<str>,
         config: &LlmUpstreamConfig,
         settings: &UpstreamSettings,
@@ -249,7 +249,7 @@ impl LlmUpstream {
     /// Hold member `index` out until `until` because it said so (429/503/
     /// 529 with a retry hint), and tell the fleet when the route shares
     /// (without waiting). Says when this took it out.
-    pub fn hold(
+    pub(crate) fn hold(
         &self,
         index: usize,
         until: Instant,
@@ -267,7 +267,7 @@ impl LlmUpstream {
 
     /// Until when every member is out and whether all of them are rate
     /// limited (so the client is told 429, not 503), when none is in.
-    pub fn all_out(&self, until: Option<Instant>, now: Instant) -> Option<(Instant, bool)> {
+    pub(crate) fn all_out(&self, until: Option<Instant>, now: Instant) -> Option<(Instant, bool)> {
         let until = until?;
         let limited = (0..self.group.len())
             .all(|i| matches!(self.group.held(i, now), Some((_, Reason::RateLimited))));
@@ -277,7 +277,7 @@ impl LlmUpstream {
 
 /// The retry hint in an upstream's response: `retry-after-ms`, then
 /// `retry-after` in seconds (the order the official SDKs read them in).
-pub fn retry_hint(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_hint(headers: &HeaderMap) -> Option<Duration> {
     let number = |name: &str| -> Option<f64> {
         headers
             .get(name)?

@@ -33,7 +33,7 @@ mod charge;
 mod view;
 
 use charge::{Usage, charge, dearest, worst_input};
-pub use view::view;
+pub(crate) use view::view;
 
 use super::ledger::{Amount, Bound, Ledger, Refused, Reservation};
 use crate::admit::Budgeted;
@@ -53,39 +53,39 @@ use crate::telemetry::{LlmRouteMetrics, RecordSink, UsageOf};
 /// gives the difference back when the answer ends. Dense text can have
 /// more tokens than this bound (some code, some scripts): the excess is
 /// charged at settle, beyond the reservation.
-pub const INPUT_BYTES_PER_TOKEN: u64 = 3;
+pub(crate) const INPUT_BYTES_PER_TOKEN: u64 = 3;
 
 /// A route's long-lived accounting parts: the ledger of each client token
 /// (by index; kept across reloads by route and client name) and the sink
 /// of usage records.
 #[derive(Clone, Default)]
-pub struct Books {
-    pub ledgers: Arc<[Arc<Ledger>]>,
-    pub records: RecordSink,
+pub(crate) struct Books {
+    pub(crate) ledgers: Arc<[Arc<Ledger>]>,
+    pub(crate) records: RecordSink,
     /// The fleet's budgets, when the route shares its limits: the cluster
     /// and each client token's budget key (by index). The ledgers then
     /// only enforce this instance's share while Redis is away.
-    pub fleet: Option<Fleet>,
+    pub(crate) fleet: Option<Fleet>,
 }
 
 /// Where a route's client budgets are kept by the fleet.
 #[derive(Clone)]
-pub struct Fleet {
-    pub cluster: Arc<Cluster>,
-    pub keys: Arc<[Arc<str>]>,
+pub(crate) struct Fleet {
+    pub(crate) cluster: Arc<Cluster>,
+    pub(crate) keys: Arc<[Arc<str>]>,
 }
 
 /// What a reservation counted, to settle a request that reported less
 /// than it needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Estimate {
-    pub input: u64,
-    pub output: u64,
+pub(crate) struct Estimate {
+    pub(crate) input: u64,
+    pub(crate) output: u64,
 }
 
 /// How a request's charge was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// The usage the upstream reported with a completed answer.
     Usage,
     /// The answer did not complete with usage: what was reported, plus the
@@ -96,7 +96,7 @@ pub enum Settled {
 }
 
 impl Settled {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Settled::Usage => "usage",
             Settled::Reservation => "reservation",
@@ -155,14 +155,14 @@ impl Holder {
 }
 
 /// What a request would reserve, before it is reserved.
-pub struct Want {
+pub(crate) struct Want {
     index: usize,
     estimate: Estimate,
     amount: Amount,
 }
 
 /// One request's account.
-pub struct Account {
+pub(crate) struct Account {
     route: Arc<str>,
     settings: Arc<LlmSettings>,
     books: Books,
@@ -173,7 +173,7 @@ pub struct Account {
 
 impl Account {
     /// Open the account of a request on `route`, kept with its facts.
-    pub fn open(
+    pub(crate) fn open(
         route: &Arc<str>,
         settings: &Arc<LlmSettings>,
         books: &Books,
@@ -193,7 +193,7 @@ impl Account {
     }
 
     /// The request presented client token `index`.
-    pub fn identify(&self, index: usize, facts: &SharedLlmFacts) {
+    pub(crate) fn identify(&self, index: usize, facts: &SharedLlmFacts) {
         *self.client.locked() = Some(index);
         if let Some(c) = self.settings.client_tokens.get(index) {
             facts.locked().client = Some(c.name.as_str().into());
@@ -203,7 +203,7 @@ impl Account {
     /// Whether this request's client token has a budget the fleet keeps
     /// (its reserve is then decided with the shared limits: see
     /// [`Account::budget_ask`]).
-    pub fn budget_is_shared(&self) -> bool {
+    pub(crate) fn budget_is_shared(&self) -> bool {
         self.books.fleet.is_some() && self.budget().is_some()
     }
 
@@ -217,7 +217,7 @@ impl Account {
     /// What the request reserves: its input bounded by `body_len`, its
     /// output by `max_output` (else the route's default), priced at the
     /// dearest of the `models` it may be sent as. `None`: no budget.
-    pub fn want<'a>(
+    pub(crate) fn want<'a>(
         &self,
         body_len: usize,
         max_output: Option<u64>,
@@ -246,7 +246,10 @@ impl Account {
     }
 
     /// The fleet's budget question for `want`, for the limits' decision.
-    pub fn budget_ask<'a>(&'a self, want: &Want) -> Option<(&'a Arc<Cluster>, BudgetAsk<'a>)> {
+    pub(crate) fn budget_ask<'a>(
+        &'a self,
+        want: &Want,
+    ) -> Option<(&'a Arc<Cluster>, BudgetAsk<'a>)> {
         let fleet = self.books.fleet.as_ref()?;
         let budget = &self.settings.client_tokens.get(want.index)?.budget;
         Some((
@@ -267,7 +270,7 @@ impl Account {
     /// Reserve the request's budget in this process's ledger before any
     /// upstream is contacted. A client over its budget gets 429 with when
     /// it frees; a request larger than a whole bound gets 400.
-    pub fn reserve(&self, want: Want, facts: &SharedLlmFacts) -> Result<(), Rescue> {
+    pub(crate) fn reserve(&self, want: Want, facts: &SharedLlmFacts) -> Result<(), Rescue> {
         let Some(ledger) = self.books.ledgers.get(want.index) else {
             return Ok(());
         };
@@ -286,7 +289,7 @@ impl Account {
     /// Take the fleet's answer for the budget: hold its reservation, or
     /// refuse as [`Account::reserve`] does; while Redis is away
     /// (`fail_open`), reserve 1/N of the budget in this process's ledger.
-    pub fn take(
+    pub(crate) fn take(
         &self,
         budgeted: Budgeted,
         want: Want,

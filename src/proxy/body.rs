@@ -13,37 +13,37 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-pub use crate::respond::BoxError;
+pub(crate) use crate::respond::BoxError;
 use crate::sync::Locked;
 
 /// Raised inside the upstream request when the client's body crosses the
 /// route's `max_request_body`; the proxy turns it into 413.
 #[derive(Debug, thiserror::Error)]
 #[error("request body exceeds the route limit of {limit} bytes")]
-pub struct BodyTooLarge {
-    pub limit: u64,
+pub(crate) struct BodyTooLarge {
+    pub(crate) limit: u64,
 }
 
 /// Raised when the client sends its body slower than the minimum rate; the
 /// proxy turns it into 408.
 #[derive(Debug, thiserror::Error)]
 #[error("request body slower than {min_bytes_per_second} bytes/s")]
-pub struct BodyTooSlow {
-    pub min_bytes_per_second: u64,
+pub(crate) struct BodyTooSlow {
+    pub(crate) min_bytes_per_second: u64,
 }
 
 /// The client's body could not be read: bad chunked framing, or the
 /// client went away mid-body. The proxy answers 400 and closes.
 #[derive(Debug, thiserror::Error)]
 #[error("request body could not be read: {0}")]
-pub struct BodyUnreadable(#[source] pub hyper::Error);
+pub(crate) struct BodyUnreadable(#[source] pub(crate) hyper::Error);
 
 /// The minimum body data rate: at least `min_bytes_per_second × period`
 /// bytes in every `period` that weir spends waiting for the client.
 #[derive(Debug, Clone, Copy)]
-pub struct BodyRate {
-    pub min_bytes_per_second: u64,
-    pub period: Duration,
+pub(crate) struct BodyRate {
+    pub(crate) min_bytes_per_second: u64,
+    pub(crate) period: Duration,
 }
 
 impl BodyRate {
@@ -87,7 +87,7 @@ impl RateWindow {
     }
 }
 
-pub struct RequestBody {
+pub(crate) struct RequestBody {
     inner: Incoming,
     limit: Option<u64>,
     received: u64,
@@ -95,7 +95,7 @@ pub struct RequestBody {
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming, limit: Option<u64>, rate: Option<BodyRate>) -> Self {
+    pub(crate) fn new(inner: Incoming, limit: Option<u64>, rate: Option<BodyRate>) -> Self {
         RequestBody {
             inner,
             limit,
@@ -176,7 +176,7 @@ impl Body for RequestBody {
 /// before reading any of it (the connection was refused), the body is
 /// taken back whole for the next server — the request can go elsewhere
 /// whatever its method, because no byte of it left.
-pub enum Attempt {
+pub(crate) enum Attempt {
     Only(RequestBody),
     Shared {
         slot: Arc<Mutex<Option<RequestBody>>>,
@@ -188,10 +188,10 @@ pub enum Attempt {
 }
 
 /// The way back to a body no attempt has read.
-pub struct Reclaim(Arc<Mutex<Option<RequestBody>>>);
+pub(crate) struct Reclaim(Arc<Mutex<Option<RequestBody>>>);
 
 impl Attempt {
-    pub fn shared(body: RequestBody) -> (Attempt, Reclaim) {
+    pub(crate) fn shared(body: RequestBody) -> (Attempt, Reclaim) {
         let slot = Arc::new(Mutex::new(Some(body)));
         (
             Attempt::Shared {
@@ -205,12 +205,12 @@ impl Attempt {
 
 impl Reclaim {
     /// Nothing to take back.
-    pub fn empty() -> Reclaim {
+    pub(crate) fn empty() -> Reclaim {
         Reclaim(Arc::new(Mutex::new(None)))
     }
 
     /// The body, if no attempt has begun reading it.
-    pub fn take(&self) -> Option<RequestBody> {
+    pub(crate) fn take(&self) -> Option<RequestBody> {
         self.0.locked().take()
     }
 }

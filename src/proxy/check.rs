@@ -25,7 +25,7 @@ use crate::config::HealthCheck;
 type CheckClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 /// Start checking `group`'s servers, if there is a runtime to run on.
-pub fn spawn(
+pub(crate) fn spawn(
     group: &Arc<ArcSwap<Group<Server>>>,
     check: HealthCheck,
     route: Arc<str>,

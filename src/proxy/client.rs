@@ -11,7 +11,7 @@ use super::pool::H1Pool;
 use crate::respond::BoxError;
 
 /// A worker's client for the servers of an upstream.
-pub enum UpstreamClient<C, B> {
+pub(crate) enum UpstreamClient<C, B> {
     /// HTTP/1.1: one pool per server (a proxy route's server has one; an
     /// LLM upstream one per endpoint), chosen by the request's scheme and
     /// authority when there are several.
@@ -23,7 +23,7 @@ pub enum UpstreamClient<C, B> {
 
 /// Why a request got no response.
 #[derive(Debug, thiserror::Error)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// No connection: refused, timed out, TLS failed.
     #[error("connecting to the upstream failed")]
     Connect(#[source] BoxError),
@@ -38,11 +38,11 @@ pub enum SendError {
 }
 
 impl SendError {
-    pub fn is_connect(&self) -> bool {
+    pub(crate) fn is_connect(&self) -> bool {
         matches!(self, SendError::Connect(_))
     }
 
-    pub fn never_sent(&self) -> bool {
+    pub(crate) fn never_sent(&self) -> bool {
         matches!(self, SendError::NotSent(_))
     }
 
@@ -79,7 +79,7 @@ where
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    pub async fn request(&self, req: Request<B>) -> Result<Response<Incoming>, SendError> {
+    pub(crate) async fn request(&self, req: Request<B>) -> Result<Response<Incoming>, SendError> {
         match self {
             UpstreamClient::Http1(pools) => {
                 let pool = match &pools[..] {

@@ -22,10 +22,10 @@ const HOP_BY_HOP: [HeaderName; 7] = [
     header::TRANSFER_ENCODING,
 ];
 
-pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+pub(crate) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub(crate) const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub(crate) const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 /// Remove hop-by-hop headers, including every header named in `Connection`.
 /// `Upgrade` is removed too; the tunnel code puts it back where it belongs.
@@ -33,7 +33,7 @@ pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 /// One pass over the names finds the ones present (a message carries one
 /// or two of them, often none), so only those are removed, instead of a
 /// hashed lookup for every name on the list on every message.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let mut present: Vec<HeaderName> = Vec::new();
     for name in headers.keys() {
         if HOP_BY_HOP.contains(name) || name == header::UPGRADE {
@@ -62,14 +62,14 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// route kind: hop-by-hop headers removed, and `Expect` — weir answers
 /// `100-continue` itself (hyper sends 100 when the body is first read), so
 /// the upstream must not wait for a second one.
-pub fn clean_request(headers: &mut HeaderMap) {
+pub(crate) fn clean_request(headers: &mut HeaderMap) {
     remove_hop_by_hop(headers);
     headers.remove(header::EXPECT);
 }
 
 /// Whether the client accepts trailers (`TE: trailers`), which is needed to
 /// ask the upstream for them once `TE` itself has been removed.
-pub fn accepts_trailers(headers: &HeaderMap) -> bool {
+pub(crate) fn accepts_trailers(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::TE)
         .iter()
@@ -82,7 +82,7 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
 /// unit (`H`, `M`, `S`, `m`, `u`, `n`), as the gRPC spec writes it.
 /// Anything else is ignored, as if the header were absent, so a
 /// malformed value cannot shorten or lengthen the route's own timeout.
-pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
     let v = headers.get("grpc-timeout")?.as_bytes();
     let (unit, digits) = v.split_last()?;
     if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
@@ -104,14 +104,14 @@ pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// What the edge knows about the connection a request came in on.
-pub struct Forwarding<'a> {
-    pub peer: IpAddr,
+pub(crate) struct Forwarding<'a> {
+    pub(crate) peer: IpAddr,
     /// `peer` as header text.
-    pub peer_text: &'a HeaderValue,
-    pub tls: bool,
+    pub(crate) peer_text: &'a HeaderValue,
+    pub(crate) tls: bool,
     /// The Host the client asked for, as sent.
-    pub host: Option<&'a str>,
-    pub trusted_proxies: &'a [IpNet],
+    pub(crate) host: Option<&'a str>,
+    pub(crate) trusted_proxies: &'a [IpNet],
 }
 
 /// Set X-Forwarded-For/-Proto/-Host and X-Real-IP.
@@ -120,7 +120,7 @@ pub struct Forwarding<'a> {
 /// the only source of truth. From a trusted proxy, its X-Forwarded-For is
 /// kept and the peer appended, X-Real-IP becomes the right-most address that
 /// is not itself a trusted proxy, and its Proto/Host are kept.
-pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
+pub(crate) fn set_forwarded(headers: &mut HeaderMap, f: &Forwarding<'_>) {
     let trusted = f.trusted_proxies.iter().any(|n| n.contains(&f.peer));
     if trusted {
         let peer = f.peer.to_string();

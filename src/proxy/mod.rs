@@ -4,12 +4,12 @@
 
 mod body;
 mod check;
-pub mod client;
-pub mod headers;
+pub(crate) mod client;
+pub(crate) mod headers;
 mod pool;
 mod resolve;
 mod tunnel;
-pub mod upstream;
+pub(crate) mod upstream;
 
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
@@ -17,8 +17,8 @@ use hyper::body::Incoming;
 use ipnet::IpNet;
 
 use body::{Attempt, Reclaim};
-pub use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, BoxError, RequestBody};
-pub use upstream::{Server, Upstream};
+pub(crate) use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, RequestBody};
+pub(crate) use upstream::{Server, Upstream};
 
 use std::sync::Arc;
 
@@ -32,15 +32,15 @@ use crate::respond::{Counted, Guard, Payload, Rescue};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 
 /// Facts about the client connection the proxy needs.
-pub struct ClientSide<'a> {
-    pub conn: &'a ConnInfo,
-    pub trusted_proxies: &'a [IpNet],
-    pub body_rate: Option<BodyRate>,
+pub(crate) struct ClientSide<'a> {
+    pub(crate) conn: &'a ConnInfo,
+    pub(crate) trusted_proxies: &'a [IpNet],
+    pub(crate) body_rate: Option<BodyRate>,
 }
 
 /// Why forwarding failed, and what the client is told.
 #[derive(Debug)]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     /// The upstream could not be reached or misbehaved.
     Upstream(UpstreamErrorKind),
     /// The client's body crossed the route's limit mid-stream.
@@ -58,7 +58,7 @@ pub enum ProxyError {
 impl ProxyError {
     /// How the client is answered. A body failure leaves the rest of the
     /// body on the wire, so that connection cannot be reused.
-    pub fn rescue(&self) -> Rescue {
+    pub(crate) fn rescue(&self) -> Rescue {
         match self {
             ProxyError::Upstream(kind) => Rescue::upstream(*kind),
             ProxyError::BodyTooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE).closing(),
@@ -139,11 +139,11 @@ fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
 
 /// What forwarding tells the rest of the request's record that the
 /// client's answer does not.
-pub struct Report<'a> {
-    pub metrics: &'a Metrics,
-    pub route: &'a Arc<str>,
+pub(crate) struct Report<'a> {
+    pub(crate) metrics: &'a Metrics,
+    pub(crate) route: &'a Arc<str>,
     /// The server the last attempt went to, for the access log.
-    pub served_by: &'a mut Option<Arc<str>>,
+    pub(crate) served_by: &'a mut Option<Arc<str>>,
 }
 
 impl Report<'_> {
@@ -156,7 +156,7 @@ impl Report<'_> {
 
 /// Forward `req` to a server of `upstream` under the settings of its
 /// `route`, and return the response, streaming.
-pub async fn forward(
+pub(crate) async fn forward(
     mut req: Request<Incoming>,
     route: &RouteConfig,
     upstream: &Upstream,

@@ -41,7 +41,7 @@ use super::upstream::Connector;
 use crate::sync::Locked;
 
 /// The HTTP/1.1 connections of one worker to one server.
-pub struct H1Pool<B> {
+pub(crate) struct H1Pool<B> {
     inner: Arc<Inner<B>>,
     connector: Connector,
     /// Where connections go, whatever authority a request names.
@@ -85,7 +85,12 @@ where
 {
     /// A pool whose connections reach `server` (scheme and authority)
     /// through `connector`.
-    pub fn new(connector: Connector, server: Uri, idle_timeout: Duration, max_idle: usize) -> Self {
+    pub(crate) fn new(
+        connector: Connector,
+        server: Uri,
+        idle_timeout: Duration,
+        max_idle: usize,
+    ) -> Self {
         let host = host_of(&server);
         H1Pool {
             inner: Arc::new(Inner {
@@ -104,13 +109,16 @@ where
     }
 
     /// Whether this pool's connections go to `uri`'s scheme and authority.
-    pub fn reaches(&self, uri: &Uri) -> bool {
+    pub(crate) fn reaches(&self, uri: &Uri) -> bool {
         uri.scheme() == self.server.scheme() && uri.authority() == self.server.authority()
     }
 
     /// Send `req` on an idle connection, or a new one; the response's body
     /// streams from the connection, which is pooled again once it is read.
-    pub async fn request(&self, mut req: Request<B>) -> Result<Response<Incoming>, SendError> {
+    pub(crate) async fn request(
+        &self,
+        mut req: Request<B>,
+    ) -> Result<Response<Incoming>, SendError> {
         self.prepare(&mut req);
         loop {
             let (mut tx, parked, reused) = match self.checkout() {

@@ -57,7 +57,7 @@ struct Want<'a> {
 }
 
 /// Start re-resolving `config`'s server names, if it has any.
-pub fn spawn(
+pub(crate) fn spawn(
     group: &Arc<ArcSwap<Group<Server>>>,
     config: &UpstreamGroup,
     settings: &UpstreamSettings,

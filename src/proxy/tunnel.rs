@@ -14,7 +14,7 @@ use crate::admit::Admission;
 use crate::conn::registry::Slot;
 use crate::conn::state::CloseReason;
 
-pub fn spawn(
+pub(crate) fn spawn(
     client: OnUpgrade,
     upstream: OnUpgrade,
     slot: Arc<Slot>,

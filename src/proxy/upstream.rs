@@ -40,9 +40,9 @@ use crate::worker::PerWorker;
 
 /// TCP, then TLS for `https://`, offering the ALPN protocols of the
 /// upstream's HTTP versions.
-pub type Connector = HttpsConnector<HttpConnector>;
+pub(crate) type Connector = HttpsConnector<HttpConnector>;
 
-pub type UpstreamClient = super::client::UpstreamClient<ToServer, Attempt>;
+pub(crate) type UpstreamClient = super::client::UpstreamClient<ToServer, Attempt>;
 
 /// An HTTP/2 connection with requests on it is pinged this often, so one
 /// that died silently (a NAT dropped it, the server vanished) is found
@@ -52,7 +52,7 @@ const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The connector for an upstream spoken to in `http`.
-pub fn connector(
+pub(crate) fn connector(
     connect_timeout: Duration,
     tls: &rustls::ClientConfig,
     http: UpstreamHttp,
@@ -76,7 +76,7 @@ pub fn connector(
 /// request body. With `http = Http2` every connection is HTTP/2 (h2c with
 /// prior knowledge on `http://`), and a worker opens one connection per
 /// server at a time rather than one per request in a burst.
-pub fn pooled_client<C, B>(
+pub(crate) fn pooled_client<C, B>(
     connector: C,
     settings: &UpstreamSettings,
     http: UpstreamHttp,
@@ -99,7 +99,7 @@ where
 
 /// A pool of weir's own for HTTP/1.1 requests to `server` (its scheme and
 /// authority), whatever authority a request names.
-pub fn h1_pool<B>(
+pub(crate) fn h1_pool<B>(
     connect_timeout: Duration,
     tls: &rustls::ClientConfig,
     settings: &UpstreamSettings,
@@ -120,7 +120,7 @@ where
 
 /// A connector that dials one server whatever the request's authority.
 #[derive(Clone)]
-pub struct ToServer {
+pub(crate) struct ToServer {
     inner: Connector,
     /// The server's scheme and authority: where the TCP connection goes,
     /// and the name TLS verifies (SNI).
@@ -144,7 +144,7 @@ impl tower_service::Service<http::Uri> for ToServer {
 /// A server's clients, one per worker: `requests` speaks the route's
 /// HTTP versions; `upgrades`, when those may be HTTP/2, is HTTP/1.1 only,
 /// since an HTTP/2 connection cannot carry an HTTP/1.1 upgrade.
-pub struct Clients {
+pub(crate) struct Clients {
     requests: PerWorker<UpstreamClient>,
     upgrades: Option<PerWorker<UpstreamClient>>,
 }
@@ -160,7 +160,7 @@ impl std::fmt::Debug for Clients {
 /// How a group's servers are reached: kept by DNS re-resolution, which
 /// makes the clients of the servers that join.
 #[derive(Clone)]
-pub struct Dialing {
+pub(crate) struct Dialing {
     connect_timeout: Duration,
     settings: UpstreamSettings,
     tls: rustls::ClientConfig,
@@ -212,7 +212,7 @@ impl Clients {
     /// This worker's client for a request, or for an upgrade, and whether
     /// it may speak HTTP/2 (then the request's authority is the host the
     /// upstream sees).
-    pub fn get(&self, upgrade: bool) -> (&UpstreamClient, bool) {
+    pub(crate) fn get(&self, upgrade: bool) -> (&UpstreamClient, bool) {
         match (&self.upgrades, upgrade) {
             (Some(h1), true) => (h1.get(), false),
             (Some(_), false) => (self.requests.get(), true),
@@ -223,22 +223,22 @@ impl Clients {
 
 /// One server of a route's group: where its requests go.
 #[derive(Debug)]
-pub struct Server {
-    pub scheme: http::uri::Scheme,
+pub(crate) struct Server {
+    pub(crate) scheme: http::uri::Scheme,
     /// Where connections go: the URL's authority, or one address its name
     /// resolved to.
-    pub authority: http::uri::Authority,
+    pub(crate) authority: http::uri::Authority,
     /// The URL's authority when `authority` is an address it resolved to:
     /// the `Host` the server expects when the client's is not passed on.
-    pub host: Option<http::uri::Authority>,
+    pub(crate) host: Option<http::uri::Authority>,
     /// The server URL's path without a trailing slash ("" for the root).
-    pub base_path: String,
+    pub(crate) base_path: String,
     /// The server URL as configured, and the address it resolved to, for
     /// logs and metrics; unique in its group.
-    pub label: Arc<str>,
-    pub metrics: ServerMetrics,
+    pub(crate) label: Arc<str>,
+    pub(crate) metrics: ServerMetrics,
     /// The pools that reach it, one per worker.
-    pub clients: Clients,
+    pub(crate) clients: Clients,
 }
 
 impl Server {
@@ -286,7 +286,7 @@ impl Server {
     }
 
     /// Log and count a server going out of its group or coming back.
-    pub fn changed(&self, route: &str, change: Option<Change>) {
+    pub(crate) fn changed(&self, route: &str, change: Option<Change>) {
         match change {
             Some(Change::Out { until }) => {
                 self.metrics.up.set(0);
@@ -319,20 +319,20 @@ pub(super) fn server_label(uri: &http::Uri, addr: Option<std::net::IpAddr>) -> S
 /// Where a route sends its requests: a group of servers, what weir knows
 /// of them, and the clients that reach each (one pool per worker, so a
 /// worker reuses only connections driven by its own runtime).
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// Replaced whole when a server name resolves to other addresses; a
     /// request works on the group it loaded.
-    pub group: Arc<ArcSwap<Group<Server>>>,
-    pub hash_key: Option<HashKey>,
+    pub(crate) group: Arc<ArcSwap<Group<Server>>>,
+    pub(crate) hash_key: Option<HashKey>,
     /// The group as configured, for logs when no server was picked.
-    pub label: Arc<str>,
-    pub retry: RouteRetry,
+    pub(crate) label: Arc<str>,
+    pub(crate) retry: RouteRetry,
 }
 
 /// A route's retry rule and what its budget has spent.
-pub struct RouteRetry {
-    pub methods: Vec<http::Method>,
-    pub budget: Budget,
+pub(crate) struct RouteRetry {
+    pub(crate) methods: Vec<http::Method>,
+    pub(crate) budget: Budget,
     /// When the spent budget was last logged: once per window.
     warned: std::sync::Mutex<Option<Instant>>,
 }
@@ -347,7 +347,7 @@ impl RouteRetry {
     }
 
     /// Whether a retry fits the budget; counted and logged when not.
-    pub fn allowed(&self, route: &Arc<str>, metrics: &Metrics) -> bool {
+    pub(crate) fn allowed(&self, route: &Arc<str>, metrics: &Metrics) -> bool {
         let now = Instant::now();
         if self.budget.try_retry(now) {
             return true;
@@ -364,7 +364,7 @@ impl RouteRetry {
 }
 
 impl Upstream {
-    pub fn new(
+    pub(crate) fn new(
         route: &RouteConfig,
         group: &UpstreamGroup,
         settings: &UpstreamSettings,

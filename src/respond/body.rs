@@ -9,20 +9,20 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 /// Any error a response body can end with.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A body produced by a route kind's own streaming (an LLM relay).
-pub type StreamBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send + Sync>>;
+pub(crate) type StreamBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send + Sync>>;
 
 /// A response payload. An enum rather than a boxed body for the common
 /// cases: no allocation per proxied response, and every frame (data and
 /// trailers) is delegated unchanged.
-pub enum Payload {
+pub(crate) enum Payload {
     /// Streamed from the upstream as it arrives, never buffered.
     Upstream(Incoming),
     /// The same, holding what must live as long as the body does (the
     /// server's in-flight count in its group).
-    Held(Incoming, Guard),
+    Held(Incoming, #[allow(dead_code)] Guard),
     /// A small body weir produced itself (errors, redirects, admin pages).
     Generated(Full<Bytes>),
     /// A stream a route kind shapes on the way (LLM routes: failover hold,
@@ -31,10 +31,10 @@ pub enum Payload {
 }
 
 /// Anything kept alive until the body is done with, then dropped.
-pub struct Guard(#[allow(dead_code)] Box<dyn Send + Sync>);
+pub(crate) struct Guard(#[allow(dead_code)] Box<dyn Send + Sync>);
 
 impl Guard {
-    pub fn new(held: impl Send + Sync + 'static) -> Self {
+    pub(crate) fn new(held: impl Send + Sync + 'static) -> Self {
         Guard(Box::new(held))
     }
 }
@@ -46,11 +46,11 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Payload {
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         Payload::Generated(Full::new(Bytes::new()))
     }
 
-    pub fn text(s: impl Into<Bytes>) -> Self {
+    pub(crate) fn text(s: impl Into<Bytes>) -> Self {
         Payload::Generated(Full::new(s.into()))
     }
 }

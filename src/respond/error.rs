@@ -21,7 +21,7 @@ use weir_wire::Protocol;
 
 /// How a generated error is written for the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorShape {
+pub(crate) enum ErrorShape {
     Text,
     Json,
     /// The protocol's own envelope and request id header.
@@ -33,7 +33,7 @@ pub enum ErrorShape {
 impl ErrorShape {
     /// A plain route answers a gRPC call in gRPC, and otherwise in JSON
     /// only when the client asks for it.
-    pub fn for_plain_route(request_headers: &HeaderMap) -> Self {
+    pub(crate) fn for_plain_route(request_headers: &HeaderMap) -> Self {
         if is_grpc(request_headers) {
             return ErrorShape::Grpc;
         }
@@ -52,7 +52,7 @@ impl ErrorShape {
 
 /// Whether a request is a gRPC call: `application/grpc`, with or without
 /// a `+proto`/`+json` suffix or the gRPC-Web variants.
-pub fn is_grpc(request_headers: &HeaderMap) -> bool {
+pub(crate) fn is_grpc(request_headers: &HeaderMap) -> bool {
     request_headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
@@ -61,17 +61,17 @@ pub fn is_grpc(request_headers: &HeaderMap) -> bool {
 /// The gRPC status codes weir answers with (the numbers of gRPC's
 /// `statuscodes.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GrpcCode(pub u8);
+pub(crate) struct GrpcCode(pub(crate) u8);
 
 impl GrpcCode {
-    pub const UNKNOWN: GrpcCode = GrpcCode(2);
-    pub const DEADLINE_EXCEEDED: GrpcCode = GrpcCode(4);
-    pub const PERMISSION_DENIED: GrpcCode = GrpcCode(7);
-    pub const RESOURCE_EXHAUSTED: GrpcCode = GrpcCode(8);
-    pub const UNIMPLEMENTED: GrpcCode = GrpcCode(12);
-    pub const INTERNAL: GrpcCode = GrpcCode(13);
-    pub const UNAVAILABLE: GrpcCode = GrpcCode(14);
-    pub const UNAUTHENTICATED: GrpcCode = GrpcCode(16);
+    pub(crate) const UNKNOWN: GrpcCode = GrpcCode(2);
+    pub(crate) const DEADLINE_EXCEEDED: GrpcCode = GrpcCode(4);
+    pub(crate) const PERMISSION_DENIED: GrpcCode = GrpcCode(7);
+    pub(crate) const RESOURCE_EXHAUSTED: GrpcCode = GrpcCode(8);
+    pub(crate) const UNIMPLEMENTED: GrpcCode = GrpcCode(12);
+    pub(crate) const INTERNAL: GrpcCode = GrpcCode(13);
+    pub(crate) const UNAVAILABLE: GrpcCode = GrpcCode(14);
+    pub(crate) const UNAUTHENTICATED: GrpcCode = GrpcCode(16);
 
     /// The code for a status weir would have answered with, after gRPC's
     /// own HTTP-to-gRPC table where it has the status, with two of weir's
@@ -79,7 +79,7 @@ impl GrpcCode {
     /// route's passed), and a body over the limit is RESOURCE_EXHAUSTED
     /// (what gRPC servers answer for a message too large). The caller
     /// knows finer (a shed 503 is RESOURCE_EXHAUSTED, not UNAVAILABLE).
-    pub fn for_status(status: StatusCode) -> Self {
+    pub(crate) fn for_status(status: StatusCode) -> Self {
         match status.as_u16() {
             400 => GrpcCode::INTERNAL,
             401 => GrpcCode::UNAUTHENTICATED,
@@ -97,7 +97,7 @@ impl GrpcCode {
 /// HEADERS frame that ends the stream) with `grpc-status` and the status's
 /// fixed message in `grpc-message`. A retry hint goes out as
 /// `grpc-retry-pushback-ms`, which gRPC's retry policy honours.
-pub fn grpc_response(
+pub(crate) fn grpc_response(
     code: GrpcCode,
     status: StatusCode,
     retry_after: Option<u64>,
@@ -179,7 +179,7 @@ bodies! {
 const SDK_MAX_HINT_MS: u64 = 59_999;
 
 /// Render a generated error response with the status's fixed message.
-pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
+pub(crate) fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload> {
     render(shape, status, None, None)
 }
 
@@ -191,7 +191,7 @@ pub fn error_response(shape: ErrorShape, status: StatusCode) -> Response<Payload
 /// and `x-should-retry: true`, which the official SDKs honour; a longer
 /// one (only [`Rescue::retry_after_long`] gives one) with
 /// `x-should-retry: false`.
-pub fn render(
+pub(crate) fn render(
     shape: ErrorShape,
     status: StatusCode,
     message: Option<&str>,
@@ -237,7 +237,7 @@ pub fn render(
 
 /// A request id for a response weir generates: unique per process, in the
 /// `req_…` form clients log.
-pub fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();

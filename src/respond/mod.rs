@@ -8,12 +8,12 @@ mod error;
 mod record;
 mod rescue;
 
-pub use body::{BoxError, Guard, Payload, StreamBody};
-pub use error::{ErrorShape, error_response, render, request_id};
-pub use record::{
+pub(crate) use body::{BoxError, Guard, Payload, StreamBody};
+pub(crate) use error::{ErrorShape, error_response, render};
+pub(crate) use record::{
     Accountant, Accounting, InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts,
 };
-pub use rescue::{Counted, MAX_RETRY_AFTER, Rescue};
+pub(crate) use rescue::{Counted, Rescue};
 
 /// What every response handed to hyper carries.
-pub type ResponseBody = Recorded<Payload>;
+pub(crate) type ResponseBody = Recorded<Payload>;

@@ -19,10 +19,10 @@ use crate::telemetry::{Metrics, RouteMetrics};
 /// Marks a request in flight on its connection until dropped, so the
 /// connection counts as busy (never reclaimed, no idle deadline) exactly as
 /// long as its response body is being sent.
-pub struct InFlight(pub Arc<ConnState>);
+pub(crate) struct InFlight(pub(crate) Arc<ConnState>);
 
 impl InFlight {
-    pub fn new(state: Arc<ConnState>) -> Self {
+    pub(crate) fn new(state: Arc<ConnState>) -> Self {
         InFlight(state)
     }
 }
@@ -36,37 +36,37 @@ impl Drop for InFlight {
 /// Everything known about a request by the time its response starts, and
 /// everything that must live exactly as long as its response body: the
 /// access-log record, the connection's in-flight mark, admission permits.
-pub struct RequestRecord {
-    pub start: Instant,
-    pub client: IpAddr,
+pub(crate) struct RequestRecord {
+    pub(crate) start: Instant,
+    pub(crate) client: IpAddr,
     /// The Host as sent; normalised only when a log line is written.
-    pub host: Option<http::HeaderValue>,
-    pub method: http::Method,
-    pub path: Option<http::uri::PathAndQuery>,
-    pub status: u16,
-    pub route: Option<Arc<str>>,
+    pub(crate) host: Option<http::HeaderValue>,
+    pub(crate) method: http::Method,
+    pub(crate) path: Option<http::uri::PathAndQuery>,
+    pub(crate) status: u16,
+    pub(crate) route: Option<Arc<str>>,
     /// The matched route's own metric handles.
-    pub route_metrics: Option<Arc<RouteMetrics>>,
-    pub upstream: Option<Arc<str>>,
-    pub metrics: Arc<Metrics>,
-    pub access_log: bool,
-    pub in_flight: Option<InFlight>,
-    pub admission: Option<Admission>,
+    pub(crate) route_metrics: Option<Arc<RouteMetrics>>,
+    pub(crate) upstream: Option<Arc<str>>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) access_log: bool,
+    pub(crate) in_flight: Option<InFlight>,
+    pub(crate) admission: Option<Admission>,
     /// Set on LLM routes; filled in as the response streams.
-    pub llm: Option<SharedLlmFacts>,
+    pub(crate) llm: Option<SharedLlmFacts>,
 }
 
 /// What an LLM route does once a request's response has ended (its last
 /// byte sent, or the client gone): settle its budget, count its usage per
 /// client, write its usage record. Called exactly once per request, with
 /// the facts as they stand then.
-pub trait Accounting: Send + Sync {
+pub(crate) trait Accounting: Send + Sync {
     fn ended(&self, facts: &LlmFacts, status: u16, elapsed: std::time::Duration);
 }
 
 /// The route's [`Accounting`] for one request, kept with its facts.
 #[derive(Clone)]
-pub struct Accountant(pub Arc<dyn Accounting>);
+pub(crate) struct Accountant(pub(crate) Arc<dyn Accounting>);
 
 impl std::fmt::Debug for Accountant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -77,43 +77,43 @@ impl std::fmt::Debug for Accountant {
 /// What an LLM route learned about a request, for its access-log line and
 /// its usage record.
 #[derive(Debug, Default, Clone)]
-pub struct LlmFacts {
+pub(crate) struct LlmFacts {
     /// The model as the client named it.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The configured model entry (or `default`): a bounded label, by its
     /// index in the route's metrics (`LlmRouteMetrics::model`).
-    pub model_index: Option<usize>,
+    pub(crate) model_index: Option<usize>,
     /// The model id sent to the upstream that served (what is priced).
-    pub served_model: Option<String>,
+    pub(crate) served_model: Option<String>,
     /// The client token's configured name.
-    pub client: Option<Arc<str>>,
+    pub(crate) client: Option<Arc<str>>,
     /// The upstream member that served (or the last one tried).
-    pub upstream: Option<Arc<str>>,
+    pub(crate) upstream: Option<Arc<str>>,
     /// The configured upstream that served (or the last one tried), by
     /// its index in the route's upstreams.
-    pub upstream_index: Option<usize>,
+    pub(crate) upstream_index: Option<usize>,
     /// How the answer ended, once an upstream's answer is relayed
     /// (completed, upstream_error, client_cancel, relayed_error), or why
     /// weir answered itself (over_budget).
-    pub outcome: Option<&'static str>,
+    pub(crate) outcome: Option<&'static str>,
     /// An upstream reported usage (in the final event, or the whole body).
-    pub usage_reported: bool,
+    pub(crate) usage_reported: bool,
     /// The request id the client was given (the upstream's, or weir's own).
-    pub request_id: Option<String>,
+    pub(crate) request_id: Option<String>,
     /// Whether the client asked for a stream.
-    pub stream: bool,
+    pub(crate) stream: bool,
     /// Settles the request's usage when its response ends.
-    pub accountant: Option<Accountant>,
+    pub(crate) accountant: Option<Accountant>,
     /// Upstreams moved past before one served.
-    pub failovers: u32,
-    pub first_token_ms: Option<u64>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_write_tokens: u64,
+    pub(crate) failovers: u32,
+    pub(crate) first_token_ms: Option<u64>,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) cache_read_tokens: u64,
+    pub(crate) cache_write_tokens: u64,
 }
 
-pub type SharedLlmFacts = Arc<std::sync::Mutex<LlmFacts>>;
+pub(crate) type SharedLlmFacts = Arc<std::sync::Mutex<LlmFacts>>;
 
 /// How the response body ended.
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +196,7 @@ impl RequestRecord {
 
 /// A response body that writes its [`RequestRecord`] exactly once: at the
 /// end of the stream, on a body error, or when dropped early.
-pub struct Recorded<B> {
+pub(crate) struct Recorded<B> {
     inner: B,
     bytes: u64,
     record: Option<Box<RequestRecord>>,
@@ -205,7 +205,7 @@ pub struct Recorded<B> {
 }
 
 impl<B> Recorded<B> {
-    pub fn new(inner: B, record: Option<RequestRecord>) -> Self {
+    pub(crate) fn new(inner: B, record: Option<RequestRecord>) -> Self {
         Recorded {
             inner,
             bytes: 0,

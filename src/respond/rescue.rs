@@ -22,7 +22,7 @@ use crate::telemetry::{Metrics, UpstreamErrorKind};
 
 /// What a failure counts as, besides the request's own status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
+pub(crate) enum Counted {
     /// Nothing beyond the request metrics.
     Request,
     /// A request shed by the named gate.
@@ -35,30 +35,30 @@ pub enum Counted {
 
 /// How a failure is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rescue {
-    pub status: StatusCode,
+pub(crate) struct Rescue {
+    pub(crate) status: StatusCode,
     /// The connection can no longer be trusted (an unread body is still on
     /// the wire, or the request could not be framed): answer, then close.
-    pub close: bool,
+    pub(crate) close: bool,
     /// Nothing was done with the request, so the client may send it again
     /// as it is, after this many seconds (`Retry-After`; on LLM routes also
     /// `retry-after-ms` and `x-should-retry: true`, which the official SDKs
     /// honour). Above [`MAX_RETRY_AFTER`] only from
     /// [`Rescue::retry_after_long`].
-    pub retry_after: Option<u64>,
-    pub counted: Counted,
+    pub(crate) retry_after: Option<u64>,
+    pub(crate) counted: Counted,
     /// Weir's own words for LLM routes (plain routes keep the fixed
     /// message per status).
-    pub message: Option<Arc<str>>,
+    pub(crate) message: Option<Arc<str>>,
 }
 
 /// The longest `Retry-After` weir sends: the Anthropic SDK ignores larger
 /// values, and the OpenAI SDK gives up above 120 s.
-pub const MAX_RETRY_AFTER: u64 = 60;
+pub(crate) const MAX_RETRY_AFTER: u64 = 60;
 
 impl Rescue {
     /// A plain answer: this status, nothing else to do.
-    pub const fn status(status: StatusCode) -> Self {
+    pub(crate) const fn status(status: StatusCode) -> Self {
         Rescue {
             status,
             close: false,
@@ -69,7 +69,7 @@ impl Rescue {
     }
 
     /// The same answer, and close the connection after it.
-    pub fn closing(self) -> Self {
+    pub(crate) fn closing(self) -> Self {
         Rescue {
             close: true,
             ..self
@@ -77,12 +77,12 @@ impl Rescue {
     }
 
     /// The same answer, counted as `counted`.
-    pub fn counting(self, counted: Counted) -> Self {
+    pub(crate) fn counting(self, counted: Counted) -> Self {
         Rescue { counted, ..self }
     }
 
     /// The same answer, explained in weir's words (LLM routes).
-    pub fn saying(self, message: impl Into<Arc<str>>) -> Self {
+    pub(crate) fn saying(self, message: impl Into<Arc<str>>) -> Self {
         Rescue {
             message: Some(message.into()),
             ..self
@@ -90,7 +90,7 @@ impl Rescue {
     }
 
     /// The same answer, retryable after `seconds` (capped, at least 1).
-    pub fn retry_after(self, seconds: u64) -> Self {
+    pub(crate) fn retry_after(self, seconds: u64) -> Self {
         Rescue {
             retry_after: Some(seconds.clamp(1, MAX_RETRY_AFTER)),
             ..self
@@ -100,7 +100,7 @@ impl Rescue {
     /// The same answer, retryable only after `seconds` (at least 1), however
     /// long: a spent budget frees when its window ends, and the client is
     /// told so (and told not to retry before, on LLM routes).
-    pub fn retry_after_long(self, seconds: u64) -> Self {
+    pub(crate) fn retry_after_long(self, seconds: u64) -> Self {
         Rescue {
             retry_after: Some(seconds.max(1)),
             ..self
@@ -108,7 +108,7 @@ impl Rescue {
     }
 
     /// 503 from a full gate: retry shortly.
-    pub fn shed(gate: &'static str) -> Self {
+    pub(crate) fn shed(gate: &'static str) -> Self {
         Rescue::status(StatusCode::SERVICE_UNAVAILABLE)
             .retry_after(1)
             .counting(Counted::Shed(gate))
@@ -116,13 +116,13 @@ impl Rescue {
 
     /// 503 when a limit the fleet shares cannot be decided (Redis did not
     /// answer in time, `fail_closed`): retry shortly.
-    pub fn cluster_unavailable() -> Self {
+    pub(crate) fn cluster_unavailable() -> Self {
         Rescue::shed("cluster")
     }
 
     /// 429 for a client over a rate limit (by address or by client
     /// token), writing the fail2ban line when the limiter says it is due.
-    pub fn rate_limited(limited: Limited, peer: IpAddr, route: &str, host: &str) -> Self {
+    pub(crate) fn rate_limited(limited: Limited, peer: IpAddr, route: &str, host: &str) -> Self {
         if limited.log {
             rate::log_limited(peer, route, host);
         }
@@ -132,7 +132,7 @@ impl Rescue {
     }
 
     /// 502 or 504 for an upstream that failed before answering.
-    pub fn upstream(kind: UpstreamErrorKind) -> Self {
+    pub(crate) fn upstream(kind: UpstreamErrorKind) -> Self {
         let status = match kind {
             UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::ResponseTimeout => {
                 StatusCode::GATEWAY_TIMEOUT
@@ -145,7 +145,7 @@ impl Rescue {
 
     /// 503 at once when every server of a group is out, with when the
     /// first comes back.
-    pub fn no_server(retry_after: u64) -> Self {
+    pub(crate) fn no_server(retry_after: u64) -> Self {
         Rescue::upstream(UpstreamErrorKind::NoServer).retry_after(retry_after)
     }
 
@@ -164,7 +164,7 @@ impl Rescue {
 
     /// Count, log and render the answer in `shape`. `route` names the
     /// matched route, if routing got that far.
-    pub fn answer(
+    pub(crate) fn answer(
         self,
         shape: ErrorShape,
         metrics: &Metrics,

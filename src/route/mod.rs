@@ -22,24 +22,24 @@ use crate::respond::ErrorShape;
 use crate::telemetry::RouteMetrics;
 
 /// A route ready to serve: its config plus whatever was built from it.
-pub struct Route<T = Target> {
-    pub config: RouteConfig,
+pub(crate) struct Route<T = Target> {
+    pub(crate) config: RouteConfig,
     /// The route name, shared cheaply with logs and metrics.
-    pub name: Arc<str>,
-    pub target: T,
+    pub(crate) name: Arc<str>,
+    pub(crate) target: T,
     /// The route's own bound on requests in flight (long-lived: the same
     /// gate across snapshots while the route exists).
-    pub gate: Gate,
+    pub(crate) gate: Gate,
     /// The per-client rate limit, if any (long-lived like the gate).
-    pub rate: Option<Arc<RateLimit>>,
+    pub(crate) rate: Option<Arc<RateLimit>>,
     /// Its request metrics, resolved when the table is built.
-    pub metrics: Arc<RouteMetrics>,
+    pub(crate) metrics: Arc<RouteMetrics>,
 }
 
 /// What a route does with the requests it matches: one variant per route
 /// kind, each served by its own module. The lifecycle's serve phase is one
 /// `match` on it.
-pub enum Target {
+pub(crate) enum Target {
     /// Forward to an upstream and stream the answer back.
     Proxy(Arc<Upstream>),
     /// An LLM API route: model routing, failover, streaming relay.
@@ -47,23 +47,15 @@ pub enum Target {
 }
 
 impl Target {
-    /// The route kind, as configured and logged.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Target::Proxy(_) => "proxy",
-            Target::Llm(llm) => llm.settings.protocol.name(),
-        }
-    }
-
     /// Whether the route's rate limit counts client tokens rather than
     /// addresses (an LLM route with tokens: many agents may share one
     /// egress address).
-    pub fn rate_by_token(&self) -> bool {
+    pub(crate) fn rate_by_token(&self) -> bool {
         matches!(self, Target::Llm(llm) if !llm.settings.client_tokens.is_empty())
     }
 
     /// Where requests go, for the access log.
-    pub fn label(&self) -> Option<&Arc<str>> {
+    pub(crate) fn label(&self) -> Option<&Arc<str>> {
         match self {
             Target::Proxy(upstream) => Some(&upstream.label),
             // Which upstream serves is decided per request.
@@ -73,7 +65,7 @@ impl Target {
 
     /// How errors weir generates on this route are written: a route kind
     /// answers in its own protocol.
-    pub fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
+    pub(crate) fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
         match self {
             Target::Proxy(_) => ErrorShape::for_plain_route(request_headers),
             Target::Llm(llm) => ErrorShape::Llm(llm.settings.protocol),
@@ -84,7 +76,7 @@ impl Target {
 /// Indexes of routes, longest path prefix first.
 type Group = Vec<usize>;
 
-pub struct Router<T = Target> {
+pub(crate) struct Router<T = Target> {
     routes: Vec<Arc<Route<T>>>,
     exact: HashMap<String, Group>,
     /// (suffix with leading dot, group), longest suffix first.
@@ -93,7 +85,7 @@ pub struct Router<T = Target> {
 }
 
 impl<T> Router<T> {
-    pub fn new(routes: Vec<Route<T>>) -> Self {
+    pub(crate) fn new(routes: Vec<Route<T>>) -> Self {
         let routes: Vec<Arc<Route<T>>> = routes.into_iter().map(Arc::new).collect();
         let mut exact: HashMap<String, Group> = HashMap::new();
         let mut wildcard: HashMap<String, Group> = HashMap::new();
@@ -127,7 +119,7 @@ impl<T> Router<T> {
     }
 
     /// Every route, in config order.
-    pub fn routes(&self) -> &[Arc<Route<T>>] {
+    pub(crate) fn routes(&self) -> &[Arc<Route<T>>] {
         &self.routes
     }
 
@@ -147,7 +139,7 @@ impl<T> Router<T> {
     }
 
     /// Find the route for a normalised (lower-case, port-free) host and a path.
-    pub fn find(&self, host: &str, path: &str) -> Option<&Arc<Route<T>>> {
+    pub(crate) fn find(&self, host: &str, path: &str) -> Option<&Arc<Route<T>>> {
         let group = self.group(host)?;
         group
             .iter()
@@ -156,13 +148,13 @@ impl<T> Router<T> {
     }
 
     /// Whether any route accepts this host (used to validate redirect targets).
-    pub fn knows_host(&self, host: &str) -> bool {
+    pub(crate) fn knows_host(&self, host: &str) -> bool {
         self.group(host).is_some()
     }
 }
 
 /// Segment-aware prefix match.
-pub fn prefix_matches(prefix: &str, path: &str) -> bool {
+pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
     match path.strip_prefix(prefix) {
         Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
         None => false,

@@ -30,7 +30,6 @@ use crate::snapshot::BuildError;
 use crate::worker::Workers;
 use reload::Reloadable;
 
-pub use reload::Reloaded;
 pub use start::start;
 
 /// Why weir could not start, or a new config could not be applied.

@@ -42,7 +42,7 @@ use crate::sync::Locked;
 use crate::telemetry::Metrics;
 
 /// What a reload did.
-pub type Reloaded = admin::ReloadReport;
+pub(crate) type Reloaded = admin::ReloadReport;
 
 /// The parts of a running server a new config is applied to, and the
 /// config now running. Shared by [`Running`], the admin API and the file
@@ -413,7 +413,7 @@ impl Running {
 
     /// Reload from the config file, as SIGHUP asks (the admin API and the
     /// watcher take the same path): every problem, or what changed.
-    pub async fn reload(&self) -> Result<Reloaded, Vec<String>> {
+    pub(crate) async fn reload(&self) -> Result<Reloaded, Vec<String>> {
         reload_now(self.reloadable.clone(), Trigger::Signal).await
     }
 }

@@ -13,7 +13,7 @@ impl Running {
     /// process's listening sockets, and wait until it is ready: then this
     /// process should drain and exit. Returns the new process's pid; on
     /// failure the new process is gone and this one keeps serving.
-    pub async fn upgrade(&self) -> Result<u32, String> {
+    pub(crate) async fn upgrade(&self) -> Result<u32, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find weir's binary: {e}"))?;
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut sockets = Vec::new();

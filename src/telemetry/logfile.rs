@@ -17,7 +17,7 @@ const QUEUE_LINES: usize = 64 * 1024;
 
 /// An append-only log file that can be reopened at the same path.
 #[derive(Clone)]
-pub struct LogFile {
+pub(crate) struct LogFile {
     path: PathBuf,
     file: Arc<Mutex<File>>,
 }
@@ -27,7 +27,7 @@ fn open(path: &Path) -> io::Result<File> {
 }
 
 impl LogFile {
-    pub fn open(path: &Path) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
         Ok(LogFile {
             path: path.to_path_buf(),
             file: Arc::new(Mutex::new(open(path)?)),
@@ -36,7 +36,7 @@ impl LogFile {
 
     /// Start writing to whatever is at the path now (a new file after a
     /// rotation).
-    pub fn reopen(&self) -> io::Result<()> {
+    pub(crate) fn reopen(&self) -> io::Result<()> {
         let fresh = open(&self.path)?;
         *self.file.locked() = fresh;
         Ok(())
@@ -72,7 +72,7 @@ fn open_files() -> &'static Mutex<Open> {
 }
 
 /// A non-blocking writer to `path`, registered for reopening.
-pub fn writer(path: &Path) -> io::Result<NonBlocking> {
+pub(crate) fn writer(path: &Path) -> io::Result<NonBlocking> {
     let file = LogFile::open(path)?;
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
@@ -87,7 +87,7 @@ pub fn writer(path: &Path) -> io::Result<NonBlocking> {
 
 /// Reopen every log file (after logrotate moved them); the problems, if
 /// any, one per file.
-pub fn reopen_all() -> Vec<String> {
+pub(crate) fn reopen_all() -> Vec<String> {
     let open = open_files().locked();
     open.files
         .iter()
@@ -100,14 +100,14 @@ pub fn reopen_all() -> Vec<String> {
 }
 
 /// Log lines dropped because a file's queue was full (the disk stalled).
-pub fn dropped_lines() -> u64 {
+pub(crate) fn dropped_lines() -> u64 {
     let open = open_files().locked();
     open.dropped.iter().map(|c| c.dropped_lines() as u64).sum()
 }
 
 /// A non-blocking writer to stdout (the usage records' default sink),
 /// lossy like the files' writers.
-pub fn stdout_writer() -> NonBlocking {
+pub(crate) fn stdout_writer() -> NonBlocking {
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(QUEUE_LINES)

@@ -1,15 +1,16 @@
 //! Logs and metrics: the tracing subscriber, and the Prometheus registry
 //! every layer records into.
 
-pub mod logfile;
+pub(crate) mod logfile;
 mod metrics;
-pub mod records;
+pub(crate) mod records;
 
-pub use metrics::{
-    ClusterMetrics, LlmRouteMetrics, Metrics, RouteMetrics, ServerMetrics, TokenCounts,
-    UpstreamErrorKind, UsageOf,
+pub use metrics::ClusterMetrics;
+pub use metrics::Metrics;
+pub(crate) use metrics::{
+    LlmRouteMetrics, RouteMetrics, ServerMetrics, UpstreamErrorKind, UsageOf,
 };
-pub use records::RecordSink;
+pub(crate) use records::RecordSink;
 
 use crate::config::{LogFormat, LogSettings};
 
@@ -20,7 +21,7 @@ use crate::config::{LogFormat, LogSettings};
 const QUIET_PER_CONNECTION: &[&str] = &["rustls", "h2", "hyper", "hyper_util"];
 
 /// The filter actually installed for an operator's `level`.
-pub fn log_filter(level: &str) -> String {
+pub(crate) fn log_filter(level: &str) -> String {
     let mut filter = level.to_string();
     for target in QUIET_PER_CONNECTION {
         if !level.contains(target) {
@@ -52,7 +53,7 @@ where
 /// or to `log.access_file`. Files are written without blocking and can be
 /// reopened for logrotate ([`logfile::reopen_all`]). A file that cannot be
 /// opened is an error before anything serves.
-pub fn init_logging(settings: &LogSettings) -> Result<(), String> {
+pub(crate) fn init_logging(settings: &LogSettings) -> Result<(), String> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::filter::{FilterExt, filter_fn};
     use tracing_subscriber::layer::SubscriberExt;

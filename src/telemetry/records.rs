@@ -12,11 +12,11 @@ use crate::config::LogSettings;
 
 /// Where usage records go; off unless `log.usage_log` is set.
 #[derive(Clone, Default)]
-pub struct RecordSink(Option<NonBlocking>);
+pub(crate) struct RecordSink(Option<NonBlocking>);
 
 impl RecordSink {
     /// The sink `log` asks for.
-    pub fn open(log: &LogSettings) -> std::io::Result<Self> {
+    pub(crate) fn open(log: &LogSettings) -> std::io::Result<Self> {
         if !log.usage_log {
             return Ok(RecordSink(None));
         }
@@ -26,12 +26,12 @@ impl RecordSink {
         })))
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.0.is_some()
     }
 
     /// Write one record as one line (one write: never interleaved).
-    pub fn write(&self, record: &serde_json::Value) {
+    pub(crate) fn write(&self, record: &serde_json::Value) {
         if let Some(w) = &self.0 {
             let mut line = record.to_string();
             line.push('\n');

@@ -13,14 +13,14 @@ use serde_json::Value;
 
 use super::Weir;
 
-pub use weir::demo::llm::{
+pub use weir::testing::demo::llm::{
     AGENT_ARGUMENT_PIECES, AGENT_TOOL, Api, MockLlm, Reply, Seen, Step, agent, error,
     stream_events, success,
 };
 
 /// A mock provider answering with `script`.
 pub async fn mock(script: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> MockLlm {
-    weir::demo::llm::spawn(([127, 0, 0, 1], 0).into(), script)
+    weir::testing::demo::llm::spawn(([127, 0, 0, 1], 0).into(), script)
         .await
         .expect("mock LLM")
 }

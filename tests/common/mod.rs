@@ -11,6 +11,8 @@
 //! [`can_run`], visibly.
 
 #![allow(dead_code)]
+// The harness is a module of each test crate: its `pub` is for the tests.
+#![allow(unreachable_pub)]
 
 pub mod agents;
 pub mod dns;
@@ -46,8 +48,8 @@ use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use weir::config::Config;
-use weir::server::{self, Running};
+use weir::testing::config::Config;
+use weir::testing::server::{self, Running};
 
 pub type TestBody = BoxBody<Bytes, Infallible>;
 
@@ -100,7 +102,7 @@ impl Weir {
 
     /// Validate `toml` (with `{dir}` replaced) and apply it to the running
     /// server, as a reload does.
-    pub fn apply(&self, toml: &str) -> Result<u64, weir::server::StartError> {
+    pub fn apply(&self, toml: &str) -> Result<u64, weir::testing::server::StartError> {
         let text = toml.replace("{dir}", &self.dir.path().display().to_string());
         let path = self.dir.path().join("weir.toml");
         let config = match Config::parse(&path, &text) {
@@ -131,7 +133,7 @@ pub fn write_cert(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf, 
 
 /// The built-in demo upstream on a fresh port.
 pub async fn demo_upstream() -> SocketAddr {
-    weir::demo::upstream::spawn(([127, 0, 0, 1], 0).into())
+    weir::testing::demo::upstream::spawn(([127, 0, 0, 1], 0).into())
         .await
         .expect("demo upstream")
 }
@@ -262,11 +264,13 @@ pub fn tls_config(
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(c.expect("pem")).expect("root");
     }
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_protocol_versions(versions)
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
+    rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth()
 }
 
 pub fn tls_client_with(

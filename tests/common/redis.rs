@@ -140,20 +140,20 @@ impl Redis {
         &self,
         lease_ttl: Duration,
     ) -> (
-        std::sync::Arc<weir::cluster::Cluster>,
-        weir::telemetry::Metrics,
+        std::sync::Arc<weir::testing::cluster::Cluster>,
+        weir::testing::telemetry::Metrics,
     ) {
-        let settings = weir::config::ClusterSettings {
+        let settings = weir::testing::config::ClusterSettings {
             url: self.url(),
             password: None,
             key_prefix: "t:".into(),
             timeout: Duration::from_millis(500),
-            on_failure: weir::config::FailureMode::Open,
+            on_failure: weir::testing::config::FailureMode::Open,
             lease_ttl,
             ca_file: None,
         };
-        let metrics = weir::telemetry::Metrics::new();
-        let cluster = weir::cluster::Cluster::start(&settings, metrics.cluster());
+        let metrics = weir::testing::telemetry::Metrics::new();
+        let cluster = weir::testing::cluster::Cluster::start(&settings, metrics.cluster());
         cluster.settled(Duration::from_secs(5)).await;
         assert!(cluster.is_up(), "the cluster API connected to Redis");
         (cluster, metrics)

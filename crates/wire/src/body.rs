@@ -147,7 +147,6 @@ pub fn splice(body: &Bytes, span: &Range<usize>, name: &str) -> Bytes {
     out.freeze()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

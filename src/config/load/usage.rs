@@ -155,7 +155,7 @@ fn valid_name(name: &str) -> bool {
 
 /// The name of an unnamed token: `token-` and the first 8 hex digits of
 /// its SHA-256 (`printf %s "$TOKEN" | sha256sum | cut -c1-8`).
-pub fn fingerprint(token: &Secret) -> String {
+pub(crate) fn fingerprint(token: &Secret) -> String {
     format!("token-{}", token.digest_hex(4))
 }
 

@@ -11,7 +11,7 @@ use crate::llm::ledger::{Bound, View, WindowView};
 /// this process's ledger (`"local"`, or `"local_redis_unavailable"` when
 /// the fleet keeps it but Redis did not answer: what this instance
 /// counted while Redis was away).
-pub async fn view(
+pub(crate) async fn view(
     route: &str,
     llm: &crate::llm::LlmRoute,
     client: Option<&str>,

@@ -65,7 +65,7 @@ impl CertificateFamilies {
 
 impl Metrics {
     /// An ACME order for `name` started.
-    pub fn certificate_attempt(&self, name: &str) {
+    pub(crate) fn certificate_attempt(&self, name: &str) {
         self.certificates
             .attempts
             .get_or_create(&NameLabels { name: name.into() })
@@ -73,7 +73,7 @@ impl Metrics {
     }
 
     /// An ACME order for `name` ended without a certificate.
-    pub fn certificate_failure(&self, name: &str) {
+    pub(crate) fn certificate_failure(&self, name: &str) {
         self.certificates
             .failures
             .get_or_create(&NameLabels { name: name.into() })
@@ -81,18 +81,10 @@ impl Metrics {
     }
 
     /// The certificate now served for `name` expires at `not_after_unix`.
-    pub fn certificate_installed(&self, name: &str, not_after_unix: i64) {
+    pub(crate) fn certificate_installed(&self, name: &str, not_after_unix: i64) {
         self.certificates
             .not_after
             .locked()
             .insert(name.to_string(), not_after_unix);
-    }
-
-    /// Attempts so far for `name` (tests and the admin status).
-    pub fn certificate_attempts(&self, name: &str) -> u64 {
-        self.certificates
-            .attempts
-            .get_or_create(&NameLabels { name: name.into() })
-            .get()
     }
 }

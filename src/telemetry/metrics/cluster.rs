@@ -50,26 +50,26 @@ pub(super) struct ClusterFamilies {
 #[derive(Clone, Debug)]
 pub struct ClusterMetrics {
     /// 1 while Redis answers, 0 while limits are decided by the failure mode.
-    pub redis_up: Gauge,
+    pub(crate) redis_up: Gauge,
     /// Live instances of the fleet (the last known while Redis is down).
-    pub instances: Gauge,
+    pub(crate) instances: Gauge,
     /// Decisions made by Redis.
-    pub by_redis: Counter,
+    pub(crate) by_redis: Counter,
     /// Decisions made locally while Redis did not answer, by mode.
-    pub fail_open: Counter,
-    pub fail_closed: Counter,
+    pub(crate) fail_open: Counter,
+    pub(crate) fail_closed: Counter,
     /// Time of a request's round trip to Redis.
-    pub redis_seconds: Histogram,
+    pub(crate) redis_seconds: Histogram,
     /// Holds learnt here: sent to the fleet, or kept local.
-    pub holds_sent: Counter,
-    pub holds_queue_full: Counter,
-    pub holds_redis_down: Counter,
+    pub(crate) holds_sent: Counter,
+    pub(crate) holds_queue_full: Counter,
+    pub(crate) holds_redis_down: Counter,
     /// Holds learnt from the fleet: announced, or read from their keys.
-    pub holds_announced: Counter,
-    pub holds_read: Counter,
+    pub(crate) holds_announced: Counter,
+    pub(crate) holds_read: Counter,
     /// Budget settles waiting for Redis, and those dropped past the bound.
-    pub budget_settles_pending: Gauge,
-    pub budget_settles_dropped: Counter,
+    pub(crate) budget_settles_pending: Gauge,
+    pub(crate) budget_settles_dropped: Counter,
 }
 
 impl ClusterFamilies {

@@ -92,15 +92,15 @@ impl GroupFamilies {
 /// One server's metrics, resolved once when its group is built, so a
 /// request counts with an atomic add and no label lookup.
 #[derive(Clone, Debug)]
-pub struct ServerMetrics {
-    pub up: Gauge,
-    pub picks: Counter,
-    pub ejections: Counter,
+pub(crate) struct ServerMetrics {
+    pub(crate) up: Gauge,
+    pub(crate) picks: Counter,
+    pub(crate) ejections: Counter,
 }
 
 impl Metrics {
     /// The metrics of `server` in `route`'s group; it starts up.
-    pub fn server_metrics(&self, route: &Arc<str>, server: &Arc<str>) -> ServerMetrics {
+    pub(crate) fn server_metrics(&self, route: &Arc<str>, server: &Arc<str>) -> ServerMetrics {
         let labels = ServerLabels {
             route: RouteName(route.clone()),
             server: RouteName(server.clone()),
@@ -124,7 +124,7 @@ impl Metrics {
 
     /// `server` of `route`'s group was taken out for `reason` (the
     /// passive ejections of [`ServerMetrics::ejections`] are `failing`).
-    pub fn server_ejected(&self, route: &Arc<str>, server: &Arc<str>, reason: &'static str) {
+    pub(crate) fn server_ejected(&self, route: &Arc<str>, server: &Arc<str>, reason: &'static str) {
         self.groups
             .ejections
             .get_or_create(&EjectionLabels {
@@ -136,7 +136,7 @@ impl Metrics {
     }
 
     /// A request went to another server of `route`'s group.
-    pub fn upstream_retry(&self, route: &Arc<str>, reason: &'static str) {
+    pub(crate) fn upstream_retry(&self, route: &Arc<str>, reason: &'static str) {
         self.groups
             .retries
             .get_or_create(&RetryLabels {
@@ -147,7 +147,7 @@ impl Metrics {
     }
 
     /// A retry `route`'s budget did not allow.
-    pub fn retry_budget_exhausted(&self, route: &Arc<str>) {
+    pub(crate) fn retry_budget_exhausted(&self, route: &Arc<str>) {
         self.groups
             .retry_budget_exhausted
             .get_or_create(&RouteLabels {
@@ -157,7 +157,7 @@ impl Metrics {
     }
 
     /// A lookup of `host`, a server name of `route`'s group, failed.
-    pub fn dns_failure(&self, route: &Arc<str>, host: &str) {
+    pub(crate) fn dns_failure(&self, route: &Arc<str>, host: &str) {
         self.groups
             .dns_failures
             .get_or_create(&HostLabels {

@@ -174,15 +174,15 @@ const OUTCOMES: [&str; 6] = [
 const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
 
 /// A request's tokens by kind: input, output, cache_read, cache_write.
-pub type TokenCounts = [u64; 4];
+pub(crate) type TokenCounts = [u64; 4];
 
 /// Whose usage a request's is, each by its index in the route's lists
 /// (see [`Metrics::llm_route`]); `None`: none (`-`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct UsageOf {
-    pub client: Option<usize>,
-    pub model: Option<usize>,
-    pub upstream: Option<usize>,
+pub(crate) struct UsageOf {
+    pub(crate) client: Option<usize>,
+    pub(crate) model: Option<usize>,
+    pub(crate) upstream: Option<usize>,
 }
 
 /// The series of one client token, model and upstream of a route.
@@ -198,7 +198,7 @@ struct ClientSeries {
 /// each series' handle is kept by index the first time it is used and a
 /// request counts with atomic adds. Built again with the route whenever its
 /// settings change, so no handle outlives the labels it was made for.
-pub struct LlmRouteMetrics {
+pub(crate) struct LlmRouteMetrics {
     families: LlmFamilies,
     route: RouteName,
     /// The configured models, then `default`, then `-` (not known).
@@ -221,18 +221,13 @@ pub struct LlmRouteMetrics {
 impl LlmRouteMetrics {
     /// The index of a request's model label: the configured model at
     /// `configured`, else `default`.
-    pub fn model(&self, configured: Option<usize>) -> usize {
+    pub(crate) fn model(&self, configured: Option<usize>) -> usize {
         let default = self.models.len().saturating_sub(2);
         configured.filter(|i| *i < default).unwrap_or(default)
     }
 
-    /// The label of model `model` (see [`LlmRouteMetrics::model`]).
-    pub fn model_label(&self, model: usize) -> &Arc<str> {
-        &self.models.get(model).unwrap_or(&self.dash).0
-    }
-
     /// The name of configured upstream `upstream`.
-    pub fn upstream_label(&self, upstream: usize) -> &Arc<str> {
+    pub(crate) fn upstream_label(&self, upstream: usize) -> &Arc<str> {
         &self.upstreams.get(upstream).unwrap_or(&self.dash).0
     }
 
@@ -246,7 +241,7 @@ impl LlmRouteMetrics {
     }
 
     /// The time to a request's first content.
-    pub fn first_token(&self, model: usize, seconds: f64) {
+    pub(crate) fn first_token(&self, model: usize, seconds: f64) {
         let resolve = || {
             let labels = LlmModelLabels {
                 route: self.route.clone(),
@@ -260,7 +255,7 @@ impl LlmRouteMetrics {
     }
 
     /// A request ended with `outcome`, served by `upstream` (`None`: none).
-    pub fn request(&self, model: usize, upstream: Option<usize>, outcome: &'static str) {
+    pub(crate) fn request(&self, model: usize, upstream: Option<usize>, outcome: &'static str) {
         let upstream = Self::at(&self.upstreams, upstream);
         let at = OUTCOMES.iter().position(|o| *o == outcome).and_then(|o| {
             place(&[
@@ -282,7 +277,7 @@ impl LlmRouteMetrics {
     }
 
     /// The tokens upstreams reported for a request.
-    pub fn tokens(&self, model: usize, tokens: TokenCounts) {
+    pub(crate) fn tokens(&self, model: usize, tokens: TokenCounts) {
         for (k, (kind, n)) in TOKEN_KINDS.into_iter().zip(tokens).enumerate() {
             if n == 0 {
                 continue;
@@ -302,7 +297,7 @@ impl LlmRouteMetrics {
 
     /// A move to the next upstream before any content (not on the path
     /// of a request served first time: looked up each time).
-    pub fn failover(&self, model: usize, reason: &'static str) {
+    pub(crate) fn failover(&self, model: usize, reason: &'static str) {
         self.families
             .failovers
             .get_or_create(&LlmFailoverLabels {
@@ -314,7 +309,7 @@ impl LlmRouteMetrics {
     }
 
     /// A request refused because client `client`'s budget was spent.
-    pub fn budget_refused(&self, client: usize, bound: &'static str) {
+    pub(crate) fn budget_refused(&self, client: usize, bound: &'static str) {
         self.families
             .budget_refusals
             .get_or_create(&BudgetLabels {
@@ -327,7 +322,7 @@ impl LlmRouteMetrics {
 
     /// One request's usage, per client: its outcome, its tokens by kind,
     /// and its spend when its model is priced.
-    pub fn client_usage(
+    pub(crate) fn client_usage(
         &self,
         of: UsageOf,
         outcome: &'static str,
@@ -384,7 +379,7 @@ impl Metrics {
     /// An LLM route's series, over its configured models, upstreams and
     /// client tokens (names, in the config's order: a label's index is
     /// its place there).
-    pub fn llm_route<'a>(
+    pub(crate) fn llm_route<'a>(
         &self,
         route: &Arc<str>,
         models: impl IntoIterator<Item = &'a str>,
@@ -417,7 +412,7 @@ impl Metrics {
         }
     }
 
-    pub fn llm_cooldown(&self, route: &Arc<str>, upstream: &Arc<str>, until_unix: i64) {
+    pub(crate) fn llm_cooldown(&self, route: &Arc<str>, upstream: &Arc<str>, until_unix: i64) {
         self.llm
             .cooldown_until
             .get_or_create(&LlmUpstreamLabels {

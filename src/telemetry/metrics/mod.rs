@@ -24,9 +24,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub use cluster::ClusterMetrics;
-pub use groups::ServerMetrics;
-pub use llm::{LlmRouteMetrics, TokenCounts, UsageOf};
-pub use server::{RouteMetrics, UpstreamErrorKind};
+pub(crate) use groups::ServerMetrics;
+pub(crate) use llm::{LlmRouteMetrics, UsageOf};
+pub(crate) use server::{RouteMetrics, UpstreamErrorKind};
 
 /// A route name as a label value: shared, so recording a request's metrics
 /// does not allocate.
@@ -165,7 +165,7 @@ impl Metrics {
     }
 
     /// A reload finished; `generation` is the running one afterwards.
-    pub fn config_reload(&self, ok: bool, generation: u64) {
+    pub(crate) fn config_reload(&self, ok: bool, generation: u64) {
         self.config_reloads
             .get_or_create(&ResultLabels {
                 result: if ok { "ok" } else { "failed" },
@@ -174,7 +174,7 @@ impl Metrics {
         self.config_generation.set(generation as i64);
     }
 
-    pub fn config_loaded(&self, generation: u64) {
+    pub(crate) fn config_loaded(&self, generation: u64) {
         self.config_generation.set(generation as i64);
     }
 

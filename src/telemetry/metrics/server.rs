@@ -21,7 +21,7 @@ struct RequestLabels {
 
 /// Why a request to an upstream failed.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum UpstreamErrorKind {
+pub(crate) enum UpstreamErrorKind {
     /// TCP connect refused, reset or unreachable.
     Connect,
     /// TCP connect did not finish within `connect_timeout`.
@@ -40,7 +40,7 @@ pub enum UpstreamErrorKind {
 impl UpstreamErrorKind {
     /// Whether the request failed before any of it reached the server
     /// (so it may go to another, whatever its method).
-    pub fn before_sending(self) -> bool {
+    pub(crate) fn before_sending(self) -> bool {
         matches!(
             self,
             UpstreamErrorKind::Connect | UpstreamErrorKind::ConnectTimeout | UpstreamErrorKind::Tls
@@ -209,7 +209,7 @@ impl ServerFamilies {
 }
 
 /// One route's request counters and latency histogram, held by the route.
-pub struct RouteMetrics {
+pub(crate) struct RouteMetrics {
     duration: Histogram,
     requests: Family<RequestLabels, Counter>,
     route: RouteName,
@@ -219,7 +219,7 @@ pub struct RouteMetrics {
 }
 
 impl RouteMetrics {
-    pub fn record(&self, status: u16, seconds: f64) {
+    pub(crate) fn record(&self, status: u16, seconds: f64) {
         self.duration.observe(seconds);
         let labels = || RequestLabels {
             route: self.route.clone(),
@@ -236,7 +236,7 @@ impl RouteMetrics {
 impl Metrics {
     /// A route's request metrics, resolved once (when the route table is
     /// built), so recording a request takes no lock on a metric family.
-    pub fn route_metrics(&self, route: &Arc<str>) -> Arc<RouteMetrics> {
+    pub(crate) fn route_metrics(&self, route: &Arc<str>) -> Arc<RouteMetrics> {
         let name = RouteName(route.clone());
         Arc::new(RouteMetrics {
             duration: self
@@ -253,7 +253,7 @@ impl Metrics {
     }
 
     /// `route` is `None` for requests that matched no route (label `-`).
-    pub fn record_request(&self, route: Option<&Arc<str>>, status: u16, seconds: f64) {
+    pub(crate) fn record_request(&self, route: Option<&Arc<str>>, status: u16, seconds: f64) {
         let s = &self.server;
         let route = RouteName(route.unwrap_or(&s.no_route).clone());
         s.request_duration
@@ -266,7 +266,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_upstream_error(&self, route: &Arc<str>, kind: UpstreamErrorKind) {
+    pub(crate) fn record_upstream_error(&self, route: &Arc<str>, kind: UpstreamErrorKind) {
         self.server
             .upstream_errors
             .get_or_create(&UpstreamErrorLabels {
@@ -276,16 +276,16 @@ impl Metrics {
             .inc();
     }
 
-    pub fn in_flight_gauge(&self) -> Gauge {
+    pub(crate) fn in_flight_gauge(&self) -> Gauge {
         self.server.requests_in_flight.clone()
     }
 
-    pub fn admission_hold_histogram(&self) -> Histogram {
+    pub(crate) fn admission_hold_histogram(&self) -> Histogram {
         self.server.admission_hold.clone()
     }
 
     /// `route` is `None` when shed before routing (label `-`).
-    pub fn request_shed(&self, reason: &'static str, route: Option<&Arc<str>>) {
+    pub(crate) fn request_shed(&self, reason: &'static str, route: Option<&Arc<str>>) {
         let s = &self.server;
         s.shed_total.fetch_add(1, Ordering::Relaxed);
         s.requests_shed
@@ -297,26 +297,26 @@ impl Metrics {
     }
 
     /// Requests shed by any gate since start.
-    pub fn shed_total(&self) -> u64 {
+    pub(crate) fn shed_total(&self) -> u64 {
         self.server.shed_total.load(Ordering::Relaxed)
     }
 
     /// Requests admitted and not yet finished.
     /// Idle connections parked now (see `conn::serve`).
-    pub fn parked_gauge(&self) -> &Gauge {
+    pub(crate) fn parked_gauge(&self) -> &Gauge {
         &self.server.connections_parked
     }
 
-    pub fn connection_parked(&self) {
+    pub(crate) fn connection_parked(&self) {
         self.server.connection_parks.inc();
     }
 
-    pub fn in_flight(&self) -> i64 {
+    pub(crate) fn in_flight(&self) -> i64 {
         self.server.requests_in_flight.get()
     }
 
     /// The open-connections gauge of a listener (held by each connection).
-    pub fn open_connections(&self, listener: &str) -> Gauge {
+    pub(crate) fn open_connections(&self, listener: &str) -> Gauge {
         self.server
             .connections_open
             .get_or_create(&ListenerLabels {
@@ -327,7 +327,7 @@ impl Metrics {
 
     /// The accepted-connections counter of a listener, resolved once per
     /// accept loop.
-    pub fn connections_accepted(&self, listener: &str) -> Counter {
+    pub(crate) fn connections_accepted(&self, listener: &str) -> Counter {
         self.server
             .connections_accepted
             .get_or_create(&ListenerLabels {
@@ -337,28 +337,28 @@ impl Metrics {
     }
 
     /// The accepted-connections counter of a worker.
-    pub fn worker_accepted(&self, worker: usize) -> Counter {
+    pub(crate) fn worker_accepted(&self, worker: usize) -> Counter {
         self.server
             .worker_connections_accepted
             .get_or_create(&WorkerLabels { worker })
             .clone()
     }
 
-    pub fn connection_refused(&self, reason: &'static str) {
+    pub(crate) fn connection_refused(&self, reason: &'static str) {
         self.server
             .connections_refused
             .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
-    pub fn connection_closed(&self, reason: &'static str) {
+    pub(crate) fn connection_closed(&self, reason: &'static str) {
         self.server
             .connections_closed
             .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
-    pub fn accept_error(&self, kind: &'static str) {
+    pub(crate) fn accept_error(&self, kind: &'static str) {
         self.server
             .accept_errors
             .get_or_create(&KindLabels { kind })

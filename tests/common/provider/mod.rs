@@ -771,7 +771,7 @@ pub(crate) fn approximate_tokens(body: &Value) -> u64 {
 /// text. Only this emulator can make one; [`unseal`] checks it.
 pub(crate) fn seal(kind: &str, text: &str) -> String {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let tag = ring::hmac::sign(&key(), format!("{kind}\0{text}").as_bytes());
+    let tag = aws_lc_rs::hmac::sign(&key(), format!("{kind}\0{text}").as_bytes());
     format!("{}.{}", b64.encode(text), b64.encode(tag.as_ref()))
 }
 
@@ -781,13 +781,13 @@ pub(crate) fn unseal(kind: &str, token: &str) -> Option<String> {
     let (text, tag) = token.split_once('.')?;
     let text = String::from_utf8(b64.decode(text).ok()?).ok()?;
     let tag = b64.decode(tag).ok()?;
-    ring::hmac::verify(&key(), format!("{kind}\0{text}").as_bytes(), &tag).ok()?;
+    aws_lc_rs::hmac::verify(&key(), format!("{kind}\0{text}").as_bytes(), &tag).ok()?;
     Some(text)
 }
 
-fn key() -> ring::hmac::Key {
-    ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
+fn key() -> aws_lc_rs::hmac::Key {
+    aws_lc_rs::hmac::Key::new(
+        aws_lc_rs::hmac::HMAC_SHA256,
         b"weir provider emulator: only the emulator seals thinking",
     )
 }

@@ -18,7 +18,10 @@ use super::{ToolNames, TranslateError, chat_client, messages_out, responses_clie
 use crate::{anthropic, responses, sse};
 
 /// Chat Completions → Responses.
-pub(super) fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
+pub(super) fn chat_to_responses(
+    v: &Value,
+    model: &str,
+) -> Result<(Value, ToolNames), TranslateError> {
     let hub = chat_client::to_messages(v, model)?;
     let names = ToolNames::of_messages_request(&hub);
     let mut out = messages_out::to_responses(&hub, model, &names)?;
@@ -47,7 +50,10 @@ pub(super) fn chat_to_responses(v: &Value, model: &str) -> Result<(Value, ToolNa
 }
 
 /// Responses → Chat Completions.
-pub(super) fn responses_to_chat(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
+pub(super) fn responses_to_chat(
+    v: &Value,
+    model: &str,
+) -> Result<(Value, ToolNames), TranslateError> {
     let (mut hub, codex) = responses_client::to_messages(v, model)?;
     // Long names are shortened for the Chat server; Codex's freeform
     // tools and limit still decide what its answer looks like.

@@ -233,7 +233,11 @@ fn copy(from: &Value, key: &str, to: &mut Map<String, Value>, as_key: &str) {
 }
 
 /// Messages → Responses.
-pub(super) fn to_responses(v: &Value, model: &str, names: &ToolNames) -> Result<Value, TranslateError> {
+pub(super) fn to_responses(
+    v: &Value,
+    model: &str,
+    names: &ToolNames,
+) -> Result<Value, TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let system = anthropic::system_text(&v["system"]);

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::request::limits;
 use super::*;
-use crate::translate::ToolNames;
 use crate::responses;
+use crate::translate::ToolNames;
 
 /// A PDF and plain text inline, a PDF by URL; an uploaded file's id
 /// and other media types have no Anthropic document.
