@@ -33,7 +33,6 @@
 mod acme;
 mod admin;
 mod admit;
-mod balance;
 pub mod cli;
 mod cluster;
 mod config;
@@ -52,4 +51,5 @@ mod sync;
 mod systemd;
 mod telemetry;
 pub mod testing;
+mod upstream;
 mod worker;

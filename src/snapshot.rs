@@ -32,10 +32,10 @@ use crate::config::{
 use crate::llm::ledger::Ledger;
 use crate::llm::{Books, ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
-use crate::proxy::{BodyRate, Upstream};
 use crate::route::{Route, Router, Target};
 use crate::sync::Locked;
 use crate::telemetry::{Metrics, RecordSink};
+use crate::upstream::{BodyRate, Upstream};
 
 /// Why a snapshot could not be built from a validated config.
 #[derive(Debug, thiserror::Error)]

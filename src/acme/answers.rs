@@ -8,6 +8,9 @@ use crate::sync::RwLocked;
 
 use arc_swap::ArcSwap;
 use rustls::sign::CertifiedKey;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::AcmeError;
 
 /// The ALPN protocol of the tls-alpn-01 challenge (RFC 8737).
 pub(crate) const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
@@ -134,6 +137,25 @@ impl Drop for Published<'_> {
             }
         }
     }
+}
+
+/// The self-signed certificate RFC 8737 asks for: the name, and the
+/// critical acmeIdentifier extension holding SHA-256 of the key
+/// authorization.
+pub(super) fn alpn_certificate(
+    name: &str,
+    digest: &[u8],
+) -> Result<Arc<rustls::sign::CertifiedKey>, AcmeError> {
+    let fail = |e: &dyn std::fmt::Display| AcmeError::Order(format!("challenge certificate: {e}"));
+    let key = rcgen::KeyPair::generate().map_err(|e| fail(&e))?;
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).map_err(|e| fail(&e))?;
+    params
+        .custom_extensions
+        .push(rcgen::CustomExtension::new_acme_identifier(digest));
+    let cert = params.self_signed(&key).map_err(|e| fail(&e))?;
+    let der_key = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| fail(&e))?;
+    let cert: CertificateDer<'static> = cert.der().clone();
+    crate::pki::challenge_key(cert, der_key).map_err(|e| fail(&e))
 }
 
 #[cfg(test)]

@@ -1,17 +1,15 @@
 //! One ACME order for one name: authorize it with the configured
 //! challenge, finalize with a fresh key, and fetch the chain.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use instant_acme::{
     Account, AuthorizationStatus, CertificateIdentifier, ChallengeType, Identifier, NewOrder,
     OrderStatus, RetryPolicy,
 };
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::AcmeError;
-use super::answers::{Challenges, Published};
+use super::answers::{Challenges, Published, alpn_certificate};
 use super::shared::{Answer, Fleet};
 use crate::config::AcmeChallenge;
 
@@ -134,23 +132,4 @@ async fn validation_problems(order: &mut instant_acme::Order, name: &str) -> Str
     } else {
         format!("validation of {name} failed: {}", problems.join("; "))
     }
-}
-
-/// The self-signed certificate RFC 8737 asks for: the name, and the
-/// critical acmeIdentifier extension holding SHA-256 of the key
-/// authorization.
-pub(super) fn alpn_certificate(
-    name: &str,
-    digest: &[u8],
-) -> Result<Arc<rustls::sign::CertifiedKey>, AcmeError> {
-    let fail = |e: &dyn std::fmt::Display| AcmeError::Order(format!("challenge certificate: {e}"));
-    let key = rcgen::KeyPair::generate().map_err(|e| fail(&e))?;
-    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).map_err(|e| fail(&e))?;
-    params
-        .custom_extensions
-        .push(rcgen::CustomExtension::new_acme_identifier(digest));
-    let cert = params.self_signed(&key).map_err(|e| fail(&e))?;
-    let der_key = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| fail(&e))?;
-    let cert: CertificateDer<'static> = cert.der().clone();
-    crate::pki::challenge_key(cert, der_key).map_err(|e| fail(&e))
 }

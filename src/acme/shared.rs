@@ -430,7 +430,7 @@ pub(crate) async fn mirror_challenges(
                         &aws_lc_rs::digest::SHA256,
                         answer.key_authorization.as_bytes(),
                     );
-                    match super::order::alpn_certificate(name, digest.as_ref()) {
+                    match super::answers::alpn_certificate(name, digest.as_ref()) {
                         Ok(key) => {
                             challenges.mirror_tls_alpn01(name, key.clone());
                             Some(key)

@@ -24,17 +24,13 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
-use super::Inner;
+use super::{BACKGROUND_TIMEOUT, Inner, RENEW_CHUNK};
 use crate::sync::Locked;
 
 /// Settles waiting for Redis, at most.
 const MAX_PENDING: usize = 100_000;
 /// Settles per script call (one pipeline carries several calls).
 const SETTLE_CHUNK: usize = 200;
-/// Reservations renewed per script call.
-const RENEW_CHUNK: usize = 500;
-/// The wait for a settle, renewal or view, off the request path.
-const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
 /// The largest amount sent to Redis (2^53: exact in Lua's numbers, and far
 /// from int64's end when added up). Usage is what an upstream reports and
 /// a reservation what a client asks, so both are clamped, not trusted.

@@ -36,11 +36,11 @@ use redis::aio::{MultiplexedConnection, PubSubStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::link::BACKGROUND_TIMEOUT;
+use super::BACKGROUND_TIMEOUT;
 use super::scripts::PRELUDE;
-use crate::balance::Reason;
 use crate::sync::Locked;
 use crate::telemetry::ClusterMetrics;
+use crate::upstream::balance::Reason;
 
 /// Holds waiting for the supervisor: far more than a burst of 429s from
 /// every member of a large config; past it a hold stays local.
@@ -377,7 +377,7 @@ pub(super) async fn next(announcements: &mut Option<PubSubStream>) -> Option<red
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::balance::{Ejection, Group, Member, Policy};
+    use crate::upstream::balance::{Ejection, Group, Member, Policy};
 
     /// A real group's member, as the LLM upstreams register theirs.
     struct Seat(Arc<Group<()>>);

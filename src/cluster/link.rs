@@ -24,7 +24,7 @@ use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo};
 
 use super::holds::{self, Outbox};
-use super::{DOWN, Inner, UP};
+use super::{BACKGROUND_TIMEOUT, DOWN, Inner, RENEW_CHUNK, UP};
 use crate::sync::Locked;
 
 /// How often this instance says it is alive.
@@ -33,11 +33,6 @@ pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
 pub(super) const INSTANCE_TTL: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// The wait for anything off the request path: connecting, heartbeats,
-/// renewals, releases.
-pub(super) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
-/// Leases renewed per script call.
-const RENEW_CHUNK: usize = 500;
 
 type Failed = String;
 

@@ -95,6 +95,12 @@ struct Inner {
     holds: Holds,
 }
 
+/// The wait for anything the fleet does off the request path: connecting,
+/// heartbeats, renewals, releases, settles, views.
+const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(1);
+/// Leases or reservations renewed per script call.
+const RENEW_CHUNK: usize = 500;
+
 const STARTING: u8 = 0;
 const UP: u8 = 1;
 const DOWN: u8 = 2;
@@ -472,7 +478,7 @@ impl Cluster {
         &self,
         id: &Arc<str>,
         until: tokio::time::Instant,
-        reason: crate::balance::Reason,
+        reason: crate::upstream::balance::Reason,
     ) {
         self.inner.holds.learnt(id, until, reason, self.is_up());
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Secret;
+use super::secret::Secret;
 
 #[derive(Debug, Clone)]
 pub(crate) struct ListenerConfig {

@@ -3,32 +3,14 @@
 
 use std::time::Duration;
 
-use super::{Ejection, Member, Policy, UpstreamHttp};
+use super::secret::Secret;
+use super::upstream::UpstreamHttp;
+use super::{Ejection, Member, Policy};
 
 /// Which LLM API family a route speaks to its clients, and which API an
 /// upstream speaks: what they mean on the wire is [`weir_wire`]'s.
 pub(crate) use weir_wire::openai::Accepts;
 pub(crate) use weir_wire::{Protocol, UpstreamApi};
-
-/// A secret read from a file or the environment; never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub(crate) String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
-
-impl Secret {
-    /// The first `bytes` bytes of the secret's SHA-256, in hex: a stable
-    /// name for it that reveals nothing (the same on every instance).
-    pub(crate) fn digest_hex(&self, bytes: usize) -> String {
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, self.0.as_bytes());
-        let head = digest.as_ref().get(..bytes).unwrap_or(digest.as_ref());
-        head.iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
 
 /// How an LLM upstream is authenticated.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,18 +13,22 @@ mod load;
 mod problem;
 pub(crate) mod reader;
 mod route;
+mod secret;
 mod server;
+mod upstream;
 
 use std::path::{Path, PathBuf};
 
 pub use listen::*;
-pub use llm::*;
+pub(crate) use llm::*;
 pub(crate) use problem::Problem;
 pub use problem::Problems;
 pub(crate) use route::*;
+pub use secret::Secret;
 pub use server::*;
+pub(crate) use upstream::UpstreamHttp;
 
-pub(crate) use crate::balance::{Ejection, Member, Policy, RetryBudget};
+pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};
 
 /// Defaults, in one place so the docs and the code cannot drift apart.
 pub(crate) mod defaults {

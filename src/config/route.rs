@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::upstream::UpstreamHttp;
 use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, defaults};
 
 #[derive(Debug, Clone)]
@@ -91,42 +92,6 @@ impl Default for Retry {
             methods: vec![http::Method::GET, http::Method::HEAD, http::Method::OPTIONS],
             budget: RetryBudget::default(),
         }
-    }
-}
-
-/// Which HTTP versions weir speaks to an upstream (`http_version`).
-/// Upgrades (WebSocket) always go over HTTP/1.1, whatever this says.
-/// HTTP/1.1 is the default because hyper-util's pool holds one HTTP/2
-/// connection per server and worker: past the server's stream limit,
-/// requests queue on it instead of opening another connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum UpstreamHttp {
-    /// `https://`: offer `h2` and `http/1.1` by ALPN, and speak what the
-    /// server picks; `http://`: HTTP/1.1 (a cleartext server cannot say
-    /// it speaks HTTP/2 before it is spoken to).
-    Auto,
-    /// HTTP/1.1 only, as nginx speaks to upstreams.
-    #[default]
-    Http1,
-    /// HTTP/2 only: ALPN `h2` on `https://`, h2c with prior knowledge on
-    /// `http://` (what gRPC servers speak in cleartext).
-    Http2,
-}
-
-impl UpstreamHttp {
-    pub(crate) const ALL: [UpstreamHttp; 3] =
-        [UpstreamHttp::Auto, UpstreamHttp::Http1, UpstreamHttp::Http2];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            UpstreamHttp::Auto => "auto",
-            UpstreamHttp::Http1 => "1.1",
-            UpstreamHttp::Http2 => "2",
-        }
-    }
-
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.name() == name)
     }
 }
 

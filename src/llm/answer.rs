@@ -10,8 +10,8 @@ use http_body_util::{BodyExt, Limited};
 
 use super::body::{Answer, ByteBudget, Prefixed, ReadError, read_answer};
 use super::outgoing::{Outgoing, Translation};
-use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue};
+use crate::upstream::headers::remove_hop_by_hop;
 
 /// An error body is read whole to be relayed later; bounded (provider
 /// error bodies are a few hundred bytes).

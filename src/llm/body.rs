@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::proxy::{BodyTooLarge, BodyTooSlow, RequestBody};
+use crate::upstream::{BodyTooLarge, BodyTooSlow, RequestBody};
 
 /// Bytes of request bodies held in memory by LLM routes, process-wide.
 #[derive(Clone, Default)]

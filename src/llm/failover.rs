@@ -40,11 +40,11 @@ use super::outgoing::{Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
 use super::upstream::{LlmMember, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
-use crate::balance::{Outcome, Pick, Reason};
 use crate::config::{Choice, LlmSettings};
-use crate::proxy::headers::remove_hop_by_hop;
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
+use crate::upstream::balance::{Outcome, Pick, Reason};
+use crate::upstream::headers::remove_hop_by_hop;
 use weir_wire::Endpoint;
 
 /// The most members of one upstream tried for one request: enough to get

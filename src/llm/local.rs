@@ -12,9 +12,9 @@ use super::failover::finish;
 use super::outgoing::{Outgoing, Prepared, Sent, send};
 use super::upstream::LlmUpstream;
 use super::{Context, LlmRoute};
-use crate::balance::{Outcome, Pick, Reason};
 use crate::config::Choice;
 use crate::respond::{Payload, Rescue};
+use crate::upstream::balance::{Outcome, Pick, Reason};
 use weir_wire::Endpoint;
 use weir_wire::translate::tokens;
 

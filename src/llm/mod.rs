@@ -51,10 +51,10 @@ use crate::admit::rate::{Client, RateLimit, Refusal};
 use crate::admit::{Admission, TokenGate};
 use crate::cluster::Cluster;
 use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
-use crate::proxy::{BodyRate, RequestBody};
 use crate::respond::{Payload, Rescue, SharedLlmFacts};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, Metrics};
+use crate::upstream::{BodyRate, RequestBody};
 use weir_wire::Endpoint;
 
 /// An LLM route's long-lived parts: its settings, a pooled client and a
@@ -370,7 +370,9 @@ fn conversation(headers: &http::HeaderMap, body: Option<&str>) -> Option<u64> {
         .get("x-claude-code-session-id")
         .map(|v| v.as_bytes())
         .filter(|v| !v.is_empty());
-    header.or(body.map(str::as_bytes)).map(crate::balance::key)
+    header
+        .or(body.map(str::as_bytes))
+        .map(crate::upstream::balance::key)
 }
 
 /// 503 when every slot for CPU-heavy work is taken.

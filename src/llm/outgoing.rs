@@ -7,7 +7,7 @@
 use super::offload::{Busy, Offload};
 use super::upstream::{LlmMember, LlmUpstream};
 use crate::config::{Credential, UpstreamApi};
-use crate::proxy::headers::clean_request;
+use crate::upstream::headers::clean_request;
 use bytes::Bytes;
 use http::Response;
 use http::header::{self, HeaderName, HeaderValue};

@@ -48,7 +48,7 @@ pub(crate) struct Tally {
     pub(crate) facts: SharedLlmFacts,
     pub(crate) started: std::time::Instant,
     /// The member serving: counted in flight until the answer ends.
-    pub(crate) _in_flight: Option<crate::balance::Pick<super::upstream::LlmMember>>,
+    pub(crate) _in_flight: Option<crate::upstream::balance::Pick<super::upstream::LlmMember>>,
 }
 
 impl Tally {

@@ -3,7 +3,7 @@
 //! `keys`) — balanced as one [`Group`]. A member that says it is rate
 //! limited or overloaded (429/503/529 with a retry hint) is held out of
 //! the group until then; one that refuses connections is held out for a
-//! growing back-off (the group's holds, [`crate::balance::Reason`]). There
+//! growing back-off (the group's holds, [`crate::upstream::balance::Reason`]). There
 //! is no cooldown state beside the group's: failover asks the group.
 //!
 //! On a route that shares its limits with a fleet (`[cluster]`,
@@ -22,12 +22,12 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
-use crate::balance::{Change, Group, Member, Reason};
 use crate::cluster::{Cluster, Holdable};
 use crate::config::{Credential, LlmUpstreamConfig, UpstreamHttp, UpstreamSettings};
-use crate::proxy::client::UpstreamClient;
-use crate::proxy::upstream::{connector, h1_pool, pooled_client};
 use crate::telemetry::{Metrics, ServerMetrics};
+use crate::upstream::balance::{Change, Group, Member, Reason};
+use crate::upstream::client::UpstreamClient;
+use crate::upstream::{connector, h1_pool, pooled_client};
 use crate::worker::PerWorker;
 
 pub(crate) type LlmClient = UpstreamClient<HttpsConnector<HttpConnector>, Full<Bytes>>;

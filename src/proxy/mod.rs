@@ -2,34 +2,29 @@
 //! back: URI and header rewriting, the response-head timeout, upgrades, and
 //! the mapping of upstream failures to 502/504.
 
-mod body;
-mod check;
-pub(crate) mod client;
-pub(crate) mod headers;
-mod pool;
-mod resolve;
 mod tunnel;
-pub(crate) mod upstream;
 
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use ipnet::IpNet;
 
-use body::{Attempt, Reclaim};
-pub(crate) use body::{BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, RequestBody};
-pub(crate) use upstream::{Server, Upstream};
+use crate::upstream::headers;
+use crate::upstream::{
+    Attempt, BodyRate, BodyTooLarge, BodyTooSlow, BodyUnreadable, Reclaim, RequestBody, SendError,
+    Server, Upstream,
+};
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use crate::admit::Admission;
-use crate::balance::{self, AllOut, Outcome};
 use crate::config::{HashKey, RouteConfig};
 use crate::conn::info::ConnInfo;
 use crate::respond::{Counted, Guard, Payload, Rescue};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
+use crate::upstream::balance::{self, AllOut, Outcome};
 
 /// Facts about the client connection the proxy needs.
 pub(crate) struct ClientSide<'a> {
@@ -406,7 +401,7 @@ fn hash_key(key: &HashKey, headers: &http::HeaderMap, peer: std::net::IpAddr) ->
 }
 
 /// Map a client error to what went wrong, by walking its causes.
-fn classify(err: &client::SendError) -> ProxyError {
+fn classify(err: &SendError) -> ProxyError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     let mut timed_out = false;
     let mut tls = false;

@@ -9,7 +9,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 /// Any error a response body can end with.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use crate::upstream::BoxError;
 
 /// A body produced by a route kind's own streaming (an LLM relay).
 pub(crate) type StreamBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send + Sync>>;

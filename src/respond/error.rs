@@ -16,8 +16,11 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::Payload;
-use super::rescue::MAX_RETRY_AFTER;
 use weir_wire::Protocol;
+
+/// The longest `Retry-After` weir sends: the Anthropic SDK ignores larger
+/// values, and the OpenAI SDK gives up above 120 s.
+pub(crate) const MAX_RETRY_AFTER: u64 = 60;
 
 /// How a generated error is written for the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::Payload;
-use super::error::{ErrorShape, GrpcCode, grpc_response, render};
+use super::error::{ErrorShape, GrpcCode, MAX_RETRY_AFTER, grpc_response, render};
 use crate::admit::rate::{self, Limited};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 
@@ -51,10 +51,6 @@ pub(crate) struct Rescue {
     /// message per status).
     pub(crate) message: Option<Arc<str>>,
 }
-
-/// The longest `Retry-After` weir sends: the Anthropic SDK ignores larger
-/// values, and the OpenAI SDK gives up above 120 s.
-pub(crate) const MAX_RETRY_AFTER: u64 = 60;
 
 impl Rescue {
     /// A plain answer: this status, nothing else to do.

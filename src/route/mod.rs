@@ -17,9 +17,9 @@ use crate::admit::Gate;
 use crate::admit::rate::RateLimit;
 use crate::config::{HostPattern, RouteConfig};
 use crate::llm::LlmRoute;
-use crate::proxy::Upstream;
 use crate::respond::ErrorShape;
 use crate::telemetry::RouteMetrics;
+use crate::upstream::Upstream;
 
 /// A route ready to serve: its config plus whatever was built from it.
 pub(crate) struct Route<T = Target> {

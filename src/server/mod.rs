@@ -90,3 +90,23 @@ impl Running {
         self.registry.open()
     }
 }
+
+/// Serve what is on disk at once, then keep the listener's names certified.
+pub(super) fn start_acme(
+    listener: &str,
+    settings: &crate::config::AcmeSettings,
+    certificates: &crate::conn::tls::Certificates,
+    challenges: &Arc<crate::acme::Challenges>,
+    metrics: &Arc<crate::telemetry::Metrics>,
+    cluster: Option<&Arc<crate::cluster::Cluster>>,
+) -> crate::acme::Manager {
+    crate::acme::load_stored(settings, certificates.issued(), metrics);
+    crate::acme::start(
+        listener,
+        settings,
+        certificates.issued().clone(),
+        challenges.clone(),
+        metrics.clone(),
+        cluster.cloned(),
+    )
+}

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::start::start_acme;
+use super::start_acme;
 use super::{Running, StartError};
 use crate::acme::{self, Challenges};
 use crate::admin;

@@ -12,8 +12,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::reload::{Reloadable, unix_now, watch_config};
-use super::{Running, StartError};
-use crate::acme::{self, Challenges};
+use super::{Running, StartError, start_acme};
+use crate::acme::Challenges;
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::conn::ConnSettings;
@@ -24,26 +24,6 @@ use crate::lifecycle::Gateway;
 use crate::listen::{Listener, Shared, handover};
 use crate::telemetry::Metrics;
 use crate::worker::Workers;
-
-/// Serve what is on disk at once, then keep the listener's names certified.
-pub(super) fn start_acme(
-    listener: &str,
-    settings: &crate::config::AcmeSettings,
-    certificates: &Certificates,
-    challenges: &Arc<Challenges>,
-    metrics: &Arc<Metrics>,
-    cluster: Option<&Arc<crate::cluster::Cluster>>,
-) -> acme::Manager {
-    acme::load_stored(settings, certificates.issued(), metrics);
-    acme::start(
-        listener,
-        settings,
-        certificates.issued().clone(),
-        challenges.clone(),
-        metrics.clone(),
-        cluster.cloned(),
-    )
-}
 
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());

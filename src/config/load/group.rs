@@ -110,7 +110,7 @@ pub(super) fn balancing<K>(
                     format!("unknown balancing policy `{}`", b.value),
                     Some(format!(
                         "use {}",
-                        super::llm::names(Policy::ALL.map(Policy::name))
+                        super::names(Policy::ALL.map(Policy::name))
                     )),
                 );
                 ok = false;
@@ -199,7 +199,7 @@ pub(super) fn http_version(t: &Section<'_, '_>) -> Option<UpstreamHttp> {
             format!("unknown HTTP version `{}`", v.value),
             Some(format!(
                 "use {}",
-                super::llm::names(UpstreamHttp::ALL.map(UpstreamHttp::name))
+                super::names(UpstreamHttp::ALL.map(UpstreamHttp::name))
             )),
         );
     }

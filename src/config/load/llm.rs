@@ -327,7 +327,7 @@ fn named<T, const N: usize>(
             v.problem(
                 u.doc(),
                 format!("unknown {key} `{}`", v.value),
-                Some(format!("use {}", self::names(names))),
+                Some(format!("use {}", super::names(names))),
             );
             None
         }
@@ -347,7 +347,7 @@ fn upstream_api(u: &Section<'_, '_>, route: Protocol) -> Option<UpstreamApi> {
                     format!("unknown protocol `{name}`"),
                     Some(format!(
                         "use {}",
-                        names(UpstreamApi::ALL.map(UpstreamApi::name))
+                        super::names(UpstreamApi::ALL.map(UpstreamApi::name))
                     )),
                 );
                 return None;
@@ -360,15 +360,6 @@ fn upstream_api(u: &Section<'_, '_>, route: Protocol) -> Option<UpstreamApi> {
             u.problem("protocol", message, Some(fix));
             None
         }
-    }
-}
-
-/// `"a", "b" or "c"`.
-pub(super) fn names<const N: usize>(names: [&str; N]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
-    match quoted.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-        _ => quoted.join(""),
     }
 }
 

@@ -221,6 +221,15 @@ fn upstream_uri(t: &Section<'_, '_>, u: &At<String>) -> Option<http::Uri> {
     Some(uri)
 }
 
+/// `"a", "b" or "c"`: the values a key takes, in a fix.
+pub(super) fn names<const N: usize>(names: [&str; N]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.join(""),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -244,7 +244,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 format!("unknown route kind `{other}`"),
                 Some(format!(
                     "use \"proxy\" (the default), {}",
-                    llm::names(kinds)
+                    super::names(kinds)
                 )),
             );
             // Which kind's keys apply is unknown: take any kind's (asking

@@ -29,8 +29,8 @@ use hickory_resolver::proto::xfer::Protocol;
 use hickory_resolver::{Resolver, TokioResolver};
 use tokio::time::Instant;
 
-use super::upstream::{Dialing, Server, server_label};
-use crate::balance::{Group, Member};
+use super::balance::{Group, Member};
+use super::server::{Dialing, Server, server_label};
 use crate::config::{UpstreamGroup, UpstreamSettings};
 use crate::telemetry::Metrics;
 

@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 
 use super::*;
+use crate::config::RetryBudget;
 
 fn group(weights: &[(u32, bool)], policy: Policy, ejection: Ejection) -> Arc<Group<usize>> {
     let members = weights

@@ -36,8 +36,8 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{Builder, SendRequest};
 use tokio::time::Instant;
 
-use super::client::SendError;
-use super::upstream::Connector;
+use super::dial::Connector;
+use super::error::SendError;
 use crate::sync::Locked;
 
 /// The HTTP/1.1 connections of one worker to one server.

@@ -29,63 +29,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub(crate) use budget::{Budget, RetryBudget};
-pub(crate) use eject::Ejection;
+pub(crate) use budget::Budget;
 use eject::Health;
 use ewma::PeakEwma;
 pub(crate) use hold::Reason;
 use ring::Ring;
 pub(crate) use ring::key;
 
+pub(crate) use crate::config::{Ejection, Member, Policy};
 use crate::sync::Locked;
-
-/// How a group chooses among the servers that are in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Policy {
-    /// Two servers at random, the one with the lower latency average ×
-    /// (requests in flight + 1) ÷ weight (Linkerd's and Envoy's default):
-    /// a slow or busy server gets a falling share, with no global scan.
-    P2cEwma,
-    /// Smooth weighted round robin (nginx's).
-    RoundRobin,
-    /// The fewest requests in flight per unit of weight; ties at random.
-    LeastInFlight,
-    /// A consistent-hash ring over the request's key: a key stays on one
-    /// server, and when a server leaves or returns only its keys move.
-    Hash,
-}
-
-impl Policy {
-    pub(crate) const ALL: [Policy; 4] = [
-        Policy::P2cEwma,
-        Policy::RoundRobin,
-        Policy::LeastInFlight,
-        Policy::Hash,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Policy::P2cEwma => "p2c_ewma",
-            Policy::RoundRobin => "round_robin",
-            Policy::LeastInFlight => "least_in_flight",
-            Policy::Hash => "hash",
-        }
-    }
-
-    pub(crate) fn from_name(name: &str) -> Option<Policy> {
-        Policy::ALL.into_iter().find(|p| p.name() == name)
-    }
-}
-
-/// One server as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Member<T> {
-    pub(crate) target: T,
-    /// Relative share, 1 or more.
-    pub(crate) weight: u32,
-    /// Used only when no primary is in.
-    pub(crate) backup: bool,
-}
 
 /// A server and what is known of it.
 #[derive(Debug)]

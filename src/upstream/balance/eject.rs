@@ -6,35 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::hold::Held;
-
-/// When a server is taken out, and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ejection {
-    /// Consecutive failures that take a server out.
-    pub(crate) after: u32,
-    /// The first time out; each further one in a row doubles it.
-    pub(crate) base: Duration,
-    /// The longest time out.
-    pub(crate) max: Duration,
-    /// The largest share of the group (percent) out at once; at least one
-    /// server may always be.
-    pub(crate) max_share: u8,
-    /// A server coming back takes a share growing from a tenth to all of
-    /// its weight over this long (zero: all at once).
-    pub(crate) slow_start: Duration,
-}
-
-impl Default for Ejection {
-    fn default() -> Self {
-        Ejection {
-            after: 5,
-            base: Duration::from_secs(10),
-            max: Duration::from_secs(300),
-            max_share: 50,
-            slow_start: Duration::ZERO,
-        }
-    }
-}
+use crate::config::Ejection;
 
 impl Ejection {
     /// How many of `n` servers may be out at once.

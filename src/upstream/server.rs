@@ -1,4 +1,4 @@
-//! The pooled clients a route uses to reach its servers.
+//! A server of a group and the pooled clients that reach it.
 //!
 //! Keep-alive connections are reused per server and worker, capped by
 //! `pool_max_idle_per_host` and closed after `pool_idle_timeout`: in
@@ -21,26 +21,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::pool::H1Pool;
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-
-use super::body::Attempt;
 use tokio::time::Instant;
 
-use arc_swap::ArcSwap;
-
-use crate::balance::{Budget, Change, Group, Member};
-use crate::config::{HashKey, Retry, RouteConfig, UpstreamGroup, UpstreamHttp, UpstreamSettings};
-use crate::sync::Locked;
+use super::balance::Change;
+use super::body::Attempt;
+use super::dial::{Connector, connector};
+use super::pool::H1Pool;
+use crate::config::{UpstreamHttp, UpstreamSettings};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
-
-/// TCP, then TLS for `https://`, offering the ALPN protocols of the
-/// upstream's HTTP versions.
-pub(crate) type Connector = HttpsConnector<HttpConnector>;
 
 pub(crate) type UpstreamClient = super::client::UpstreamClient<ToServer, Attempt>;
 
@@ -50,26 +41,6 @@ pub(crate) type UpstreamClient = super::client::UpstreamClient<ToServer, Attempt
 const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
 /// A ping unanswered for this long closes the connection.
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The connector for an upstream spoken to in `http`.
-pub(crate) fn connector(
-    connect_timeout: Duration,
-    tls: &rustls::ClientConfig,
-    http: UpstreamHttp,
-) -> Connector {
-    let mut tcp = HttpConnector::new();
-    tcp.enforce_http(false);
-    tcp.set_connect_timeout(Some(connect_timeout));
-    tcp.set_nodelay(true);
-    let b = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls.clone())
-        .https_or_http();
-    match http {
-        UpstreamHttp::Http1 => b.enable_http1().wrap_connector(tcp),
-        UpstreamHttp::Auto => b.enable_http1().enable_http2().wrap_connector(tcp),
-        UpstreamHttp::Http2 => b.enable_http2().wrap_connector(tcp),
-    }
-}
 
 /// A pooled client over `connector`, shared by every kind of upstream
 /// (proxy routes', their health checks, LLM routes'), generic over the
@@ -108,7 +79,7 @@ pub(crate) fn h1_pool<B>(
 where
     B: http_body::Body + Send + 'static,
     B::Data: Send,
-    B::Error: Into<crate::respond::BoxError>,
+    B::Error: Into<super::error::BoxError>,
 {
     H1Pool::new(
         connector(connect_timeout, tls, UpstreamHttp::Http1),
@@ -161,11 +132,11 @@ impl std::fmt::Debug for Clients {
 /// makes the clients of the servers that join.
 #[derive(Clone)]
 pub(crate) struct Dialing {
-    connect_timeout: Duration,
-    settings: UpstreamSettings,
-    tls: rustls::ClientConfig,
-    http: UpstreamHttp,
-    workers: usize,
+    pub(super) connect_timeout: Duration,
+    pub(super) settings: UpstreamSettings,
+    pub(super) tls: rustls::ClientConfig,
+    pub(super) http: UpstreamHttp,
+    pub(super) workers: usize,
 }
 
 impl Dialing {
@@ -313,107 +284,5 @@ pub(super) fn server_label(uri: &http::Uri, addr: Option<std::net::IpAddr>) -> S
     match addr {
         None => uri.to_string(),
         Some(ip) => format!("{uri} ({ip})"),
-    }
-}
-
-/// Where a route sends its requests: a group of servers, what weir knows
-/// of them, and the clients that reach each (one pool per worker, so a
-/// worker reuses only connections driven by its own runtime).
-pub(crate) struct Upstream {
-    /// Replaced whole when a server name resolves to other addresses; a
-    /// request works on the group it loaded.
-    pub(crate) group: Arc<ArcSwap<Group<Server>>>,
-    pub(crate) hash_key: Option<HashKey>,
-    /// The group as configured, for logs when no server was picked.
-    pub(crate) label: Arc<str>,
-    pub(crate) retry: RouteRetry,
-}
-
-/// A route's retry rule and what its budget has spent.
-pub(crate) struct RouteRetry {
-    pub(crate) methods: Vec<http::Method>,
-    pub(crate) budget: Budget,
-    /// When the spent budget was last logged: once per window.
-    warned: std::sync::Mutex<Option<Instant>>,
-}
-
-impl RouteRetry {
-    fn new(retry: &Retry) -> Self {
-        RouteRetry {
-            methods: retry.methods.clone(),
-            budget: Budget::new(retry.budget, Instant::now()),
-            warned: std::sync::Mutex::new(None),
-        }
-    }
-
-    /// Whether a retry fits the budget; counted and logged when not.
-    pub(crate) fn allowed(&self, route: &Arc<str>, metrics: &Metrics) -> bool {
-        let now = Instant::now();
-        if self.budget.try_retry(now) {
-            return true;
-        }
-        metrics.retry_budget_exhausted(route);
-        let window = self.budget.rule().window;
-        let mut warned = self.warned.locked();
-        if warned.is_none_or(|w| now.saturating_duration_since(w) >= window) {
-            *warned = Some(now);
-            tracing::warn!(route = %route, "retry budget spent: failures are answered without trying another server");
-        }
-        false
-    }
-}
-
-impl Upstream {
-    pub(crate) fn new(
-        route: &RouteConfig,
-        group: &UpstreamGroup,
-        settings: &UpstreamSettings,
-        tls: &rustls::ClientConfig,
-        workers: usize,
-        metrics: &Arc<Metrics>,
-    ) -> Self {
-        let route_name: Arc<str> = route.name.as_str().into();
-        let dial = Dialing {
-            connect_timeout: route.connect_timeout,
-            settings: settings.clone(),
-            tls: tls.clone(),
-            http: group.http,
-            workers,
-        };
-        // Names are served as the system resolves them per connection until
-        // their first lookup gives the addresses.
-        let members = group
-            .servers
-            .iter()
-            .map(|m| Member {
-                target: Server::new(&m.target, None, &route_name, metrics, &dial),
-                weight: m.weight,
-                backup: m.backup,
-            })
-            .collect();
-        let label = match &group.servers[..] {
-            [one] => one.target.to_string(),
-            many => format!("{} servers", many.len()),
-        };
-        let servers = Arc::new(ArcSwap::from_pointee(Group::new(
-            members,
-            group.policy,
-            group.ejection,
-        )));
-        if let Some(check) = &group.health_check {
-            let client = pooled_client(
-                connector(route.connect_timeout, tls, group.http),
-                settings,
-                group.http,
-            );
-            super::check::spawn(&servers, check.clone(), route_name.clone(), client);
-        }
-        super::resolve::spawn(&servers, group, settings, route_name, metrics, dial);
-        Upstream {
-            group: servers,
-            hash_key: group.hash_key.clone(),
-            label: label.into(),
-            retry: RouteRetry::new(&group.retry),
-        }
     }
 }

@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-pub(crate) use crate::respond::BoxError;
+pub(crate) use super::error::BoxError;
 use crate::sync::Locked;
 
 /// Raised inside the upstream request when the client's body crosses the

@@ -18,8 +18,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-use super::upstream::Server;
-use crate::balance::Group;
+use super::balance::Group;
+use super::server::Server;
 use crate::config::HealthCheck;
 
 type CheckClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;

@@ -8,28 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config::RetryBudget;
 use crate::sync::Locked;
-
-/// How many retries a route may send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RetryBudget {
-    /// Retries allowed per 100 requests in the window.
-    pub(crate) percent: u32,
-    /// Retries allowed per second of the window whatever the requests.
-    pub(crate) min_per_second: u32,
-    /// How far back requests and retries are counted.
-    pub(crate) window: Duration,
-}
-
-impl Default for RetryBudget {
-    fn default() -> Self {
-        RetryBudget {
-            percent: 20,
-            min_per_second: 10,
-            window: Duration::from_secs(10),
-        }
-    }
-}
 
 /// The window is kept in this many slots: it slides by a tenth of itself,
 /// so the count is never more than a slot out of date, and memory and work
