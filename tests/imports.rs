@@ -349,10 +349,11 @@ impl Tree {
             base = next;
             i += 1;
         }
-        if let Some(name) = rest.get(i) {
-            if let Some(found) = self.reexported_from(&krate, &base, name, depth) {
-                return Some(found);
-            }
+        if let Some(found) = rest
+            .get(i)
+            .and_then(|name| self.reexported_from(&krate, &base, name, depth))
+        {
+            return Some(found);
         }
         Some((krate, base))
     }
