@@ -22,7 +22,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llm import BIN, Procs, free_port, wait_http  # noqa: E402
+from procs import BIN, Procs, free_port, wait_http  # noqa: E402
 
 
 def weir_toml(tmp, name, port, admin, up, redis, scope):
@@ -75,7 +75,7 @@ def main():
     a = ap.parse_args()
     reps, seconds, rate = (1, 3, 1000) if a.quick else (5, 10, 1000)
     ports = {k: free_port() for k in ["up", "redis", "shared", "local", "admin_shared", "admin_local"]}
-    procs = Procs(a.tmp)
+    procs = Procs(a.tmp, own_group=True)
     results = {"cluster": [], "local": []}
     try:
         os.makedirs(os.path.join(a.tmp, "up_body"), exist_ok=True)
@@ -110,6 +110,11 @@ http {{ access_log off; client_body_temp_path {a.tmp}/up_body; client_body_buffe
         buckets, count = redis_histogram(ports["admin_shared"])
     finally:
         procs.stop_all()
+    open(a.out, "w").write("\n".join(report(results, buckets, count, rate, seconds, reps)))
+
+
+def report(results, buckets, count, rate, seconds, reps):
+    """The markdown of bench/cluster-results.md, as lines."""
     med = statistics.median
     row = {s: {k: med([r["json"][k] for r in rs]) for k in ("total_p50_ms", "total_p99_ms")}
            for s, rs in results.items()}
@@ -141,7 +146,7 @@ http {{ access_log off; client_body_temp_path {a.tmp}/up_body; client_body_buffe
         f"p99 ≤ {quantile(buckets, count, 0.99) * 1e6:.0f} µs (histogram bucket bounds).",
         "",
     ]
-    open(a.out, "w").write("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":

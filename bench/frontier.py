@@ -47,7 +47,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llm import BIN, Procs, free_port, wait_http  # noqa: E402
+from procs import BIN, Procs, children, free_port, status_kib, wait_http  # noqa: E402
 
 ANSWER = json.dumps({
     "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-bench",
@@ -193,21 +193,7 @@ def load(url, body_file, seconds, concurrency, first_mark=None):
 
 def rss_kib(pid):
     """A process's resident set, KiB (its nginx workers' for an nginx master)."""
-    pids = [pid]
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            pids += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
-    except OSError:
-        pass
-    total = 0
-    for p in pids if len(pids) == 1 else pids[1:]:
-        try:
-            for line in open(f"/proc/{p}/status"):
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
+    return sum(status_kib(p, "VmRSS") for p in children(pid) or [pid])
 
 
 class Sampler:
@@ -242,7 +228,7 @@ def main():
     litellm_sweep = [1, 2, 4]
 
     ports = {k: free_port() for k in ["up", "mock", "nginx", "weir", "litellm"]}
-    procs = Procs(a.tmp)
+    procs = Procs(a.tmp, own_group=True)
     runs = []
     try:
         for d in ["up_body", "px_body", "px_proxy"]:

@@ -23,60 +23,14 @@ Writes the report (markdown) to the path given with --out.
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release")
+from procs import BIN, Procs, free_port, tree_cpu_seconds, wait_http
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url, seconds=90):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return True
-        except urllib.error.HTTPError:
-            return True
-        except Exception:  # noqa: BLE001 - not up yet
-            time.sleep(0.5)
-    return False
-
-
-class Procs:
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.procs = []
-
-    def start(self, name, cmd, core):
-        log = open(os.path.join(self.tmp, f"{name}.log"), "w")
-        p = subprocess.Popen(["taskset", "-c", str(core)] + cmd, stdout=log, stderr=log,
-                             preexec_fn=os.setsid)
-        self.procs.append(p)
-        return p
-
-    def stop_all(self):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+APIS = [("OpenAI chat completions", "/v1/chat/completions"), ("Anthropic messages", "/v1/messages")]
 
 
 def load(url, path, rate, seconds, stream_share, concurrency=None, model="bench"):
@@ -89,35 +43,15 @@ def load(url, path, rate, seconds, stream_share, concurrency=None, model="bench"
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cpu_seconds(pid):
-    """User + system CPU time of a process and its children so far."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for p in [pid] + children(pid):
-        try:
-            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-def children(pid):
-    try:
-        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
-    except OSError:
-        return []
-
-
 def wait_idle(pid, limit=120):
     """A saturated proxy keeps working on requests its clients gave up on;
     measure nothing else on its core until it has stopped (under 5 % of a
     core for a second)."""
     deadline = time.time() + limit
-    last = cpu_seconds(pid)
+    last = tree_cpu_seconds(pid)
     while time.time() < deadline:
         time.sleep(1)
-        now = cpu_seconds(pid)
+        now = tree_cpu_seconds(pid)
         if now - last < 0.05:
             return
         last = now
@@ -132,27 +66,10 @@ def fmt(v):
     return "—" if v is None or v != v else f"{v:.2f}"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tmp", required=True)
-    ap.add_argument("--litellm", required=True, help="the litellm executable")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--translation-only", action="store_true")
-    ap.add_argument("--trans-out", required=True, help="where the translation section goes")
-    a = ap.parse_args()
-    reps, seconds = (1, 3) if a.quick else (3, 10)
-    rate, light = 1000, 50
-    gate, clients = 32, 128
-
-    procs = Procs(a.tmp)
-    ports = {k: free_port() for k in ["mock", "slow", "weir", "litellm"]}
-    try:
-        procs.start("mock", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["mock"]), "0"], 1)
-        procs.start("slow", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["slow"]), "20"], 1)
-        weir_toml = os.path.join(a.tmp, "weir.toml")
-        with open(weir_toml, "w") as f:
-            f.write(f"""[log]
+def weir_config(tmp, ports, gate):
+    path = os.path.join(tmp, "weir.toml")
+    with open(path, "w") as f:
+        f.write(f"""[log]
 access_log = false
 level = "warn"
 [[listener]]
@@ -189,15 +106,13 @@ max_concurrent_requests = {gate}
 name = "slow"
 url = "http://127.0.0.1:{ports['slow']}"
 """)
-        weir = procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config", weir_toml], 0)
-        if a.translation_only:
-            if not wait_http(f"http://127.0.0.1:{ports['weir']}/v1/models"):
-                sys.exit(f"weir did not come up; see {a.tmp}/weir.log")
-            write(a.trans_out, translation(ports, weir, reps, seconds, rate))
-            return
-        litellm_yaml = os.path.join(a.tmp, "litellm.yaml")
-        with open(litellm_yaml, "w") as f:
-            f.write(f"""model_list:
+    return path
+
+
+def litellm_config(tmp, ports):
+    path = os.path.join(tmp, "litellm.yaml")
+    with open(path, "w") as f:
+        f.write(f"""model_list:
   - model_name: bench
     litellm_params:
       model: openai/bench
@@ -216,8 +131,36 @@ url = "http://127.0.0.1:{ports['slow']}"
 litellm_settings:
   drop_params: true
 """)
-        litellm = procs.start("litellm", [a.litellm, "--config", litellm_yaml, "--port", str(ports["litellm"]),
-                                "--num_workers", "1"], 0)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--litellm", required=True, help="the litellm executable")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--translation-only", action="store_true")
+    ap.add_argument("--trans-out", required=True, help="where the translation section goes")
+    a = ap.parse_args()
+    reps, seconds = (1, 3) if a.quick else (3, 10)
+    rate, light = 1000, 50
+    gate, clients = 32, 128
+
+    procs = Procs(a.tmp, own_group=True)
+    ports = {k: free_port() for k in ["mock", "slow", "weir", "litellm"]}
+    try:
+        procs.start("mock", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["mock"]), "0"], 1)
+        procs.start("slow", [os.path.join(BIN, "examples", "llm_bench"), "mock", str(ports["slow"]), "20"], 1)
+        weir = procs.start("weir", [os.path.join(BIN, "weir"), "run", "--config",
+                                    weir_config(a.tmp, ports, gate)], 0)
+        if a.translation_only:
+            if not wait_http(f"http://127.0.0.1:{ports['weir']}/v1/models"):
+                sys.exit(f"weir did not come up; see {a.tmp}/weir.log")
+            write(a.trans_out, translation(ports, weir, reps, seconds, rate))
+            return
+        litellm = procs.start("litellm", [a.litellm, "--config", litellm_config(a.tmp, ports),
+                                          "--port", str(ports["litellm"]), "--num_workers", "1"], 0)
         for name, url in [("weir", f"http://127.0.0.1:{ports['weir']}/v1/models"),
                           ("litellm", f"http://127.0.0.1:{ports['litellm']}/health/liveliness")]:
             if not wait_http(url):
@@ -228,32 +171,49 @@ litellm_settings:
             "weir": f"http://127.0.0.1:{ports['weir']}",
             "LiteLLM": f"http://127.0.0.1:{ports['litellm']}",
         }
-        apis = [("OpenAI chat completions", "/v1/chat/completions"), ("Anthropic messages", "/v1/messages")]
-        results = {}
-        for scenario, r in [("rate", rate), ("light", light)]:
-            for api, path in apis:
-                for rep in range(reps):
-                    for target, url in targets.items():
-                        # LiteLLM names the Anthropic-provider deployment apart.
-                        model = "claude-bench" if (target == "LiteLLM" and "messages" in path) else "bench"
-                        print(f"[{time.strftime('%H:%M:%S')}] {scenario} {api} rep {rep + 1}/{reps} {target}", flush=True)
-                        res = load(url, path, r, seconds, 0.5, model=model)
-                        results.setdefault((scenario, api, target), []).append(res)
-                        if target == "LiteLLM":
-                            wait_idle(litellm.pid)
-                        time.sleep(1)
+        results = rates(targets, [("rate", rate), ("light", light)], reps, seconds, litellm)
         write(a.trans_out, translation(ports, weir, reps, seconds, rate))
-        over = {}
-        for target, url, path in [("weir", targets["weir"], "/gated/v1/chat/completions"),
-                                  ("LiteLLM", targets["LiteLLM"], "/v1/chat/completions")]:
-            print(f"[{time.strftime('%H:%M:%S')}] overload {target}", flush=True)
-            over[target] = load(url, path, 0, seconds, 1.0, clients, model="slow" if target == "LiteLLM" else "bench")
+        over = overload(targets, seconds, clients)
     finally:
         procs.stop_all()
+    write(a.out, report(results, over, targets, litellm_version(a.litellm), reps, seconds, rate, light,
+                        gate, clients))
 
+
+def rates(targets, scenarios, reps, seconds, litellm):
+    """Each (scenario, rate) for each API, targets alternated: every run's result
+    by (scenario, API, target)."""
+    results = {}
+    for scenario, r in scenarios:
+        for api, path in APIS:
+            for rep in range(reps):
+                for target, url in targets.items():
+                    # LiteLLM names the Anthropic-provider deployment apart.
+                    model = "claude-bench" if (target == "LiteLLM" and "messages" in path) else "bench"
+                    print(f"[{time.strftime('%H:%M:%S')}] {scenario} {api} rep {rep + 1}/{reps} {target}", flush=True)
+                    res = load(url, path, r, seconds, 0.5, model=model)
+                    results.setdefault((scenario, api, target), []).append(res)
+                    if target == "LiteLLM":
+                        wait_idle(litellm.pid)
+                    time.sleep(1)
+    return results
+
+
+def overload(targets, seconds, clients):
+    """Closed-loop streaming clients against weir's gated route and LiteLLM."""
+    over = {}
+    for target, url, path in [("weir", targets["weir"], "/gated/v1/chat/completions"),
+                              ("LiteLLM", targets["LiteLLM"], "/v1/chat/completions")]:
+        print(f"[{time.strftime('%H:%M:%S')}] overload {target}", flush=True)
+        over[target] = load(url, path, 0, seconds, 1.0, clients, model="slow" if target == "LiteLLM" else "bench")
+    return over
+
+
+def report(results, over, targets, litellm_version, reps, seconds, rate, light, gate, clients):
+    """The markdown section of bench/llm-results.md, as lines."""
     lines = []
     w = lines.append
-    w(f"### LLM routes: weir and LiteLLM {litellm_version(a.litellm)} over the same mock provider")
+    w(f"### LLM routes: weir and LiteLLM {litellm_version} over the same mock provider")
     w("")
     w(f"Measured by `bash bench/llm.sh` on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, loopback. "
       f"The mock provider is weir's own (`examples/llm_bench.rs mock`: canned 20-word answers, "
@@ -271,7 +231,7 @@ litellm_settings:
         w("")
         w("| API | target | answered/s | errors | json first p50 / p99 ms | stream first p50 / p99 ms | stream total p99 ms | added stream first p99 ms |")
         w("|---|---|---|---|---|---|---|---|")
-        for api, _ in apis:
+        for api, _ in APIS:
             base = results[(scenario, api, "direct")]
             base_p99 = med([x["stream"]["first_p99_ms"] for x in base])
             for target in targets:
@@ -296,10 +256,7 @@ litellm_settings:
     w("")
     w("`503+ra` is a 503 carrying `Retry-After`; an error is a request that got no complete answer "
       "within 30 s or whose connection broke.")
-
-    with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return lines
 
 
 def write(path, lines):
@@ -320,9 +277,9 @@ def translation(ports, weir, reps, seconds, rate):
     for rep in range(reps):
         for name, url, path, proc in targets:
             print(f"[{time.strftime('%H:%M:%S')}] translation rep {rep + 1}/{reps} {name}", flush=True)
-            before = cpu_seconds(proc.pid) if proc else 0.0
+            before = tree_cpu_seconds(proc.pid) if proc else 0.0
             res = load(url, path, rate, seconds, 1.0)
-            used = cpu_seconds(proc.pid) - before if proc else None
+            used = tree_cpu_seconds(proc.pid) - before if proc else None
             res["cpu_us_per_stream"] = (used * 1e6 / max(1, res["answered_per_s"] * seconds)) if proc else None
             runs.setdefault(name, []).append(res)
             time.sleep(1)

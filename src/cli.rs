@@ -1,4 +1,5 @@
-//! The command line: `weir run`, `weir check`, `weir demo`.
+//! The command line: `weir run`, `weir check`, `weir demo`, and what a
+//! package installs beside the binary (`weir man`, `weir completions`).
 
 // The command line is the one place that prints.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -47,12 +48,25 @@ enum Command {
         #[arg(long, default_value_t = 9900)]
         admin_port: u16,
     },
+    /// Print the man page (roff) to standard output.
+    Man,
+    /// Print completions for a shell to standard output.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Parse arguments and run the chosen command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Man => print_man(),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "weir", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         Command::Check { config } => match load(&config) {
             Ok((_, warnings)) => {
                 for w in warnings {
@@ -291,5 +305,17 @@ impl Signals {
     /// nothing).
     async fn next_stop(&mut self) {
         while self.next().await != Signal::Stop {}
+    }
+}
+
+/// The man page, made from the same definitions as `--help`.
+fn print_man() -> ExitCode {
+    let command = <Cli as clap::CommandFactory>::command();
+    match clap_mangen::Man::new(command).render(&mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir: cannot write the man page: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

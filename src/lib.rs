@@ -12,6 +12,8 @@
 //! - [`route`] — host and path → route, and the route kinds
 //! - [`proxy`] — forward upstream and stream back
 //! - [`llm`] — LLM API routes: model routing, failover, streaming relay
+//! - [`upstream`] — what both route kinds send through: groups and
+//!   balancing, dialing, pools, clients, health checks, DNS, request bodies
 //! - [`cluster`] — with `[cluster]`: a fleet's shared limits in Redis
 //! - [`respond`] — generated errors, how failures are answered, access log
 //!   and metrics at body end
@@ -19,9 +21,10 @@
 //! with [`weir_wire`] (the pure crate: what each LLM API means on the
 //! wire, the translation pairs, the body skim), [`config`] (data and
 //! validation), [`pki`] (certificates and keys),
-//! [`sync`] (lock recovery, decided once), [`worker`] (per-core runtimes and per-worker values), [`admin`],
-//! [`telemetry`], [`systemd`], [`server`] (assembly and applying a config),
-//! [`cli`] and [`demo`] alongside.
+//! [`sync`] (lock recovery, decided once), [`worker`] (per-core runtimes
+//! and per-worker values), [`acme`], [`admin`], [`telemetry`], [`systemd`],
+//! [`server`] (assembly and applying a config), [`cli`] and [`demo`]
+//! alongside.
 //!
 //! Everything here is `pub(crate)`: the crate's face is [`cli::main`], which
 //! the binary calls, and [`testing`], the seams the integration tests,

@@ -36,11 +36,10 @@ use crate::conn::{self, info::ConnInfo};
 use crate::llm;
 use crate::proxy::{self, ClientSide};
 use crate::respond::{
-    ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody, SharedLlmFacts,
+    ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
 };
 use crate::route::Target;
 use crate::snapshot::{BuildError, Snapshot, Standing};
-use crate::sync::Locked;
 use crate::telemetry::Metrics;
 
 /// The request handler: the current snapshot, swappable as a whole, and
@@ -128,7 +127,7 @@ impl conn::Handler for Gateway {
             access_log: snapshot.access_log,
             in_flight: Some(in_flight),
             admission: None,
-            llm: None,
+            kind: None,
         };
 
         // Until a route is known, errors take the plain shape.
@@ -165,13 +164,7 @@ impl conn::Handler for Gateway {
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         record.status = resp.status().as_u16();
-        if let Some(llm) = &record.llm {
-            // The id the client was given: the provider's, or weir's own.
-            let id = ["request-id", "x-request-id"]
-                .into_iter()
-                .find_map(|h| resp.headers().get(h)?.to_str().ok());
-            llm.locked().request_id = id.map(str::to_string);
-        }
+        record.answered(resp.headers());
         resp.map(|body| Recorded::new(body, Some(record)))
     }
 }
@@ -229,11 +222,11 @@ impl Gateway {
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
 
-        // Phase: route policy — the client's rate, then the route's gate.
-        // (An LLM route with client tokens counts by token, once it knows
-        // the token.)
+        // Phase: route policy — what the route kind leaves to this phase:
+        // the client's rate, the route's gate, a declared body too large.
+        let at_entry = route.target.at_entry();
         if let Some(rate) = &route.rate
-            && !route.target.rate_by_token()
+            && at_entry.rate_by_address
         {
             let client = Client::ip(conn.peer.ip());
             let refused = match rate.cluster() {
@@ -263,9 +256,8 @@ impl Gateway {
         }
 
         // Phase: route policy — refuse a declared body over the limit unread.
-        // (An LLM route checks its client token first, then the limit.)
         if let Some(limit) = route.config.max_request_body
-            && matches!(route.target, Target::Proxy(_))
+            && at_entry.refuse_declared_body
             && declared_length(&req).is_some_and(|len| len > limit)
         {
             return Err(Rescue::status(StatusCode::PAYLOAD_TOO_LARGE).closing());
@@ -296,8 +288,8 @@ impl Gateway {
                 .map_err(|e| e.rescue())
             }
             Target::Llm(llm) => {
-                let facts = SharedLlmFacts::default();
-                record.llm = Some(facts.clone());
+                let facts = llm::SharedLlmFacts::default();
+                record.kind = Some(Arc::new(llm::LlmRecord(facts.clone())));
                 let cx = llm::Context {
                     route_name: &route.name,
                     route: &route.config,

@@ -24,6 +24,7 @@
 
 mod answer;
 pub(crate) mod body;
+mod facts;
 mod failover;
 pub(crate) mod ledger;
 mod local;
@@ -42,6 +43,7 @@ use subtle::ConstantTimeEq;
 
 pub(crate) use body::ByteBudget;
 use body::ReadError;
+pub(crate) use facts::{LlmRecord, SharedLlmFacts};
 pub(crate) use offload::Offload;
 use upstream::LlmUpstream;
 pub(crate) use usage::Books;
@@ -51,7 +53,7 @@ use crate::admit::rate::{Client, RateLimit, Refusal};
 use crate::admit::{Admission, TokenGate};
 use crate::cluster::Cluster;
 use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
-use crate::respond::{Payload, Rescue, SharedLlmFacts};
+use crate::respond::{Payload, Rescue};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, Metrics};
 use crate::upstream::{BodyRate, RequestBody};

@@ -31,7 +31,8 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use crate::respond::{BoxError, SharedLlmFacts};
+use super::facts::SharedLlmFacts;
+use crate::respond::BoxError;
 use crate::sync::Locked;
 use crate::telemetry::LlmRouteMetrics;
 use weir_wire::sse::{self, Framer};

@@ -35,11 +35,12 @@ mod view;
 use charge::{Usage, charge, dearest, worst_input};
 pub(crate) use view::view;
 
+use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
 use super::ledger::{Amount, Bound, Ledger, Refused, Reservation};
 use crate::admit::Budgeted;
 use crate::cluster::{BudgetAsk, Cluster, SharedReservation};
 use crate::config::{Budget, LlmSettings, SPEND_UNIT};
-use crate::respond::{Accountant, Accounting, LlmFacts, Rescue, SharedLlmFacts};
+use crate::respond::Rescue;
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, RecordSink, UsageOf};
 

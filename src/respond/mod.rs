@@ -10,9 +10,7 @@ mod rescue;
 
 pub(crate) use body::{BoxError, Guard, Payload, StreamBody};
 pub(crate) use error::{ErrorShape, error_response, render};
-pub(crate) use record::{
-    Accountant, Accounting, InFlight, LlmFacts, Recorded, RequestRecord, SharedLlmFacts,
-};
+pub(crate) use record::{AccessLine, InFlight, KindRecord, Recorded, RequestRecord};
 pub(crate) use rescue::{Counted, Rescue};
 
 /// What every response handed to hyper carries.

@@ -13,7 +13,6 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::admit::Admission;
 use crate::conn::state::ConnState;
-use crate::sync::Locked;
 use crate::telemetry::{Metrics, RouteMetrics};
 
 /// Marks a request in flight on its connection until dropped, so the
@@ -52,72 +51,61 @@ pub(crate) struct RequestRecord {
     pub(crate) access_log: bool,
     pub(crate) in_flight: Option<InFlight>,
     pub(crate) admission: Option<Admission>,
-    /// Set on LLM routes; filled in as the response streams.
-    pub(crate) llm: Option<SharedLlmFacts>,
+    /// What the route kind keeps of its own (LLM routes: model, tokens,
+    /// usage), filled in as the response streams.
+    pub(crate) kind: Option<Arc<dyn KindRecord>>,
 }
 
-/// What an LLM route does once a request's response has ended (its last
-/// byte sent, or the client gone): settle its budget, count its usage per
-/// client, write its usage record. Called exactly once per request, with
-/// the facts as they stand then.
-pub(crate) trait Accounting: Send + Sync {
-    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: std::time::Duration);
+/// What a route kind keeps about a request beyond this record, and does
+/// with it: read the response head when it is sent (an LLM route: the
+/// request id the client was given), and, exactly once when the response
+/// has ended, settle what it must and write the access line with its own
+/// fields ([`AccessLine::write`] writes the plain one).
+pub(crate) trait KindRecord: Send + Sync {
+    fn answered(&self, headers: &http::HeaderMap);
+    fn ended(&self, line: &AccessLine<'_>);
 }
 
-/// The route's [`Accounting`] for one request, kept with its facts.
-#[derive(Clone)]
-pub(crate) struct Accountant(pub(crate) Arc<dyn Accounting>);
+/// The fields every access line has, as they stand when a response ends.
+pub(crate) struct AccessLine<'a> {
+    /// Whether the route writes access lines at all.
+    pub(crate) enabled: bool,
+    pub(crate) client: IpAddr,
+    pub(crate) host: Option<&'a str>,
+    pub(crate) method: &'a http::Method,
+    pub(crate) path: &'a str,
+    pub(crate) status: u16,
+    pub(crate) bytes: u64,
+    pub(crate) elapsed: std::time::Duration,
+    pub(crate) route: &'a str,
+    pub(crate) outcome: Outcome,
+}
 
-impl std::fmt::Debug for Accountant {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Accountant")
+impl AccessLine<'_> {
+    /// The line of a route kind with nothing of its own to add.
+    fn write(&self, upstream: Option<&str>) {
+        if !self.enabled {
+            return;
+        }
+        tracing::info!(
+            target: "weir::access",
+            client = %self.client,
+            host = self.host.unwrap_or("-"),
+            method = %self.method,
+            path = self.path,
+            status = self.status,
+            bytes = self.bytes,
+            duration_ms = self.elapsed.as_millis() as u64,
+            route = self.route,
+            upstream = upstream.unwrap_or("-"),
+            outcome = ?self.outcome,
+        );
     }
 }
 
-/// What an LLM route learned about a request, for its access-log line and
-/// its usage record.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct LlmFacts {
-    /// The model as the client named it.
-    pub(crate) model: Option<String>,
-    /// The configured model entry (or `default`): a bounded label, by its
-    /// index in the route's metrics (`LlmRouteMetrics::model`).
-    pub(crate) model_index: Option<usize>,
-    /// The model id sent to the upstream that served (what is priced).
-    pub(crate) served_model: Option<String>,
-    /// The client token's configured name.
-    pub(crate) client: Option<Arc<str>>,
-    /// The upstream member that served (or the last one tried).
-    pub(crate) upstream: Option<Arc<str>>,
-    /// The configured upstream that served (or the last one tried), by
-    /// its index in the route's upstreams.
-    pub(crate) upstream_index: Option<usize>,
-    /// How the answer ended, once an upstream's answer is relayed
-    /// (completed, upstream_error, client_cancel, relayed_error), or why
-    /// weir answered itself (over_budget).
-    pub(crate) outcome: Option<&'static str>,
-    /// An upstream reported usage (in the final event, or the whole body).
-    pub(crate) usage_reported: bool,
-    /// The request id the client was given (the upstream's, or weir's own).
-    pub(crate) request_id: Option<String>,
-    /// Whether the client asked for a stream.
-    pub(crate) stream: bool,
-    /// Settles the request's usage when its response ends.
-    pub(crate) accountant: Option<Accountant>,
-    /// Upstreams moved past before one served.
-    pub(crate) failovers: u32,
-    pub(crate) first_token_ms: Option<u64>,
-    pub(crate) input_tokens: u64,
-    pub(crate) output_tokens: u64,
-    pub(crate) cache_read_tokens: u64,
-    pub(crate) cache_write_tokens: u64,
-}
-
-pub(crate) type SharedLlmFacts = Arc<std::sync::Mutex<LlmFacts>>;
-
 /// How the response body ended.
 #[derive(Debug, Clone, Copy)]
-enum Outcome {
+pub(crate) enum Outcome {
     Complete,
     Error,
     /// The client went away (or the connection was closed) mid-body.
@@ -142,54 +130,28 @@ impl RequestRecord {
             .filter(|_| self.access_log)
             .and_then(|h| h.to_str().ok())
             .and_then(crate::config::normalise_host);
-        if let Some(llm) = &self.llm {
-            let (f, accountant) = {
-                let mut f = llm.locked();
-                let accountant = f.accountant.take();
-                (f.clone(), accountant)
-            };
-            if let Some(a) = accountant {
-                a.0.ended(&f, self.status, elapsed);
-            }
+        let line = AccessLine {
+            enabled: self.access_log,
+            client: self.client,
+            host: host.as_deref(),
+            method: &self.method,
+            path: self.path.as_ref().map_or("/", |p| p.as_str()),
+            status: self.status,
+            bytes,
+            elapsed,
+            route,
+            outcome,
+        };
+        match &self.kind {
+            Some(kind) => kind.ended(&line),
+            None => line.write(self.upstream.as_deref()),
         }
-        if self.access_log
-            && let Some(llm) = &self.llm
-        {
-            let f = llm.locked().clone();
-            tracing::info!(
-                target: "weir::access",
-                client = %self.client,
-                host = host.as_deref().unwrap_or("-"),
-                method = %self.method,
-                path = self.path.as_ref().map_or("/", |p| p.as_str()),
-                status = self.status,
-                bytes,
-                duration_ms = elapsed.as_millis() as u64,
-                route,
-                outcome = ?outcome,
-                model = f.model.as_deref().unwrap_or("-"),
-                upstream = f.upstream.as_deref().unwrap_or("-"),
-                failovers = f.failovers,
-                first_token_ms = f.first_token_ms.unwrap_or(0),
-                input_tokens = f.input_tokens,
-                output_tokens = f.output_tokens,
-                cache_read_tokens = f.cache_read_tokens,
-                cache_write_tokens = f.cache_write_tokens,
-            );
-        } else if self.access_log {
-            tracing::info!(
-                target: "weir::access",
-                client = %self.client,
-                host = host.as_deref().unwrap_or("-"),
-                method = %self.method,
-                path = self.path.as_ref().map_or("/", |p| p.as_str()),
-                status = self.status,
-                bytes,
-                duration_ms = elapsed.as_millis() as u64,
-                route,
-                upstream = self.upstream.as_deref().unwrap_or("-"),
-                outcome = ?outcome,
-            );
+    }
+
+    /// The response head is going out: the route kind may read it.
+    pub(crate) fn answered(&self, headers: &http::HeaderMap) {
+        if let Some(kind) = &self.kind {
+            kind.answered(headers);
         }
     }
 }
@@ -380,7 +342,7 @@ mod tests {
                 access_log: false,
                 in_flight: None,
                 admission: Some(self.admitter.admit().expect("slot")),
-                llm: None,
+                kind: None,
             };
             Recorded::new(
                 Script {

@@ -47,11 +47,23 @@ pub(crate) enum Target {
 }
 
 impl Target {
-    /// Whether the route's rate limit counts client tokens rather than
-    /// addresses (an LLM route with tokens: many agents may share one
-    /// egress address).
-    pub(crate) fn rate_by_token(&self) -> bool {
-        matches!(self, Target::Llm(llm) if !llm.settings.client_tokens.is_empty())
+    /// What this kind has the lifecycle check before it serves, and what
+    /// it checks itself once it knows more.
+    pub(crate) fn at_entry(&self) -> AtEntry {
+        match self {
+            Target::Proxy(_) => AtEntry {
+                rate_by_address: true,
+                refuse_declared_body: true,
+            },
+            // With client tokens, many agents may share one egress address:
+            // the limit counts tokens, once the token is checked. The body
+            // limit waits for the token too, so a client without one learns
+            // nothing from a 413.
+            Target::Llm(llm) => AtEntry {
+                rate_by_address: llm.settings.client_tokens.is_empty(),
+                refuse_declared_body: false,
+            },
+        }
     }
 
     /// Where requests go, for the access log.
@@ -71,6 +83,15 @@ impl Target {
             Target::Llm(llm) => ErrorShape::Llm(llm.settings.protocol),
         }
     }
+}
+
+/// The checks a route kind leaves to the lifecycle's route-policy phase.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AtEntry {
+    /// Count the route's rate limit by the client's address before serving.
+    pub(crate) rate_by_address: bool,
+    /// Refuse a declared body over `max_request_body` before reading it.
+    pub(crate) refuse_declared_body: bool,
 }
 
 /// Indexes of routes, longest path prefix first.

@@ -3,8 +3,8 @@
 
 use super::{Estimate, Settled};
 use crate::config::Price;
+use crate::llm::facts::LlmFacts;
 use crate::llm::ledger::Amount;
-use crate::respond::LlmFacts;
 
 /// One request's tokens, in the one convention of `wire::Usage`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
