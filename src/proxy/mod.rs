@@ -150,7 +150,10 @@ impl Report<'_> {
 }
 
 /// Forward `req` to a server of `upstream` under the settings of its
-/// `route`, and return the response, streaming.
+/// `route`, and return the response, streaming. In the order the request
+/// travels: rewritten once for the upstream ([`Outgoing::new`]), sent to a
+/// server of the group and to another when an attempt fails in a way that
+/// allows it ([`send`]), its answer relayed ([`relay`]).
 pub(crate) async fn forward(
     mut req: Request<Incoming>,
     route: &RouteConfig,
@@ -158,97 +161,109 @@ pub(crate) async fn forward(
     client: &ClientSide<'_>,
     host: Option<&str>,
     admission: &mut Option<Admission>,
-    report: Report<'_>,
+    mut report: Report<'_>,
 ) -> Result<Response<Payload>, ProxyError> {
     let upgrade = requested_upgrade(&req);
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+    let client_version = req.version();
+    let (out, body) = Outgoing::new(req, route, client, host, upgrade.as_ref());
+    let answer = send(out, body, upstream, client.conn.peer.ip(), &mut report).await?;
+    relay(answer, client_version, client_upgrade, client, admission)
+}
 
-    let (mut parts, body) = req.into_parts();
-    // HTTP/2 clients always accept trailers; HTTP/1.1 clients say so with TE.
-    let trailers = parts.version == Version::HTTP_2 || headers::accepts_trailers(&parts.headers);
-    let client_version = parts.version;
-    let h = &mut parts.headers;
-    headers::clean_request(h);
-    headers::set_forwarded(
-        h,
-        &headers::Forwarding {
-            peer: client.conn.peer.ip(),
-            peer_text: client.conn.peer_header(),
-            tls: client.conn.tls,
-            host,
-            trusted_proxies: client.trusted_proxies,
-        },
-    );
-    if trailers {
-        h.insert(header::TE, HeaderValue::from_static("trailers"));
-    }
-    if let Some(proto) = &upgrade {
-        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        h.insert(header::UPGRADE, proto.clone());
-    }
-    match (route.preserve_host, host.map(HeaderValue::from_str)) {
-        (true, Some(Ok(v))) => {
-            h.insert(header::HOST, v);
+/// The request's head as every attempt sends it, and what shapes each
+/// attempt: rewritten once, then copied (or, for the only server, moved)
+/// into the request to each server.
+struct Outgoing<'a> {
+    parts: http::request::Parts,
+    route: &'a RouteConfig,
+    host: Option<&'a str>,
+    /// An HTTP/1.1 upgrade: it goes over HTTP/1.1 whatever the server.
+    upgrade: bool,
+    /// A gRPC client's deadline: no attempt waits past it.
+    grpc_deadline: Option<Instant>,
+    /// HTTP/2 names the host in `:authority`, which is the request URI's:
+    /// parsed once, and only for a server that may speak HTTP/2.
+    client_authority: Option<Option<http::uri::Authority>>,
+}
+
+impl<'a> Outgoing<'a> {
+    /// The client's request rewritten for the upstream: hop-by-hop headers
+    /// dropped, the forwarding headers set, trailers and an upgrade asked
+    /// for again (they are hop-by-hop too), the client's host kept only
+    /// when the route preserves it. The body comes back beside it, bounded
+    /// by the route's limit and the minimum data rate: the attempts decide
+    /// how it is shared.
+    fn new(
+        req: Request<Incoming>,
+        route: &'a RouteConfig,
+        client: &ClientSide<'_>,
+        host: Option<&'a str>,
+        upgrade: Option<&HeaderValue>,
+    ) -> (Self, RequestBody) {
+        let (mut parts, body) = req.into_parts();
+        // HTTP/2 clients always accept trailers; HTTP/1.1 clients say so with TE.
+        let trailers =
+            parts.version == Version::HTTP_2 || headers::accepts_trailers(&parts.headers);
+        let h = &mut parts.headers;
+        headers::clean_request(h);
+        headers::set_forwarded(
+            h,
+            &headers::Forwarding {
+                peer: client.conn.peer.ip(),
+                peer_text: client.conn.peer_header(),
+                tls: client.conn.tls,
+                host,
+                trusted_proxies: client.trusted_proxies,
+            },
+        );
+        if trailers {
+            h.insert(header::TE, HeaderValue::from_static("trailers"));
         }
-        // Let the client fill in the server's authority.
-        _ => {
-            h.remove(header::HOST);
+        if let Some(proto) = upgrade {
+            h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            h.insert(header::UPGRADE, proto.clone());
         }
-    }
-
-    // HTTP/2 names the host in `:authority`, which is the request URI's:
-    // parsed once, and only for a server that may speak HTTP/2.
-    let mut client_authority: Option<Option<http::uri::Authority>> = None;
-
-    let body = RequestBody::new(body, route.max_request_body, client.body_rate);
-    // Nothing to lose by sending a request without a body again.
-    let bodyless = http_body::Body::is_end_stream(&body);
-    // A gRPC client's deadline: no attempt waits past it.
-    let grpc_deadline = headers::grpc_timeout(&parts.headers).map(|t| Instant::now() + t);
-    let key = upstream
-        .hash_key
-        .as_ref()
-        .and_then(|k| hash_key(k, &parts.headers, client.conn.peer.ip()));
-    // The group as it is now: indices in `tried` stay valid if DNS changes
-    // it meanwhile.
-    let group = upstream.group.load_full();
-    let retry = &upstream.retry;
-    // A body several servers may be offered is shared, so a refused
-    // attempt gives it back.
-    let (mut attempt, mut reclaim) = if group.len() > 1 {
-        retry.budget.request(Instant::now());
-        let (shared, reclaim) = Attempt::shared(body);
-        (shared, Some(reclaim))
-    } else {
-        (Attempt::Only(body), None)
-    };
-    // Sent once more after it reached a server: only an idempotent
-    // request, and only once.
-    let mut may_resend = retry.methods.contains(&parts.method);
-    let mut tried: Vec<usize> = Vec::new();
-    let mut last_failure = None;
-    let resp = loop {
-        let now = Instant::now();
-        let mut pick = match group.pick(key, &tried, now) {
-            Ok(pick) => pick,
-            Err(AllOut { .. }) if let Some(failed) = last_failure => return Err(failed),
-            Err(AllOut { until }) => {
-                let wait = until.map_or(1, |u| {
-                    u.saturating_duration_since(now).as_secs_f64().ceil() as u64
-                });
-                return Err(ProxyError::NoServer {
-                    retry_after: wait.max(1),
-                });
+        match (route.preserve_host, host.map(HeaderValue::from_str)) {
+            (true, Some(Ok(v))) => {
+                h.insert(header::HOST, v);
             }
+            // Let the client fill in the server's authority.
+            _ => {
+                h.remove(header::HOST);
+            }
+        }
+        let body = RequestBody::new(body, route.max_request_body, client.body_rate);
+        let grpc_deadline = headers::grpc_timeout(&parts.headers).map(|t| Instant::now() + t);
+        let out = Outgoing {
+            parts,
+            route,
+            host,
+            upgrade: upgrade.is_some(),
+            grpc_deadline,
+            client_authority: None,
         };
-        let server = pick.target();
-        server.metrics.picks.inc();
-        *report.served_by = Some(server.label.clone());
-        let (http, may_be_h2) = server.clients.get(upgrade.is_some());
+        (out, body)
+    }
+
+    /// The request as it goes to `server`, with `body`. Its URI names the
+    /// server, or the client's host as HTTP/2's `:authority` to a server
+    /// that may speak it (`may_be_h2`); a server reached by address still
+    /// gets its name as the host. The head is copied when another server
+    /// may be sent it (`shared`), else moved.
+    fn to(
+        &mut self,
+        server: &Server,
+        may_be_h2: bool,
+        body: Attempt,
+        shared: bool,
+    ) -> Result<Request<Attempt>, ProxyError> {
         let authority = match may_be_h2 {
-            true => client_authority
+            true => self
+                .client_authority
                 .get_or_insert_with(|| {
-                    host.filter(|_| route.preserve_host)
+                    self.host
+                        .filter(|_| self.route.preserve_host)
                         .and_then(|h| h.parse().ok())
                 })
                 .as_ref()
@@ -256,70 +271,204 @@ pub(crate) async fn forward(
                 .unwrap_or(&server.authority),
             false => &server.authority,
         };
-        let mut attempt_req = Request::new(attempt);
-        *attempt_req.method_mut() = parts.method.clone();
-        *attempt_req.uri_mut() = upstream_uri(route, server, authority, &parts.uri)?;
-        *attempt_req.version_mut() = Version::HTTP_11;
-        *attempt_req.headers_mut() = if reclaim.is_some() {
-            parts.headers.clone()
+        let mut req = Request::new(body);
+        *req.method_mut() = self.parts.method.clone();
+        *req.uri_mut() = upstream_uri(self.route, server, authority, &self.parts.uri)?;
+        *req.version_mut() = Version::HTTP_11;
+        *req.headers_mut() = if shared {
+            self.parts.headers.clone()
         } else {
-            std::mem::take(&mut parts.headers)
+            std::mem::take(&mut self.parts.headers)
         };
         if let Some(name) = &server.host
-            && !attempt_req.headers().contains_key(header::HOST)
+            && !req.headers().contains_key(header::HOST)
         {
             // Connected by address: the server still expects its name.
             if let Ok(v) = HeaderValue::from_str(name.as_str()) {
-                attempt_req.headers_mut().insert(header::HOST, v);
+                req.headers_mut().insert(header::HOST, v);
             }
         }
-        // Each attempt has the whole response timeout: a retry after a
-        // timeout must not start with its time already spent; a gRPC
-        // client's deadline bounds them all.
-        let deadline = Instant::now() + route.response_timeout;
-        let deadline = grpc_deadline.map_or(deadline, |g| g.min(deadline));
-        let sent = http.request(attempt_req);
-        let (failed, never_sent) = match tokio::time::timeout_at(deadline, sent).await {
+        Ok(req)
+    }
+
+    /// When an attempt sent now must have its answer's head. Each attempt
+    /// has the whole response timeout: a retry after a timeout must not
+    /// start with its time already spent; a gRPC client's deadline bounds
+    /// them all.
+    fn deadline(&self) -> Instant {
+        let deadline = Instant::now() + self.route.response_timeout;
+        self.grpc_deadline.map_or(deadline, |g| g.min(deadline))
+    }
+}
+
+/// A server's answer, and the pick of the server that gave it.
+struct Answer {
+    response: Response<Incoming>,
+    pick: balance::Pick<Server>,
+    /// The group has several servers: the answer's body holds the pick,
+    /// so the request counts in flight on its server until the body ends.
+    held: bool,
+}
+
+/// Send the request to a server of the group, and to another while an
+/// attempt fails in a way that allows it ([`Attempts::again`]). Any
+/// answer ends the loop: a 502 from the server is relayed as it is,
+/// though counted against the server.
+async fn send(
+    mut out: Outgoing<'_>,
+    body: RequestBody,
+    upstream: &Upstream,
+    peer: std::net::IpAddr,
+    report: &mut Report<'_>,
+) -> Result<Answer, ProxyError> {
+    let key = upstream
+        .hash_key
+        .as_ref()
+        .and_then(|k| hash_key(k, &out.parts.headers, peer));
+    let (mut attempts, mut body) = Attempts::new(body, upstream, &out.parts.method, key);
+    loop {
+        let mut pick = attempts.pick()?;
+        let server = pick.target();
+        server.metrics.picks.inc();
+        *report.served_by = Some(server.label.clone());
+        let (http, may_be_h2) = server.clients.get(out.upgrade);
+        let req = out.to(server, may_be_h2, body, attempts.reclaim.is_some())?;
+        let sent = tokio::time::timeout_at(out.deadline(), http.request(req));
+        let (failed, never_sent) = match sent.await {
             Err(_) => (
                 ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout),
                 false,
             ),
             Ok(Err(e)) => (classify(&e), e.never_sent()),
-            Ok(Ok(resp)) => {
+            Ok(Ok(response)) => {
                 let latency = Instant::now().saturating_duration_since(pick.started());
-                let outcome = if counts_as_failure(resp.status()) {
+                let outcome = if counts_as_failure(response.status()) {
                     Outcome::Failed
                 } else {
                     Outcome::Answered(latency)
                 };
                 let change = pick.finish(outcome, Instant::now());
                 pick.target().changed(report.route, change);
-                break (resp, pick);
+                let held = attempts.group.len() > 1;
+                return Ok(Answer {
+                    response,
+                    pick,
+                    held,
+                });
             }
         };
+        body = attempts.again(&mut pick, failed, never_sent, report)?;
+    }
+}
+
+/// One request's attempts at the servers of its group: what a failed
+/// attempt leaves the next.
+struct Attempts<'a> {
+    /// The group as it was when the request came: indices in `tried` stay
+    /// valid if DNS changes it meanwhile.
+    group: Arc<balance::Group<Server>>,
+    upstream: &'a Upstream,
+    key: Option<u64>,
+    /// The way back to a body several servers may be offered (none in a
+    /// group of one).
+    reclaim: Option<Reclaim>,
+    /// Nothing to lose by sending a request without a body again.
+    bodyless: bool,
+    /// Sent once more after it reached a server: only an idempotent
+    /// request, and only once.
+    may_resend: bool,
+    tried: Vec<usize>,
+    last_failure: Option<ProxyError>,
+}
+
+impl<'a> Attempts<'a> {
+    /// The attempts of a request with `body` at `upstream`, and the body
+    /// of the first. A body several servers may be offered is shared, so
+    /// a refused attempt gives it back; such a request counts toward the
+    /// retry budget.
+    fn new(
+        body: RequestBody,
+        upstream: &'a Upstream,
+        method: &http::Method,
+        key: Option<u64>,
+    ) -> (Self, Attempt) {
+        let bodyless = http_body::Body::is_end_stream(&body);
+        let group = upstream.group.load_full();
+        let retry = &upstream.retry;
+        let (attempt, reclaim) = if group.len() > 1 {
+            retry.budget.request(Instant::now());
+            let (shared, reclaim) = Attempt::shared(body);
+            (shared, Some(reclaim))
+        } else {
+            (Attempt::Only(body), None)
+        };
+        let attempts = Attempts {
+            group,
+            upstream,
+            key,
+            reclaim,
+            bodyless,
+            may_resend: retry.methods.contains(method),
+            tried: Vec::new(),
+            last_failure: None,
+        };
+        (attempts, attempt)
+    }
+
+    /// A server not tried yet. When none is left, the client is told the
+    /// last attempt's failure if there was one, else when the first server
+    /// is back.
+    fn pick(&mut self) -> Result<balance::Pick<Server>, ProxyError> {
+        let now = Instant::now();
+        self.group
+            .pick(self.key, &self.tried, now)
+            .map_err(|AllOut { until }| {
+                if let Some(failed) = self.last_failure.take() {
+                    return failed;
+                }
+                let wait = until.map_or(1, |u| {
+                    u.saturating_duration_since(now).as_secs_f64().ceil() as u64
+                });
+                ProxyError::NoServer {
+                    retry_after: wait.max(1),
+                }
+            })
+    }
+
+    /// After a failed attempt at `pick`: the failure counted against the
+    /// server (unless it was the request's own), and the body to offer the
+    /// next server; or the error the client gets, when the request may not
+    /// go again, no server is left or the retry budget is spent.
+    fn again(
+        &mut self,
+        pick: &mut balance::Pick<Server>,
+        failed: ProxyError,
+        never_sent: bool,
+        report: &Report<'_>,
+    ) -> Result<Attempt, ProxyError> {
         if matches!(failed, ProxyError::Upstream(_)) {
             let change = pick.finish(Outcome::Failed, Instant::now());
             pick.target().changed(report.route, change);
         }
-        tried.push(pick.index());
+        self.tried.push(pick.index());
         let ProxyError::Upstream(kind) = failed else {
             return Err(failed);
         };
-        let Some(r) = &reclaim else {
+        let Some(slot) = &self.reclaim else {
             return Err(failed);
         };
         // Another server when none of the request left (the attempt gives
         // the body back unread), whatever the method; or when an
         // idempotent one got no answer and has its body whole to send.
-        let resend_empty = || bodyless.then(|| (Attempt::Empty, Reclaim::empty()));
+        let resend_empty = || self.bodyless.then(|| (Attempt::Empty, Reclaim::empty()));
         let (reason, body) = if kind.before_sending() || never_sent {
             (
                 "not_sent",
-                r.take().map(Attempt::shared).or_else(resend_empty),
+                slot.take().map(Attempt::shared).or_else(resend_empty),
             )
-        } else if may_resend {
-            may_resend = false;
-            let body = match r.take() {
+        } else if self.may_resend {
+            self.may_resend = false;
+            let body = match slot.take() {
                 Some(b) => Some(Attempt::shared(b)),
                 None => resend_empty(),
             };
@@ -327,23 +476,40 @@ pub(crate) async fn forward(
         } else {
             ("", None)
         };
-        let Some((shared, r)) = body else {
+        let Some((attempt, reclaim)) = body else {
             return Err(failed);
         };
-        if group.len() <= tried.len() || !retry.allowed(report.route, report.metrics) {
+        let retry = &self.upstream.retry;
+        if self.group.len() <= self.tried.len() || !retry.allowed(report.route, report.metrics) {
             return Err(failed);
         }
         report.metrics.upstream_retry(report.route, reason);
         tracing::debug!(route = %report.route, server = %pick.target().label, reason, "sending the request to another server");
         report.passed_over(kind);
-        attempt = shared;
-        reclaim = Some(r);
-        last_failure = Some(failed);
-    };
+        self.reclaim = Some(reclaim);
+        self.last_failure = Some(failed);
+        Ok(attempt)
+    }
+}
 
-    let (mut response, pick) = resp;
-    // The version is hop-by-hop (RFC 9110 §6.2): an HTTP/1.0 upstream's
-    // answer goes to an HTTP/1.1 client as HTTP/1.1, keep-alive intact.
+/// Relay the answer to the client. The version is hop-by-hop (RFC 9110
+/// §6.2), so it becomes the client's: an HTTP/1.0 upstream's answer goes
+/// to an HTTP/1.1 client as HTTP/1.1, keep-alive intact; the hop-by-hop
+/// headers are dropped. A 101 the client asked for becomes a tunnel
+/// between the two connections, which holds the request's admission until
+/// it closes; one it did not ask for cannot be relayed.
+fn relay(
+    answer: Answer,
+    client_version: Version,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client: &ClientSide<'_>,
+    admission: &mut Option<Admission>,
+) -> Result<Response<Payload>, ProxyError> {
+    let Answer {
+        mut response,
+        pick,
+        held,
+    } = answer;
     *response.version_mut() = client_version;
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     let upstream_proto = response.headers().get(header::UPGRADE).cloned();
@@ -366,8 +532,7 @@ pub(crate) async fn forward(
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         h.insert(header::UPGRADE, proto);
     }
-    Ok(if group.len() > 1 {
-        // The request counts in flight on its server until the body ends.
+    Ok(if held {
         response.map(|b| Payload::Held(b, Guard::new(pick)))
     } else {
         response.map(Payload::Upstream)

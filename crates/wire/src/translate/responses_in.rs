@@ -162,158 +162,68 @@ impl Stream {
         anthropic::closing(stop, usage(&response["usage"]), out);
     }
 
+    /// One event of the Responses stream, handed to what it is about: the
+    /// response as a whole, a text part, an output item, a reasoning
+    /// summary, or a failure. The state they share is the stream's.
     pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             return;
         };
         let kind = name.or(v["type"].as_str()).unwrap_or("");
-        let at = |k: &str| v[k].as_u64().unwrap_or(0);
         match kind {
             "response.created" | "response.in_progress" => self.start(&v["response"], out),
-            "response.content_part.added" => {
-                self.start(&Value::Null, out);
-                if matches!(v["part"]["type"].as_str(), Some("output_text" | "refusal")) {
-                    let key = (at("output_index"), at("content_index"));
-                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
-                }
-            }
-            "response.output_text.delta" | "response.refusal.delta" => {
-                // Servers that are not OpenAI's may send no
-                // `content_part.added`: the first delta opens the block.
-                let key = (at("output_index"), at("content_index"));
-                if !self.open.contains_key(&key) {
-                    self.start(&Value::Null, out);
-                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
-                }
-                self.delta(key, json!({"type": "text_delta", "text": v["delta"]}), out);
-            }
-            "response.content_part.done" => {
-                self.close((at("output_index"), at("content_index")), out)
-            }
-            "response.output_item.added" if v["item"]["type"] == "function_call" => {
-                self.start(&Value::Null, out);
-                self.used_tools = true;
-                let item = &v["item"];
-                self.open(
-                    (at("output_index"), u64::MAX),
-                    Kind::Tool,
-                    json!({"type": "tool_use", "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
-                    out,
-                );
-            }
+            "response.content_part.added"
+            | "response.output_text.delta"
+            | "response.refusal.delta"
+            | "response.output_text.annotation.added"
+            | "response.content_part.done" => self.text(kind, &v, out),
+            "response.output_item.added" => self.item_added(&v, out),
             "response.function_call_arguments.delta" => {
-                let key = (at("output_index"), u64::MAX);
+                let key = (at(&v, "output_index"), u64::MAX);
                 self.delta(
                     key,
                     json!({"type": "input_json_delta", "partial_json": v["delta"]}),
                     out,
                 );
             }
-            "response.output_item.done" if v["item"]["type"] == "function_call" => {
-                let key = (at("output_index"), u64::MAX);
-                if !self.open.contains_key(&key) {
-                    // No `output_item.added` came: the call arrives whole.
-                    self.start(&Value::Null, out);
-                    self.used_tools = true;
-                    let item = &v["item"];
-                    self.open(
-                        key,
-                        Kind::Tool,
-                        json!({"type": "tool_use", "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
-                        out,
-                    );
-                }
-                if let Some(b) = self.open.get(&key)
-                    && b.kind == Kind::Tool
-                    && !b.streamed
-                    && let Some(args) = v["item"]["arguments"].as_str()
-                    && !args.is_empty()
-                {
-                    self.delta(
-                        key,
-                        json!({"type": "input_json_delta", "partial_json": args}),
-                        out,
-                    );
-                }
-                self.close(key, out);
+            "response.reasoning_summary_part.added" | "response.reasoning_summary_text.delta" => {
+                self.summary(kind, &v, out)
             }
-            // One thinking block per reasoning item, its summary parts
-            // joined, closed when the item is done: only then does the
-            // encrypted reasoning its signature carries arrive. A reasoning
-            // item with nothing to show or carry still gives one (empty,
-            // signed `weir.s1`): sent back, it marks the turn as another
-            // vendor's, which is what lets a later native request to
-            // Anthropic be rewritten (thinking off) rather than refused.
-            "response.output_item.added" if v["item"]["type"] == "reasoning" => {
-                self.thinking(at("output_index"), out);
-            }
-            "response.reasoning_summary_part.added" => {
-                let key = self.thinking(at("output_index"), out);
-                if at("summary_index") > 0 {
-                    self.delta(
-                        key,
-                        json!({"type": "thinking_delta", "thinking": "\n\n"}),
-                        out,
-                    );
-                }
-            }
-            "response.reasoning_summary_text.delta" => {
-                let key = self.thinking(at("output_index"), out);
-                self.delta(
-                    key,
-                    json!({"type": "thinking_delta", "thinking": v["delta"]}),
-                    out,
-                );
-            }
-            "response.output_item.done" if v["item"]["type"] == "reasoning" => {
-                let item = &v["item"];
-                let key = (at("output_index"), REASONING);
-                let summary = super::text_of(&item["summary"]);
-                let signature = reasoning_signature(item);
-                if !self.open.contains_key(&key) {
-                    if summary.is_empty() && signature == responses::SUMMARY_SIGNATURE {
-                        return;
-                    }
-                    self.thinking(key.0, out);
-                }
-                if self.open.get(&key).is_some_and(|b| !b.streamed) && !summary.is_empty() {
-                    self.delta(
-                        key,
-                        json!({"type": "thinking_delta", "thinking": summary}),
-                        out,
-                    );
-                }
-                self.delta(
-                    key,
-                    json!({"type": "signature_delta", "signature": signature}),
-                    out,
-                );
-                self.close(key, out);
-            }
-            // The search comes whole when its item is done: the call
-            // (its query as the input), then its results.
-            "response.output_item.done" if v["item"]["type"] == "web_search_call" => {
+            "response.output_item.done" => self.item_done(&v, out),
+            "response.completed" | "response.incomplete" => self.finish(&v["response"], out),
+            "response.failed" => self.failed(
+                &v["response"]["error"],
+                "the upstream failed the response",
+                out,
+            ),
+            "error" => self.failed(&v, "the upstream reported an error", out),
+            _ => {}
+        }
+    }
+
+    /// The events of a text part (a refusal's too): its start, its pieces,
+    /// the citations on it, its end.
+    fn text(&mut self, kind: &str, v: &Value, out: &mut Vec<Bytes>) {
+        let key = (at(v, "output_index"), at(v, "content_index"));
+        match kind {
+            "response.content_part.added" => {
                 self.start(&Value::Null, out);
-                let key = (at("output_index"), u64::MAX);
-                for block in search::blocks_of_call(&v["item"]) {
-                    let mut start = block.clone();
-                    let input = start.get_mut("input").map(Value::take);
-                    if input.is_some() {
-                        start["input"] = json!({});
-                    }
-                    self.open(key, Kind::Tool, start, out);
-                    if let Some(input) = input {
-                        let delta =
-                            json!({"type": "input_json_delta", "partial_json": input.to_string()});
-                        self.delta(key, delta, out);
-                    }
-                    self.close(key, out);
+                if matches!(v["part"]["type"].as_str(), Some("output_text" | "refusal")) {
+                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
                 }
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                // Servers that are not OpenAI's may send no
+                // `content_part.added`: the first delta opens the block.
+                if !self.open.contains_key(&key) {
+                    self.start(&Value::Null, out);
+                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
+                }
+                self.delta(key, json!({"type": "text_delta", "text": v["delta"]}), out);
             }
             // A citation on the text being written (OpenAI sends its
             // annotations as the text arrives, with no cited text).
             "response.output_text.annotation.added" => {
-                let key = (at("output_index"), at("content_index"));
                 if self.open.contains_key(&key)
                     && let Some(citation) = search::citation(&v["annotation"], "")
                 {
@@ -321,39 +231,177 @@ impl Stream {
                     self.delta(key, delta, out);
                 }
             }
-            "response.output_item.done" if v["item"]["type"] == "message" => {
-                // Parts a server left open (no `content_part.done`).
-                let item = at("output_index");
-                let mut left: Vec<(u64, u64)> =
-                    self.open.keys().filter(|k| k.0 == item).copied().collect();
-                left.sort_by_key(|k| self.open[k].index);
-                for k in left {
-                    self.close(k, out);
-                }
-            }
-            "response.completed" | "response.incomplete" => self.finish(&v["response"], out),
-            "response.failed" => {
-                let e = &v["response"]["error"];
-                out.push(errors::anthropic_event(
-                    e["code"].as_str(),
-                    e["message"]
-                        .as_str()
-                        .unwrap_or("the upstream failed the response"),
-                ));
-                self.finished = true;
-            }
-            "error" => {
-                out.push(errors::anthropic_event(
-                    v["code"].as_str(),
-                    v["message"]
-                        .as_str()
-                        .unwrap_or("the upstream reported an error"),
-                ));
-                self.finished = true;
+            "response.content_part.done" => self.close(key, out),
+            _ => {}
+        }
+    }
+
+    /// An output item begins. A function call opens its tool block; a
+    /// reasoning item its thinking block. (A message's parts open with
+    /// their own events; a search comes whole when it is done.)
+    ///
+    /// One thinking block per reasoning item, its summary parts joined,
+    /// closed when the item is done: only then does the encrypted
+    /// reasoning its signature carries arrive. A reasoning item with
+    /// nothing to show or carry still gives one (empty, signed `weir.s1`):
+    /// sent back, it marks the turn as another vendor's, which is what lets
+    /// a later native request to Anthropic be rewritten (thinking off)
+    /// rather than refused.
+    fn item_added(&mut self, v: &Value, out: &mut Vec<Bytes>) {
+        let output_index = at(v, "output_index");
+        match v["item"]["type"].as_str() {
+            Some("function_call") => self.open_call(output_index, &v["item"], out),
+            Some("reasoning") => {
+                self.thinking(output_index, out);
             }
             _ => {}
         }
     }
+
+    /// The tool block of function call `item`.
+    fn open_call(&mut self, output_index: u64, item: &Value, out: &mut Vec<Bytes>) {
+        self.start(&Value::Null, out);
+        self.used_tools = true;
+        self.open(
+            (output_index, u64::MAX),
+            Kind::Tool,
+            json!({"type": "tool_use", "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
+            out,
+        );
+    }
+
+    /// A piece of a reasoning item's summary: a new part (joined to the
+    /// one before by a blank line) or text of one, in its thinking block.
+    fn summary(&mut self, kind: &str, v: &Value, out: &mut Vec<Bytes>) {
+        let key = self.thinking(at(v, "output_index"), out);
+        if kind == "response.reasoning_summary_text.delta" {
+            self.delta(
+                key,
+                json!({"type": "thinking_delta", "thinking": v["delta"]}),
+                out,
+            );
+        } else if at(v, "summary_index") > 0 {
+            self.delta(
+                key,
+                json!({"type": "thinking_delta", "thinking": "\n\n"}),
+                out,
+            );
+        }
+    }
+
+    /// An output item ends: what it carries whole (a call's arguments, a
+    /// reasoning item's signature, a search) is sent, and its blocks closed.
+    fn item_done(&mut self, v: &Value, out: &mut Vec<Bytes>) {
+        let output_index = at(v, "output_index");
+        let item = &v["item"];
+        match item["type"].as_str() {
+            Some("function_call") => self.call_done(output_index, item, out),
+            Some("reasoning") => self.reasoning_done(output_index, item, out),
+            Some("web_search_call") => self.search_done(output_index, item, out),
+            Some("message") => self.message_done(output_index, out),
+            _ => {}
+        }
+    }
+
+    /// A function call is done: its arguments, if none came in deltas.
+    fn call_done(&mut self, output_index: u64, item: &Value, out: &mut Vec<Bytes>) {
+        let key = (output_index, u64::MAX);
+        if !self.open.contains_key(&key) {
+            // No `output_item.added` came: the call arrives whole.
+            self.open_call(output_index, item, out);
+        }
+        if let Some(b) = self.open.get(&key)
+            && b.kind == Kind::Tool
+            && !b.streamed
+            && let Some(args) = item["arguments"].as_str()
+            && !args.is_empty()
+        {
+            self.delta(
+                key,
+                json!({"type": "input_json_delta", "partial_json": args}),
+                out,
+            );
+        }
+        self.close(key, out);
+    }
+
+    /// A reasoning item is done: its summary, if none came in deltas, and
+    /// the signature that carries it to the next turn.
+    fn reasoning_done(&mut self, output_index: u64, item: &Value, out: &mut Vec<Bytes>) {
+        let key = (output_index, REASONING);
+        let summary = super::text_of(&item["summary"]);
+        let signature = reasoning_signature(item);
+        if !self.open.contains_key(&key) {
+            if summary.is_empty() && signature == responses::SUMMARY_SIGNATURE {
+                return;
+            }
+            self.thinking(key.0, out);
+        }
+        if self.open.get(&key).is_some_and(|b| !b.streamed) && !summary.is_empty() {
+            self.delta(
+                key,
+                json!({"type": "thinking_delta", "thinking": summary}),
+                out,
+            );
+        }
+        self.delta(
+            key,
+            json!({"type": "signature_delta", "signature": signature}),
+            out,
+        );
+        self.close(key, out);
+    }
+
+    /// The search comes whole when its item is done: the call (its query
+    /// as the input), then its results.
+    fn search_done(&mut self, output_index: u64, item: &Value, out: &mut Vec<Bytes>) {
+        self.start(&Value::Null, out);
+        let key = (output_index, u64::MAX);
+        for block in search::blocks_of_call(item) {
+            let mut start = block.clone();
+            let input = start.get_mut("input").map(Value::take);
+            if input.is_some() {
+                start["input"] = json!({});
+            }
+            self.open(key, Kind::Tool, start, out);
+            if let Some(input) = input {
+                let delta = json!({"type": "input_json_delta", "partial_json": input.to_string()});
+                self.delta(key, delta, out);
+            }
+            self.close(key, out);
+        }
+    }
+
+    /// A message is done: the parts a server left open (no
+    /// `content_part.done`) close, in the order they opened.
+    fn message_done(&mut self, output_index: u64, out: &mut Vec<Bytes>) {
+        let mut left: Vec<(u64, u64)> = self
+            .open
+            .keys()
+            .filter(|k| k.0 == output_index)
+            .copied()
+            .collect();
+        left.sort_by_key(|k| self.open[k].index);
+        for k in left {
+            self.close(k, out);
+        }
+    }
+
+    /// The upstream failed the response: Anthropic's error event, and the
+    /// stream is over.
+    fn failed(&mut self, error: &Value, otherwise: &str, out: &mut Vec<Bytes>) {
+        out.push(errors::anthropic_event(
+            error["code"].as_str(),
+            error["message"].as_str().unwrap_or(otherwise),
+        ));
+        self.finished = true;
+    }
+}
+
+/// An index an event names (output, content, summary): 0 when it names
+/// none.
+fn at(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or(0)
 }
 
 /// A whole Responses object → a Messages object.

@@ -158,216 +158,20 @@ impl Stream {
         json!({"item_id": item.id, "output_index": item.output_index})
     }
 
+    /// One event of the Messages stream, handed to what it is about: the
+    /// message's start, a content block's start, deltas and end, the
+    /// message's last word (stop reason, usage), its end, or an error. The
+    /// state they share is the stream's.
     pub fn event(&mut self, name: Option<&str>, data: &str, out: &mut Vec<Bytes>) {
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             return;
         };
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
-            "message_start" => {
-                let (id, usage) = anthropic::message_started(&v);
-                if let Some(id) = id {
-                    self.id = format!("resp_{id}");
-                }
-                self.usage = usage;
-                let r = self.response("in_progress");
-                self.emit("response.created", json!({"response": r}), out);
-                let r = self.response("in_progress");
-                self.emit("response.in_progress", json!({"response": r}), out);
-            }
-            "content_block_start" => {
-                let block = &v["content_block"];
-                let output_index = self.done.len();
-                let (prefix, kind) = match block["type"].as_str() {
-                    Some("text") => (
-                        "msg",
-                        ItemKind::Message {
-                            citations: block["citations"].as_array().cloned().unwrap_or_default(),
-                        },
-                    ),
-                    Some("server_tool_use") if block["name"] == anthropic::WEB_SEARCH_NAME => {
-                        ("ws", ItemKind::Search)
-                    }
-                    Some("tool_use") if self.names.is_custom(&block["name"]) => (
-                        "ctc",
-                        ItemKind::Custom {
-                            call_id: block["id"].clone(),
-                            name: block["name"].clone(),
-                        },
-                    ),
-                    Some("tool_use") => (
-                        "fc",
-                        ItemKind::Function {
-                            call_id: block["id"].clone(),
-                            name: block["name"].clone(),
-                        },
-                    ),
-                    Some("thinking") => (
-                        "rs",
-                        ItemKind::Reasoning {
-                            signature: block["signature"].as_str().unwrap_or_default().into(),
-                            redacted: None,
-                        },
-                    ),
-                    Some("redacted_thinking") => (
-                        "rs",
-                        ItemKind::Reasoning {
-                            signature: String::new(),
-                            redacted: Some(block["data"].clone()),
-                        },
-                    ),
-                    _ => return,
-                };
-                let mut item = Item {
-                    output_index,
-                    id: format!("{prefix}_{}_{output_index}", self.id),
-                    kind,
-                    text: String::new(),
-                };
-                if matches!(item.kind, ItemKind::Search)
-                    && block["input"].as_object().is_some_and(|i| !i.is_empty())
-                {
-                    // An input that came whole with the block's start.
-                    item.text = block["input"].to_string();
-                }
-                let added =
-                    json!({"output_index": output_index, "item": item.value("in_progress")});
-                self.emit("response.output_item.added", added, out);
-                let r = self.item_ref(&item);
-                match item.kind {
-                    ItemKind::Message { .. } => {
-                        let mut e = r;
-                        e["content_index"] = 0.into();
-                        e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
-                        self.emit("response.content_part.added", e, out);
-                    }
-                    ItemKind::Search => self.emit("response.web_search_call.in_progress", r, out),
-                    ItemKind::Reasoning { redacted: None, .. } => {
-                        let mut e = r;
-                        e["summary_index"] = 0.into();
-                        e["part"] = json!({"type": "summary_text", "text": ""});
-                        self.emit("response.reasoning_summary_part.added", e, out);
-                    }
-                    _ => {}
-                }
-                self.current = Some(item);
-            }
-            "content_block_delta" => {
-                let Some(mut item) = self.current.take() else {
-                    return;
-                };
-                let d = &v["delta"];
-                let mut e = self.item_ref(&item);
-                let piece = match (d["type"].as_str(), &mut item.kind) {
-                    (Some("text_delta"), ItemKind::Message { .. }) => {
-                        e["content_index"] = 0.into();
-                        e["logprobs"] = json!([]);
-                        Some(("response.output_text.delta", d["text"].as_str()))
-                    }
-                    // Its annotations are sent when the text is whole: an
-                    // Anthropic citation spans its block.
-                    (Some("citations_delta"), ItemKind::Message { citations }) => {
-                        citations.push(d["citation"].clone());
-                        None
-                    }
-                    (Some("input_json_delta"), ItemKind::Search) => {
-                        item.text
-                            .push_str(d["partial_json"].as_str().unwrap_or_default());
-                        None
-                    }
-                    (Some("input_json_delta"), ItemKind::Function { .. }) => Some((
-                        "response.function_call_arguments.delta",
-                        d["partial_json"].as_str(),
-                    )),
-                    (Some("input_json_delta"), ItemKind::Custom { .. }) => {
-                        // Its text is sent whole when the block ends.
-                        item.text
-                            .push_str(d["partial_json"].as_str().unwrap_or_default());
-                        None
-                    }
-                    (Some("signature_delta"), ItemKind::Reasoning { signature, .. }) => {
-                        signature.push_str(d["signature"].as_str().unwrap_or_default());
-                        None
-                    }
-                    (Some("thinking_delta"), ItemKind::Reasoning { .. }) => {
-                        e["summary_index"] = 0.into();
-                        Some((
-                            "response.reasoning_summary_text.delta",
-                            d["thinking"].as_str(),
-                        ))
-                    }
-                    _ => None,
-                };
-                if let Some((kind, Some(text))) = piece {
-                    item.text.push_str(text);
-                    e["delta"] = text.into();
-                    self.emit(kind, e, out);
-                }
-                self.current = Some(item);
-            }
-            "content_block_stop" => {
-                let Some(item) = self.current.take() else {
-                    return;
-                };
-                let r = self.item_ref(&item);
-                match &item.kind {
-                    ItemKind::Message { citations } => {
-                        let annotations =
-                            search::annotations(&Value::Array(citations.clone()), &item.text);
-                        for (n, a) in annotations.iter().enumerate() {
-                            let mut e = r.clone();
-                            e["content_index"] = 0.into();
-                            e["annotation_index"] = n.into();
-                            e["annotation"] = a.clone();
-                            self.emit("response.output_text.annotation.added", e, out);
-                        }
-                        let mut e = r.clone();
-                        e["content_index"] = 0.into();
-                        e["text"] = item.text.clone().into();
-                        e["logprobs"] = json!([]);
-                        self.emit("response.output_text.done", e, out);
-                        let mut e = r;
-                        e["content_index"] = 0.into();
-                        e["part"] = json!({"type": "output_text", "text": item.text, "annotations": annotations});
-                        self.emit("response.content_part.done", e, out);
-                    }
-                    ItemKind::Search => {
-                        self.emit("response.web_search_call.searching", r.clone(), out);
-                        self.emit("response.web_search_call.completed", r, out);
-                    }
-                    ItemKind::Function { .. } => {
-                        let mut e = r;
-                        e["arguments"] = item.text.clone().into();
-                        self.emit("response.function_call_arguments.done", e, out);
-                    }
-                    ItemKind::Custom { .. } => {
-                        let input = custom_input(&item.text);
-                        let mut e = r.clone();
-                        e["delta"] = input.clone().into();
-                        self.emit("response.custom_tool_call_input.delta", e, out);
-                        let mut e = r;
-                        e["input"] = input.into();
-                        self.emit("response.custom_tool_call_input.done", e, out);
-                    }
-                    ItemKind::Reasoning {
-                        redacted: Some(_), ..
-                    } => {}
-                    ItemKind::Reasoning { .. } => {
-                        let mut e = r.clone();
-                        e["summary_index"] = 0.into();
-                        e["text"] = item.text.clone().into();
-                        self.emit("response.reasoning_summary_text.done", e, out);
-                        let mut e = r;
-                        e["summary_index"] = 0.into();
-                        e["part"] = json!({"type": "summary_text", "text": item.text});
-                        self.emit("response.reasoning_summary_part.done", e, out);
-                    }
-                }
-                let value = item.value("completed");
-                let done = json!({"output_index": item.output_index, "item": value.clone()});
-                self.emit("response.output_item.done", done, out);
-                self.done.push(value);
-            }
+            "message_start" => self.message_start(&v, out),
+            "content_block_start" => self.block_start(&v["content_block"], out),
+            "content_block_delta" => self.block_delta(&v["delta"], out),
+            "content_block_stop" => self.block_stop(out),
             "message_delta" => {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(r.to_string());
@@ -384,6 +188,233 @@ impl Stream {
             }
             _ => {}
         }
+    }
+
+    /// The message starts: the response is created and in progress, under
+    /// the message's id and with the usage it starts with.
+    fn message_start(&mut self, v: &Value, out: &mut Vec<Bytes>) {
+        let (id, usage) = anthropic::message_started(v);
+        if let Some(id) = id {
+            self.id = format!("resp_{id}");
+        }
+        self.usage = usage;
+        let r = self.response("in_progress");
+        self.emit("response.created", json!({"response": r}), out);
+        let r = self.response("in_progress");
+        self.emit("response.in_progress", json!({"response": r}), out);
+    }
+
+    /// The output item a content block becomes, with the prefix of its id;
+    /// none for a block Codex has no item for.
+    fn item_kind(&self, block: &Value) -> Option<(&'static str, ItemKind)> {
+        Some(match block["type"].as_str() {
+            Some("text") => (
+                "msg",
+                ItemKind::Message {
+                    citations: block["citations"].as_array().cloned().unwrap_or_default(),
+                },
+            ),
+            Some("server_tool_use") if block["name"] == anthropic::WEB_SEARCH_NAME => {
+                ("ws", ItemKind::Search)
+            }
+            Some("tool_use") if self.names.is_custom(&block["name"]) => (
+                "ctc",
+                ItemKind::Custom {
+                    call_id: block["id"].clone(),
+                    name: block["name"].clone(),
+                },
+            ),
+            Some("tool_use") => (
+                "fc",
+                ItemKind::Function {
+                    call_id: block["id"].clone(),
+                    name: block["name"].clone(),
+                },
+            ),
+            Some("thinking") => (
+                "rs",
+                ItemKind::Reasoning {
+                    signature: block["signature"].as_str().unwrap_or_default().into(),
+                    redacted: None,
+                },
+            ),
+            Some("redacted_thinking") => (
+                "rs",
+                ItemKind::Reasoning {
+                    signature: String::new(),
+                    redacted: Some(block["data"].clone()),
+                },
+            ),
+            _ => return None,
+        })
+    }
+
+    /// A content block starts: its output item is added, with the part
+    /// its text goes into (a message's, a reasoning summary's), and it is
+    /// the item the block's deltas build.
+    fn block_start(&mut self, block: &Value, out: &mut Vec<Bytes>) {
+        let Some((prefix, kind)) = self.item_kind(block) else {
+            return;
+        };
+        let output_index = self.done.len();
+        let mut item = Item {
+            output_index,
+            id: format!("{prefix}_{}_{output_index}", self.id),
+            kind,
+            text: String::new(),
+        };
+        if matches!(item.kind, ItemKind::Search)
+            && block["input"].as_object().is_some_and(|i| !i.is_empty())
+        {
+            // An input that came whole with the block's start.
+            item.text = block["input"].to_string();
+        }
+        let added = json!({"output_index": output_index, "item": item.value("in_progress")});
+        self.emit("response.output_item.added", added, out);
+        let r = self.item_ref(&item);
+        match item.kind {
+            ItemKind::Message { .. } => {
+                let mut e = r;
+                e["content_index"] = 0.into();
+                e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
+                self.emit("response.content_part.added", e, out);
+            }
+            ItemKind::Search => self.emit("response.web_search_call.in_progress", r, out),
+            ItemKind::Reasoning { redacted: None, .. } => {
+                let mut e = r;
+                e["summary_index"] = 0.into();
+                e["part"] = json!({"type": "summary_text", "text": ""});
+                self.emit("response.reasoning_summary_part.added", e, out);
+            }
+            _ => {}
+        }
+        self.current = Some(item);
+    }
+
+    /// A piece of the open block: text and thinking go out as they come,
+    /// function arguments too; what is sent whole at the block's end (a
+    /// search's or a freeform call's input, citations, a signature) is
+    /// kept.
+    fn block_delta(&mut self, d: &Value, out: &mut Vec<Bytes>) {
+        let Some(mut item) = self.current.take() else {
+            return;
+        };
+        let mut e = self.item_ref(&item);
+        let piece = match (d["type"].as_str(), &mut item.kind) {
+            (Some("text_delta"), ItemKind::Message { .. }) => {
+                e["content_index"] = 0.into();
+                e["logprobs"] = json!([]);
+                Some(("response.output_text.delta", d["text"].as_str()))
+            }
+            // Its annotations are sent when the text is whole: an
+            // Anthropic citation spans its block.
+            (Some("citations_delta"), ItemKind::Message { citations }) => {
+                citations.push(d["citation"].clone());
+                None
+            }
+            (Some("input_json_delta"), ItemKind::Search) => {
+                item.text
+                    .push_str(d["partial_json"].as_str().unwrap_or_default());
+                None
+            }
+            (Some("input_json_delta"), ItemKind::Function { .. }) => Some((
+                "response.function_call_arguments.delta",
+                d["partial_json"].as_str(),
+            )),
+            (Some("input_json_delta"), ItemKind::Custom { .. }) => {
+                // Its text is sent whole when the block ends.
+                item.text
+                    .push_str(d["partial_json"].as_str().unwrap_or_default());
+                None
+            }
+            (Some("signature_delta"), ItemKind::Reasoning { signature, .. }) => {
+                signature.push_str(d["signature"].as_str().unwrap_or_default());
+                None
+            }
+            (Some("thinking_delta"), ItemKind::Reasoning { .. }) => {
+                e["summary_index"] = 0.into();
+                Some((
+                    "response.reasoning_summary_text.delta",
+                    d["thinking"].as_str(),
+                ))
+            }
+            _ => None,
+        };
+        if let Some((kind, Some(text))) = piece {
+            item.text.push_str(text);
+            e["delta"] = text.into();
+            self.emit(kind, e, out);
+        }
+        self.current = Some(item);
+    }
+
+    /// The open block ends: what its item sends when whole, then the item
+    /// itself, done, into the response's output.
+    fn block_stop(&mut self, out: &mut Vec<Bytes>) {
+        let Some(item) = self.current.take() else {
+            return;
+        };
+        let r = self.item_ref(&item);
+        match &item.kind {
+            ItemKind::Message { citations } => self.text_done(&item, citations, r, out),
+            ItemKind::Search => {
+                self.emit("response.web_search_call.searching", r.clone(), out);
+                self.emit("response.web_search_call.completed", r, out);
+            }
+            ItemKind::Function { .. } => {
+                let mut e = r;
+                e["arguments"] = item.text.clone().into();
+                self.emit("response.function_call_arguments.done", e, out);
+            }
+            ItemKind::Custom { .. } => {
+                let input = custom_input(&item.text);
+                let mut e = r.clone();
+                e["delta"] = input.clone().into();
+                self.emit("response.custom_tool_call_input.delta", e, out);
+                let mut e = r;
+                e["input"] = input.into();
+                self.emit("response.custom_tool_call_input.done", e, out);
+            }
+            ItemKind::Reasoning {
+                redacted: Some(_), ..
+            } => {}
+            ItemKind::Reasoning { .. } => {
+                let mut e = r.clone();
+                e["summary_index"] = 0.into();
+                e["text"] = item.text.clone().into();
+                self.emit("response.reasoning_summary_text.done", e, out);
+                let mut e = r;
+                e["summary_index"] = 0.into();
+                e["part"] = json!({"type": "summary_text", "text": item.text});
+                self.emit("response.reasoning_summary_part.done", e, out);
+            }
+        }
+        let value = item.value("completed");
+        let done = json!({"output_index": item.output_index, "item": value.clone()});
+        self.emit("response.output_item.done", done, out);
+        self.done.push(value);
+    }
+
+    /// A text block's end: its annotations (only now whole: an Anthropic
+    /// citation spans its block), then its text and its part, done.
+    fn text_done(&mut self, item: &Item, citations: &[Value], r: Value, out: &mut Vec<Bytes>) {
+        let annotations = search::annotations(&Value::Array(citations.to_vec()), &item.text);
+        for (n, a) in annotations.iter().enumerate() {
+            let mut e = r.clone();
+            e["content_index"] = 0.into();
+            e["annotation_index"] = n.into();
+            e["annotation"] = a.clone();
+            self.emit("response.output_text.annotation.added", e, out);
+        }
+        let mut e = r.clone();
+        e["content_index"] = 0.into();
+        e["text"] = item.text.clone().into();
+        e["logprobs"] = json!([]);
+        self.emit("response.output_text.done", e, out);
+        let mut e = r;
+        e["content_index"] = 0.into();
+        e["part"] = json!({"type": "output_text", "text": item.text, "annotations": annotations});
+        self.emit("response.content_part.done", e, out);
     }
 
     fn finish(&mut self, out: &mut Vec<Bytes>) {
