@@ -25,10 +25,16 @@
 //! members are all out is skipped, and when all of a model's upstreams
 //! are, the answer is immediate, with the soonest recovery as
 //! `Retry-After` (429 when every member is rate limited, else 503).
+//!
+//! [`run`] is a loop over attempts: each asks one member and ends in one
+//! [`Verdict`] — relay this answer, ask the next member, go on to the next
+//! upstream, or fail with weir's own answer — and a failure kept for the
+//! end carries its [`Rank`], which decides the one relayed.
 
 use bytes::Bytes;
 use http::header;
 use http::{Response, StatusCode};
+use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::answer::{
@@ -36,28 +42,61 @@ use super::answer::{
     relay_whole, served_by_header, translate_whole,
 };
 use super::body::Answer;
-use super::outgoing::{Outgoing, Prepared, Sent, Translation, send};
+use super::outgoing::{Draft, Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
-use super::upstream::{LlmMember, MAX_HINT, retry_hint};
+use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
 use crate::config::{Choice, LlmSettings};
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
-use crate::upstream::balance::{Outcome, Pick, Reason};
+use crate::upstream::balance::{AllOut, Outcome, Pick, Reason};
 use crate::upstream::headers::remove_hop_by_hop;
-use weir_wire::Endpoint;
+use weir_wire::{Api, Endpoint};
 
 /// The most members of one upstream tried for one request: enough to get
 /// past a rate-limited key or a dead endpoint, few enough that a request
 /// never walks a long list of keys.
 pub(crate) const MEMBER_ATTEMPTS: usize = 3;
 
+/// How one attempt ended: what the loop in [`run`] does next. Every way an
+/// attempt can end is one of these four, and the loop acts on nothing
+/// else.
+enum Verdict {
+    /// The client's answer (a success, or a status the client must see):
+    /// relay it; the attempts end.
+    Relay(Response<Payload>),
+    /// This member did not generate — it refused the connection, said it
+    /// is rate limited or overloaded, or has a key that makes no request —
+    /// so another member of the same upstream is asked; with its failure,
+    /// when it answered one.
+    NextMember(Option<Answered>),
+    /// This upstream's turn is over (it cannot serve the request, failed,
+    /// or has no member left): on to the next upstream; with its failure,
+    /// when it answered one.
+    NextUpstream(Option<Answered>),
+    /// The request ends with weir's own answer: a body no upstream could
+    /// take, weir too busy, an upstream answer that could not be read.
+    Fail(Rescue),
+}
+
+/// How useful a failed attempt's answer is to the client: when every
+/// attempt fails, the highest ranked is relayed (the earliest on a tie).
+/// Variants rise in usefulness; `Ord` follows their order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Rank {
+    /// A translated request refused as invalid (400/422): it speaks of what
+    /// weir made of the request more than of what the client sent.
+    TranslationRefused,
+    /// Overloaded, a server error (any other status in `failover_on`), or
+    /// an error inside the stream before any content.
+    Failing,
+    /// Rate limited (429): its headers tell the client when to come back.
+    RateLimited,
+}
+
 /// A failed attempt weir may relay if nothing better comes.
 struct Answered {
-    /// 3: rate limited (tells the client when to return); 2: overloaded,
-    /// server error, or an error inside the stream; 1: a translated
-    /// request refused as invalid.
-    rank: u8,
+    rank: Rank,
     status: StatusCode,
     headers: http::HeaderMap,
     body: Bytes,
@@ -66,8 +105,8 @@ struct Answered {
 impl Answered {
     /// A failed attempt's answer, its error in the client's envelope.
     async fn read(
-        resp: Response<hyper::body::Incoming>,
-        rank: u8,
+        resp: Response<Incoming>,
+        rank: Rank,
         translation: Option<&Translation>,
         settings: &LlmSettings,
     ) -> Answered {
@@ -86,7 +125,10 @@ impl Answered {
     }
 }
 
-/// The messages, responses and chat completions endpoints.
+/// The messages, responses and chat completions endpoints: the model's
+/// upstreams in order, each given a [`Turn`] of at most
+/// [`MEMBER_ATTEMPTS`] attempts, until a verdict ends the request; when
+/// none does, the best failure, or why there is none ([`exhausted`]).
 pub(crate) async fn run(
     llm: &LlmRoute,
     request: &Outgoing,
@@ -95,270 +137,408 @@ pub(crate) async fn run(
     model: usize,
     cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
-    let settings = &llm.settings;
-    let mut best: Option<Answered> = None;
-    let mut tally = Attempts::default();
-    let note_failover = |reason: &'static str| {
-        llm.metrics.failover(model, reason);
-        let mut f = cx.facts.locked();
-        f.failovers += 1;
+    let failover = Failover {
+        llm,
+        request,
+        endpoint,
+        model,
+        cx,
     };
+    let mut best = None;
+    let mut counts = Attempts::default();
     for choice in choices {
-        let upstream = &llm.upstreams[choice.upstream];
-        let name = llm.metrics.upstream_label(choice.upstream);
-        let mut tried: Vec<usize> = Vec::new();
-        // Made once for the upstream, sent to each member tried.
-        let mut draft = None;
-        // Members of this upstream, one after another while they refuse or
-        // say they are busy; `break` moves on to the next upstream.
-        while tried.len() < MEMBER_ATTEMPTS {
-            let now = Instant::now();
-            let mut pick = match upstream.group.pick(request.conversation, &tried, now) {
-                Ok(pick) => pick,
-                Err(out) => {
-                    if tried.is_empty() {
-                        // Every member is held or ejected: passed over at once.
-                        if let Some(out) = upstream.all_out(out.until, now) {
-                            tally.cooling.push(out);
-                        }
-                        note_failover("cooling");
-                    }
-                    break;
-                }
-            };
-            tried.push(pick.index());
-            let member = pick.target();
-            if draft.is_none() {
-                let prepared = request
-                    .for_upstream(upstream, endpoint, choice.model.as_deref(), &llm.offload)
-                    .await;
-                match prepared {
-                    Prepared::Ready(d) => draft = Some(d),
-                    Prepared::Skip => {
-                        tally.skipped += 1;
-                        break;
-                    }
-                    Prepared::Invalid(why) => {
-                        return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why));
-                    }
-                    Prepared::Unserved(why) => {
-                        note_failover("cannot_serve");
-                        tally.unserved.get_or_insert(why);
-                        break;
-                    }
-                    Prepared::Busy => return Err(super::busy()),
-                }
-            }
-            let Some(req) = draft.as_ref().and_then(|d| d.for_member(member)) else {
-                // A key that is no header value: another member may do.
-                continue;
-            };
-            tally.tried += 1;
-            member.metrics.picks.inc();
-            // The member: the upstream, and which endpoint and key when it has several.
-            {
-                let mut f = cx.facts.locked();
-                f.upstream = Some(member.label.clone());
-                f.upstream_index = Some(choice.upstream);
-                f.served_model = Some(
-                    choice
-                        .model
-                        .clone()
-                        .or_else(|| request.model.clone())
-                        .unwrap_or_default(),
-                );
-            }
-            let resp = match send(upstream, req, settings.first_byte_timeout).await {
-                Sent::Response(r) => r,
-                Sent::Refused => {
-                    if let Some((_, change)) = upstream.group.refused(pick.index(), Instant::now())
-                    {
-                        member.changed(
-                            cx.metrics,
-                            cx.route_name,
-                            change,
-                            Reason::Unreachable.name(),
-                        );
-                    }
-                    note_failover("connect");
-                    continue;
-                }
-                Sent::Failed(reason) => {
-                    finish(&mut pick, Outcome::Failed, cx);
-                    note_failover(reason);
-                    break;
-                }
-            };
-            let status = resp.status();
-            let served_by = settings.served_by_header.then_some(&**name);
-            if settings.failover_on.contains(&status.as_u16()) {
-                let why = match status.as_u16() {
-                    429 => Some(Reason::RateLimited),
-                    503 | 529 => Some(Reason::Overloaded),
-                    _ => None,
-                };
-                match (why, retry_hint(resp.headers())) {
-                    (Some(why), Some(wait)) => {
-                        let now = Instant::now();
-                        let until = now + wait.min(MAX_HINT);
-                        let change = upstream.hold(pick.index(), until, why, now);
-                        member.changed(cx.metrics, cx.route_name, change, why.name());
-                    }
-                    _ => finish(&mut pick, Outcome::Failed, cx),
-                }
-                let rank = if status == StatusCode::TOO_MANY_REQUESTS {
-                    3
-                } else {
-                    2
-                };
-                note_failover(if rank == 3 {
-                    "status_429"
-                } else {
-                    "status_5xx"
-                });
-                let translation = draft.as_ref().and_then(|d| d.translation.as_ref());
-                let failed = Answered::read(resp, rank, translation, settings).await;
-                keep_best(&mut best, failed);
-                // Busy, not broken: another member (key, endpoint) may serve.
-                if why.is_some() {
-                    continue;
-                }
-                break;
-            }
-            let latency =
-                Outcome::Answered(Instant::now().saturating_duration_since(pick.started()));
-            finish(&mut pick, latency, cx);
-            // Every way on from here ends this upstream's attempts.
-            let translation = draft.take().and_then(|d| d.translation);
-            if translation.is_some() && refused_as_translated(status) {
-                // This upstream could not take what weir made of the request;
-                // another may take the client's own, and an earlier 429/529
-                // says more to the client than this 400 does.
-                note_failover("translated_refused");
-                let failed = Answered::read(resp, 1, translation.as_ref(), settings).await;
-                keep_best(&mut best, failed);
-                break;
-            }
-            let tally = Tally {
-                metrics: llm.metrics.clone(),
-                model,
-                upstream: choice.upstream,
-                facts: cx.facts.clone(),
-                started: cx.started,
-                _in_flight: Some(pick),
-            };
-            let streamed = endpoint
-                .api()
-                .filter(|_| status.is_success() && is_event_stream(resp.headers()));
-            let Some(client_api) = streamed else {
-                // Relayed at once: a JSON answer, or a status the client must see.
-                let outcome = if status.is_success() {
-                    "completed"
-                } else {
-                    "relayed_error"
-                };
-                if status.is_success() {
-                    tally.first_content();
-                } else if translation.is_none() {
-                    tally.answered(None, outcome);
-                    return Ok(relay_verbatim(resp, served_by));
-                }
-                // Read whole: to count its usage as a stream's is counted, and
-                // to translate it.
-                let declared = weir_wire::fields::content_length(resp.headers());
-                let (parts, body) = resp.into_parts();
-                let read = read_whole(
-                    body,
-                    declared,
-                    &llm.budget,
-                    translation.is_some(),
-                    settings.stream_idle_timeout,
-                )
-                .await;
-                let held = match read {
-                    Ok(Answer::Whole(held)) => held,
-                    Ok(Answer::Streaming { head, rest }) => {
-                        tally.answered(None, outcome);
-                        return Ok(relay_streaming(parts, head, rest, served_by));
-                    }
-                    Err(e) => {
-                        tally.answered(None, outcome);
-                        return Err(e);
-                    }
-                };
-                let bytes = held.bytes.clone();
-                let answer_api = endpoint
-                    .api()
-                    .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
-                let usage = answer_api
-                    .filter(|_| status.is_success())
-                    .and_then(|a| a.answer_usage(&bytes));
-                tally.answered(usage, outcome);
-                return match translation {
-                    None => Ok(relay_whole(parts, bytes, served_by)),
-                    Some(t) => translate_whole(t, parts, bytes, request, served_by),
-                };
-            };
-
-            // A stream: hold its preamble until content shows it is good.
-            let (parts, body) = resp.into_parts();
-            let client_model = request.model.as_deref().unwrap_or_default();
-            let mut relay = Relay::new(
-                body,
-                client_api,
-                translation.map(|t| {
-                    let mut s = t.pair.stream(client_model, t.names);
-                    s.include_usage(t.include_usage);
-                    s
-                }),
-                settings.sse_keepalive,
-                settings.stream_idle_timeout,
-                tally,
-            );
-            match relay.hold_preamble(settings.first_token_timeout).await {
-                Held::Content | Held::TimedOut | Held::TooLarge => {
-                    let stream: StreamBody = Box::pin(relay);
-                    let mut resp = Response::from_parts(parts, Payload::Stream(stream));
-                    remove_hop_by_hop(resp.headers_mut());
-                    resp.headers_mut().remove(header::CONTENT_LENGTH);
-                    served_by_header(&mut resp, served_by);
-                    return Ok(resp);
-                }
-                Held::Broken => {
-                    // Cut before any content: nothing worth relaying.
-                    note_failover("broken");
-                    relay.abandon();
-                    break;
-                }
-                Held::Error => {
-                    // An error before any content: pass this upstream over; its
-                    // stream so far is what the client gets if nothing better.
-                    note_failover("preamble_error");
-                    let body = Bytes::from(relay.held_bytes());
-                    relay.abandon();
-                    keep_best(
-                        &mut best,
-                        Answered {
-                            rank: 2,
-                            status: parts.status,
-                            headers: parts.headers,
-                            body,
-                        },
-                    );
+        let mut turn = Turn {
+            choice,
+            upstream: &llm.upstreams[choice.upstream],
+            tried: Vec::new(),
+            draft: None,
+        };
+        while turn.tried.len() < MEMBER_ATTEMPTS {
+            match failover.attempt(&mut turn, &mut counts).await {
+                Verdict::Relay(resp) => return Ok(resp),
+                Verdict::Fail(rescue) => return Err(rescue),
+                Verdict::NextMember(failed) => keep_best(&mut best, failed),
+                Verdict::NextUpstream(failed) => {
+                    keep_best(&mut best, failed);
                     break;
                 }
             }
         }
     }
-    let b = exhausted(best, &tally, endpoint, Instant::now())?;
-    llm.metrics.request(model, None, "relayed_error");
-    cx.facts.locked().outcome = Some("relayed_error");
-    let mut resp = Response::new(Payload::text(b.body));
-    *resp.status_mut() = b.status;
-    *resp.headers_mut() = b.headers;
-    remove_hop_by_hop(resp.headers_mut());
-    resp.headers_mut().remove(header::CONTENT_LENGTH);
-    Ok(resp)
+    failover.all_failed(best, &counts)
+}
+
+/// What every attempt for one request shares.
+struct Failover<'a, 'c> {
+    llm: &'a LlmRoute,
+    request: &'a Outgoing,
+    endpoint: Endpoint,
+    /// The configured model entry, for its series (see
+    /// [`crate::telemetry::LlmRouteMetrics::model`]).
+    model: usize,
+    cx: &'a Context<'c>,
+}
+
+/// One upstream's turn: the members asked so far (none is asked twice for
+/// one request: a duplicate generation may be billed), and the request
+/// made for the upstream once and sent to each of them.
+struct Turn<'a> {
+    choice: &'a Choice,
+    upstream: &'a LlmUpstream,
+    tried: Vec<usize>,
+    draft: Option<Box<Draft>>,
+}
+
+impl Failover<'_, '_> {
+    /// One attempt: the next member of the turn's upstream picked, asked,
+    /// and its answer judged. The member counts as tried once picked, so a
+    /// member whose key makes no request is not picked again.
+    async fn attempt(&self, turn: &mut Turn<'_>, counts: &mut Attempts) -> Verdict {
+        let now = Instant::now();
+        let picked = turn
+            .upstream
+            .group
+            .pick(self.request.conversation, &turn.tried, now);
+        let mut pick = match picked {
+            Ok(pick) => pick,
+            Err(out) => return self.none_left(turn, out, now, counts),
+        };
+        turn.tried.push(pick.index());
+        if let Some(verdict) = self.draft(turn, counts).await {
+            return verdict;
+        }
+        let member = pick.target();
+        let Some(req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
+            // A key that is no header value: another member may do.
+            return Verdict::NextMember(None);
+        };
+        counts.tried += 1;
+        self.sending(turn.choice, member);
+        let timeout = self.llm.settings.first_byte_timeout;
+        match send(turn.upstream, req, timeout).await {
+            Sent::Response(resp) => self.judge(resp, pick, turn).await,
+            Sent::Refused => self.refused(turn.upstream, &pick),
+            Sent::Failed(reason) => {
+                // No head in time, or the exchange broke: it may have
+                // generated, so no other member of this upstream is asked.
+                finish(&mut pick, Outcome::Failed, self.cx);
+                self.note(reason);
+                Verdict::NextUpstream(None)
+            }
+        }
+    }
+
+    /// No member of the upstream is left to ask. When none was asked yet,
+    /// every member is held or ejected: the upstream is passed over at
+    /// once, and when its first member is back kept for the answer.
+    fn none_left(
+        &self,
+        turn: &Turn<'_>,
+        out: AllOut,
+        now: Instant,
+        counts: &mut Attempts,
+    ) -> Verdict {
+        if turn.tried.is_empty() {
+            if let Some(out) = turn.upstream.all_out(out.until, now) {
+                counts.cooling.push(out);
+            }
+            self.note("cooling");
+        }
+        Verdict::NextUpstream(None)
+    }
+
+    /// The upstream's request, made on its first attempt (translated or
+    /// spliced once, whichever member takes it); the verdict when it
+    /// cannot be made, none when it is ready.
+    async fn draft(&self, turn: &mut Turn<'_>, counts: &mut Attempts) -> Option<Verdict> {
+        if turn.draft.is_some() {
+            return None;
+        }
+        let model = turn.choice.model.as_deref();
+        let prepared = self
+            .request
+            .for_upstream(turn.upstream, self.endpoint, model, &self.llm.offload)
+            .await;
+        match prepared {
+            Prepared::Ready(draft) => {
+                turn.draft = Some(draft);
+                None
+            }
+            Prepared::Skip => {
+                counts.skipped += 1;
+                Some(Verdict::NextUpstream(None))
+            }
+            Prepared::Invalid(why) => Some(Verdict::Fail(
+                Rescue::status(StatusCode::BAD_REQUEST).saying(why),
+            )),
+            Prepared::Unserved(why) => {
+                self.note("cannot_serve");
+                counts.unserved.get_or_insert(why);
+                Some(Verdict::NextUpstream(None))
+            }
+            Prepared::Busy => Some(Verdict::Fail(super::busy())),
+        }
+    }
+
+    /// Count the member picked and name it in the request's facts: the
+    /// upstream (and which endpoint and key when it has several), and the
+    /// model it is asked for.
+    fn sending(&self, choice: &Choice, member: &LlmMember) {
+        member.metrics.picks.inc();
+        let mut f = self.cx.facts.locked();
+        f.upstream = Some(member.label.clone());
+        f.upstream_index = Some(choice.upstream);
+        f.served_model = Some(
+            choice
+                .model
+                .clone()
+                .or_else(|| self.request.model.clone())
+                .unwrap_or_default(),
+        );
+    }
+
+    /// The member refused the connection: it generated nothing, so another
+    /// member may be asked; it is held out of its group, longer while its
+    /// refusals go on.
+    fn refused(&self, upstream: &LlmUpstream, pick: &Pick<LlmMember>) -> Verdict {
+        if let Some((_, change)) = upstream.group.refused(pick.index(), Instant::now()) {
+            let why = Reason::Unreachable.name();
+            pick.target()
+                .changed(self.cx.metrics, self.cx.route_name, change, why);
+        }
+        self.note("connect");
+        Verdict::NextMember(None)
+    }
+
+    /// What the answer's head says: a status in `failover_on`, or a
+    /// translated request refused as invalid, passes the member over;
+    /// anything else is the client's answer.
+    async fn judge(
+        &self,
+        resp: Response<Incoming>,
+        mut pick: Pick<LlmMember>,
+        turn: &mut Turn<'_>,
+    ) -> Verdict {
+        let status = resp.status();
+        if self.llm.settings.failover_on.contains(&status.as_u16()) {
+            return self.turned_away(resp, &mut pick, turn).await;
+        }
+        let latency = Outcome::Answered(Instant::now().saturating_duration_since(pick.started()));
+        finish(&mut pick, latency, self.cx);
+        // Every way on from here ends this upstream's turn.
+        let translation = turn.draft.take().and_then(|d| d.translation);
+        if translation.is_some() && refused_as_translated(status) {
+            // This upstream could not take what weir made of the request;
+            // another may take the client's own, and an earlier 429/529
+            // says more to the client than this 400 does.
+            self.note("translated_refused");
+            let rank = Rank::TranslationRefused;
+            let settings = &self.llm.settings;
+            let failed = Answered::read(resp, rank, translation.as_ref(), settings).await;
+            return Verdict::NextUpstream(Some(failed));
+        }
+        self.relay(resp, pick, translation, turn.choice).await
+    }
+
+    /// A status in `failover_on`, its answer kept. Rate limited or
+    /// overloaded (429/503/529) is busy, not broken: the member is held
+    /// out for as long as it says (when it says), and another member (key,
+    /// endpoint) may serve. Any other status counts against the member and
+    /// ends the upstream's turn.
+    async fn turned_away(
+        &self,
+        resp: Response<Incoming>,
+        pick: &mut Pick<LlmMember>,
+        turn: &Turn<'_>,
+    ) -> Verdict {
+        let status = resp.status();
+        let busy = match status.as_u16() {
+            429 => Some(Reason::RateLimited),
+            503 | 529 => Some(Reason::Overloaded),
+            _ => None,
+        };
+        match (busy, retry_hint(resp.headers())) {
+            (Some(why), Some(wait)) => {
+                let now = Instant::now();
+                let until = now + wait.min(MAX_HINT);
+                let change = turn.upstream.hold(pick.index(), until, why, now);
+                pick.target()
+                    .changed(self.cx.metrics, self.cx.route_name, change, why.name());
+            }
+            _ => finish(pick, Outcome::Failed, self.cx),
+        }
+        let (rank, reason) = if status == StatusCode::TOO_MANY_REQUESTS {
+            (Rank::RateLimited, "status_429")
+        } else {
+            (Rank::Failing, "status_5xx")
+        };
+        self.note(reason);
+        let translation = turn.draft.as_ref().and_then(|d| d.translation.as_ref());
+        let failed = Answered::read(resp, rank, translation, &self.llm.settings).await;
+        match busy {
+            Some(_) => Verdict::NextMember(Some(failed)),
+            None => Verdict::NextUpstream(Some(failed)),
+        }
+    }
+
+    /// The client's answer from this member: a stream held until its first
+    /// content ([`Self::relay_stream`]), anything else at once
+    /// ([`Self::relay_answer`]). The member stays counted in flight while
+    /// the answer is relayed.
+    async fn relay(
+        &self,
+        resp: Response<Incoming>,
+        pick: Pick<LlmMember>,
+        translation: Option<Translation>,
+        choice: &Choice,
+    ) -> Verdict {
+        let status = resp.status();
+        let tally = Tally {
+            metrics: self.llm.metrics.clone(),
+            model: self.model,
+            upstream: choice.upstream,
+            facts: self.cx.facts.clone(),
+            started: self.cx.started,
+            _in_flight: Some(pick),
+        };
+        let name = self.llm.metrics.upstream_label(choice.upstream);
+        let served_by = self.llm.settings.served_by_header.then_some(&**name);
+        let streamed = (self.endpoint.api())
+            .filter(|_| status.is_success() && is_event_stream(resp.headers()));
+        match streamed {
+            Some(client_api) => {
+                self.relay_stream(resp, client_api, translation, tally, served_by)
+                    .await
+            }
+            None => self.relay_answer(resp, translation, tally, served_by).await,
+        }
+    }
+
+    /// A JSON answer, or a status the client must see, relayed at once: an
+    /// untranslated error as it is; anything else read whole first, to
+    /// count its usage as a stream's is counted, and to translate it.
+    async fn relay_answer(
+        &self,
+        resp: Response<Incoming>,
+        translation: Option<Translation>,
+        tally: Tally,
+        served_by: Option<&str>,
+    ) -> Verdict {
+        let status = resp.status();
+        let outcome = if status.is_success() {
+            "completed"
+        } else {
+            "relayed_error"
+        };
+        if status.is_success() {
+            tally.first_content();
+        } else if translation.is_none() {
+            tally.answered(None, outcome);
+            return Verdict::Relay(relay_verbatim(resp, served_by));
+        }
+        let declared = weir_wire::fields::content_length(resp.headers());
+        let (parts, body) = resp.into_parts();
+        let idle = self.llm.settings.stream_idle_timeout;
+        let translated = translation.is_some();
+        let held = match read_whole(body, declared, &self.llm.budget, translated, idle).await {
+            Ok(Answer::Whole(held)) => held,
+            Ok(Answer::Streaming { head, rest }) => {
+                tally.answered(None, outcome);
+                return Verdict::Relay(relay_streaming(parts, head, rest, served_by));
+            }
+            Err(e) => {
+                tally.answered(None, outcome);
+                return Verdict::Fail(e);
+            }
+        };
+        let bytes = held.bytes.clone();
+        let answer_api = (self.endpoint.api())
+            .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
+        let usage = answer_api
+            .filter(|_| status.is_success())
+            .and_then(|a| a.answer_usage(&bytes));
+        tally.answered(usage, outcome);
+        let relayed = match translation {
+            None => Ok(relay_whole(parts, bytes, served_by)),
+            Some(t) => translate_whole(t, parts, bytes, self.request, served_by),
+        };
+        relayed.map_or_else(Verdict::Fail, Verdict::Relay)
+    }
+
+    /// A stream, its preamble held until content shows it is good. Cut
+    /// before any content, it is nothing worth relaying; an error before
+    /// any content passes the upstream over, its stream so far what the
+    /// client gets if nothing better comes.
+    async fn relay_stream(
+        &self,
+        resp: Response<Incoming>,
+        client_api: Api,
+        translation: Option<Translation>,
+        tally: Tally,
+        served_by: Option<&str>,
+    ) -> Verdict {
+        let settings = &self.llm.settings;
+        let (parts, body) = resp.into_parts();
+        let client_model = self.request.model.as_deref().unwrap_or_default();
+        let translator = translation.map(|t| {
+            let mut s = t.pair.stream(client_model, t.names);
+            s.include_usage(t.include_usage);
+            s
+        });
+        let (keepalive, idle) = (settings.sse_keepalive, settings.stream_idle_timeout);
+        let mut relay = Relay::new(body, client_api, translator, keepalive, idle, tally);
+        match relay.hold_preamble(settings.first_token_timeout).await {
+            Held::Content | Held::TimedOut | Held::TooLarge => {
+                let stream: StreamBody = Box::pin(relay);
+                let mut resp = Response::from_parts(parts, Payload::Stream(stream));
+                remove_hop_by_hop(resp.headers_mut());
+                resp.headers_mut().remove(header::CONTENT_LENGTH);
+                served_by_header(&mut resp, served_by);
+                Verdict::Relay(resp)
+            }
+            Held::Broken => {
+                self.note("broken");
+                relay.abandon();
+                Verdict::NextUpstream(None)
+            }
+            Held::Error => {
+                self.note("preamble_error");
+                let body = Bytes::from(relay.held_bytes());
+                relay.abandon();
+                Verdict::NextUpstream(Some(Answered {
+                    rank: Rank::Failing,
+                    status: parts.status,
+                    headers: parts.headers,
+                    body,
+                }))
+            }
+        }
+    }
+
+    /// Every attempt failed: the best failure relayed as it was answered,
+    /// else weir's own answer saying why ([`exhausted`]).
+    fn all_failed(
+        &self,
+        best: Option<Answered>,
+        counts: &Attempts,
+    ) -> Result<Response<Payload>, Rescue> {
+        let b = exhausted(best, counts, self.endpoint, Instant::now())?;
+        self.llm.metrics.request(self.model, None, "relayed_error");
+        self.cx.facts.locked().outcome = Some("relayed_error");
+        let mut resp = Response::new(Payload::text(b.body));
+        *resp.status_mut() = b.status;
+        *resp.headers_mut() = b.headers;
+        remove_hop_by_hop(resp.headers_mut());
+        resp.headers_mut().remove(header::CONTENT_LENGTH);
+        Ok(resp)
+    }
+
+    /// Count a member or upstream passed over, and why, in the model's
+    /// series and the request's facts.
+    fn note(&self, reason: &'static str) {
+        self.llm.metrics.failover(self.model, reason);
+        self.cx.facts.locked().failovers += 1;
+    }
 }
 
 /// What the attempts came to, when none succeeded.
@@ -438,9 +618,12 @@ fn refused_as_translated(status: StatusCode) -> bool {
     matches!(status.as_u16(), 400 | 422)
 }
 
-/// Keep the more useful of two failures; the earlier on a tie.
-fn keep_best(best: &mut Option<Answered>, new: Answered) {
-    if best.as_ref().is_none_or(|b| new.rank > b.rank) {
+/// Keep the more useful of two failures (by [`Rank`]); the earlier on a
+/// tie. An attempt that answered nothing changes nothing.
+fn keep_best(best: &mut Option<Answered>, new: Option<Answered>) {
+    if let Some(new) = new
+        && best.as_ref().is_none_or(|b| new.rank > b.rank)
+    {
         *best = Some(new);
     }
 }
@@ -456,20 +639,26 @@ pub(super) fn finish(pick: &mut Pick<LlmMember>, outcome: Outcome, cx: &Context<
 mod tests {
     use std::time::Duration;
 
+    use super::Rank::{Failing, RateLimited, TranslationRefused};
     use super::*;
 
-    fn failed(rank: u8, status: u16) -> Answered {
-        Answered {
+    /// A failure with this rank and status, as an attempt's verdict
+    /// carries it.
+    fn failed(rank: Rank, status: u16) -> Option<Answered> {
+        Some(Answered {
             rank,
             status: StatusCode::from_u16(status).expect("status"),
             headers: http::HeaderMap::new(),
             body: Bytes::new(),
-        }
+        })
     }
 
     #[test]
     fn a_rate_limit_is_the_failure_relayed_whatever_the_order() {
-        for order in [[(3, 429), (2, 529)], [(2, 529), (3, 429)]] {
+        for order in [
+            [(RateLimited, 429), (Failing, 529)],
+            [(Failing, 529), (RateLimited, 429)],
+        ] {
             let mut best = None;
             for (rank, status) in order {
                 keep_best(&mut best, failed(rank, status));
@@ -477,8 +666,8 @@ mod tests {
             assert_eq!(best.map(|b| b.status.as_u16()), Some(429), "{order:?}");
         }
         let mut best = None;
-        keep_best(&mut best, failed(2, 500));
-        keep_best(&mut best, failed(2, 503));
+        keep_best(&mut best, failed(Failing, 500));
+        keep_best(&mut best, failed(Failing, 503));
         assert_eq!(
             best.map(|b| b.status.as_u16()),
             Some(500),
@@ -488,15 +677,15 @@ mod tests {
 
     #[test]
     fn a_refused_translation_never_hides_an_earlier_rate_limit_or_overload() {
-        for earlier in [(3, 429), (2, 529)] {
+        for earlier in [(RateLimited, 429), (Failing, 529)] {
             let mut best = None;
             keep_best(&mut best, failed(earlier.0, earlier.1));
-            keep_best(&mut best, failed(1, 400));
+            keep_best(&mut best, failed(TranslationRefused, 400));
             assert_eq!(best.map(|b| b.status.as_u16()), Some(earlier.1));
         }
         let mut best = None;
-        keep_best(&mut best, failed(1, 422));
-        keep_best(&mut best, failed(2, 503));
+        keep_best(&mut best, failed(TranslationRefused, 422));
+        keep_best(&mut best, failed(Failing, 503));
         assert_eq!(best.map(|b| b.status.as_u16()), Some(503));
         assert!(refused_as_translated(StatusCode::BAD_REQUEST));
         assert!(!refused_as_translated(StatusCode::UNAUTHORIZED));
@@ -511,7 +700,7 @@ mod tests {
             Ok(a) => (a.status, None),
             Err(r) => (r.status, r.retry_after),
         };
-        let relayed = exhausted(Some(failed(3, 429)), &Attempts::default(), e, now);
+        let relayed = exhausted(failed(RateLimited, 429), &Attempts::default(), e, now);
         assert_eq!(status(relayed).0, StatusCode::TOO_MANY_REQUESTS);
 
         let nobody = Attempts {

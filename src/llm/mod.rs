@@ -2,7 +2,8 @@
 //! the clients are coding agents (Claude Code speaks Anthropic Messages,
 //! Codex speaks OpenAI Responses), the upstreams are model providers.
 //!
-//! A request goes through these steps, each a few lines in [`serve`]:
+//! A request goes through these steps, each a function [`serve`] calls in
+//! turn:
 //!
 //! 1. **endpoint** — the API path under the route's mount point names an
 //!    endpoint of the route's protocol, or 404 in that protocol's shape.
@@ -47,12 +48,12 @@ pub(crate) use facts::{LlmRecord, SharedLlmFacts};
 pub(crate) use offload::Offload;
 use upstream::LlmUpstream;
 pub(crate) use usage::Books;
-use weir_wire::body::ModelError;
+use weir_wire::body::{Model, ModelError};
 
 use crate::admit::rate::{Client, RateLimit, Refusal};
 use crate::admit::{Admission, TokenGate};
 use crate::cluster::Cluster;
-use crate::config::{LlmSettings, RouteConfig, UpstreamSettings};
+use crate::config::{Choice, LlmSettings, RouteConfig, UpstreamSettings};
 use crate::respond::{Payload, Rescue};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, Metrics};
@@ -160,13 +161,13 @@ pub(crate) struct Context<'a> {
     pub(crate) host: &'a str,
 }
 
-/// Serve one request on an LLM route.
+/// Serve one request on an LLM route: the steps of the module doc, in
+/// the order the request travels.
 pub(crate) async fn serve(
     llm: &LlmRoute,
     req: Request<Incoming>,
-    cx: Context<'_>,
+    mut cx: Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
-    let settings = &llm.settings;
     let account = usage::Account::open(
         cx.route_name,
         &llm.settings,
@@ -174,8 +175,50 @@ pub(crate) async fn serve(
         &llm.metrics,
         cx.facts,
     );
+    let (endpoint, api_path) = find_endpoint(&llm.settings, &req, &cx)?;
+    let presented = admit_client(llm, &req, endpoint, &account, &mut cx).await?;
+    let declared = declared_length(&req, &cx)?;
+    let (mut request, incoming) = outgoing_request(req, api_path, presented.strip);
+    if !endpoint.routes_by_model() {
+        return local::models(llm, &request, &cx).await;
+    }
+    let read = read_body(llm, incoming, declared, &cx).await?;
+    request.body = read.bytes.clone();
+    let (model, entry) = read_model(llm, &request.body, &cx).await?;
+    let Some(choices) = llm.settings.choices(&model.name) else {
+        return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
+            "model `{}` is not served by this route",
+            model.name
+        )));
+    };
+    if endpoint.api().is_some() {
+        let deferred = presented.deferred;
+        reserve_budget(llm, &account, &request, &model, choices, deferred, &mut cx).await?;
+    }
+    request.model_span = Some(model.span);
+    request.weir_state = model.weir_state;
+    request.model = Some(model.name);
+    request.conversation = conversation(&request.parts.headers, model.conversation.as_deref());
 
-    // Step: endpoint: the path as it is, or under the route's mount point.
+    // Step: failover, then relay.
+    let result = if endpoint == Endpoint::CountTokens {
+        local::count_tokens(llm, &request, choices, &cx).await
+    } else {
+        failover::run(llm, &request, endpoint, choices, entry, &cx).await
+    };
+    // The body's budget reservation ends with the attempts.
+    drop(read);
+    result
+}
+
+/// Step 1, endpoint: the path as it is, or under the route's mount point,
+/// names an endpoint of the route's protocol (else 404); with the API path
+/// it was found at.
+fn find_endpoint(
+    settings: &LlmSettings,
+    req: &Request<Incoming>,
+    cx: &Context<'_>,
+) -> Result<(Endpoint, String), Rescue> {
     let full = req.uri().path();
     let found = [full, api_path(&cx.route.path, full)]
         .into_iter()
@@ -185,46 +228,70 @@ pub(crate) async fn serve(
                 p.to_string(),
             ))
         });
-    let Some((endpoint, api_path)) = found else {
-        return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
+    found.ok_or_else(|| {
+        Rescue::status(StatusCode::NOT_FOUND).saying(format!(
             "{} {} is not an endpoint of this {} route",
             req.method(),
             req.uri().path(),
             settings.protocol.name()
-        )));
-    };
+        ))
+    })
+}
 
-    // Step: client token, before the body. When the fleet keeps the
-    // token's budget, its limits are decided with the budget's reserve, in
-    // one Redis round trip, once the body says what to reserve.
-    let mut gateway_credential = None;
-    let mut deferred = None;
-    if !settings.client_tokens.is_empty() {
-        let Some((index, header)) = client_token(settings, req.headers()) else {
-            return Err(Rescue::status(StatusCode::UNAUTHORIZED)
-                .saying("a valid client token is required (x-api-key or Authorization: Bearer)")
-                .closing_if_body(&req));
-        };
-        gateway_credential = Some(header);
-        account.identify(index, cx.facts);
-        if endpoint.api().is_some() && account.budget_is_shared() {
-            deferred = Some(index);
-        } else {
-            // The token's rate, then its concurrency (one decision when
-            // the fleet shares them).
-            crate::admit::limit_client(
-                cx.rate.map(|r| &**r),
-                Client::Token(index),
-                llm.token_ids.get(index).map(String::as_str),
-                llm.token_gates.get(index),
-                cx.admission.as_mut(),
-            )
-            .await
-            .map_err(|r| limit_refusal(r, &cx).closing_if_body(&req))?;
-        }
+/// What the client token step found, on a route with client tokens.
+#[derive(Default)]
+struct Presented {
+    /// The header that carried the token: never forwarded.
+    strip: Option<HeaderName>,
+    /// The token, when its limits wait for the body: the fleet keeps its
+    /// budget, and decides them with the budget's reserve in one Redis
+    /// round trip, once the body says what to reserve.
+    deferred: Option<usize>,
+}
+
+/// Step 2, client token, before a byte of the body is read: a valid one
+/// (else 401), then its rate and its concurrency (one decision when the
+/// fleet shares them), unless those wait for the body.
+async fn admit_client(
+    llm: &LlmRoute,
+    req: &Request<Incoming>,
+    endpoint: Endpoint,
+    account: &usage::Account,
+    cx: &mut Context<'_>,
+) -> Result<Presented, Rescue> {
+    let settings = &llm.settings;
+    if settings.client_tokens.is_empty() {
+        return Ok(Presented::default());
     }
+    let Some((index, header)) = client_token(settings, req.headers()) else {
+        return Err(Rescue::status(StatusCode::UNAUTHORIZED)
+            .saying("a valid client token is required (x-api-key or Authorization: Bearer)")
+            .closing_if_body(req));
+    };
+    account.identify(index, cx.facts);
+    let strip = Some(header);
+    if endpoint.api().is_some() && account.budget_is_shared() {
+        let deferred = Some(index);
+        return Ok(Presented { strip, deferred });
+    }
+    crate::admit::limit_client(
+        cx.rate.map(|r| &**r),
+        Client::Token(index),
+        llm.token_ids.get(index).map(String::as_str),
+        llm.token_gates.get(index),
+        cx.admission.as_mut(),
+    )
+    .await
+    .map_err(|r| limit_refusal(r, cx).closing_if_body(req))?;
+    Ok(Presented {
+        strip,
+        deferred: None,
+    })
+}
 
-    // A declared body over the limit is refused unread.
+/// The body's declared length; a declared body over the route's limit is
+/// refused unread.
+fn declared_length(req: &Request<Incoming>, cx: &Context<'_>) -> Result<Option<u64>, Rescue> {
     let declared = weir_wire::fields::content_length(req.headers());
     if let (Some(limit), Some(len)) = (cx.route.max_request_body, declared)
         && len > limit
@@ -235,30 +302,45 @@ pub(crate) async fn serve(
             ))
             .closing());
     }
+    Ok(declared)
+}
 
+/// The request as it will be sent upstream, its body still to be read
+/// (and that body): the API path with the client's query, and the header
+/// that carried weir's client token to strip.
+fn outgoing_request(
+    req: Request<Incoming>,
+    api_path: String,
+    strip: Option<HeaderName>,
+) -> (outgoing::Outgoing, Incoming) {
     let (parts, incoming) = req.into_parts();
     let path_and_query = match parts.uri.query() {
         Some(q) => format!("{api_path}?{q}"),
         None => api_path,
     };
-    let mut request = outgoing::Outgoing {
+    let request = outgoing::Outgoing {
         parts,
         path_and_query,
-        strip: gateway_credential,
+        strip,
         body: bytes::Bytes::new(),
         model_span: None,
         weir_state: false,
         model: None,
         conversation: None,
     };
+    (request, incoming)
+}
 
-    if !endpoint.routes_by_model() {
-        return local::models(llm, &request, &cx).await;
-    }
-
-    // Step: body, whole, under the limit and the budget.
+/// Step 3, body: read whole under the route's limit, its minimum data
+/// rate and the process-wide byte budget, which holds it until dropped.
+async fn read_body(
+    llm: &LlmRoute,
+    incoming: Incoming,
+    declared: Option<u64>,
+    cx: &Context<'_>,
+) -> Result<body::ReadBody, Rescue> {
     let body = RequestBody::new(incoming, cx.route.max_request_body, cx.body_rate);
-    let read = body::read(body, declared, &llm.budget)
+    body::read(body, declared, &llm.budget)
         .await
         .map_err(|e| match e {
             ReadError::TooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
@@ -274,13 +356,20 @@ pub(crate) async fn serve(
             ReadError::OverBudget => Rescue::shed("llm_body_budget")
                 .saying("the gateway is holding too many request bodies; retry shortly")
                 .closing(),
-        })?;
-    request.body = read.bytes.clone();
+        })
+}
 
-    // Step: model, found by a scan at memchr speed (~6 GB/s: 256 KiB in
-    // about the time a hand-off to the blocking pool takes), off the
-    // serving thread only past that.
-    let parse = request.body.clone();
+/// Step 4, model: found by a scan at memchr speed (~6 GB/s: 256 KiB in
+/// about the time a hand-off to the blocking pool takes), off the serving
+/// thread only past that; named in the request's facts with its
+/// configured entry (or `default`: a bounded label, by index), which is
+/// returned with it.
+async fn read_model(
+    llm: &LlmRoute,
+    body: &bytes::Bytes,
+    cx: &Context<'_>,
+) -> Result<(Model, usize), Rescue> {
+    let parse = body.clone();
     let model = llm
         .offload
         .run_inline_up_to(weir_wire::body::SCAN_INLINE_MAX, parse.len(), move || {
@@ -294,60 +383,50 @@ pub(crate) async fn serve(
             ModelError::Missing => "the request body names no `model`",
         })
     })?;
-    // The configured entry (or `default`): a bounded label, by index.
-    let entry = llm
-        .metrics
-        .model(settings.models.iter().position(|(m, _)| *m == model.name));
-    {
-        let mut f = cx.facts.locked();
-        f.model = Some(model.name.clone());
-        f.model_index = Some(entry);
-        f.stream = model.stream;
-    }
-    let Some(choices) = settings.choices(&model.name) else {
-        return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
-            "model `{}` is not served by this route",
-            model.name
-        )));
-    };
-    // Step: budget, reserved before any upstream is contacted.
-    if endpoint.api().is_some() {
-        let served = choices
-            .iter()
-            .map(|c| c.model.as_deref().unwrap_or(&model.name));
-        let want = account.want(request.body.len(), model.max_output, served);
-        match (want, deferred) {
-            (Some(want), Some(index)) => {
-                let budgeted = crate::admit::limit_client_reserving(
-                    cx.rate.map(|r| &**r),
-                    Client::Token(index),
-                    llm.token_ids.get(index).map(String::as_str),
-                    llm.token_gates.get(index),
-                    cx.admission.as_mut(),
-                    account.budget_ask(&want),
-                )
-                .await
-                .map_err(|r| limit_refusal(r, &cx))?;
-                account.take(budgeted, want, cx.facts)?;
-            }
-            (Some(want), None) => account.reserve(want, cx.facts)?,
-            (None, _) => {}
-        }
-    }
-    request.model_span = Some(model.span);
-    request.weir_state = model.weir_state;
-    request.model = Some(model.name.clone());
-    request.conversation = conversation(&request.parts.headers, model.conversation.as_deref());
+    let models = &llm.settings.models;
+    let entry = (llm.metrics).model(models.iter().position(|(m, _)| *m == model.name));
+    let mut f = cx.facts.locked();
+    f.model = Some(model.name.clone());
+    f.model_index = Some(entry);
+    f.stream = model.stream;
+    drop(f);
+    Ok((model, entry))
+}
 
-    // Step: failover, then relay.
-    let result = if endpoint == Endpoint::CountTokens {
-        local::count_tokens(llm, &request, choices, &cx).await
-    } else {
-        failover::run(llm, &request, endpoint, choices, entry, &cx).await
-    };
-    // The body's budget reservation ends with the attempts.
-    drop(read);
-    result
+/// Step 4, budget: the client token's reserved before any upstream is
+/// contacted, priced at the dearest model it may be sent as; when the
+/// fleet keeps it, in one decision with the token's limits `deferred`
+/// from step 2.
+async fn reserve_budget(
+    llm: &LlmRoute,
+    account: &usage::Account,
+    request: &outgoing::Outgoing,
+    model: &Model,
+    choices: &[Choice],
+    deferred: Option<usize>,
+    cx: &mut Context<'_>,
+) -> Result<(), Rescue> {
+    let served = choices
+        .iter()
+        .map(|c| c.model.as_deref().unwrap_or(&model.name));
+    let want = account.want(request.body.len(), model.max_output, served);
+    match (want, deferred) {
+        (Some(want), Some(index)) => {
+            let budgeted = crate::admit::limit_client_reserving(
+                cx.rate.map(|r| &**r),
+                Client::Token(index),
+                llm.token_ids.get(index).map(String::as_str),
+                llm.token_gates.get(index),
+                cx.admission.as_mut(),
+                account.budget_ask(&want),
+            )
+            .await
+            .map_err(|r| limit_refusal(r, cx))?;
+            account.take(budgeted, want, cx.facts)
+        }
+        (Some(want), None) => account.reserve(want, cx.facts),
+        (None, _) => Ok(()),
+    }
 }
 
 /// The answer to a client token over one of its limits.
