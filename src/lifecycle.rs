@@ -38,7 +38,7 @@ use crate::proxy::{self, ClientSide};
 use crate::respond::{
     ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
 };
-use crate::route::Target;
+use crate::route::{Route, Target};
 use crate::snapshot::{BuildError, Snapshot, Standing};
 use crate::telemetry::Metrics;
 
@@ -169,6 +169,13 @@ impl conn::Handler for Gateway {
     }
 }
 
+/// What the phases before routing decided: weir answered already, or the
+/// request goes on with this host.
+enum Front<'a> {
+    Answered(Response<Payload>),
+    Host(std::borrow::Cow<'a, str>),
+}
+
 impl Gateway {
     /// Phases 2 to 8; any failure is a [`Rescue`] for the caller to answer.
     async fn phases(
@@ -180,31 +187,11 @@ impl Gateway {
         shape: &mut ErrorShape,
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, Rescue> {
-        // Phase: framing — what hyper accepts but RFC 9112 does not.
-        if ambiguous_framing(&req) {
-            return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
-        }
-        // Phase: acme — the CA's validator, whatever the listener does.
-        if let Some(token) = req.uri().path().strip_prefix(ACME_CHALLENGE_PATH)
-            && let Some(answer) = self.challenges.http01(token)
-        {
-            return Ok(acme_answer(&answer));
-        }
-
         let host_sent = host_sent.and_then(|h| h.to_str().ok());
-        let Some(host) = host_sent.and_then(normalise_host) else {
-            return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
+        let host = match self.front(snapshot, &req, conn, host_sent)? {
+            Front::Answered(resp) => return Ok(resp),
+            Front::Host(host) => host,
         };
-
-        // A reverse proxy is not a forward proxy: no CONNECT tunnels.
-        if req.method() == http::Method::CONNECT {
-            return Err(Rescue::status(StatusCode::METHOD_NOT_ALLOWED));
-        }
-
-        // Phase: redirect.
-        if let Some(redirect) = conn.redirect {
-            return redirect_to_https(snapshot, &req, &host, redirect);
-        }
 
         // Phase: admit — the process-wide gate, before any routing work,
         // so unknown-route floods are bounded too.
@@ -222,8 +209,64 @@ impl Gateway {
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
 
-        // Phase: route policy — what the route kind leaves to this phase:
-        // the client's rate, the route's gate, a declared body too large.
+        self.route_policy(route, &req, conn, &host, record).await?;
+
+        let served = self
+            .serve(snapshot, route, req, conn, (&host, host_sent), record)
+            .await;
+        served.map(|mut resp| {
+            route_headers(&route.config, conn.tls, resp.headers_mut());
+            resp
+        })
+    }
+
+    /// Phases before routing: framing, ACME's http-01 answers, the Host,
+    /// CONNECT, the HTTPS redirect.
+    fn front<'h>(
+        &self,
+        snapshot: &Snapshot,
+        req: &Request<Incoming>,
+        conn: &ConnInfo,
+        host_sent: Option<&'h str>,
+    ) -> Result<Front<'h>, Rescue> {
+        // Phase: framing — what hyper accepts but RFC 9112 does not.
+        if ambiguous_framing(req) {
+            return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
+        }
+        // Phase: acme — the CA's validator, whatever the listener does.
+        if let Some(token) = req.uri().path().strip_prefix(ACME_CHALLENGE_PATH)
+            && let Some(answer) = self.challenges.http01(token)
+        {
+            return Ok(Front::Answered(acme_answer(&answer)));
+        }
+
+        let Some(host) = host_sent.and_then(normalise_host) else {
+            return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
+        };
+
+        // A reverse proxy is not a forward proxy: no CONNECT tunnels.
+        if req.method() == http::Method::CONNECT {
+            return Err(Rescue::status(StatusCode::METHOD_NOT_ALLOWED));
+        }
+
+        // Phase: redirect.
+        if let Some(redirect) = conn.redirect {
+            return redirect_to_https(snapshot, req, &host, redirect).map(Front::Answered);
+        }
+        Ok(Front::Host(host))
+    }
+
+    /// Phase: route policy — what the route kind leaves to this phase
+    /// ([`Target::at_entry`]): the client's rate, the route's gate, a
+    /// declared body too large.
+    async fn route_policy(
+        &self,
+        route: &Route,
+        req: &Request<Incoming>,
+        conn: &ConnInfo,
+        host: &str,
+        record: &mut RequestRecord,
+    ) -> Result<(), Rescue> {
         let at_entry = route.target.at_entry();
         if let Some(rate) = &route.rate
             && at_entry.rate_by_address
@@ -240,14 +283,14 @@ impl Gateway {
                 record.admission = None;
                 return Err(match refused {
                     Refusal::Limited(limited) => {
-                        Rescue::rate_limited(limited, conn.peer.ip(), &route.name, &host)
+                        Rescue::rate_limited(limited, conn.peer.ip(), &route.name, host)
                     }
                     Refusal::Full | Refusal::Unavailable => Rescue::cluster_unavailable(),
                 });
             }
         }
 
-        // Phase: route policy — the route's own gate.
+        // The route's own gate.
         if let Some(admission) = &mut record.admission
             && let Err(shed) = admission.enter_route(&route.gate)
         {
@@ -255,16 +298,28 @@ impl Gateway {
             return Err(Rescue::shed(shed.label()));
         }
 
-        // Phase: route policy — refuse a declared body over the limit unread.
+        // A declared body over the limit, refused unread.
         if let Some(limit) = route.config.max_request_body
             && at_entry.refuse_declared_body
-            && declared_length(&req).is_some_and(|len| len > limit)
+            && declared_length(req).is_some_and(|len| len > limit)
         {
             return Err(Rescue::status(StatusCode::PAYLOAD_TOO_LARGE).closing());
         }
+        Ok(())
+    }
 
-        // Phase: serve, by route kind.
-        let served = match &route.target {
+    /// Phase: serve, by route kind — the one place route kinds are
+    /// dispatched. `host` is the normalised Host and the Host as sent.
+    async fn serve(
+        &self,
+        snapshot: &Snapshot,
+        route: &Route,
+        req: Request<Incoming>,
+        conn: &ConnInfo,
+        (host, host_sent): (&str, Option<&str>),
+        record: &mut RequestRecord,
+    ) -> Result<Response<Payload>, Rescue> {
+        match &route.target {
             Target::Proxy(upstream) => {
                 let client = ClientSide {
                     conn,
@@ -300,15 +355,11 @@ impl Gateway {
                     started: record.start,
                     rate: route.rate.as_ref(),
                     peer: conn.peer.ip(),
-                    host: &host,
+                    host,
                 };
                 llm::serve(llm, req, cx).await
             }
-        };
-        served.map(|mut resp| {
-            route_headers(&route.config, conn.tls, resp.headers_mut());
-            resp
-        })
+        }
     }
 }
 
