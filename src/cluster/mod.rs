@@ -304,59 +304,7 @@ impl Cluster {
         let budget_id = ask
             .budget
             .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));
-        let mut invocation = inner.scripts.decide.prepare_invoke();
-        let (rate_key, gcra) = match ask.rate {
-            Some((key, g)) => (
-                key,
-                Some((g.interval_us.to_string(), g.tolerance_us.to_string())),
-            ),
-            None => (
-                ask.lease
-                    .map(|(k, _)| &**k)
-                    .or(ask.budget.map(|b| &**b.key))
-                    .unwrap_or(""),
-                None,
-            ),
-        };
-        let lease_key = ask.lease.map_or(rate_key, |(k, _)| &**k);
-        let budget_key = ask.budget.map_or(rate_key, |b| &**b.key);
-        invocation.key(rate_key).key(lease_key).key(budget_key);
-        let (t, tau) = gcra.unwrap_or_default();
-        invocation.arg(t).arg(tau);
-        match (ask.lease, lease_id) {
-            (Some((_, limit)), Some(id)) => {
-                invocation
-                    .arg(limit)
-                    .arg(inner.lease_name(id))
-                    .arg(inner.lease_ttl.as_millis() as u64);
-            }
-            _ => {
-                invocation.arg("").arg("").arg("");
-            }
-        }
-        let limit = |l: Option<u64>| l.map(|l| l.to_string()).unwrap_or_default();
-        match (ask.budget, budget_id) {
-            (Some(b), Some(id)) => {
-                invocation
-                    .arg(limit(b.limits[0]))
-                    .arg(limit(b.limits[1]))
-                    .arg(limit(b.limits[2]))
-                    .arg(b.tokens)
-                    .arg(b.spend)
-                    .arg(inner.member(id, b.tokens, b.spend))
-                    .arg(inner.lease_ttl.as_millis() as u64);
-            }
-            _ => {
-                invocation
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("");
-            }
-        }
+        let invocation = inner.decide_invocation(&ask, lease_id, budget_id);
         let started = Instant::now();
         let mut c = (*conn).clone();
         let answer = tokio::time::timeout(
@@ -397,6 +345,23 @@ impl Cluster {
             .redis_seconds
             .observe(started.elapsed().as_secs_f64());
         inner.metrics.by_redis.inc();
+        self.verdict(
+            &ask,
+            (lease_id, budget_id),
+            (wait, lease, reserved, bound, budget_wait),
+        )
+    }
+
+    /// What the script's answer means for this request: limited, over
+    /// budget, no slot, or admitted with the slot and reservation it holds
+    /// (now held here too, for renewal and release).
+    fn verdict(
+        &self,
+        ask: &Ask<'_>,
+        (lease_id, budget_id): (Option<u64>, Option<u64>),
+        (wait, lease, reserved, bound, budget_wait): (i64, i64, i64, i64, i64),
+    ) -> Decision {
+        let inner = &self.inner;
         if wait > 0 {
             return Decision::Limited(Duration::from_micros(wait as u64));
         }
@@ -520,6 +485,72 @@ fn answered(e: &redis::RedisError) -> bool {
 }
 
 impl Inner {
+    /// The decide script's keys and arguments for `ask`: the rate limit's
+    /// GCRA, the token's slot, the budget's reservation (empty where the
+    /// request has none; `scripts.rs` reads them in this order).
+    fn decide_invocation(
+        &self,
+        ask: &Ask<'_>,
+        lease_id: Option<u64>,
+        budget_id: Option<u64>,
+    ) -> redis::ScriptInvocation<'_> {
+        let inner = self;
+        let mut invocation = inner.scripts.decide.prepare_invoke();
+        let (rate_key, gcra) = match ask.rate {
+            Some((key, g)) => (
+                key,
+                Some((g.interval_us.to_string(), g.tolerance_us.to_string())),
+            ),
+            None => (
+                ask.lease
+                    .map(|(k, _)| &**k)
+                    .or(ask.budget.map(|b| &**b.key))
+                    .unwrap_or(""),
+                None,
+            ),
+        };
+        let lease_key = ask.lease.map_or(rate_key, |(k, _)| &**k);
+        let budget_key = ask.budget.map_or(rate_key, |b| &**b.key);
+        invocation.key(rate_key).key(lease_key).key(budget_key);
+        let (t, tau) = gcra.unwrap_or_default();
+        invocation.arg(t).arg(tau);
+        match (ask.lease, lease_id) {
+            (Some((_, limit)), Some(id)) => {
+                invocation
+                    .arg(limit)
+                    .arg(inner.lease_name(id))
+                    .arg(inner.lease_ttl.as_millis() as u64);
+            }
+            _ => {
+                invocation.arg("").arg("").arg("");
+            }
+        }
+        let limit = |l: Option<u64>| l.map(|l| l.to_string()).unwrap_or_default();
+        match (ask.budget, budget_id) {
+            (Some(b), Some(id)) => {
+                invocation
+                    .arg(limit(b.limits[0]))
+                    .arg(limit(b.limits[1]))
+                    .arg(limit(b.limits[2]))
+                    .arg(b.tokens)
+                    .arg(b.spend)
+                    .arg(inner.member(id, b.tokens, b.spend))
+                    .arg(inner.lease_ttl.as_millis() as u64);
+            }
+            _ => {
+                invocation
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("");
+            }
+        }
+        invocation
+    }
+
     /// A script Redis refused: the first at warn (it will not fix itself:
     /// a key of another program's under the prefix, an ACL), the rest at
     /// debug so a flood of them cannot flood the log.
