@@ -43,7 +43,7 @@ pub(super) fn listeners(
             .table("tls")
             .map(|tls| tls_settings(&tls, routes, has_plain));
         let redirect = t.bool("redirect_https").unwrap_or(false);
-        let https_port = t.uint("https_port", 65535).map(|p| p as u16);
+        let https_port = t.uint_in("https_port", 65535).map(|p| p as u16);
         if redirect && tls.is_some() {
             t.problem(
                 "redirect_https",
