@@ -10,8 +10,10 @@
 //! against the declarations.
 //!
 //! Declared so far: `[server]`, `[connections]`, `[http1]`, `[http2]`,
-//! `[log]`, `[admin]`, `[upstream]` and `[cluster]` (see [`ALL`]). The
-//! other tables' keys are still named in their getters' calls.
+//! `[log]`, `[admin]`, `[upstream]`, `[cluster]`, and `[[listener]]` with
+//! its `tls`, `certificates`, `acme` and `external_account` tables (see
+//! [`ALL`]). The route tables' keys are still named in their getters'
+//! calls.
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -52,6 +54,10 @@ pub(crate) enum Kind {
     Path,
     /// A list of strings (a single string is a list of one).
     List,
+    /// A sub-table (`[a.b]` or `b = { ... }`), declared in its own right.
+    Table,
+    /// An array of tables (`[[a.b]]`), each declared in its own right.
+    Tables,
 }
 
 /// What a key is when it is not set.
@@ -552,6 +558,188 @@ pub(crate) mod cluster {
     };
 }
 
+/// `[[listener]]`.
+pub(crate) mod listener {
+    use super::*;
+    const T: &str = "listener";
+
+    pub(crate) const NAME: Key = Key {
+        table: T,
+        name: "name",
+        kind: Kind::String,
+        default: Default::Words("the address"),
+        meaning: "the name used in logs",
+    };
+    pub(crate) const ADDRESS: Key = Key {
+        table: T,
+        name: "address",
+        kind: Kind::String,
+        default: Default::Words("required"),
+        meaning: "IP:port to listen on",
+    };
+    pub(crate) const TLS: Key = Key {
+        table: T,
+        name: "tls",
+        kind: Kind::Table,
+        default: Default::Words("none"),
+        meaning: "makes this an HTTPS listener",
+    };
+    pub(crate) const REDIRECT_HTTPS: Key = Key {
+        table: T,
+        name: "redirect_https",
+        kind: Kind::Bool,
+        default: Default::Bool(false),
+        meaning: "only answer with redirects to https://",
+    };
+    pub(crate) const HTTPS_PORT: Key = Key {
+        table: T,
+        name: "https_port",
+        kind: Kind::Uint { max: 65535 },
+        default: Default::Uint(443),
+        meaning: "the port written in redirects",
+    };
+    pub(crate) const PROXY_PROTOCOL_FROM: Key = Key {
+        table: T,
+        name: "proxy_protocol_from",
+        kind: Kind::List,
+        default: Default::Empty,
+        meaning: "load balancers that open every connection with a PROXY header",
+    };
+}
+
+/// `[listener.tls]`.
+pub(crate) mod tls {
+    use super::*;
+    const T: &str = "listener.tls";
+
+    pub(crate) const CERTIFICATES: Key = Key {
+        table: T,
+        name: "certificates",
+        kind: Kind::Tables,
+        default: Default::Words("required unless `acme` is set"),
+        meaning: "certificates from files, chosen by SNI",
+    };
+    pub(crate) const ACME: Key = Key {
+        table: T,
+        name: "acme",
+        kind: Kind::Table,
+        default: Default::Words("none"),
+        meaning: "obtain and renew certificates over ACME",
+    };
+}
+
+/// `[[listener.tls.certificates]]`.
+pub(crate) mod certificate {
+    use super::*;
+    const T: &str = "listener.tls.certificates";
+
+    pub(crate) const CERT: Key = Key {
+        table: T,
+        name: "cert",
+        kind: Kind::Path,
+        default: Default::Words("required"),
+        meaning: "PEM file: the certificate, then its chain",
+    };
+    pub(crate) const KEY: Key = Key {
+        table: T,
+        name: "key",
+        kind: Kind::Path,
+        default: Default::Words("required"),
+        meaning: "PEM file: the certificate's private key",
+    };
+}
+
+/// `[listener.tls.acme]`.
+pub(crate) mod acme {
+    use super::*;
+    const T: &str = "listener.tls.acme";
+
+    pub(crate) const DIRECTORY: Key = Key {
+        table: T,
+        name: "directory",
+        kind: Kind::String,
+        default: Default::Words("Let's Encrypt production"),
+        meaning: "the CA's ACME directory URL, or a shorthand",
+    };
+    pub(crate) const CA_FILE: Key = Key {
+        table: T,
+        name: "ca_file",
+        kind: Kind::Path,
+        default: Default::Words("none"),
+        meaning: "extra roots trusted for reaching the directory",
+    };
+    pub(crate) const EMAIL: Key = Key {
+        table: T,
+        name: "email",
+        kind: Kind::String,
+        default: Default::Words("none"),
+        meaning: "contact address registered with the account",
+    };
+    pub(crate) const NAMES: Key = Key {
+        table: T,
+        name: "names",
+        kind: Kind::List,
+        default: Default::Words("every exact `host` of every route"),
+        meaning: "DNS names to certify, one certificate each",
+    };
+    pub(crate) const CHALLENGE: Key = Key {
+        table: T,
+        name: "challenge",
+        kind: Kind::Choice(&["tls-alpn-01", "http-01"]),
+        default: Default::Str("tls-alpn-01"),
+        meaning: "how the CA's challenges are answered",
+    };
+    pub(crate) const STATE_DIR: Key = Key {
+        table: T,
+        name: "state_dir",
+        kind: Kind::Path,
+        default: Default::Str("/var/lib/weir/acme"),
+        meaning: "where the account key and certificates are kept",
+    };
+    pub(crate) const EXTERNAL_ACCOUNT: Key = Key {
+        table: T,
+        name: "external_account",
+        kind: Kind::Table,
+        default: Default::Words("none"),
+        meaning: "External Account Binding, for CAs that require it",
+    };
+    pub(crate) const RETRY_BASE: Key = Key {
+        table: T,
+        name: "retry_base",
+        kind: Kind::Duration(TIMER),
+        default: Default::Duration(secs(60)),
+        meaning: "the wait after a failed order, doubled per failure in a row",
+    };
+}
+
+/// `[listener.tls.acme.external_account]`.
+pub(crate) mod external_account {
+    use super::*;
+    const T: &str = "listener.tls.acme.external_account";
+
+    pub(crate) const KEY_ID: Key = Key {
+        table: T,
+        name: "key_id",
+        kind: Kind::String,
+        default: Default::Words("required"),
+        meaning: "the key id (kid) the CA issued",
+    };
+    pub(crate) const HMAC_KEY_FILE: Key = Key {
+        table: T,
+        name: "hmac_key_file",
+        kind: Kind::Path,
+        default: Default::Words("required unless `hmac_key_env`"),
+        meaning: "a file holding the HMAC key",
+    };
+    pub(crate) const HMAC_KEY_ENV: Key = Key {
+        table: T,
+        name: "hmac_key_env",
+        kind: Kind::String,
+        default: Default::Words("none"),
+        meaning: "an environment variable holding the HMAC key",
+    };
+}
+
 /// Every declared key, table by table.
 #[cfg(test)]
 pub(crate) const ALL: &[&Key] = &[
@@ -602,6 +790,27 @@ pub(crate) const ALL: &[&Key] = &[
     &cluster::ON_FAILURE,
     &cluster::CA_FILE,
     &cluster::LEASE_TTL,
+    &listener::NAME,
+    &listener::ADDRESS,
+    &listener::TLS,
+    &listener::REDIRECT_HTTPS,
+    &listener::HTTPS_PORT,
+    &listener::PROXY_PROTOCOL_FROM,
+    &tls::CERTIFICATES,
+    &tls::ACME,
+    &certificate::CERT,
+    &certificate::KEY,
+    &acme::DIRECTORY,
+    &acme::CA_FILE,
+    &acme::EMAIL,
+    &acme::NAMES,
+    &acme::CHALLENGE,
+    &acme::STATE_DIR,
+    &acme::EXTERNAL_ACCOUNT,
+    &acme::RETRY_BASE,
+    &external_account::KEY_ID,
+    &external_account::HMAC_KEY_FILE,
+    &external_account::HMAC_KEY_ENV,
 ];
 
 #[cfg(test)]
@@ -626,7 +835,7 @@ mod tests {
                 (Kind::Size { min, max }, Default::Size(n)) => (*min..=*max).contains(&n),
                 (Kind::Uint { max }, Default::Uint(n)) => n <= *max,
                 (Kind::Bool, Default::Bool(_)) => true,
-                (Kind::String, Default::Str(_)) => true,
+                (Kind::String | Kind::Path, Default::Str(_)) => true,
                 (Kind::Choice(names), Default::Str(s)) => names.contains(&s),
                 (Kind::List, Default::Empty) => true,
                 (_, Default::Words(_)) => true,

@@ -41,12 +41,11 @@ pub(crate) mod defaults {
     pub(crate) const DRAIN_GRACE: Duration = super::keys::server::DRAIN_GRACE.duration();
     pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
-    pub(crate) const HTTPS_PORT: u16 = 443;
+    /// Let's Encrypt's, what `listener.tls.acme.directory` is by default
+    /// and as `"letsencrypt"`; and its staging CA's.
     pub(crate) const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
     pub(crate) const ACME_STAGING_DIRECTORY: &str =
         "https://acme-staging-v02.api.letsencrypt.org/directory";
-    pub(crate) const ACME_STATE_DIR: &str = "/var/lib/weir/acme";
-    pub(crate) const ACME_RETRY_BASE: Duration = Duration::from_secs(60);
 
     /// Anthropic's own request limit for Messages.
     pub(crate) const LLM_MAX_REQUEST_BODY: u64 = 32 * 1024 * 1024;

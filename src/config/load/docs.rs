@@ -24,8 +24,20 @@ const DOCS: &str = include_str!("../../../docs/configuration.md");
 pub(super) fn every_key() -> String {
     let mut text = String::new();
     for (table, keys) in declared() {
-        text.push_str(&format!("\n[{table}]\n"));
-        for key in keys {
+        // `[[listener]]`, and the tables of a declared array of tables.
+        let array = table == "listener"
+            || keys::ALL.iter().any(|k| {
+                matches!(k.kind, Kind::Tables) && format!("{}.{}", k.table, k.name) == table
+            });
+        match array {
+            true => text.push_str(&format!("\n[[{table}]]\n")),
+            false => text.push_str(&format!("\n[{table}]\n")),
+        }
+        // A sub-table is set by its own header, which follows.
+        for key in keys
+            .iter()
+            .filter(|k| !matches!(k.kind, Kind::Table | Kind::Tables))
+        {
             text.push_str(&format!("{} = {}\n", key.name, sample(key)));
         }
     }
@@ -43,6 +55,7 @@ fn sample(key: &Key) -> String {
         (Kind::Bool, _) => "true".into(),
         (Kind::Size { .. } | Kind::Uint { .. }, _) => "1".into(),
         (Kind::String | Kind::Path | Kind::Choice(_), _) => "\"x\"".into(),
+        (Kind::Table | Kind::Tables, _) => "{}".into(),
     }
 }
 
@@ -60,27 +73,6 @@ fn declared() -> Vec<(&'static str, Vec<&'static Key>)> {
 
 /// The keys of the tables not declared yet.
 const UNDECLARED: &str = r#"
-[[listener]]
-name = "plain"
-address = "127.0.0.1:1"
-redirect_https = true
-https_port = 8443
-proxy_protocol_from = ["10.0.0.0/8"]
-
-[[listener]]
-address = "127.0.0.1:2"
-[listener.tls]
-certificates = [{ cert = "c.pem", key = "k.pem" }]
-[listener.tls.acme]
-directory = "letsencrypt-staging"
-ca_file = "ca.pem"
-email = "ops@example.com"
-names = ["a.example.com"]
-challenge = "http-01"
-state_dir = "acme"
-retry_base = "1s"
-external_account = { key_id = "kid", hmac_key_env = "WEIR_TEST_SURELY_UNSET_VARIABLE", hmac_key_file = "hmac" }
-
 [[route]]
 name = "proxy"
 host = ["a.example.com"]

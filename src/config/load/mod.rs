@@ -162,8 +162,9 @@ fn ca_file(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> {
 }
 
 /// A required path to a PEM file; reports it missing.
-fn required_path(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
+fn required_path(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> {
     if !t.raw_present(key) {
+        let key = key.key_name();
         t.problem(
             key,
             "missing",
