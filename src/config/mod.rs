@@ -7,6 +7,7 @@
 //! column, key and a fix. `weir run` and `weir check` share this path, so a
 //! config that checks is a config that starts.
 
+mod keys;
 mod listen;
 mod llm;
 mod load;
@@ -30,44 +31,21 @@ pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};
 
-/// Defaults, in one place so the docs and the code cannot drift apart.
+/// The defaults of the keys not declared in [`keys`] yet (a declared
+/// key's default is in its declaration).
 pub(crate) mod defaults {
     use std::time::Duration;
 
-    pub(crate) const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-    pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(1);
-    /// The longest `server.drain_grace` accepted.
-    pub(crate) const DRAIN_GRACE_MAX: Duration = Duration::from_secs(60);
+    /// `server.drain_grace`'s, for the connection tests.
+    #[cfg(test)]
+    pub(crate) const DRAIN_GRACE: Duration = super::keys::server::DRAIN_GRACE.duration();
     pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
-    pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-    pub(crate) const POOL_MAX_IDLE_PER_HOST: usize = 64;
-    pub(crate) const RESOLVE_INTERVAL: Duration = Duration::from_secs(30);
-    pub(crate) const HTTPS_PORT: u16 = 443;
+    /// Let's Encrypt's, what `listener.tls.acme.directory` is by default
+    /// and as `"letsencrypt"`; and its staging CA's.
     pub(crate) const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
     pub(crate) const ACME_STAGING_DIRECTORY: &str =
         "https://acme-staging-v02.api.letsencrypt.org/directory";
-    pub(crate) const ACME_STATE_DIR: &str = "/var/lib/weir/acme";
-    pub(crate) const ACME_RETRY_BASE: Duration = Duration::from_secs(60);
-    pub(crate) const MAX_CONCURRENT_REQUESTS: usize = 1024;
-
-    pub(crate) const MAX_CONNECTIONS: usize = 1024;
-    pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-    pub(crate) const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-    pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
-    pub(crate) const MAX_REQUESTS_PER_CONNECTION: u64 = 1000;
-    pub(crate) const MIN_BODY_RATE: u64 = 1024;
-    pub(crate) const BODY_RATE_PERIOD: Duration = Duration::from_secs(10);
-    pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(30);
-    pub(crate) const PRESSURE_THRESHOLD_PERCENT: u8 = 80;
-    pub(crate) const PRESSURE_TIMEOUT: Duration = Duration::from_secs(1);
-
-    pub(crate) const H1_MAX_HEADERS: usize = 100;
-    pub(crate) const H1_MAX_HEAD_SIZE: usize = 64 * 1024;
-    pub(crate) const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
-    pub(crate) const H2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
-    pub(crate) const H2_MAX_PENDING_RESETS: usize = 20;
-    pub(crate) const H2_MAX_CONTROL_FRAMES_PER_SECOND: u32 = 1000;
 
     /// Anthropic's own request limit for Messages.
     pub(crate) const LLM_MAX_REQUEST_BODY: u64 = 32 * 1024 * 1024;
@@ -78,11 +56,6 @@ pub(crate) mod defaults {
     /// Output tokens reserved for a request that sets no limit.
     pub(crate) const LLM_DEFAULT_MAX_TOKENS: u64 = 4096;
     pub(crate) const LLM_FAILOVER_ON: &[u16] = &[429, 500, 502, 503, 504, 529];
-    pub(crate) const MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
-
-    pub(crate) const CLUSTER_KEY_PREFIX: &str = "weir:";
-    pub(crate) const CLUSTER_TIMEOUT: Duration = Duration::from_millis(20);
-    pub(crate) const CLUSTER_LEASE_TTL: Duration = Duration::from_secs(15);
 }
 
 #[derive(Debug, Clone)]

@@ -8,11 +8,14 @@
 //! line and column and carries on. Callers get `Option<T>` back and build
 //! the validated config from whatever was readable.
 //!
-//! Each key is named once, in the getter that reads it: a [`Section`]
-//! remembers which keys its getters asked for, and when it is dropped every
-//! other key in its table is reported as unknown (with a "did you mean"
-//! drawn from the keys that were asked for). A reader must therefore ask
-//! for each of its keys on every path, before it returns early.
+//! A getter is given a key's declaration ([`super::keys::Key`]), which
+//! brings the key's name and the bound its value must be within (the
+//! tables not declared yet still name their keys, and bounds, in the
+//! call). A [`Section`] remembers which keys its getters asked for, and
+//! when it is dropped every other key in its table is reported as unknown
+//! (with a "did you mean" drawn from the keys that were asked for). A
+//! reader must therefore ask for each of its keys on every path, before it
+//! returns early.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +23,7 @@ use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::keys::{Key, Kind};
 pub(crate) use super::problem::{Problem, Problems};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -125,6 +129,31 @@ pub(crate) enum Item<'a, 'i> {
     Table(Section<'a, 'i>),
 }
 
+/// How a getter is told which key to read: by its declaration (a
+/// [`Key`]), or, in the tables not declared yet, by its name.
+pub(crate) trait KeyName: Copy {
+    fn key_name(self) -> &'static str;
+    /// The table a declared key is in.
+    fn declared_in(self) -> Option<&'static str> {
+        None
+    }
+}
+
+impl KeyName for &'static str {
+    fn key_name(self) -> &'static str {
+        self
+    }
+}
+
+impl KeyName for &Key {
+    fn key_name(self) -> &'static str {
+        self.name
+    }
+    fn declared_in(self) -> Option<&'static str> {
+        Some(self.table)
+    }
+}
+
 /// One TOML table being read. The keys its getters asked for are
 /// remembered; the others are reported as unknown when it is dropped.
 pub(crate) struct Section<'a, 'i> {
@@ -172,6 +201,20 @@ impl<'a, 'i> Section<'a, 'i> {
         self.doc
     }
 
+    /// A key's name; a declared key must be read in its own table (or in
+    /// the nameless one of [`Section::keys_read_by`]).
+    fn name_of(&self, key: impl KeyName) -> &'static str {
+        if let Some(table) = key.declared_in() {
+            debug_assert!(
+                self.path.is_empty() || without_indices(&self.path) == table,
+                "{} is declared in {table}, read in {}",
+                key.key_name(),
+                self.path
+            );
+        }
+        key.key_name()
+    }
+
     /// `key`'s value, remembering that the key was asked for.
     fn raw(&self, key: &'static str) -> Option<&'a Spanned<DeValue<'i>>> {
         let mut asked = self.asked.borrow_mut();
@@ -182,8 +225,8 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// Whether `key` is present, whatever its value (this reads the key).
-    pub(crate) fn raw_present(&self, key: &'static str) -> bool {
-        self.raw(key).is_some()
+    pub(crate) fn raw_present(&self, key: impl KeyName) -> bool {
+        self.raw(self.name_of(key)).is_some()
     }
 
     pub(crate) fn key_path(&self, key: &str) -> String {
@@ -211,7 +254,8 @@ impl<'a, 'i> Section<'a, 'i> {
         );
     }
 
-    pub(crate) fn string(&self, key: &'static str) -> Option<At<String>> {
+    pub(crate) fn string(&self, key: impl KeyName) -> Option<At<String>> {
+        let key = self.name_of(key);
         let v = self.raw(key)?;
         match v.get_ref().as_str() {
             Some(s) => Some(self.at(key, v, s.to_string())),
@@ -222,7 +266,8 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
-    pub(crate) fn bool(&self, key: &'static str) -> Option<bool> {
+    pub(crate) fn bool(&self, key: impl KeyName) -> Option<bool> {
+        let key = self.name_of(key);
         let v = self.raw(key)?;
         match v.get_ref().as_bool() {
             Some(b) => Some(b),
@@ -233,8 +278,16 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
+    /// A whole-number key, within its declared bound.
+    pub(crate) fn uint(&self, key: &Key) -> Option<u64> {
+        let Kind::Uint { max } = key.kind else {
+            unreachable!("{} is not a whole-number key", key.name)
+        };
+        self.uint_in(self.name_of(key), max)
+    }
+
     /// A non-negative integer no larger than `max`.
-    pub(crate) fn uint(&self, key: &'static str, max: u64) -> Option<u64> {
+    pub(crate) fn uint_in(&self, key: &'static str, max: u64) -> Option<u64> {
         let v = self.raw(key)?;
         let Some(int) = v.get_ref().as_integer() else {
             self.wrong_type(key, v, "an integer", "10");
@@ -281,10 +334,18 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
+    /// A duration key, within its declared bound.
+    pub(crate) fn duration(&self, key: &Key) -> Option<Duration> {
+        let Kind::Duration(bounds) = &key.kind else {
+            unreachable!("{} is not a duration key", key.name)
+        };
+        self.duration_in(self.name_of(key), bounds.clone())
+    }
+
     /// A duration written like `"10s"`, `"500ms"` or `"1m 30s"`, within
     /// `bounds` (an upper bound keeps every deadline computed from it from
     /// overflowing).
-    pub(crate) fn duration(
+    pub(crate) fn duration_in(
         &self,
         key: &'static str,
         bounds: RangeInclusive<Duration>,
@@ -326,9 +387,31 @@ impl<'a, 'i> Section<'a, 'i> {
         None
     }
 
+    /// A size key, within its declared bound.
+    pub(crate) fn size(&self, key: &Key) -> Option<u64> {
+        let Kind::Size { min, max } = key.kind else {
+            unreachable!("{} is not a size key", key.name)
+        };
+        let n = self.size_in(self.name_of(key), max)?;
+        if n < min {
+            self.problem(
+                key.name,
+                format!("{n} bytes is less than {}", size_text(min)),
+                Some(format!(
+                    "use a size from \"{}\" to \"{}\", like \"{}\"",
+                    size_text(min),
+                    size_text(max),
+                    size_text(key.size())
+                )),
+            );
+            return None;
+        }
+        Some(n)
+    }
+
     /// A byte size written as an integer or a string like `"10MiB"`, at
     /// most `max` bytes.
-    pub(crate) fn size(&self, key: &'static str, max: u64) -> Option<u64> {
+    pub(crate) fn size_in(&self, key: &'static str, max: u64) -> Option<u64> {
         let v = self.raw(key)?;
         let n = if let Some(int) = v.get_ref().as_integer() {
             u64::from_str_radix(int.as_str(), int.radix()).ok()
@@ -366,7 +449,8 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A list of strings; a single string is accepted as a list of one.
-    pub(crate) fn string_list(&self, key: &'static str) -> Option<Vec<At<String>>> {
+    pub(crate) fn string_list(&self, key: impl KeyName) -> Option<Vec<At<String>>> {
+        let key = self.name_of(key);
         let v = self.raw(key)?;
         if let Some(s) = v.get_ref().as_str() {
             return Some(vec![self.at(key, v, s.to_string())]);
@@ -427,7 +511,8 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A sub-table.
-    pub(crate) fn table(&self, key: &'static str) -> Option<Section<'a, 'i>> {
+    pub(crate) fn table(&self, key: impl KeyName) -> Option<Section<'a, 'i>> {
+        let key = self.name_of(key);
         let v = self.raw(key)?;
         match v.get_ref().as_table() {
             Some(t) => Some(Section::new(self.doc, t, &self.key_path(key), v.span())),
@@ -439,7 +524,8 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// An array of tables (`[[key]]`); a single table is accepted too.
-    pub(crate) fn tables(&self, key: &'static str) -> Vec<Section<'a, 'i>> {
+    pub(crate) fn tables(&self, key: impl KeyName) -> Vec<Section<'a, 'i>> {
+        let key = self.name_of(key);
         let Some(v) = self.raw(key) else {
             return Vec::new();
         };
@@ -469,7 +555,8 @@ impl<'a, 'i> Section<'a, 'i> {
     /// A list whose items are each a string or a table (`servers =
     /// ["http://a", { url = "http://b", weight = 2 }]`, or `[[key]]`
     /// tables); other items are reported.
-    pub(crate) fn strings_or_tables(&self, key: &'static str) -> Option<Vec<Item<'a, 'i>>> {
+    pub(crate) fn strings_or_tables(&self, key: impl KeyName) -> Option<Vec<Item<'a, 'i>>> {
+        let key = self.name_of(key);
         let v = self.raw(key)?;
         if let Some(t) = v.get_ref().as_table() {
             let section = Section::new(self.doc, t, &self.key_path(key), v.span());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::upstream::UpstreamHttp;
-use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, defaults};
+use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, keys};
 
 #[derive(Debug, Clone)]
 pub(crate) struct RouteConfig {
@@ -164,11 +164,11 @@ pub(crate) struct UpstreamSettings {
 impl Default for UpstreamSettings {
     fn default() -> Self {
         UpstreamSettings {
-            pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
-            pool_max_idle_per_host: defaults::POOL_MAX_IDLE_PER_HOST,
+            pool_idle_timeout: keys::upstream::POOL_IDLE_TIMEOUT.duration(),
+            pool_max_idle_per_host: keys::upstream::POOL_MAX_IDLE_PER_HOST.uint() as usize,
             ca_file: None,
             nameservers: Vec::new(),
-            resolve_interval: defaults::RESOLVE_INTERVAL,
+            resolve_interval: keys::upstream::RESOLVE_INTERVAL.duration(),
         }
     }
 }

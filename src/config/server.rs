@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Secret, defaults};
+use super::Secret;
+use super::keys::{connections, http1, http2, log, server};
 
 /// `[cluster]`: where a fleet's shared limits live, and what to do when
 /// that store does not answer.
@@ -94,17 +95,17 @@ pub struct ConnectionSettings {
 impl Default for ConnectionSettings {
     fn default() -> Self {
         ConnectionSettings {
-            max: defaults::MAX_CONNECTIONS,
-            max_per_ip: 0,
-            tls_handshake_timeout: defaults::TLS_HANDSHAKE_TIMEOUT,
-            request_head_timeout: defaults::REQUEST_HEAD_TIMEOUT,
-            keepalive_timeout: defaults::KEEPALIVE_TIMEOUT,
-            max_requests: defaults::MAX_REQUESTS_PER_CONNECTION,
-            min_body_rate: defaults::MIN_BODY_RATE,
-            body_rate_period: defaults::BODY_RATE_PERIOD,
-            send_timeout: defaults::SEND_TIMEOUT,
-            pressure_threshold_percent: defaults::PRESSURE_THRESHOLD_PERCENT,
-            pressure_timeout: defaults::PRESSURE_TIMEOUT,
+            max: connections::MAX.uint() as usize,
+            max_per_ip: connections::MAX_PER_IP.uint() as usize,
+            tls_handshake_timeout: connections::TLS_HANDSHAKE_TIMEOUT.duration(),
+            request_head_timeout: connections::REQUEST_HEAD_TIMEOUT.duration(),
+            keepalive_timeout: connections::KEEPALIVE_TIMEOUT.duration(),
+            max_requests: connections::MAX_REQUESTS.uint(),
+            min_body_rate: connections::MIN_BODY_RATE.size(),
+            body_rate_period: connections::BODY_RATE_PERIOD.duration(),
+            send_timeout: connections::SEND_TIMEOUT.duration(),
+            pressure_threshold_percent: connections::PRESSURE_THRESHOLD.uint() as u8,
+            pressure_timeout: connections::PRESSURE_TIMEOUT.duration(),
         }
     }
 }
@@ -119,8 +120,8 @@ pub(crate) struct Http1Settings {
 impl Default for Http1Settings {
     fn default() -> Self {
         Http1Settings {
-            max_headers: defaults::H1_MAX_HEADERS,
-            max_head_size: defaults::H1_MAX_HEAD_SIZE,
+            max_headers: http1::MAX_HEADERS.uint() as usize,
+            max_head_size: http1::MAX_HEAD_SIZE.size() as usize,
         }
     }
 }
@@ -140,10 +141,10 @@ pub(crate) struct Http2Settings {
 impl Default for Http2Settings {
     fn default() -> Self {
         Http2Settings {
-            max_concurrent_streams: defaults::H2_MAX_CONCURRENT_STREAMS,
-            max_header_list_size: defaults::H2_MAX_HEADER_LIST_SIZE,
-            max_pending_resets: defaults::H2_MAX_PENDING_RESETS,
-            max_control_frames_per_second: defaults::H2_MAX_CONTROL_FRAMES_PER_SECOND,
+            max_concurrent_streams: http2::MAX_CONCURRENT_STREAMS.uint() as u32,
+            max_header_list_size: http2::MAX_HEADER_LIST_SIZE.size() as u32,
+            max_pending_resets: http2::MAX_PENDING_RESETS.uint() as usize,
+            max_control_frames_per_second: http2::MAX_CONTROL_FRAMES_PER_SECOND.uint() as u32,
         }
     }
 }
@@ -180,13 +181,13 @@ pub(crate) struct AdminSettings {
 impl Default for ServerSettings {
     fn default() -> Self {
         ServerSettings {
-            shutdown_timeout: defaults::SHUTDOWN_TIMEOUT,
-            drain_grace: defaults::DRAIN_GRACE,
+            shutdown_timeout: server::SHUTDOWN_TIMEOUT.duration(),
+            drain_grace: server::DRAIN_GRACE.duration(),
             trusted_proxies: Vec::new(),
-            workers: 0,
-            max_concurrent_requests: defaults::MAX_CONCURRENT_REQUESTS,
-            max_buffered_body_bytes: defaults::MAX_BUFFERED_BODY_BYTES,
-            watch_config: true,
+            workers: server::WORKERS.uint() as usize,
+            max_concurrent_requests: server::MAX_CONCURRENT_REQUESTS.uint() as usize,
+            max_buffered_body_bytes: server::MAX_BUFFERED_BODY_BYTES.size(),
+            watch_config: server::WATCH_CONFIG.flag(),
         }
     }
 }
@@ -195,11 +196,11 @@ impl Default for LogSettings {
     fn default() -> Self {
         LogSettings {
             format: LogFormat::Text,
-            level: "info".into(),
-            access_log: true,
+            level: log::LEVEL.text().into(),
+            access_log: log::ACCESS_LOG.flag(),
             file: None,
             access_file: None,
-            usage_log: false,
+            usage_log: log::USAGE_LOG.flag(),
             usage_file: None,
         }
     }

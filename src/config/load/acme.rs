@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use super::keys::acme::*;
+use super::keys::external_account as account;
 use super::*;
 
 /// The `acme` table of a TLS listener. Names default to every exact host
@@ -12,7 +14,7 @@ pub(super) fn acme_settings(
     has_plain: bool,
 ) -> Option<AcmeSettings> {
     let mut ok = true;
-    let directory = match a.string("directory") {
+    let directory = match a.string(&DIRECTORY) {
         None => defaults::ACME_DIRECTORY.to_string(),
         Some(d) => match d.value.as_str() {
             "letsencrypt" => defaults::ACME_DIRECTORY.to_string(),
@@ -34,7 +36,7 @@ pub(super) fn acme_settings(
             },
         },
     };
-    let ca_file = path_opt(a, "ca_file");
+    let ca_file = path_opt(a, &CA_FILE);
     if let Some(f) = &ca_file
         && let Err(e) = crate::pki::load_ca_file(&f.value)
     {
@@ -45,7 +47,7 @@ pub(super) fn acme_settings(
         );
         ok = false;
     }
-    let email = a.string("email").and_then(|e| {
+    let email = a.string(&EMAIL).and_then(|e| {
         let valid = e.value.split_once('@').is_some_and(|(user, domain)| {
             !user.is_empty() && domain.contains('.') && !e.value.contains(char::is_whitespace)
         });
@@ -59,7 +61,7 @@ pub(super) fn acme_settings(
         }
         valid.then_some(e.value)
     });
-    let challenge = match a.string("challenge") {
+    let challenge = match a.string(&CHALLENGE) {
         None => AcmeChallenge::TlsAlpn01,
         Some(c) => match c.value.as_str() {
             "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
@@ -82,7 +84,7 @@ pub(super) fn acme_settings(
     };
     if challenge == AcmeChallenge::Http01 && !has_plain {
         a.problem(
-            "challenge",
+            CHALLENGE.name,
             "http-01 is answered on a plain HTTP listener, and there is none",
             Some(
                 "add a `[[listener]]` without `tls` (port 80 for a public CA), or use \"tls-alpn-01\""
@@ -91,7 +93,7 @@ pub(super) fn acme_settings(
         );
         ok = false;
     }
-    let names = match a.string_list("names") {
+    let names = match a.string_list(&NAMES) {
         Some(list) => {
             let mut names = Vec::new();
             for n in list {
@@ -122,31 +124,31 @@ pub(super) fn acme_settings(
     };
     if ok && names.is_empty() {
         a.problem(
-            "names",
+            NAMES.name,
             "no host names to certify: no route has an exact `host`",
             Some("add `names = [\"www.example.com\"]`, or give routes exact hosts".into()),
         );
         ok = false;
     }
-    let state_dir = match a.string("state_dir") {
+    let state_dir = match a.string(&STATE_DIR) {
         Some(d) => a.doc().base_dir().join(&d.value),
-        None => PathBuf::from(defaults::ACME_STATE_DIR),
+        None => PathBuf::from(STATE_DIR.text()),
     };
     if let Err(e) = writable_dir(&state_dir) {
         a.problem(
-            "state_dir",
+            STATE_DIR.name,
             format!("{} is not a writable directory: {e}", state_dir.display()),
             Some("create it for the user weir runs as, or point `state_dir` elsewhere".into()),
         );
         ok = false;
     }
     let external_account = a
-        .table("external_account")
+        .table(&EXTERNAL_ACCOUNT)
         .and_then(|e| external_account(&e));
-    if a.raw_present("external_account") && external_account.is_none() {
+    if a.raw_present(&EXTERNAL_ACCOUNT) && external_account.is_none() {
         ok = false;
     }
-    let retry_base = timer(a, "retry_base").unwrap_or(defaults::ACME_RETRY_BASE);
+    let retry_base = a.duration(&RETRY_BASE).unwrap_or(RETRY_BASE.duration());
     ok.then_some(AcmeSettings {
         directory,
         ca_file: ca_file.map(|f| f.value),
@@ -197,19 +199,24 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn external_account(e: &Section<'_, '_>) -> Option<ExternalAccount> {
-    let key_id = e.string("key_id");
+    let key_id = e.string(&account::KEY_ID);
     if key_id.is_none() {
         e.problem(
-            "key_id",
+            account::KEY_ID.name,
             "missing",
             Some("add the key id (kid) the CA gave you".into()),
         );
     }
-    let key = match secrets::secret(e, "hmac_key_env", "hmac_key_file", "the HMAC key") {
+    let key = match secrets::secret(
+        e,
+        &account::HMAC_KEY_ENV,
+        &account::HMAC_KEY_FILE,
+        "the HMAC key",
+    ) {
         Ok(Some(key)) => Some(key),
         Ok(None) => {
             e.problem(
-                "hmac_key_env",
+                account::HMAC_KEY_ENV.name,
                 "missing",
                 Some(
                     "set `hmac_key_env` or `hmac_key_file` to the HMAC key the CA gave you".into(),
@@ -288,7 +295,7 @@ mod tests {
         assert_eq!(acme.names, ["a.example.com", "b.example.com"]);
         assert_eq!(acme.directory, defaults::ACME_DIRECTORY);
         assert_eq!(acme.challenge, AcmeChallenge::TlsAlpn01);
-        assert_eq!(acme.retry_base, defaults::ACME_RETRY_BASE);
+        assert_eq!(acme.retry_base, RETRY_BASE.duration());
         let tls = c.listeners[0].tls.as_ref().expect("tls");
         assert!(tls.certificates.is_empty(), "acme alone is enough");
     }

@@ -2,40 +2,30 @@
 //! and how long and how a request waits for it. Only data and validation:
 //! the connection is `crate::cluster`'s.
 
+use super::keys::cluster::*;
 use super::*;
-
-/// The bounded wait: a wait longer than a second would stall serving on
-/// Redis, which `[cluster]` exists never to do.
-const TIMEOUT: RangeInclusive<Duration> = Duration::from_millis(1)..=Duration::from_secs(1);
-/// A lease is renewed three times per TTL; under a second, renewals would
-/// be most of the traffic, over a day a crashed instance's slots would
-/// stay taken for as long.
-const LEASE_TTL: RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
 
 pub(super) fn cluster(top: &Section<'_, '_>) -> Option<ClusterSettings> {
     let t = top.table("cluster")?;
     let url = url(&t);
-    let password = secrets::secret(&t, "password_env", "password_file", "the Redis password");
-    let key_prefix = match t.string("key_prefix") {
+    let password = secrets::secret(&t, &PASSWORD_ENV, &PASSWORD_FILE, "the Redis password");
+    let key_prefix = match t.string(&KEY_PREFIX) {
         Some(p) if p.value.is_empty() || p.value.chars().any(char::is_whitespace) => {
             p.problem(
                 t.doc(),
                 "a key prefix must be non-empty, without spaces",
-                Some(format!(
-                    "write it like \"{}\"",
-                    defaults::CLUSTER_KEY_PREFIX
-                )),
+                Some(format!("write it like \"{}\"", KEY_PREFIX.text())),
             );
             None
         }
         Some(p) => Some(p.value),
-        None => Some(defaults::CLUSTER_KEY_PREFIX.to_string()),
+        None => Some(KEY_PREFIX.text().to_string()),
     };
-    let timeout = match t.raw_present("timeout") {
-        true => t.duration("timeout", TIMEOUT),
-        false => Some(defaults::CLUSTER_TIMEOUT),
+    let timeout = match t.raw_present(&TIMEOUT) {
+        true => t.duration(&TIMEOUT),
+        false => Some(TIMEOUT.duration()),
     };
-    let on_failure = match t.string("on_failure") {
+    let on_failure = match t.string(&ON_FAILURE) {
         None => Some(FailureMode::Open),
         Some(m) => match m.value.as_str() {
             "fail_open" => Some(FailureMode::Open),
@@ -50,11 +40,11 @@ pub(super) fn cluster(top: &Section<'_, '_>) -> Option<ClusterSettings> {
             }
         },
     };
-    let lease_ttl = match t.raw_present("lease_ttl") {
-        true => t.duration("lease_ttl", LEASE_TTL),
-        false => Some(defaults::CLUSTER_LEASE_TTL),
+    let lease_ttl = match t.raw_present(&LEASE_TTL) {
+        true => t.duration(&LEASE_TTL),
+        false => Some(LEASE_TTL.duration()),
     };
-    let ca_file = ca_file(&t);
+    let ca_file = ca_file(&t, &CA_FILE);
     if let (Some(f), Some(u)) = (&ca_file, &url)
         && !u.starts_with("rediss://")
     {
@@ -79,11 +69,11 @@ pub(super) fn cluster(top: &Section<'_, '_>) -> Option<ClusterSettings> {
 /// password in it (secrets are never written in the config).
 fn url(t: &Section<'_, '_>) -> Option<String> {
     let fix = "write it like \"redis://10.0.0.5:6379/0\" or \"rediss://redis.internal:6380\"";
-    if !t.raw_present("url") {
-        t.problem("url", "missing", Some(format!("add `url`: {fix}")));
+    if !t.raw_present(&URL) {
+        t.problem(URL.name, "missing", Some(format!("add `url`: {fix}")));
         return None;
     }
-    let u = t.string("url")?;
+    let u = t.string(&URL)?;
     if !(u.value.starts_with("redis://") || u.value.starts_with("rediss://")) {
         u.problem(
             t.doc(),

@@ -1,5 +1,7 @@
 //! The key tables in docs/configuration.md list exactly the keys the
-//! loader reads: every key asked for while loading [`EVERY_KEY`] (a config
+//! loader reads: every declared key ([`keys::ALL`]) is in its table with
+//! its declared default, and every documented key of a declared table is
+//! declared; every key asked for while loading [`every_key`] (a config
 //! that sets every key of every table) is documented in the table for its
 //! section, and every documented key is asked for. And a default the docs
 //! give as a value is the default: setting the key to it changes nothing.
@@ -8,82 +10,69 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use toml::de::DeTable;
 
+use super::keys::{Default, Key, Kind};
 use super::*;
 
 const DOCS: &str = include_str!("../../../docs/configuration.md");
 
-/// Every key of every table, each set once. Relative paths are resolved
-/// in a temporary directory; what they name need not exist (problems are
-/// fine: only the keys asked for count). Each duration is `"1s"` on a line
-/// of its own, except `hsts_max_age`, for the bounds test in `super`.
-pub(super) const EVERY_KEY: &str = r#"
-[server]
-shutdown_timeout = "1s"
-drain_grace = "1s"
-trusted_proxies = ["10.0.0.0/8"]
-workers = 1
-max_concurrent_requests = 10
-max_buffered_body_bytes = "1MiB"
-watch_config = false
+/// Every key of every table, each set once: the declared keys (from
+/// their declarations), then the keys of the tables not declared yet.
+/// Relative paths are resolved in a temporary directory; what they name
+/// need not exist (problems are fine: only the keys asked for count).
+/// Each duration is `"1s"` on a line of its own, except `hsts_max_age`,
+/// for the bounds test in `super`.
+pub(super) fn every_key() -> String {
+    let mut text = String::new();
+    for (table, keys) in declared() {
+        // `[[listener]]`, and the tables of a declared array of tables.
+        let array = table == "listener"
+            || keys::ALL.iter().any(|k| {
+                matches!(k.kind, Kind::Tables) && format!("{}.{}", k.table, k.name) == table
+            });
+        match array {
+            true => text.push_str(&format!("\n[[{table}]]\n")),
+            false => text.push_str(&format!("\n[{table}]\n")),
+        }
+        // A sub-table is set by its own header, which follows.
+        for key in keys
+            .iter()
+            .filter(|k| !matches!(k.kind, Kind::Table | Kind::Tables))
+        {
+            text.push_str(&format!("{} = {}\n", key.name, sample(key)));
+        }
+    }
+    text + UNDECLARED
+}
 
-[connections]
-max = 10
-max_per_ip = 1
-tls_handshake_timeout = "1s"
-request_head_timeout = "1s"
-keepalive_timeout = "1s"
-max_requests = 10
-min_body_rate = 1
-body_rate_period = "1s"
-send_timeout = "1s"
-pressure_threshold = 50
-pressure_timeout = "1s"
+/// A value `key` accepts, or at least reads as its kind.
+fn sample(key: &Key) -> String {
+    match (&key.kind, key.default) {
+        (Kind::Duration(_), _) => "\"1s\"".into(),
+        (_, Default::Size(n) | Default::Uint(n)) => n.to_string(),
+        (_, Default::Bool(b)) => b.to_string(),
+        (_, Default::Str(s)) => format!("\"{s}\""),
+        (_, Default::Empty) | (Kind::List, _) => "[]".into(),
+        (Kind::Bool, _) => "true".into(),
+        (Kind::Size { .. } | Kind::Uint { .. }, _) => "1".into(),
+        (Kind::String | Kind::Path | Kind::Choice(_), _) => "\"x\"".into(),
+        (Kind::Table | Kind::Tables, _) => "{}".into(),
+    }
+}
 
-[http1]
-max_headers = 10
-max_head_size = "64KiB"
+/// The declared keys by table, in the order of their declarations.
+fn declared() -> Vec<(&'static str, Vec<&'static Key>)> {
+    let mut out: Vec<(&'static str, Vec<&'static Key>)> = Vec::new();
+    for key in keys::ALL {
+        match out.iter_mut().find(|(t, _)| *t == key.table) {
+            Some((_, keys)) => keys.push(key),
+            None => out.push((key.table, vec![key])),
+        }
+    }
+    out
+}
 
-[http2]
-max_concurrent_streams = 10
-max_header_list_size = "64KiB"
-max_pending_resets = 1
-max_control_frames_per_second = 10
-
-[log]
-format = "json"
-level = "info"
-access_log = false
-file = "weir.log"
-access_file = "access.log"
-usage_log = true
-usage_file = "usage.log"
-
-[admin]
-address = "127.0.0.1:9"
-token_file = "admin-token"
-token_env = "WEIR_TEST_SURELY_UNSET_VARIABLE"
-
-[[listener]]
-name = "plain"
-address = "127.0.0.1:1"
-redirect_https = true
-https_port = 8443
-proxy_protocol_from = ["10.0.0.0/8"]
-
-[[listener]]
-address = "127.0.0.1:2"
-[listener.tls]
-certificates = [{ cert = "c.pem", key = "k.pem" }]
-[listener.tls.acme]
-directory = "letsencrypt-staging"
-ca_file = "ca.pem"
-email = "ops@example.com"
-names = ["a.example.com"]
-challenge = "http-01"
-state_dir = "acme"
-retry_base = "1s"
-external_account = { key_id = "kid", hmac_key_env = "WEIR_TEST_SURELY_UNSET_VARIABLE", hmac_key_file = "hmac" }
-
+/// The keys of the tables not declared yet.
+const UNDECLARED: &str = r#"
 [[route]]
 name = "proxy"
 host = ["a.example.com"]
@@ -183,22 +172,6 @@ slow_start = "1s"
 name = "m"
 upstreams = ["a"]
 
-[upstream]
-pool_idle_timeout = "1s"
-pool_max_idle_per_host = 1
-ca_file = "ca.pem"
-nameservers = ["127.0.0.1:53"]
-resolve_interval = "1s"
-
-[cluster]
-url = "redis://127.0.0.1:6379/0"
-password_env = "WEIR_TEST_SURELY_UNSET_VARIABLE"
-password_file = "redis-password"
-key_prefix = "weir:"
-timeout = "1s"
-on_failure = "fail_closed"
-lease_ttl = "1s"
-ca_file = "redis-ca.pem"
 "#;
 
 /// The keys documented per table: the first cell of each row of a key
@@ -249,10 +222,11 @@ fn first_code(text: &str) -> Option<&str> {
 #[test]
 fn the_docs_key_tables_list_exactly_the_keys_the_loader_reads() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let read: BTreeMap<String, BTreeSet<String>> = keys_read(&dir.path().join("w.toml"), EVERY_KEY)
-        .into_iter()
-        .map(|(table, keys)| (table, keys.into_iter().map(String::from).collect()))
-        .collect();
+    let read: BTreeMap<String, BTreeSet<String>> =
+        keys_read(&dir.path().join("w.toml"), &every_key())
+            .into_iter()
+            .map(|(table, keys)| (table, keys.into_iter().map(String::from).collect()))
+            .collect();
     let documented = documented(DOCS);
     let tables: BTreeSet<&String> = read.keys().chain(documented.keys()).collect();
     let mut wrong = Vec::new();
@@ -387,4 +361,115 @@ fn setting_a_key_to_its_documented_default_changes_nothing() {
         wrong.join("\n")
     );
     assert!(checked >= 45, "only {checked} defaults checked");
+}
+
+/// The default cell of every documented key: (table, key) → the cell's
+/// text, under the same headings as [`documented`].
+fn default_cells(docs: &str) -> BTreeMap<(String, String), String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in docs.lines() {
+        if let Some(heading) = line.strip_prefix('#') {
+            match first_code(heading).filter(|c| c.starts_with('[')) {
+                Some(code) => current = Some(code.trim_matches(|c| c == '[' || c == ']').into()),
+                None if !heading.starts_with("##") => current = None,
+                None => {}
+            }
+            continue;
+        }
+        let (Some(table), Some(row)) = (&current, line.strip_prefix("| `")) else {
+            continue;
+        };
+        let mut cells = row.split(" | ");
+        if let (Some(key), Some(default)) = (cells.next(), cells.next()) {
+            let key = key.trim_end_matches('`').to_string();
+            out.insert((table.clone(), key), default.to_string());
+        }
+    }
+    out
+}
+
+/// Whether a docs' default cell says `default`: a value is written first
+/// in the cell (`` `"60s"` ``, `` `0` (off) ``) and means the same; words
+/// are the whole cell.
+fn says(cell: &str, default: Default) -> bool {
+    let literal = cell.strip_prefix('`').and_then(|c| c.split('`').next());
+    let quoted = literal.and_then(|l| l.strip_prefix('"')?.strip_suffix('"'));
+    match default {
+        Default::Words(words) => cell == words,
+        Default::Duration(d) => quoted.and_then(|q| humantime::parse_duration(q).ok()) == Some(d),
+        Default::Size(n) => {
+            let bytes = match quoted {
+                Some(q) => q.parse::<bytesize::ByteSize>().ok().map(|b| b.as_u64()),
+                None => literal.and_then(|l| l.parse().ok()),
+            };
+            bytes == Some(n)
+        }
+        Default::Uint(n) => literal.and_then(|l| l.parse::<u64>().ok()) == Some(n),
+        Default::Bool(b) => literal == Some(if b { "true" } else { "false" }),
+        Default::Str(s) => quoted == Some(s),
+        Default::Empty => literal == Some("[]"),
+    }
+}
+
+#[test]
+fn every_declared_key_is_documented_with_its_default_and_read() {
+    let cells = default_cells(DOCS);
+    let documented = documented(DOCS);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let read = keys_read(&dir.path().join("w.toml"), &every_key());
+    let mut wrong = Vec::new();
+    for (table, keys) in declared() {
+        let names: BTreeSet<&str> = keys.iter().map(|k| k.name).collect();
+        for key in keys {
+            match cells.get(&(table.to_string(), key.name.to_string())) {
+                None => wrong.push(format!(
+                    "{table}: `{}` is declared but not in the docs' table",
+                    key.name
+                )),
+                Some(cell) if !says(cell, key.default) => wrong.push(format!(
+                    "{table}.{}: the docs say the default is {cell}, the declaration {:?}",
+                    key.name, key.default
+                )),
+                Some(_) => {}
+            }
+        }
+        for key in documented.get(table).into_iter().flatten() {
+            if !names.contains(key.as_str()) {
+                wrong.push(format!("{table}: `{key}` is documented but not declared"));
+            }
+        }
+        // The loader names a declared table's keys only by declaration.
+        let asked: BTreeSet<&str> = read.get(table).into_iter().flatten().copied().collect();
+        if asked != names {
+            wrong.push(format!(
+                "{table}: the loader reads {asked:?}, the declarations are {names:?}"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the declarations and docs/configuration.md disagree:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn a_default_cell_says_a_value_or_words() {
+    assert!(says(
+        "`\"60s\"`",
+        Default::Duration(Duration::from_secs(60))
+    ));
+    assert!(!says(
+        "`\"60s\"`",
+        Default::Duration(Duration::from_secs(61))
+    ));
+    assert!(says("`\"64KiB\"`", Default::Size(65536)));
+    assert!(says("`0` (off)", Default::Uint(0)));
+    assert!(says("`true`", Default::Bool(true)));
+    assert!(!says("`true`", Default::Bool(false)));
+    assert!(says("`\"text\"`", Default::Str("text")));
+    assert!(says("`[]`", Default::Empty));
+    assert!(says("none (stderr)", Default::Words("none (stderr)")));
+    assert!(!says("none", Default::Words("required")));
 }

@@ -94,11 +94,11 @@ pub(super) fn balancing<K>(
     let balance = t.string("balance");
     let hash_key = t.string("hash_key");
     let defaults = Ejection::default();
-    let after = t.uint("eject_after", 1_000);
+    let after = t.uint_in("eject_after", 1_000);
     let base = timer(t, "eject_base");
     let max = timer(t, "eject_max");
-    let max_share = t.uint("max_ejected_percent", 100);
-    let slow_start = t.duration("slow_start", TIMER_OR_ZERO);
+    let max_share = t.uint_in("max_ejected_percent", 100);
+    let slow_start = t.duration_in("slow_start", TIMER_OR_ZERO);
     let mut ok = true;
     let policy = match &balance {
         None => default,
@@ -221,7 +221,7 @@ pub(super) fn servers_of(
             }
             Item::Table(s) => {
                 let url = s.string("url");
-                let weight = s.uint("weight", MAX_WEIGHT);
+                let weight = s.uint_in("weight", MAX_WEIGHT);
                 let backup = s.bool("backup").unwrap_or(false);
                 if weight == Some(0) {
                     s.problem(
@@ -289,8 +289,8 @@ pub(super) fn servers_of(
 fn retry(t: &Section<'_, '_>) -> Option<Retry> {
     let defaults = Retry::default();
     let methods = t.string_list("retry_methods");
-    let percent = t.uint("retry_budget_percent", 1_000);
-    let min_per_second = t.uint("retry_budget_min_per_second", 100_000);
+    let percent = t.uint_in("retry_budget_percent", 1_000);
+    let min_per_second = t.uint_in("retry_budget_min_per_second", 100_000);
     let window = timer(t, "retry_budget_window");
     let mut ok = true;
     let methods = match methods {
@@ -337,8 +337,8 @@ fn health_check(c: &Section<'_, '_>) -> Option<HealthCheck> {
     let path = c.string("path");
     let interval = timer(c, "interval").unwrap_or(Duration::from_secs(5));
     let timeout = timer(c, "timeout").unwrap_or(Duration::from_secs(2));
-    let rise = c.uint("rise", 100).unwrap_or(2);
-    let fall = c.uint("fall", 100).unwrap_or(3);
+    let rise = c.uint_in("rise", 100).unwrap_or(2);
+    let fall = c.uint_in("fall", 100).unwrap_or(3);
     let expect = c.uint_list("expect_status", 599);
     let mut ok = true;
     let path = match path {

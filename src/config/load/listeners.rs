@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::keys::{certificate, listener, tls};
 use super::*;
 
 pub(super) fn listeners(
@@ -12,7 +13,7 @@ pub(super) fn listeners(
 ) -> Vec<ListenerConfig> {
     let sections = top.tables("listener");
     // http-01 is answered on a plain listener, so one must exist.
-    let has_plain = sections.iter().any(|t| !t.raw_present("tls"));
+    let has_plain = sections.iter().any(|t| !t.raw_present(&listener::TLS));
     if !top.raw_present("listener") {
         top.problem(
             "listener",
@@ -26,47 +27,49 @@ pub(super) fn listeners(
     }
     let mut out = Vec::new();
     for t in sections {
-        let address = required_socket_addr(&t, "address", "0.0.0.0:8080");
+        let address = required_socket_addr(&t, &listener::ADDRESS, "0.0.0.0:8080");
         // Port 0 asks the kernel for a fresh port, so it never collides.
         if let Some(a) = address.filter(|a| a.port() != 0) {
             if let Some(first) = seen.get(&a) {
                 t.problem(
-                    "address",
+                    listener::ADDRESS.name,
                     format!("{a} is already used by {first}"),
                     Some("give every listener its own address".into()),
                 );
             } else {
-                seen.insert(a, t.key_path("address"));
+                seen.insert(a, t.key_path(listener::ADDRESS.name));
             }
         }
         let tls = t
-            .table("tls")
+            .table(&listener::TLS)
             .map(|tls| tls_settings(&tls, routes, has_plain));
-        let redirect = t.bool("redirect_https").unwrap_or(false);
-        let https_port = t.uint("https_port", 65535).map(|p| p as u16);
+        let redirect = t
+            .bool(&listener::REDIRECT_HTTPS)
+            .unwrap_or(listener::REDIRECT_HTTPS.flag());
+        let https_port = t.uint(&listener::HTTPS_PORT).map(|p| p as u16);
         if redirect && tls.is_some() {
             t.problem(
-                "redirect_https",
+                listener::REDIRECT_HTTPS.name,
                 "a TLS listener cannot also redirect to HTTPS",
                 Some("remove `redirect_https` or the `tls` table".into()),
             );
         }
         if https_port.is_some() && !redirect {
             t.problem(
-                "https_port",
+                listener::HTTPS_PORT.name,
                 "only used by redirecting listeners",
                 Some("add `redirect_https = true` or remove `https_port`".into()),
             );
         }
-        let name = t.string("name").map(|n| n.value);
-        let proxy_protocol_from = ip_networks(&t, "proxy_protocol_from");
+        let name = t.string(&listener::NAME).map(|n| n.value);
+        let proxy_protocol_from = ip_networks(&t, &listener::PROXY_PROTOCOL_FROM);
         if let Some(address) = address {
             out.push(ListenerConfig {
                 name: name.unwrap_or_else(|| address.to_string()),
                 address,
                 tls: tls.flatten(),
                 redirect_https: redirect.then(|| RedirectSettings {
-                    https_port: https_port.unwrap_or(defaults::HTTPS_PORT),
+                    https_port: https_port.unwrap_or(listener::HTTPS_PORT.uint() as u16),
                 }),
                 proxy_protocol_from,
             });
@@ -80,14 +83,14 @@ fn tls_settings(
     routes: &[RouteConfig],
     has_plain: bool,
 ) -> Option<TlsSettings> {
-    let sections = t.tables("certificates");
-    let acme_present = t.raw_present("acme");
+    let sections = t.tables(&tls::CERTIFICATES);
+    let acme_present = t.raw_present(&tls::ACME);
     let acme = t
-        .table("acme")
+        .table(&tls::ACME)
         .and_then(|a| acme::acme_settings(&a, routes, has_plain));
     if sections.is_empty() && !acme_present {
         t.problem(
-            "certificates",
+            tls::CERTIFICATES.name,
             "a TLS listener needs at least one certificate",
             Some(
                 "add `certificates = [{ cert = \"cert.pem\", key = \"key.pem\" }]`, or an `acme` table to obtain them"
@@ -99,8 +102,8 @@ fn tls_settings(
     let mut certificates = Vec::new();
     let wanted = sections.len();
     for c in sections {
-        let cert = required_path(&c, "cert");
-        let key = required_path(&c, "key");
+        let cert = required_path(&c, &certificate::CERT);
+        let key = required_path(&c, &certificate::KEY);
         let (Some(cert), Some(key)) = (cert, key) else {
             continue;
         };

@@ -105,10 +105,10 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
     let client_tokens = super::usage::client_tokens(t);
     let prices = super::usage::prices(t);
     let default_max_tokens = t
-        .uint("default_max_tokens", 1 << 30)
+        .uint_in("default_max_tokens", 1 << 30)
         .unwrap_or(defaults::LLM_DEFAULT_MAX_TOKENS);
     let max_concurrent_per_token = t
-        .uint("max_concurrent_per_token", MAX_SEMAPHORE_PERMITS)
+        .uint_in("max_concurrent_per_token", MAX_SEMAPHORE_PERMITS)
         .unwrap_or(0) as usize;
     let first_byte_timeout =
         timer(t, "first_byte_timeout").unwrap_or(defaults::LLM_FIRST_BYTE_TIMEOUT);

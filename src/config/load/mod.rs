@@ -5,9 +5,10 @@
 //! `[upstream]`), [`listeners`] (`[[listener]]` and its TLS certificates),
 //! [`acme`] (`[listener.tls.acme]`), [`routes`] (`[[route]]` and proxy
 //! routes), [`llm`] (what LLM routes add), [`cluster`] (`[cluster]`) and [`secrets`] (keys and tokens
-//! read from files and the environment). Each key is named once, in the
-//! getter that reads it (see [`reader`]); the helpers shared by several
-//! parts, and the bounds on durations and sizes, are here.
+//! read from files and the environment). A declared key (see [`keys`]) is
+//! named, bounded and defaulted by its declaration; the keys of the tables
+//! not declared yet are named in the getter that reads them (see
+//! [`reader`]). The helpers shared by several parts are here.
 
 mod acme;
 mod cluster;
@@ -26,22 +27,9 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::reader::{self, At, Doc, Problems, Section};
+use super::keys::{self, Key, MAX_SEMAPHORE_PERMITS, MAX_SIZE, TIMER, TIMER_OR_ZERO};
+use super::reader::{self, At, Doc, KeyName, Problems, Section};
 use super::*;
-
-/// The request gate is a semaphore; tokio's holds at most this many permits.
-const MAX_SEMAPHORE_PERMITS: u64 = (usize::MAX >> 3) as u64;
-
-/// Every timer (timeouts, intervals, periods): more than zero and at most a
-/// day. No deadline weir computes from one can then overflow, and a value
-/// beyond a day is a mistake (a unit written wrong) rather than a wish.
-const TIMER: RangeInclusive<Duration> = Duration::from_millis(1)..=Duration::from_secs(24 * 3600);
-/// Timers where zero means "at once" (`shutdown_timeout`,
-/// `pool_idle_timeout`), with the same upper bound.
-const TIMER_OR_ZERO: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(24 * 3600);
-/// A byte size with no tighter bound of its own: a body limit or a memory
-/// budget beyond 1 TiB is a mistake.
-const MAX_SIZE: u64 = 1 << 40;
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
     let doc = Doc::new(path, text);
@@ -89,12 +77,12 @@ fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
     })
 }
 
-/// A timer: more than zero, at most a day.
+/// A timer of a table not declared yet: more than zero, at most a day.
 fn timer(t: &Section<'_, '_>, key: &'static str) -> Option<Duration> {
-    t.duration(key, TIMER)
+    t.duration_in(key, TIMER)
 }
 
-fn socket_addr(t: &Section<'_, '_>, key: &'static str) -> Option<SocketAddr> {
+fn socket_addr(t: &Section<'_, '_>, key: impl KeyName) -> Option<SocketAddr> {
     let s = t.string(key)?;
     match s.value.parse::<SocketAddr>() {
         Ok(a) => Some(a),
@@ -111,7 +99,7 @@ fn socket_addr(t: &Section<'_, '_>, key: &'static str) -> Option<SocketAddr> {
 
 /// A list of IP networks (`"10.0.0.0/8"`, or a bare address for one
 /// host); each entry that is neither is reported at its place.
-fn ip_networks(t: &Section<'_, '_>, key: &'static str) -> Vec<ipnet::IpNet> {
+fn ip_networks(t: &Section<'_, '_>, key: impl KeyName) -> Vec<ipnet::IpNet> {
     let mut out = Vec::new();
     for entry in t.string_list(key).unwrap_or_default() {
         let parsed = entry.value.parse::<ipnet::IpNet>().or_else(|_| {
@@ -135,10 +123,11 @@ fn ip_networks(t: &Section<'_, '_>, key: &'static str) -> Vec<ipnet::IpNet> {
 /// A required address; reports it missing.
 fn required_socket_addr(
     t: &Section<'_, '_>,
-    key: &'static str,
+    key: impl KeyName,
     example: &str,
 ) -> Option<SocketAddr> {
     if !t.raw_present(key) {
+        let key = key.key_name();
         t.problem(key, "missing", Some(format!("add `{key} = \"{example}\"`")));
         return None;
     }
@@ -146,7 +135,7 @@ fn required_socket_addr(
 }
 
 /// A path, resolved against the config file's directory.
-fn path_opt(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
+fn path_opt(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> {
     let s = t.string(key)?;
     Some(At {
         value: t.doc().base_dir().join(&s.value),
@@ -157,8 +146,8 @@ fn path_opt(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
 
 /// `ca_file`: a PEM file of CA certificates a TLS client trusts besides
 /// the web PKI roots, checked by building that client's configuration.
-fn ca_file(t: &Section<'_, '_>) -> Option<At<PathBuf>> {
-    let p = path_opt(t, "ca_file")?;
+fn ca_file(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> {
+    let p = path_opt(t, key)?;
     match crate::pki::client_config(Some(&p.value)) {
         Ok(_) => Some(p),
         Err(e) => {
@@ -173,8 +162,9 @@ fn ca_file(t: &Section<'_, '_>) -> Option<At<PathBuf>> {
 }
 
 /// A required path to a PEM file; reports it missing.
-fn required_path(t: &Section<'_, '_>, key: &'static str) -> Option<At<PathBuf>> {
+fn required_path(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> {
     if !t.raw_present(key) {
+        let key = key.key_name();
         t.problem(
             key,
             "missing",
@@ -250,7 +240,10 @@ mod tests {
         assert_eq!(c.routes[0].path, "/");
         assert_eq!(c.routes[0].connect_timeout, defaults::CONNECT_TIMEOUT);
         assert!(c.routes[0].preserve_host);
-        assert_eq!(c.server.shutdown_timeout, defaults::SHUTDOWN_TIMEOUT);
+        assert_eq!(
+            c.server.shutdown_timeout,
+            keys::server::SHUTDOWN_TIMEOUT.duration()
+        );
     }
 
     #[test]
@@ -354,13 +347,14 @@ mod tests {
         // The config that exercises every key writes each duration as
         // "1s" on a line of its own; a year must be refused for each.
         let dir = tempfile::tempdir().expect("tempdir");
-        let text = docs::EVERY_KEY.replace("\"1s\"", "\"400days\"");
+        let every_key = docs::every_key();
+        let text = every_key.replace("\"1s\"", "\"400days\"");
         let p = match parse(&dir.path().join("w.toml"), &text) {
             Ok(_) => String::new(),
             Err(p) => p.to_string(),
         };
         let mut durations = 0;
-        for line in docs::EVERY_KEY.lines().filter(|l| l.ends_with("= \"1s\"")) {
+        for line in every_key.lines().filter(|l| l.ends_with("= \"1s\"")) {
             let key = line.trim_end_matches(" = \"1s\"");
             assert!(
                 p.contains(&format!(

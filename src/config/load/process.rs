@@ -1,105 +1,83 @@
 //! The process-wide tables: `[server]`, `[connections]`, `[http1]`,
 //! `[http2]`, `[log]`, `[admin]` and `[upstream]`.
 
+use super::keys::{admin, connections, http1, http2, log, server, upstream};
 use super::*;
-
-/// Request heads (HTTP/1.1) and header lists (HTTP/2): hyper's read
-/// buffer cannot be smaller than 8 KiB, and 16 MiB of headers is an attack.
-const HEAD_SIZE: RangeInclusive<u64> = 8 * 1024..=16 * 1024 * 1024;
-/// `min_body_rate`: a minimum above 1 GiB/s would cut every client.
-const MAX_BODY_RATE: u64 = 1 << 30;
 
 pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
     let mut s = ServerSettings::default();
     let Some(t) = top.table("server") else {
         return s;
     };
-    if let Some(d) = t.duration("shutdown_timeout", TIMER_OR_ZERO) {
+    if let Some(d) = t.duration(&server::SHUTDOWN_TIMEOUT) {
         s.shutdown_timeout = d;
     }
-    if let Some(d) = t.duration(
-        "drain_grace",
-        std::time::Duration::ZERO..=defaults::DRAIN_GRACE_MAX,
-    ) {
+    if let Some(d) = t.duration(&server::DRAIN_GRACE) {
         s.drain_grace = d;
     }
-    if let Some(n) = t.uint("workers", 1024) {
+    if let Some(n) = t.uint(&server::WORKERS) {
         s.workers = n as usize;
     }
-    if let Some(n) = t.uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS) {
+    if let Some(n) = t.uint(&server::MAX_CONCURRENT_REQUESTS) {
         s.max_concurrent_requests = n as usize;
     }
-    if let Some(n) = t.size("max_buffered_body_bytes", MAX_SIZE) {
+    if let Some(n) = t.size(&server::MAX_BUFFERED_BODY_BYTES) {
         s.max_buffered_body_bytes = n;
     }
-    if let Some(b) = t.bool("watch_config") {
+    if let Some(b) = t.bool(&server::WATCH_CONFIG) {
         s.watch_config = b;
     }
-    s.trusted_proxies = ip_networks(&t, "trusted_proxies");
+    s.trusted_proxies = ip_networks(&t, &server::TRUSTED_PROXIES);
     s
 }
 
 pub(super) fn connections(top: &Section<'_, '_>) -> ConnectionSettings {
-    let mut c = ConnectionSettings::default();
+    let mut s = ConnectionSettings::default();
     let Some(t) = top.table("connections") else {
-        return c;
+        return s;
     };
-    if let Some(n) = t.uint("max", MAX_SEMAPHORE_PERMITS) {
-        c.max = n as usize;
+    if let Some(n) = t.uint(&connections::MAX) {
+        s.max = n as usize;
     }
-    if let Some(n) = t.uint("max_per_ip", MAX_SEMAPHORE_PERMITS) {
-        c.max_per_ip = n as usize;
+    if let Some(n) = t.uint(&connections::MAX_PER_IP) {
+        s.max_per_ip = n as usize;
     }
-    if let Some(d) = timer(&t, "tls_handshake_timeout") {
-        c.tls_handshake_timeout = d;
+    if let Some(d) = t.duration(&connections::TLS_HANDSHAKE_TIMEOUT) {
+        s.tls_handshake_timeout = d;
     }
-    if let Some(d) = timer(&t, "request_head_timeout") {
-        c.request_head_timeout = d;
+    if let Some(d) = t.duration(&connections::REQUEST_HEAD_TIMEOUT) {
+        s.request_head_timeout = d;
     }
-    if let Some(d) = timer(&t, "keepalive_timeout") {
-        c.keepalive_timeout = d;
+    if let Some(d) = t.duration(&connections::KEEPALIVE_TIMEOUT) {
+        s.keepalive_timeout = d;
     }
-    if let Some(n) = t.uint("max_requests", u64::MAX) {
-        c.max_requests = n;
+    if let Some(n) = t.uint(&connections::MAX_REQUESTS) {
+        s.max_requests = n;
     }
-    if let Some(n) = t.size("min_body_rate", MAX_BODY_RATE) {
-        c.min_body_rate = n;
+    if let Some(n) = t.size(&connections::MIN_BODY_RATE) {
+        s.min_body_rate = n;
     }
-    if let Some(d) = timer(&t, "body_rate_period") {
-        c.body_rate_period = d;
+    if let Some(d) = t.duration(&connections::BODY_RATE_PERIOD) {
+        s.body_rate_period = d;
     }
-    if let Some(d) = timer(&t, "send_timeout") {
-        c.send_timeout = d;
+    if let Some(d) = t.duration(&connections::SEND_TIMEOUT) {
+        s.send_timeout = d;
     }
-    if let Some(n) = t.uint("pressure_threshold", 100) {
+    if let Some(n) = t.uint(&connections::PRESSURE_THRESHOLD) {
         if n == 0 {
             t.problem(
-                "pressure_threshold",
+                connections::PRESSURE_THRESHOLD.name,
                 "0% would keep deadlines shrunk at all times",
                 Some("use a percentage from 1 to 100 (100 = only at the cap)".into()),
             );
         } else {
-            c.pressure_threshold_percent = n as u8;
+            s.pressure_threshold_percent = n as u8;
         }
     }
-    if let Some(d) = timer(&t, "pressure_timeout") {
-        c.pressure_timeout = d;
+    if let Some(d) = t.duration(&connections::PRESSURE_TIMEOUT) {
+        s.pressure_timeout = d;
     }
-    c
-}
-
-/// A request head or header list size, within [`HEAD_SIZE`].
-fn head_size(t: &Section<'_, '_>, key: &'static str) -> Option<u64> {
-    let n = t.size(key, *HEAD_SIZE.end())?;
-    if n < *HEAD_SIZE.start() {
-        t.problem(
-            key,
-            format!("{n} bytes is less than 8KiB"),
-            Some("use a size from \"8KiB\" to \"16MiB\", like \"64KiB\"".into()),
-        );
-        return None;
-    }
-    Some(n)
+    s
 }
 
 pub(super) fn http1(top: &Section<'_, '_>) -> Http1Settings {
@@ -107,10 +85,10 @@ pub(super) fn http1(top: &Section<'_, '_>) -> Http1Settings {
     let Some(t) = top.table("http1") else {
         return h;
     };
-    if let Some(n) = t.uint("max_headers", 10_000) {
+    if let Some(n) = t.uint(&http1::MAX_HEADERS) {
         h.max_headers = n as usize;
     }
-    if let Some(n) = head_size(&t, "max_head_size") {
+    if let Some(n) = t.size(&http1::MAX_HEAD_SIZE) {
         h.max_head_size = n as usize;
     }
     h
@@ -121,30 +99,30 @@ pub(super) fn http2(top: &Section<'_, '_>) -> Http2Settings {
     let Some(t) = top.table("http2") else {
         return h;
     };
-    if let Some(n) = t.uint("max_concurrent_streams", u32::MAX as u64) {
+    if let Some(n) = t.uint(&http2::MAX_CONCURRENT_STREAMS) {
         h.max_concurrent_streams = n as u32;
     }
-    if let Some(n) = t.size("max_header_list_size", *HEAD_SIZE.end()) {
+    if let Some(n) = t.size(&http2::MAX_HEADER_LIST_SIZE) {
         h.max_header_list_size = n as u32;
     }
-    if let Some(n) = t.uint("max_pending_resets", 1_000_000) {
+    if let Some(n) = t.uint(&http2::MAX_PENDING_RESETS) {
         h.max_pending_resets = n as usize;
     }
-    if let Some(n) = t.uint("max_control_frames_per_second", u32::MAX as u64) {
+    if let Some(n) = t.uint(&http2::MAX_CONTROL_FRAMES_PER_SECOND) {
         h.max_control_frames_per_second = n as u32;
     }
     h
 }
 
 pub(super) fn log(top: &Section<'_, '_>) -> LogSettings {
-    let mut l = LogSettings::default();
+    let mut s = LogSettings::default();
     let Some(t) = top.table("log") else {
-        return l;
+        return s;
     };
-    if let Some(f) = t.string("format") {
+    if let Some(f) = t.string(&log::FORMAT) {
         match f.value.as_str() {
-            "text" => l.format = LogFormat::Text,
-            "json" => l.format = LogFormat::Json,
+            "text" => s.format = LogFormat::Text,
+            "json" => s.format = LogFormat::Json,
             other => f.problem(
                 t.doc(),
                 format!("unknown format `{other}`"),
@@ -152,9 +130,9 @@ pub(super) fn log(top: &Section<'_, '_>) -> LogSettings {
             ),
         }
     }
-    if let Some(level) = t.string("level") {
+    if let Some(level) = t.string(&log::LEVEL) {
         match tracing_subscriber::EnvFilter::try_new(&level.value) {
-            Ok(_) => l.level = level.value,
+            Ok(_) => s.level = level.value,
             Err(e) => level.problem(
                 t.doc(),
                 format!("`{}` is not a log filter: {e}", level.value),
@@ -162,20 +140,20 @@ pub(super) fn log(top: &Section<'_, '_>) -> LogSettings {
             ),
         }
     }
-    if let Some(b) = t.bool("access_log") {
-        l.access_log = b;
+    if let Some(b) = t.bool(&log::ACCESS_LOG) {
+        s.access_log = b;
     }
     // Log files must be writable: found now, not at the first line.
-    l.file = writable_file(&t, "file");
-    l.access_file = writable_file(&t, "access_file");
-    if let Some(b) = t.bool("usage_log") {
-        l.usage_log = b;
+    s.file = writable_file(&t, &log::FILE);
+    s.access_file = writable_file(&t, &log::ACCESS_FILE);
+    if let Some(b) = t.bool(&log::USAGE_LOG) {
+        s.usage_log = b;
     }
-    l.usage_file = writable_file(&t, "usage_file");
-    l
+    s.usage_file = writable_file(&t, &log::USAGE_FILE);
+    s
 }
 
-fn writable_file(t: &Section<'_, '_>, key: &'static str) -> Option<PathBuf> {
+fn writable_file(t: &Section<'_, '_>, key: &Key) -> Option<PathBuf> {
     let p = path_opt(t, key)?;
     let writable = std::fs::OpenOptions::new()
         .create(true)
@@ -195,9 +173,9 @@ fn writable_file(t: &Section<'_, '_>, key: &'static str) -> Option<PathBuf> {
 }
 
 pub(super) fn admin(top: &Section<'_, '_>) -> Option<AdminSettings> {
-    let a = top.table("admin")?;
-    let address = required_socket_addr(&a, "address", "127.0.0.1:9900");
-    let token = secrets::secret(&a, "token_env", "token_file", "the admin token")
+    let t = top.table("admin")?;
+    let address = required_socket_addr(&t, &admin::ADDRESS, "127.0.0.1:9900");
+    let token = secrets::secret(&t, &admin::TOKEN_ENV, &admin::TOKEN_FILE, "the admin token")
         .ok()
         .flatten()
         .map(|(token, _)| token);
@@ -209,16 +187,16 @@ pub(super) fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
     let Some(t) = top.table("upstream") else {
         return s;
     };
-    if let Some(d) = t.duration("pool_idle_timeout", TIMER_OR_ZERO) {
+    if let Some(d) = t.duration(&upstream::POOL_IDLE_TIMEOUT) {
         s.pool_idle_timeout = d;
     }
-    if let Some(n) = t.uint("pool_max_idle_per_host", 1_000_000) {
+    if let Some(n) = t.uint(&upstream::POOL_MAX_IDLE_PER_HOST) {
         s.pool_max_idle_per_host = n as usize;
     }
-    if let Some(d) = timer(&t, "resolve_interval") {
+    if let Some(d) = t.duration(&upstream::RESOLVE_INTERVAL) {
         s.resolve_interval = d;
     }
-    for ns in t.string_list("nameservers").into_iter().flatten() {
+    for ns in t.string_list(&upstream::NAMESERVERS).into_iter().flatten() {
         // A bare address means the DNS port.
         let parsed = ns.value.parse::<SocketAddr>().or_else(|_| {
             ns.value
@@ -235,7 +213,7 @@ pub(super) fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
             ),
         }
     }
-    s.ca_file = ca_file(&t).map(|p| p.value);
+    s.ca_file = ca_file(&t, &upstream::CA_FILE).map(|p| p.value);
     s
 }
 

@@ -44,7 +44,7 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         };
         let kind = route_kind(&t);
         let connect_timeout = timer(&t, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
-        let max_request_body = t.size("max_request_body", MAX_SIZE).or(match kind {
+        let max_request_body = t.size_in("max_request_body", MAX_SIZE).or(match kind {
             Some(Kind {
                 kind: RouteKind::Llm(_),
                 ..
@@ -53,7 +53,7 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         });
         let strip_prefix = t.bool("strip_prefix").unwrap_or(false);
         let max_concurrent_requests = t
-            .uint("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
+            .uint_in("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0) as usize;
         let rate_limit = rate_limit(&t);
         let shared_limits = limit_scope(&t, cluster);
@@ -139,8 +139,8 @@ fn limit_scope(t: &Section<'_, '_>, cluster: bool) -> bool {
 /// Per-client rate limit: (requests per second, burst).
 fn rate_limit(t: &Section<'_, '_>) -> Option<(u32, u32)> {
     match (
-        t.uint("rate_limit_per_second", u64::from(u32::MAX)),
-        t.uint("rate_limit_burst", u64::from(u32::MAX)),
+        t.uint_in("rate_limit_per_second", u64::from(u32::MAX)),
+        t.uint_in("rate_limit_burst", u64::from(u32::MAX)),
     ) {
         (Some(0), _) => {
             t.problem(
@@ -166,7 +166,7 @@ fn rate_limit(t: &Section<'_, '_>) -> Option<(u32, u32)> {
 /// HSTS and the `Server` header a route sets.
 fn response_headers(t: &Section<'_, '_>) -> ResponseHeaders {
     let mut h = ResponseHeaders::default();
-    let age = t.duration("hsts_max_age", HSTS_MAX_AGE);
+    let age = t.duration_in("hsts_max_age", HSTS_MAX_AGE);
     let include_subdomains = t.bool("hsts_include_subdomains");
     let preload = t.bool("hsts_preload");
     if let Some(age) = age {

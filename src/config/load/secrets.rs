@@ -14,10 +14,11 @@ pub(super) struct Reported;
 /// the fix ("the admin token").
 pub(super) fn secret(
     t: &Section<'_, '_>,
-    env_key: &'static str,
-    file_key: &'static str,
+    env_key: impl KeyName,
+    file_key: impl KeyName,
     what: &str,
 ) -> Result<Option<(Secret, At<String>)>, Reported> {
+    let (env_key, file_key) = (env_key.key_name(), file_key.key_name());
     match (t.string(env_key), t.string(file_key)) {
         (Some(_), Some(f)) => {
             f.problem(

@@ -15,7 +15,7 @@ const MAX_MONEY: f64 = 1_000_000.0;
 /// A budget's keys in `t` (a route or a `[[route.clients]]` entry); a key
 /// set to 0 means no bound, and `None` means not set here.
 fn budget_keys(t: &Section<'_, '_>) -> [Option<Option<u64>>; 3] {
-    let tokens = |key| t.uint(key, MAX_TOKENS).map(|n| (n > 0).then_some(n));
+    let tokens = |key| t.uint_in(key, MAX_TOKENS).map(|n| (n > 0).then_some(n));
     let per_minute = tokens("tokens_per_minute");
     let per_day = tokens("tokens_per_day");
     let spend = t
@@ -131,7 +131,7 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
     if out.is_empty() && !route_budget.is_unbounded() {
         let key = ["tokens_per_minute", "tokens_per_day", "spend_per_day"]
             .into_iter()
-            .find(|k| t.raw_present(k))
+            .find(|k| t.raw_present(*k))
             .unwrap_or("tokens_per_minute");
         t.problem(
             key,

@@ -15,8 +15,8 @@ fn read<F: FnOnce(&Section<'_, '_>)>(text: &str, f: F) -> Vec<Problem> {
 #[test]
 fn keys_not_asked_for_are_reported_with_position_and_suggestion() {
     let p = read("a = 1\nconect_timeout = \"1s\"\n", |s| {
-        s.uint("a", 10);
-        s.duration("connect_timeout", UP_TO_A_DAY);
+        s.uint_in("a", 10);
+        s.duration_in("connect_timeout", UP_TO_A_DAY);
     });
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].position, Some((2, 1)));
@@ -28,7 +28,7 @@ fn keys_not_asked_for_are_reported_with_position_and_suggestion() {
 #[test]
 fn a_misspelled_getter_does_not_accept_the_key_it_never_reads() {
     let p = read("connect_timeout = \"1s\"\n", |s| {
-        assert_eq!(s.duration("conect_timeout", UP_TO_A_DAY), None);
+        assert_eq!(s.duration_in("conect_timeout", UP_TO_A_DAY), None);
     });
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].key, "connect_timeout");
@@ -39,8 +39,8 @@ fn a_misspelled_getter_does_not_accept_the_key_it_never_reads() {
 fn unknown_keys_of_nested_tables_are_reported_and_known_keys_listed() {
     let p = read("[t]\nx = 1\nzzz = 2\n", |s| {
         if let Some(t) = s.table("t") {
-            t.uint("x", 10);
-            t.uint("y", 10);
+            t.uint_in("x", 10);
+            t.uint_in("y", 10);
         }
     });
     assert_eq!(p.len(), 1, "{p:?}");
@@ -55,7 +55,7 @@ fn keys_read_are_recorded_per_table_without_indices() {
     if let Some(t) = parse(&doc, text) {
         let s = Section::new(&doc, t.get_ref(), "", t.span());
         for (i, r) in s.tables("r").into_iter().enumerate() {
-            r.uint(if i == 0 { "a" } else { "b" }, 10);
+            r.uint_in(if i == 0 { "a" } else { "b" }, 10);
         }
     }
     let keys = doc.keys_read();
@@ -76,8 +76,8 @@ fn keys_read_by_a_reader_are_learnt_on_an_empty_table() {
 #[test]
 fn all_problems_are_collected() {
     let p = read("d = \"ten\"\nn = \"x\"\nz = 3\n", |s| {
-        assert!(s.duration("d", UP_TO_A_DAY).is_none());
-        assert!(s.uint("n", 10).is_none());
+        assert!(s.duration_in("d", UP_TO_A_DAY).is_none());
+        assert!(s.uint_in("n", 10).is_none());
     });
     assert_eq!(p.len(), 3, "{p:?}");
 }
@@ -85,9 +85,12 @@ fn all_problems_are_collected() {
 #[test]
 fn durations_and_sizes_parse() {
     let p = read("d = \"1m 30s\"\ns = \"2MiB\"\nb = 512\n", |s| {
-        assert_eq!(s.duration("d", UP_TO_A_DAY), Some(Duration::from_secs(90)));
-        assert_eq!(s.size("s", u64::MAX), Some(2 * 1024 * 1024));
-        assert_eq!(s.size("b", u64::MAX), Some(512));
+        assert_eq!(
+            s.duration_in("d", UP_TO_A_DAY),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(s.size_in("s", u64::MAX), Some(2 * 1024 * 1024));
+        assert_eq!(s.size_in("b", u64::MAX), Some(512));
     });
     assert!(p.is_empty(), "{p:?}");
 }
@@ -96,10 +99,10 @@ fn durations_and_sizes_parse() {
 fn a_duration_outside_its_bounds_is_a_problem_that_names_them() {
     let p = read("d = \"25h\"\ne = \"24h\"\nz = \"0s\"\nm = \"1ms\"\n", |s| {
         let positive = Duration::from_secs(1)..=DAY;
-        assert_eq!(s.duration("d", positive.clone()), None);
-        assert_eq!(s.duration("e", positive.clone()), Some(DAY));
-        assert_eq!(s.duration("z", positive.clone()), None);
-        assert_eq!(s.duration("m", positive), None);
+        assert_eq!(s.duration_in("d", positive.clone()), None);
+        assert_eq!(s.duration_in("e", positive.clone()), Some(DAY));
+        assert_eq!(s.duration_in("z", positive.clone()), None);
+        assert_eq!(s.duration_in("m", positive), None);
     });
     assert_eq!(p.len(), 3, "{p:?}");
     let fix = "(fix: use a duration from \"1s\" to \"1day\")";
@@ -122,10 +125,10 @@ fn a_size_over_its_bound_is_a_problem_that_names_the_bound() {
     let p = read(
         "s = \"2MiB\"\nb = 2097153\nz = \"500000000000EiB\"\nn = -1\n",
         |s| {
-            assert_eq!(s.size("s", 2 << 20), Some(2 << 20));
-            assert_eq!(s.size("b", 2 << 20), None);
-            assert_eq!(s.size("z", u64::MAX - 1), None);
-            assert_eq!(s.size("n", 2 << 20), None);
+            assert_eq!(s.size_in("s", 2 << 20), Some(2 << 20));
+            assert_eq!(s.size_in("b", 2 << 20), None);
+            assert_eq!(s.size_in("z", u64::MAX - 1), None);
+            assert_eq!(s.size_in("n", 2 << 20), None);
         },
     );
     assert_eq!(p.len(), 3, "{p:?}");
@@ -166,7 +169,7 @@ fn syntax_errors_have_positions() {
 #[test]
 fn out_of_range_integer() {
     let p = read("n = 70000\n", |s| {
-        assert!(s.uint("n", 65535).is_none());
+        assert!(s.uint_in("n", 65535).is_none());
     });
     assert_eq!(p.len(), 1);
     assert!(
