@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::{ToolNames, search};
+use crate::translate::ToolNames;
+use crate::translate::shared::search;
 use crate::{anthropic, responses};
 
 /// A whole Messages object → a Responses object.

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, errors, search};
+use crate::translate::ToolNames;
+use crate::translate::shared::blocks::text_of;
+use crate::translate::shared::{errors, search};
 use crate::{anthropic, responses};
 
 /// Anthropic's usage from a Responses `usage`.
@@ -329,7 +331,7 @@ impl Stream {
     /// the signature that carries it to the next turn.
     fn reasoning_done(&mut self, output_index: u64, item: &Value, out: &mut Vec<Bytes>) {
         let key = (output_index, REASONING);
-        let summary = super::text_of(&item["summary"]);
+        let summary = text_of(&item["summary"]);
         let signature = reasoning_signature(item);
         if !self.open.contains_key(&key) {
             if summary.is_empty() && signature == responses::SUMMARY_SIGNATURE {
@@ -405,7 +407,7 @@ fn at(v: &Value, key: &str) -> u64 {
 }
 
 /// A whole Responses object → a Messages object.
-pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let output = v["output"].as_array()?;
     let mut content = Vec::new();
     let mut used_tools = false;
@@ -434,7 +436,7 @@ pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> 
             }
             Some("web_search_call") => content.extend(search::blocks_of_call(item)),
             Some("reasoning") => {
-                let text = super::text_of(&item["summary"]);
+                let text = text_of(&item["summary"]);
                 let signature = reasoning_signature(item);
                 // Even empty: the mark of another vendor's turn (see the stream).
                 content.push(json!({"type": "thinking", "thinking": text, "signature": signature}));

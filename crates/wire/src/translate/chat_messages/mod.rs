@@ -4,13 +4,16 @@
 //! as `chat.completion.chunk`s ended by `data: [DONE]`.
 //!
 //! This is also the Chat client's half of Chat → Responses, which goes
-//! through Messages (see `compose`).
+//! through Messages (see `shared::compose`).
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::responses_client::{DEFAULT_MAX_TOKENS, budget, document_block, image_block, push};
-use super::{TranslateError, errors, text_of};
+use crate::translate::TranslateError;
+use crate::translate::shared::blocks::{
+    DEFAULT_MAX_TOKENS, budget, document_block, image_block, push, text_of,
+};
+use crate::translate::shared::errors;
 use crate::{Usage, anthropic, chat, openai, sse};
 
 /// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
@@ -56,16 +59,8 @@ fn blocks(content: &Value) -> Vec<Value> {
     }
 }
 
-/// The client's output limit: `max_completion_tokens`, or the older
-/// `max_tokens`.
-pub(super) fn max_tokens(v: &Value) -> Option<u64> {
-    v["max_completion_tokens"]
-        .as_u64()
-        .or(v["max_tokens"].as_u64())
-}
-
 /// Chat Completions → Messages.
-pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
+pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, TranslateError> {
     if v["n"].as_u64().is_some_and(|n| n > 1) {
         return Err(TranslateError::Invalid(
             "`n` above 1 cannot be translated: the upstream answers one choice".into(),
@@ -170,7 +165,7 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
     if let Some(c) = choice.filter(|_| has_tools) {
         out.insert("tool_choice".into(), c);
     }
-    let mut max = max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
+    let mut max = chat::max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
     // With thinking on, Anthropic wants a tool-use continuation's last
     // assistant turn to open with its signed thinking block, which a Chat
     // client never has to send back: such a turn goes without thinking.
@@ -236,7 +231,7 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
 }
 
 /// A whole Messages object → a chat completion.
-pub(super) fn whole(v: &Value, model: &str) -> Option<Value> {
+pub(in crate::translate) fn whole(v: &Value, model: &str) -> Option<Value> {
     let content = v["content"].as_array()?;
     let mut text = String::new();
     let mut reasoning = String::new();

@@ -4,7 +4,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::{ToolNames, errors, search};
+use crate::translate::ToolNames;
+use crate::translate::shared::{errors, search};
 use crate::{Usage, anthropic, responses, sse};
 
 /// An output item being built from one Anthropic content block.

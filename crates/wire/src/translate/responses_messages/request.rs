@@ -3,27 +3,17 @@
 use serde_json::{Map, Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::{ToolNames, TranslateError, search, text_of};
+use crate::translate::shared::blocks::{
+    budget, document_block, image_block, push, starts_with_thinking_where_needed, text_of,
+};
+use crate::translate::shared::search;
+use crate::translate::{ToolNames, TranslateError};
 use crate::{anthropic, openai, responses};
 
 /// The room for the answer itself when Codex sets no `max_output_tokens`
 /// (Anthropic requires `max_tokens`): the thinking budget comes on top,
 /// and the model's own maximum caps the sum.
 const DEFAULT_ANSWER_TOKENS: u64 = 16_384;
-
-/// What Anthropic requires and a Chat Completions request may leave out
-/// (a Chat client on Anthropic).
-pub(in crate::translate) const DEFAULT_MAX_TOKENS: u64 = 8192;
-
-/// A reasoning effort → a thinking budget.
-pub(in crate::translate) fn budget(effort: &str) -> Option<u64> {
-    match effort {
-        "minimal" | "none" => None,
-        "low" => Some(2048),
-        "medium" => Some(8192),
-        _ => Some(24576),
-    }
-}
 
 /// A thinking block restored into the assistant turn: after the turn's
 /// other thinking, before its text and calls (a tool-use continuation
@@ -95,69 +85,6 @@ pub(super) fn limits(
     (max_tokens, budget)
 }
 
-/// Anthropic wants user and assistant turns to alternate: consecutive
-/// items of the same role are merged into one message.
-pub(in crate::translate) fn push(messages: &mut Vec<Value>, role: &str, block: Value) {
-    if let Some(last) = messages.last_mut()
-        && last["role"] == role
-        && let Some(content) = last["content"].as_array_mut()
-    {
-        content.push(block);
-        return;
-    }
-    messages.push(json!({"role": role, "content": [block]}));
-}
-
-pub(in crate::translate) fn image_block(url: &str) -> Value {
-    match url
-        .strip_prefix("data:")
-        .and_then(|rest| rest.split_once(";base64,"))
-    {
-        Some((media_type, data)) => {
-            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
-        }
-        None => json!({"type": "image", "source": {"type": "url", "url": url}}),
-    }
-}
-
-/// An OpenAI file input → an Anthropic `document` block: a PDF's data
-/// URL → a base64 PDF, a plain-text one → its text, a URL → a URL
-/// document (Anthropic fetches PDFs by URL), each titled by its
-/// filename. `None` for what Anthropic cannot take as a document (an
-/// uploaded file's id means nothing there; other media types).
-pub(in crate::translate) fn document_block(
-    file_data: Option<&str>,
-    filename: Option<&str>,
-    file_url: Option<&str>,
-) -> Option<Value> {
-    let source = match (file_data, file_url) {
-        (Some(data), _) => {
-            let (media_type, data) = data.strip_prefix("data:")?.split_once(";base64,")?;
-            match media_type {
-                "application/pdf" => {
-                    json!({"type": "base64", "media_type": "application/pdf", "data": data})
-                }
-                "text/plain" => {
-                    use base64::Engine as _;
-                    let bytes = base64::engine::general_purpose::STANDARD
-                        .decode(data)
-                        .ok()?;
-                    json!({"type": "text", "media_type": "text/plain",
-                        "data": String::from_utf8(bytes).ok()?})
-                }
-                _ => return None,
-            }
-        }
-        (None, Some(url)) => json!({"type": "url", "url": url}),
-        (None, None) => return None,
-    };
-    let mut block = json!({"type": "document", "source": source});
-    if let Some(name) = filename.filter(|n| !n.is_empty()) {
-        block["title"] = name.into();
-    }
-    Some(block)
-}
-
 /// Content parts of a Responses message → Anthropic blocks.
 fn content_blocks(content: &Value) -> Vec<Value> {
     match content {
@@ -182,7 +109,10 @@ fn content_blocks(content: &Value) -> Vec<Value> {
 }
 
 /// Responses → Messages, and what the answer's translation needs to know.
-pub(crate) fn to_messages(v: &Value, model: &str) -> Result<(Value, ToolNames), TranslateError> {
+pub(in crate::translate) fn request(
+    v: &Value,
+    model: &str,
+) -> Result<(Value, ToolNames), TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
     let mut system: Vec<String> = v["instructions"]
@@ -389,28 +319,4 @@ fn cache_breakpoints(out: &mut Map<String, Value>) {
     {
         anthropic::mark_cache_breakpoint(block);
     }
-}
-
-/// Whether a tool-use continuation (the last turn gives tool results)
-/// follows an assistant turn that starts with thinking, as Anthropic
-/// requires with thinking on.
-pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]) -> bool {
-    let continues = messages.last().is_some_and(|m| {
-        m["role"] == "user"
-            && m["content"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
-    });
-    let Some(last) = messages.iter().rev().find(|m| m["role"] == "assistant") else {
-        return true;
-    };
-    if !continues {
-        return true;
-    }
-    let blocks = last["content"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let calls = blocks.iter().any(|b| b["type"] == "tool_use");
-    !calls || blocks.first().is_some_and(anthropic::is_thinking)
 }

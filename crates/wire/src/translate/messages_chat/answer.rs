@@ -4,7 +4,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, errors};
+use crate::translate::ToolNames;
+use crate::translate::shared::errors;
 use crate::{anthropic, chat};
 
 /// The stop reason: `tool_use` whenever the answer called tools, whatever
@@ -263,7 +264,7 @@ impl Stream {
 }
 
 /// A whole chat completion → a Messages object.
-pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let choice = v["choices"].get(0)?;
     let m = &choice["message"];
     let mut content = Vec::new();
