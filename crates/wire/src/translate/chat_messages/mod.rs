@@ -68,11 +68,57 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
     }
     let mut out = Map::new();
     out.insert("model".into(), model.into());
-    let mut system = Vec::new();
-    let mut messages: Vec<Value> = Vec::new();
     let Some(items) = v["messages"].as_array() else {
         return Err(TranslateError::Invalid("`messages` must be a list".into()));
     };
+    let (system, messages) = system_and_messages(items);
+    if !system.is_empty() {
+        out.insert("system".into(), system.join("\n\n").into());
+    }
+    out.insert("messages".into(), messages.into());
+    let tools = tools(v);
+    let has_tools = !tools.is_empty();
+    if has_tools {
+        out.insert("tools".into(), tools.into());
+        if let Some(c) = tool_choice(v) {
+            out.insert("tool_choice".into(), c);
+        }
+    }
+    limits_and_sampling(v, items, &mut out);
+    let stop: Vec<Value> = match &v["stop"] {
+        Value::String(s) => vec![s.as_str().into()],
+        Value::Array(a) => a.iter().filter(|s| s.is_string()).cloned().collect(),
+        _ => Vec::new(),
+    };
+    if !stop.is_empty() {
+        out.insert("stop_sequences".into(), stop.into());
+    }
+    if v["stream"] == true {
+        out.insert("stream".into(), true.into());
+    }
+    if let Some(user) = v["user"].as_str().or(v["safety_identifier"].as_str()) {
+        out.insert("metadata".into(), json!({"user_id": user}));
+    }
+    if let Some(schema) = chat::output_schema(v) {
+        out.insert(
+            "output_config".into(),
+            json!({"format": anthropic::output_format(schema)}),
+        );
+    } else if v
+        .get("response_format")
+        .is_some_and(|f| f["type"] != "text")
+    {
+        // JSON mode (`json_object`) has no schema to give Anthropic.
+        tracing::debug!("response_format dropped: the Messages API has no equivalent");
+    }
+    Ok(Value::Object(out))
+}
+
+/// The system prompt's parts and the alternating Messages turns of a
+/// Chat request's messages.
+fn system_and_messages(items: &[Value]) -> (Vec<String>, Vec<Value>) {
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
     for m in items {
         match m["role"].as_str() {
             // Anthropic has one system prompt: every system or developer
@@ -83,32 +129,7 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
                     system.push(text);
                 }
             }
-            Some("assistant") => {
-                let text = match &m["content"] {
-                    Value::Array(parts) => parts
-                        .iter()
-                        .filter_map(|p| p["text"].as_str().or(p["refusal"].as_str()))
-                        .collect::<Vec<_>>()
-                        .join(""),
-                    other => other.as_str().unwrap_or("").to_string(),
-                };
-                if !text.is_empty() {
-                    push(
-                        &mut messages,
-                        "assistant",
-                        json!({"type": "text", "text": text}),
-                    );
-                }
-                for call in m["tool_calls"].as_array().into_iter().flatten() {
-                    let f = &call["function"];
-                    let input = openai::arguments_object(&f["arguments"]);
-                    push(
-                        &mut messages,
-                        "assistant",
-                        json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": input}),
-                    );
-                }
-            }
+            Some("assistant") => assistant_turn(m, &mut messages),
             Some("tool") => {
                 let content = match &m["content"] {
                     Value::String(s) => json!(s),
@@ -127,11 +148,36 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
             }
         }
     }
-    if !system.is_empty() {
-        out.insert("system".into(), system.join("\n\n").into());
+    (system, messages)
+}
+
+/// An assistant message: its text (or refusal), then its tool calls.
+fn assistant_turn(m: &Value, messages: &mut Vec<Value>) {
+    let text = match &m["content"] {
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or(p["refusal"].as_str()))
+            .collect::<Vec<_>>()
+            .join(""),
+        other => other.as_str().unwrap_or("").to_string(),
+    };
+    if !text.is_empty() {
+        push(messages, "assistant", json!({"type": "text", "text": text}));
     }
-    out.insert("messages".into(), messages.into());
-    let tools: Vec<Value> = v["tools"]
+    for call in m["tool_calls"].as_array().into_iter().flatten() {
+        let f = &call["function"];
+        let input = openai::arguments_object(&f["arguments"]);
+        push(
+            messages,
+            "assistant",
+            json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": input}),
+        );
+    }
+}
+
+/// The request's function tools as Anthropic's.
+fn tools(v: &Value) -> Vec<Value> {
+    v["tools"]
         .as_array()
         .into_iter()
         .flatten()
@@ -144,11 +190,12 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
                 "input_schema": if f["parameters"].is_object() { f["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
             })
         })
-        .collect();
-    let has_tools = !tools.is_empty();
-    if has_tools {
-        out.insert("tools".into(), tools.into());
-    }
+        .collect()
+}
+
+/// `tool_choice` and `parallel_tool_calls` → Anthropic's `tool_choice`
+/// (sent only with tools).
+fn tool_choice(v: &Value) -> Option<Value> {
     let mut choice = match &v["tool_choice"] {
         Value::String(s) if s == "required" => Some(json!({"type": "any"})),
         Value::String(s) if s == "none" => Some(json!({"type": "none"})),
@@ -158,13 +205,16 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
         }
         _ => None,
     };
-    if v["parallel_tool_calls"] == false && has_tools {
+    if v["parallel_tool_calls"] == false {
         let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
         c["disable_parallel_tool_use"] = true.into();
     }
-    if let Some(c) = choice.filter(|_| has_tools) {
-        out.insert("tool_choice".into(), c);
-    }
+    choice
+}
+
+/// `max_tokens`, and thinking (from `reasoning_effort`) or the sampling
+/// parameters (thinking takes none).
+fn limits_and_sampling(v: &Value, items: &[Value], out: &mut Map<String, Value>) {
     let mut max = chat::max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
     // With thinking on, Anthropic wants a tool-use continuation's last
     // assistant turn to open with its signed thinking block, which a Chat
@@ -201,33 +251,6 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
         }
     }
     out.insert("max_tokens".into(), max.into());
-    let stop: Vec<Value> = match &v["stop"] {
-        Value::String(s) => vec![s.as_str().into()],
-        Value::Array(a) => a.iter().filter(|s| s.is_string()).cloned().collect(),
-        _ => Vec::new(),
-    };
-    if !stop.is_empty() {
-        out.insert("stop_sequences".into(), stop.into());
-    }
-    if v["stream"] == true {
-        out.insert("stream".into(), true.into());
-    }
-    if let Some(user) = v["user"].as_str().or(v["safety_identifier"].as_str()) {
-        out.insert("metadata".into(), json!({"user_id": user}));
-    }
-    if let Some(schema) = chat::output_schema(v) {
-        out.insert(
-            "output_config".into(),
-            json!({"format": anthropic::output_format(schema)}),
-        );
-    } else if v
-        .get("response_format")
-        .is_some_and(|f| f["type"] != "text")
-    {
-        // JSON mode (`json_object`) has no schema to give Anthropic.
-        tracing::debug!("response_format dropped: the Messages API has no equivalent");
-    }
-    Ok(Value::Object(out))
 }
 
 /// A whole Messages object → a chat completion.

@@ -24,90 +24,101 @@ pub(in crate::translate) fn request(
     }
     let mut input = Vec::new();
     for m in v["messages"].as_array().into_iter().flatten() {
-        let role = m["role"].as_str().unwrap_or("user");
-        let mut parts = Vec::new();
-        let flush = |parts: &mut Vec<Value>, input: &mut Vec<Value>| {
-            if !parts.is_empty() {
-                input.push(
-                    json!({"type": "message", "role": role, "content": std::mem::take(parts)}),
-                );
-            }
-        };
-        for b in blocks(m) {
-            match b["type"].as_str() {
-                Some("text") => {
-                    let kind = if role == "assistant" {
-                        "output_text"
-                    } else {
-                        "input_text"
-                    };
-                    parts.push(json!({"type": kind, "text": b["text"]}));
-                }
-                Some("image" | "document") => match media_part(&b, OpenAiApi::Responses) {
-                    Some(p) => parts.push(p),
-                    None => tracing::debug!("image or document without an equivalent dropped"),
-                },
-                Some("tool_use") => {
-                    flush(&mut parts, &mut input);
-                    input.push(json!({
-                        "type": "function_call",
-                        "call_id": b["id"],
-                        "name": names.short(&b["name"]),
-                        "arguments": b["input"].to_string(),
-                    }));
-                }
-                // The search the model made (its results and the text's
-                // citations carry Anthropic's encryption, which OpenAI
-                // cannot read: they stay behind).
-                Some("server_tool_use") => {
-                    if let Some(call) = search::call_of_block(&b) {
-                        flush(&mut parts, &mut input);
-                        input.push(call);
-                    }
-                }
-                Some("tool_result") => {
-                    flush(&mut parts, &mut input);
-                    let text = tool_result_text(&b);
-                    let media = tool_result_media(&b, OpenAiApi::Responses);
-                    let output = if media.is_empty() {
-                        Value::String(text)
-                    } else {
-                        let mut o = vec![json!({"type": "input_text", "text": text})];
-                        o.extend(media);
-                        Value::Array(o)
-                    };
-                    input.push(json!({
-                        "type": "function_call_output",
-                        "call_id": b["tool_use_id"],
-                        "output": output,
-                    }));
-                }
-                // Reasoning an OpenAI upstream gave goes back where it was
-                // (before the calls it led to); other thinking carries
-                // signatures no other API can check; the rest has no
-                // equivalent.
-                Some("thinking") if role == "assistant" => {
-                    if let Some(item) = reasoning_item(&b) {
-                        flush(&mut parts, &mut input);
-                        input.push(item);
-                    }
-                }
-                other => tracing::debug!(block = ?other, "content block dropped in translation"),
-            }
-        }
-        flush(&mut parts, &mut input);
+        message_items(m, names, &mut input);
     }
     out.insert("input".into(), input.into());
     tools_and_choice(v, &mut out, OpenAiApi::Responses, names)?;
+    options(v, &mut out);
+    Ok(Value::Object(out))
+}
+
+/// One message → its input items: a message of its text and media, cut
+/// where a call, a call's output or a reasoning item comes between.
+fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
+    let role = m["role"].as_str().unwrap_or("user");
+    let mut parts = Vec::new();
+    let flush = |parts: &mut Vec<Value>, input: &mut Vec<Value>| {
+        if !parts.is_empty() {
+            input.push(json!({"type": "message", "role": role, "content": std::mem::take(parts)}));
+        }
+    };
+    for b in blocks(m) {
+        match b["type"].as_str() {
+            Some("text") => {
+                let kind = if role == "assistant" {
+                    "output_text"
+                } else {
+                    "input_text"
+                };
+                parts.push(json!({"type": kind, "text": b["text"]}));
+            }
+            Some("image" | "document") => match media_part(&b, OpenAiApi::Responses) {
+                Some(p) => parts.push(p),
+                None => tracing::debug!("image or document without an equivalent dropped"),
+            },
+            Some("tool_use") => {
+                flush(&mut parts, input);
+                input.push(json!({
+                    "type": "function_call",
+                    "call_id": b["id"],
+                    "name": names.short(&b["name"]),
+                    "arguments": b["input"].to_string(),
+                }));
+            }
+            // The search the model made (its results and the text's
+            // citations carry Anthropic's encryption, which OpenAI
+            // cannot read: they stay behind).
+            Some("server_tool_use") => {
+                if let Some(call) = search::call_of_block(&b) {
+                    flush(&mut parts, input);
+                    input.push(call);
+                }
+            }
+            Some("tool_result") => {
+                flush(&mut parts, input);
+                let text = tool_result_text(&b);
+                let media = tool_result_media(&b, OpenAiApi::Responses);
+                let output = if media.is_empty() {
+                    Value::String(text)
+                } else {
+                    let mut o = vec![json!({"type": "input_text", "text": text})];
+                    o.extend(media);
+                    Value::Array(o)
+                };
+                input.push(json!({
+                    "type": "function_call_output",
+                    "call_id": b["tool_use_id"],
+                    "output": output,
+                }));
+            }
+            // Reasoning an OpenAI upstream gave goes back where it was
+            // (before the calls it led to); other thinking carries
+            // signatures no other API can check; the rest has no
+            // equivalent.
+            Some("thinking") if role == "assistant" => {
+                if let Some(item) = reasoning_item(&b) {
+                    flush(&mut parts, input);
+                    input.push(item);
+                }
+            }
+            other => tracing::debug!(block = ?other, "content block dropped in translation"),
+        }
+    }
+    flush(&mut parts, input);
+}
+
+/// The limit, sampling, user, reasoning, what to include and the output
+/// format.
+fn options(v: &Value, out: &mut Map<String, Value>) {
     if let Some(n) = v["max_tokens"].as_u64() {
         out.insert(
             "max_output_tokens".into(),
             n.max(responses::MIN_MAX_OUTPUT_TOKENS).into(),
         );
     }
-    copy(v, "temperature", &mut out, "temperature");
-    copy(v, "top_p", &mut out, "top_p");
-    copy(v, "stream", &mut out, "stream");
+    copy(v, "temperature", out, "temperature");
+    copy(v, "top_p", out, "top_p");
+    copy(v, "stream", out, "stream");
     if v.get("stop_sequences").is_some() {
         tracing::debug!("stop_sequences dropped: the Responses API has none");
     }
@@ -136,5 +147,4 @@ pub(in crate::translate) fn request(
     }
     // Stateless, as an Anthropic client expects: nothing kept upstream.
     out.insert("store".into(), false.into());
-    Ok(Value::Object(out))
 }

@@ -115,6 +115,48 @@ pub(in crate::translate) fn request(
 ) -> Result<(Value, ToolNames), TranslateError> {
     let mut out = Map::new();
     out.insert("model".into(), model.into());
+    let (system, messages) = system_and_messages(v)?;
+    if !system.is_empty() {
+        out.insert("system".into(), system.join("\n\n").into());
+    }
+    let continuation_ok = starts_with_thinking_where_needed(&messages);
+    out.insert("messages".into(), messages.into());
+    let mut names = ToolNames::default();
+    if let Some(tools) = tools(v, &mut names) {
+        out.insert("tools".into(), tools.into());
+    }
+    if out.contains_key("tools")
+        && let Some(c) = tool_choice(v)
+    {
+        out.insert("tool_choice".into(), c);
+    }
+    names.client_limit = limits_and_sampling(v, model, continuation_ok, &mut out);
+    if v["stream"] == true {
+        out.insert("stream".into(), true.into());
+    }
+    if let Some(user) = v["user"].as_str() {
+        out.insert("metadata".into(), json!({"user_id": user}));
+    }
+    // Codex keys its prompt for OpenAI's automatic cache; Anthropic caches
+    // only up to marked breakpoints, so without them Codex's long, stable
+    // prefix would be paid in full every turn.
+    if v["prompt_cache_key"].is_string() {
+        cache_breakpoints(&mut out);
+    }
+    // `codex exec --output-schema`.
+    if let Some(schema) = responses::output_schema(v) {
+        out.insert(
+            "output_config".into(),
+            json!({"format": anthropic::output_format(schema)}),
+        );
+    }
+    Ok((Value::Object(out), names))
+}
+
+/// `instructions` and the input's system and developer messages (the
+/// system prompt's parts), and the other input items as alternating
+/// Messages turns.
+fn system_and_messages(v: &Value) -> Result<(Vec<String>, Vec<Value>), TranslateError> {
     let mut system: Vec<String> = v["instructions"]
         .as_str()
         .filter(|s| !s.is_empty())
@@ -133,86 +175,93 @@ pub(in crate::translate) fn request(
         }
     };
     for item in &items {
-        let kind = item["type"].as_str().unwrap_or("message");
-        match kind {
-            "message" => {
-                let role = item["role"].as_str().unwrap_or("user");
-                if matches!(role, "system" | "developer") {
-                    let text = text_of(&item["content"]);
-                    if !text.is_empty() {
-                        system.push(text);
-                    }
-                    continue;
+        input_item(item, &mut system, &mut messages);
+    }
+    Ok((system, messages))
+}
+
+/// One input item → its place in the system prompt or the history.
+fn input_item(item: &Value, system: &mut Vec<String>, messages: &mut Vec<Value>) {
+    let kind = item["type"].as_str().unwrap_or("message");
+    match kind {
+        "message" => {
+            let role = item["role"].as_str().unwrap_or("user");
+            if matches!(role, "system" | "developer") {
+                let text = text_of(&item["content"]);
+                if !text.is_empty() {
+                    system.push(text);
                 }
-                let role = if role == "assistant" {
-                    "assistant"
-                } else {
-                    "user"
-                };
-                for b in content_blocks(&item["content"]) {
-                    push(&mut messages, role, b);
-                }
+                return;
             }
-            "function_call" => {
-                let input = openai::arguments_object(&item["arguments"]);
-                push(
-                    &mut messages,
-                    "assistant",
-                    json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": input}),
-                );
+            let role = if role == "assistant" {
+                "assistant"
+            } else {
+                "user"
+            };
+            for b in content_blocks(&item["content"]) {
+                push(messages, role, b);
             }
-            "custom_tool_call" => push(
-                &mut messages,
+        }
+        "function_call" => {
+            let input = openai::arguments_object(&item["arguments"]);
+            push(
+                messages,
                 "assistant",
-                json!({"type": "tool_use", "id": item["call_id"], "name": item["name"],
-                    "input": {CUSTOM_INPUT: item["input"].as_str().unwrap_or_default()}}),
-            ),
-            "function_call_output" | "custom_tool_call_output" => {
-                push(&mut messages, "user", tool_result(item));
+                json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": input}),
+            );
+        }
+        "custom_tool_call" => push(
+            messages,
+            "assistant",
+            json!({"type": "tool_use", "id": item["call_id"], "name": item["name"],
+                "input": {CUSTOM_INPUT: item["input"].as_str().unwrap_or_default()}}),
+        ),
+        "function_call_output" | "custom_tool_call_output" => {
+            push(messages, "user", tool_result(item));
+        }
+        // Thinking weir gave Codex goes back exactly as Anthropic signed
+        // it; OpenAI's own encrypted reasoning means nothing here.
+        "reasoning" => match item["encrypted_content"]
+            .as_str()
+            .and_then(responses::block_of_content)
+        {
+            Some(block) => push_thinking(messages, block),
+            None => tracing::debug!("foreign reasoning item dropped in translation"),
+        },
+        // Other item kinds have no equivalent.
+        other => tracing::debug!(item = other, "input item dropped in translation"),
+    }
+}
+
+/// The request's tools as Anthropic's (`None` when none maps); Codex's
+/// freeform tools noted in `names`.
+fn tools(v: &Value, names: &mut ToolNames) -> Option<Vec<Value>> {
+    let tools: Vec<Value> = v["tools"]
+        .as_array()?
+        .iter()
+        .filter_map(|t| match t["type"].as_str() {
+            _ if responses::is_web_search_tool(t) => Some(search::to_anthropic_tool(
+                t,
+                v["max_tool_calls"].as_u64(),
+            )),
+            Some("function") => Some(json!({
+                "name": t["name"],
+                "description": t["description"].as_str().unwrap_or(""),
+                "input_schema": if t["parameters"].is_object() { t["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
+            })),
+            Some("custom") => {
+                names.custom.extend(t["name"].as_str().map(str::to_string));
+                Some(custom_tool(t))
             }
-            // Thinking weir gave Codex goes back exactly as Anthropic signed
-            // it; OpenAI's own encrypted reasoning means nothing here.
-            "reasoning" => match item["encrypted_content"]
-                .as_str()
-                .and_then(responses::block_of_content)
-            {
-                Some(block) => push_thinking(&mut messages, block),
-                None => tracing::debug!("foreign reasoning item dropped in translation"),
-            },
-            // Other item kinds have no equivalent.
-            other => tracing::debug!(item = other, "input item dropped in translation"),
-        }
-    }
-    if !system.is_empty() {
-        out.insert("system".into(), system.join("\n\n").into());
-    }
-    let continuation_ok = starts_with_thinking_where_needed(&messages);
-    out.insert("messages".into(), messages.into());
-    let mut names = ToolNames::default();
-    if let Some(tools) = v["tools"].as_array() {
-        let tools: Vec<Value> = tools
-            .iter()
-            .filter_map(|t| match t["type"].as_str() {
-                _ if responses::is_web_search_tool(t) => Some(search::to_anthropic_tool(
-                    t,
-                    v["max_tool_calls"].as_u64(),
-                )),
-                Some("function") => Some(json!({
-                    "name": t["name"],
-                    "description": t["description"].as_str().unwrap_or(""),
-                    "input_schema": if t["parameters"].is_object() { t["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
-                })),
-                Some("custom") => {
-                    names.custom.extend(t["name"].as_str().map(str::to_string));
-                    Some(custom_tool(t))
-                }
-                _ => None,
-            })
-            .collect();
-        if !tools.is_empty() {
-            out.insert("tools".into(), tools.into());
-        }
-    }
+            _ => None,
+        })
+        .collect();
+    (!tools.is_empty()).then_some(tools)
+}
+
+/// `tool_choice` and `parallel_tool_calls` → Anthropic's `tool_choice`
+/// (sent only with tools).
+fn tool_choice(v: &Value) -> Option<Value> {
     let mut choice = match &v["tool_choice"] {
         Value::String(s) if s == "required" => Some(json!({"type": "any"})),
         Value::String(s) if s == "none" => Some(json!({"type": "none"})),
@@ -227,17 +276,22 @@ pub(in crate::translate) fn request(
         }
         _ => None,
     };
-    if v["parallel_tool_calls"] == false && out.contains_key("tools") {
+    if v["parallel_tool_calls"] == false {
         let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
         c["disable_parallel_tool_use"] = true.into();
     }
-    if let Some(c) = choice
-        && out.contains_key("tools")
-    {
-        out.insert("tool_choice".into(), c);
-    }
+    choice
+}
+
+/// `max_tokens`, and thinking or the sampling parameters (thinking takes
+/// none); whether the client set its own limit.
+fn limits_and_sampling(
+    v: &Value,
+    model: &str,
+    continuation_ok: bool,
+    out: &mut Map<String, Value>,
+) -> bool {
     let client_limit = v["max_output_tokens"].as_u64();
-    names.client_limit = client_limit.is_some();
     let (max_tokens, thinking) = limits(
         model,
         client_limit,
@@ -262,26 +316,7 @@ pub(in crate::translate) fn request(
         }
     }
     out.insert("max_tokens".into(), max_tokens.into());
-    if v["stream"] == true {
-        out.insert("stream".into(), true.into());
-    }
-    if let Some(user) = v["user"].as_str() {
-        out.insert("metadata".into(), json!({"user_id": user}));
-    }
-    // Codex keys its prompt for OpenAI's automatic cache; Anthropic caches
-    // only up to marked breakpoints, so without them Codex's long, stable
-    // prefix would be paid in full every turn.
-    if v["prompt_cache_key"].is_string() {
-        cache_breakpoints(&mut out);
-    }
-    // `codex exec --output-schema`.
-    if let Some(schema) = responses::output_schema(v) {
-        out.insert(
-            "output_config".into(),
-            json!({"format": anthropic::output_format(schema)}),
-        );
-    }
-    Ok((Value::Object(out), names))
+    client_limit.is_some()
 }
 
 /// Three cache breakpoints (of Anthropic's 4): the end of the system
