@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use self::shared::{compose, errors};
 use crate::openai::Accepts;
-use crate::{Api, Endpoint, UpstreamApi, chat, responses};
+use crate::{Api, Endpoint, UpstreamApi, anthropic, chat, responses};
 
 /// A translation: the client's API → the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl ToolNames {
         note(&v["tool_choice"]["name"]);
         for m in v["messages"].as_array().into_iter().flatten() {
             for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_use" {
+                if b["type"] == anthropic::block::TOOL_USE {
                     note(&b["name"]);
                 }
             }

@@ -20,7 +20,7 @@ use crate::{Usage, anthropic, chat, openai, sse};
 fn finish_reason(stop_reason: Option<&str>) -> &'static str {
     match stop_reason {
         Some("max_tokens" | "model_context_window_exceeded") => "length",
-        Some("tool_use") => "tool_calls",
+        Some(anthropic::block::TOOL_USE) => "tool_calls",
         Some("refusal") => "content_filter",
         _ => "stop",
     }
@@ -138,7 +138,7 @@ fn system_and_messages(items: &[Value]) -> (Vec<String>, Vec<Value>) {
                 push(
                     &mut messages,
                     "user",
-                    json!({"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content}),
+                    json!({"type": anthropic::block::TOOL_RESULT, "tool_use_id": m["tool_call_id"], "content": content}),
                 );
             }
             _ => {
@@ -170,7 +170,7 @@ fn assistant_turn(m: &Value, messages: &mut Vec<Value>) {
         push(
             messages,
             "assistant",
-            json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": input}),
+            json!({"type": anthropic::block::TOOL_USE, "id": call["id"], "name": f["name"], "input": input}),
         );
     }
 }
@@ -262,8 +262,10 @@ pub(in crate::translate) fn whole(v: &Value, model: &str) -> Option<Value> {
     for b in content {
         match b["type"].as_str() {
             Some("text") => text.push_str(b["text"].as_str().unwrap_or("")),
-            Some("thinking") => reasoning.push_str(b["thinking"].as_str().unwrap_or("")),
-            Some("tool_use") => calls.push(json!({
+            Some(anthropic::block::THINKING) => {
+                reasoning.push_str(b["thinking"].as_str().unwrap_or(""))
+            }
+            Some(anthropic::block::TOOL_USE) => calls.push(json!({
                 "id": b["id"], "type": "function",
                 "function": {"name": b["name"], "arguments": b["input"].to_string()},
             })),
@@ -355,7 +357,7 @@ impl Stream {
         };
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
-            "message_start" => {
+            anthropic::event::MESSAGE_START => {
                 let (id, usage) = anthropic::message_started(&v);
                 if let Some(id) = id {
                     self.id = format!("chatcmpl-{id}");
@@ -363,10 +365,10 @@ impl Stream {
                 self.usage = usage;
                 self.emit(json!({"role": "assistant", "content": ""}), None, out);
             }
-            "content_block_start" => {
+            anthropic::event::CONTENT_BLOCK_START => {
                 let block = &v["content_block"];
                 self.tool = None;
-                if block["type"] == "tool_use" {
+                if block["type"] == anthropic::block::TOOL_USE {
                     let index = self.tools_seen;
                     self.tools_seen = self.tools_seen.saturating_add(1);
                     self.tool = Some(index);
@@ -378,14 +380,14 @@ impl Stream {
                     );
                 }
             }
-            "content_block_delta" => {
+            anthropic::event::CONTENT_BLOCK_DELTA => {
                 let d = &v["delta"];
                 let delta = match (d["type"].as_str(), self.tool) {
-                    (Some("text_delta"), _) => d["text"].as_str().map(|t| json!({"content": t})),
-                    (Some("thinking_delta"), _) => d["thinking"]
+                    (Some(anthropic::delta::TEXT), _) => d["text"].as_str().map(|t| json!({"content": t})),
+                    (Some(anthropic::delta::THINKING), _) => d["thinking"]
                         .as_str()
                         .map(|t| json!({"reasoning_content": t})),
-                    (Some("input_json_delta"), Some(index)) => d["partial_json"].as_str().map(
+                    (Some(anthropic::delta::INPUT_JSON), Some(index)) => d["partial_json"].as_str().map(
                         |a| json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]}),
                     ),
                     _ => None,
@@ -394,14 +396,14 @@ impl Stream {
                     self.emit(delta, None, out);
                 }
             }
-            "content_block_stop" => self.tool = None,
-            "message_delta" => {
+            anthropic::event::CONTENT_BLOCK_STOP => self.tool = None,
+            anthropic::event::MESSAGE_DELTA => {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(r.to_string());
                 }
                 anthropic::update_usage(&mut self.usage, &v["usage"]);
             }
-            "message_stop" => self.finish(out),
+            anthropic::event::MESSAGE_STOP => self.finish(out),
             "error" => {
                 out.push(errors::chat_chunk(&v));
                 self.finished = true;

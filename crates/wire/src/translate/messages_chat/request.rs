@@ -47,7 +47,7 @@ fn message(m: &Value, names: &ToolNames, messages: &mut Vec<Value>) {
             Some("text") => parts.push(json!({"type": "text", "text": b["text"]})),
             // What a Chat server reasoned goes back to it; no other
             // thinking means anything to it.
-            Some("thinking") if b["signature"] == chat::REASONING_SIGNATURE => {
+            Some(anthropic::block::THINKING) if b["signature"] == chat::REASONING_SIGNATURE => {
                 if let Some(t) = b["thinking"].as_str() {
                     reasoning.push(t.to_string());
                 }
@@ -56,12 +56,12 @@ fn message(m: &Value, names: &ToolNames, messages: &mut Vec<Value>) {
                 Some(p) => parts.push(p),
                 None => tracing::debug!("image or document without an equivalent dropped"),
             },
-            Some("tool_use") => tool_calls.push(json!({
+            Some(anthropic::block::TOOL_USE) => tool_calls.push(json!({
                 "id": b["id"],
                 "type": "function",
                 "function": {"name": names.short(&b["name"]), "arguments": b["input"].to_string()},
             })),
-            Some("tool_result") => {
+            Some(anthropic::block::TOOL_RESULT) => {
                 tool_messages.push(json!({
                     "role": "tool",
                     "tool_call_id": b["tool_use_id"],

@@ -56,7 +56,7 @@ fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
                 Some(p) => parts.push(p),
                 None => tracing::debug!("image or document without an equivalent dropped"),
             },
-            Some("tool_use") => {
+            Some(anthropic::block::TOOL_USE) => {
                 flush(&mut parts, input);
                 input.push(json!({
                     "type": "function_call",
@@ -68,13 +68,13 @@ fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
             // The search the model made (its results and the text's
             // citations carry Anthropic's encryption, which OpenAI
             // cannot read: they stay behind).
-            Some("server_tool_use") => {
+            Some(anthropic::block::SERVER_TOOL_USE) => {
                 if let Some(call) = search::call_of_block(&b) {
                     flush(&mut parts, input);
                     input.push(call);
                 }
             }
-            Some("tool_result") => {
+            Some(anthropic::block::TOOL_RESULT) => {
                 flush(&mut parts, input);
                 let text = tool_result_text(&b);
                 let media = tool_result_media(&b, OpenAiApi::Responses);
@@ -95,7 +95,7 @@ fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
             // (before the calls it led to); other thinking carries
             // signatures no other API can check; the rest has no
             // equivalent.
-            Some("thinking") if role == "assistant" => {
+            Some(anthropic::block::THINKING) if role == "assistant" => {
                 if let Some(item) = reasoning_item(&b) {
                     flush(&mut parts, input);
                     input.push(item);

@@ -59,7 +59,7 @@ fn tool_result(item: &Value) -> Value {
         Value::String(s) => json!(s),
         other => Value::Array(content_blocks(other)),
     };
-    json!({"type": "tool_result", "tool_use_id": item["call_id"], "content": content})
+    json!({"type": anthropic::block::TOOL_RESULT, "tool_use_id": item["call_id"], "content": content})
 }
 
 /// A reasoning effort and the client's limit → (`max_tokens`, thinking
@@ -207,13 +207,13 @@ fn input_item(item: &Value, system: &mut Vec<String>, messages: &mut Vec<Value>)
             push(
                 messages,
                 "assistant",
-                json!({"type": "tool_use", "id": item["call_id"], "name": item["name"], "input": input}),
+                json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": item["name"], "input": input}),
             );
         }
         "custom_tool_call" => push(
             messages,
             "assistant",
-            json!({"type": "tool_use", "id": item["call_id"], "name": item["name"],
+            json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": item["name"],
                 "input": {CUSTOM_INPUT: item["input"].as_str().unwrap_or_default()}}),
         ),
         "function_call_output" | "custom_tool_call_output" => {

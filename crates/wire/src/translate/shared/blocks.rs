@@ -329,7 +329,7 @@ pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]
         m["role"] == "user"
             && m["content"]
                 .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+                .is_some_and(|c| c.iter().any(|b| b["type"] == anthropic::block::TOOL_RESULT))
     });
     let Some(last) = messages.iter().rev().find(|m| m["role"] == "assistant") else {
         return true;
@@ -341,7 +341,9 @@ pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let calls = blocks.iter().any(|b| b["type"] == "tool_use");
+    let calls = blocks
+        .iter()
+        .any(|b| b["type"] == anthropic::block::TOOL_USE);
     !calls || blocks.first().is_some_and(anthropic::is_thinking)
 }
 

@@ -135,9 +135,9 @@ pub(in crate::translate) fn blocks_of_call(item: &Value) -> [Value; 2] {
         Value::Array(results)
     };
     [
-        json!({"type": "server_tool_use", "id": id, "name": anthropic::WEB_SEARCH_NAME,
+        json!({"type": anthropic::block::SERVER_TOOL_USE, "id": id, "name": anthropic::WEB_SEARCH_NAME,
             "input": {"query": query_of(action)}}),
-        json!({"type": "web_search_tool_result", "tool_use_id": id, "content": content}),
+        json!({"type": anthropic::block::WEB_SEARCH_TOOL_RESULT, "tool_use_id": id, "content": content}),
     ]
 }
 
