@@ -435,3 +435,35 @@ pub fn mark_cache_breakpoint(block: &mut Value) {
         b.insert("cache_control".into(), json!({"type": "ephemeral"}));
     }
 }
+
+/// The type names of a Messages stream's events (also their SSE `event:`
+/// names).
+pub mod event {
+    pub const MESSAGE_START: &str = "message_start";
+    pub const MESSAGE_DELTA: &str = "message_delta";
+    pub const MESSAGE_STOP: &str = "message_stop";
+    pub const CONTENT_BLOCK_START: &str = "content_block_start";
+    pub const CONTENT_BLOCK_DELTA: &str = "content_block_delta";
+    pub const CONTENT_BLOCK_STOP: &str = "content_block_stop";
+    pub const PING: &str = "ping";
+}
+
+/// The type names of a `content_block_delta`'s delta.
+pub mod delta {
+    pub const TEXT: &str = "text_delta";
+    pub const INPUT_JSON: &str = "input_json_delta";
+    pub const THINKING: &str = "thinking_delta";
+    pub const SIGNATURE: &str = "signature_delta";
+    pub const CITATIONS: &str = "citations_delta";
+}
+
+/// The content block types only Messages has (the text, image and
+/// document types share their names with OpenAI parts, and stay literal).
+pub mod block {
+    pub const TOOL_USE: &str = "tool_use";
+    pub const TOOL_RESULT: &str = "tool_result";
+    pub const SERVER_TOOL_USE: &str = "server_tool_use";
+    pub const WEB_SEARCH_TOOL_RESULT: &str = "web_search_tool_result";
+    pub const REDACTED_THINKING: &str = "redacted_thinking";
+    pub const THINKING: &str = "thinking";
+}

@@ -143,3 +143,11 @@ pub fn output_schema(v: &Value) -> Option<&Value> {
     (f["type"] == "json_schema" && f["json_schema"]["schema"].is_object())
         .then_some(&f["json_schema"]["schema"])
 }
+
+/// The client's output limit: `max_completion_tokens`, or the older
+/// `max_tokens`.
+pub fn max_tokens(v: &Value) -> Option<u64> {
+    v["max_completion_tokens"]
+        .as_u64()
+        .or(v["max_tokens"].as_u64())
+}

@@ -220,3 +220,32 @@ pub fn output_schema(v: &Value) -> Option<&Value> {
 pub fn text_format(schema: &Value) -> Value {
     json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
 }
+
+/// The type names of a Responses stream's events (also their SSE `event:`
+/// names).
+pub mod event {
+    pub const COMPLETED: &str = "response.completed";
+    pub const CONTENT_PART_ADDED: &str = "response.content_part.added";
+    pub const CONTENT_PART_DONE: &str = "response.content_part.done";
+    pub const CREATED: &str = "response.created";
+    pub const CUSTOM_TOOL_CALL_INPUT_DELTA: &str = "response.custom_tool_call_input.delta";
+    pub const CUSTOM_TOOL_CALL_INPUT_DONE: &str = "response.custom_tool_call_input.done";
+    pub const FAILED: &str = "response.failed";
+    pub const FUNCTION_CALL_ARGUMENTS_DELTA: &str = "response.function_call_arguments.delta";
+    pub const FUNCTION_CALL_ARGUMENTS_DONE: &str = "response.function_call_arguments.done";
+    pub const IN_PROGRESS: &str = "response.in_progress";
+    pub const INCOMPLETE: &str = "response.incomplete";
+    pub const OUTPUT_ITEM_ADDED: &str = "response.output_item.added";
+    pub const OUTPUT_ITEM_DONE: &str = "response.output_item.done";
+    pub const OUTPUT_TEXT_ANNOTATION_ADDED: &str = "response.output_text.annotation.added";
+    pub const OUTPUT_TEXT_DELTA: &str = "response.output_text.delta";
+    pub const OUTPUT_TEXT_DONE: &str = "response.output_text.done";
+    pub const REASONING_SUMMARY_PART_ADDED: &str = "response.reasoning_summary_part.added";
+    pub const REASONING_SUMMARY_PART_DONE: &str = "response.reasoning_summary_part.done";
+    pub const REASONING_SUMMARY_TEXT_DELTA: &str = "response.reasoning_summary_text.delta";
+    pub const REASONING_SUMMARY_TEXT_DONE: &str = "response.reasoning_summary_text.done";
+    pub const REFUSAL_DELTA: &str = "response.refusal.delta";
+    pub const WEB_SEARCH_CALL_COMPLETED: &str = "response.web_search_call.completed";
+    pub const WEB_SEARCH_CALL_IN_PROGRESS: &str = "response.web_search_call.in_progress";
+    pub const WEB_SEARCH_CALL_SEARCHING: &str = "response.web_search_call.searching";
+}

@@ -3,7 +3,7 @@
 //! Chat Completions upstream, Codex (OpenAI Responses) on an Anthropic or
 //! Chat Completions upstream, and Chat Completions clients on an
 //! Anthropic or Responses upstream. The two pairs between the OpenAI APIs
-//! go through Messages (`compose`).
+//! go through Messages (`shared::compose`).
 //!
 //! Pure: a request body in, a request body out; an upstream event in, the
 //! client's events out; an upstream error in, the client's error out. No
@@ -15,23 +15,21 @@
 //! Fields with no equivalent are dropped, never passed through as unknown
 //! fields the upstream would reject; docs/llm-gateway.md lists them.
 
-mod chat_client;
-mod chat_in;
-mod compose;
-mod errors;
-mod messages_out;
+mod chat_messages;
+mod messages_chat;
+mod messages_responses;
 pub mod native;
-mod responses_client;
-mod responses_in;
-mod search;
+mod responses_messages;
+mod shared;
 pub mod tokens;
 
 use bytes::Bytes;
 use http::StatusCode;
 use serde_json::Value;
 
+use self::shared::{compose, errors};
 use crate::openai::Accepts;
-use crate::{Api, Endpoint, UpstreamApi, chat, responses};
+use crate::{Api, Endpoint, UpstreamApi, anthropic, chat, responses};
 
 /// A translation: the client's API → the upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +107,7 @@ impl ToolNames {
         note(&v["tool_choice"]["name"]);
         for m in v["messages"].as_array().into_iter().flatten() {
             for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_use" {
+                if b["type"] == anthropic::block::TOOL_USE {
                     note(&b["name"]);
                 }
             }
@@ -234,14 +232,14 @@ impl Pair {
         let (out, names) = match self {
             Pair::MessagesToResponses => {
                 let names = ToolNames::of_messages_request(&v);
-                (messages_out::to_responses(&v, model, &names)?, names)
+                (messages_responses::request(&v, model, &names)?, names)
             }
             Pair::MessagesToChat => {
                 let names = ToolNames::of_messages_request(&v);
-                (messages_out::to_chat(&v, model, &names)?, names)
+                (messages_chat::request(&v, model, &names)?, names)
             }
-            Pair::ResponsesToMessages => responses_client::to_messages(&v, model)?,
-            Pair::ChatToMessages => (chat_client::to_messages(&v, model)?, ToolNames::default()),
+            Pair::ResponsesToMessages => responses_messages::request(&v, model)?,
+            Pair::ChatToMessages => (chat_messages::request(&v, model)?, ToolNames::default()),
             Pair::ChatToResponses => compose::chat_to_responses(&v, model)?,
             Pair::ResponsesToChat => compose::responses_to_chat(&v, model)?,
         };
@@ -266,15 +264,16 @@ impl Pair {
     pub fn response(self, body: &[u8], client_model: &str, names: &ToolNames) -> Option<Bytes> {
         let v: Value = serde_json::from_slice(body).ok()?;
         let out = match self {
-            Pair::MessagesToResponses => responses_in::whole(&v, client_model, names)?,
-            Pair::MessagesToChat => chat_in::whole(&v, client_model, names)?,
-            Pair::ResponsesToMessages => responses_client::whole(&v, client_model, names)?,
-            Pair::ChatToMessages => chat_client::whole(&v, client_model)?,
-            Pair::ChatToResponses => {
-                chat_client::whole(&responses_in::whole(&v, client_model, names)?, client_model)?
-            }
-            Pair::ResponsesToChat => responses_client::whole(
-                &chat_in::whole(&v, client_model, names)?,
+            Pair::MessagesToResponses => messages_responses::whole(&v, client_model, names)?,
+            Pair::MessagesToChat => messages_chat::whole(&v, client_model, names)?,
+            Pair::ResponsesToMessages => responses_messages::whole(&v, client_model, names)?,
+            Pair::ChatToMessages => chat_messages::whole(&v, client_model)?,
+            Pair::ChatToResponses => chat_messages::whole(
+                &messages_responses::whole(&v, client_model, names)?,
+                client_model,
+            )?,
+            Pair::ResponsesToChat => responses_messages::whole(
+                &messages_chat::whole(&v, client_model, names)?,
                 client_model,
                 names,
             )?,
@@ -297,20 +296,22 @@ impl Pair {
     pub fn stream(self, client_model: &str, names: ToolNames) -> Stream {
         match self {
             Pair::MessagesToResponses => {
-                Stream::FromResponses(responses_in::Stream::new(client_model, names))
+                Stream::FromResponses(messages_responses::Stream::new(client_model, names))
             }
-            Pair::MessagesToChat => Stream::FromChat(chat_in::Stream::new(client_model, names)),
+            Pair::MessagesToChat => {
+                Stream::FromChat(messages_chat::Stream::new(client_model, names))
+            }
             Pair::ResponsesToMessages => {
-                Stream::ToResponses(responses_client::Stream::new(client_model, names))
+                Stream::ToResponses(responses_messages::Stream::new(client_model, names))
             }
-            Pair::ChatToMessages => Stream::ToChat(chat_client::Stream::new(client_model)),
+            Pair::ChatToMessages => Stream::ToChat(chat_messages::Stream::new(client_model)),
             Pair::ChatToResponses => Stream::ToChatFromResponses(
-                Box::new(responses_in::Stream::new(client_model, names)),
-                chat_client::Stream::new(client_model),
+                Box::new(messages_responses::Stream::new(client_model, names)),
+                chat_messages::Stream::new(client_model),
             ),
             Pair::ResponsesToChat => Stream::ToResponsesFromChat(
-                chat_in::Stream::new(client_model, names.clone()),
-                Box::new(responses_client::Stream::new(client_model, names)),
+                messages_chat::Stream::new(client_model, names.clone()),
+                Box::new(responses_messages::Stream::new(client_model, names)),
             ),
         }
     }
@@ -322,14 +323,14 @@ pub const FAIL_EVENT: &str = "weir.test.translator_failure";
 
 /// One streamed answer being translated, event by event.
 pub enum Stream {
-    FromResponses(responses_in::Stream),
-    FromChat(chat_in::Stream),
-    ToResponses(responses_client::Stream),
-    ToChat(chat_client::Stream),
+    FromResponses(messages_responses::Stream),
+    FromChat(messages_chat::Stream),
+    ToResponses(responses_messages::Stream),
+    ToChat(chat_messages::Stream),
     /// A Responses upstream's events, through Messages, to a Chat client.
-    ToChatFromResponses(Box<responses_in::Stream>, chat_client::Stream),
+    ToChatFromResponses(Box<messages_responses::Stream>, chat_messages::Stream),
     /// A Chat upstream's chunks, through Messages, to a Responses client.
-    ToResponsesFromChat(chat_in::Stream, Box<responses_client::Stream>),
+    ToResponsesFromChat(messages_chat::Stream, Box<responses_messages::Stream>),
 }
 
 impl Stream {
@@ -365,20 +366,6 @@ impl Stream {
         if let Stream::ToChat(s) | Stream::ToChatFromResponses(_, s) = self {
             s.include_usage(on);
         }
-    }
-}
-
-/// The text of a string-or-blocks field (Anthropic `system`, tool result
-/// `content`, Responses message `content`): text parts joined.
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 

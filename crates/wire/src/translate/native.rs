@@ -70,7 +70,7 @@ fn messages(fields: &mut Map<String, Value>) -> bool {
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        if !super::responses_client::starts_with_thinking_where_needed(messages) {
+        if !super::shared::blocks::starts_with_thinking_where_needed(messages) {
             anthropic::thinking_off(fields);
         }
     }

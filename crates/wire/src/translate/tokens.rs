@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use crate::anthropic;
+
 /// Tokens a chat template adds per message (role markers).
 const PER_MESSAGE: u64 = 4;
 /// An image: Anthropic's figure for one of about 750 × 750 px.
@@ -80,12 +82,12 @@ impl Read {
                 for b in blocks {
                     match b["type"].as_str() {
                         Some("text") => self.content(&b["text"]),
-                        Some("thinking") => self.content(&b["thinking"]),
-                        Some("tool_use") => {
+                        Some(anthropic::block::THINKING) => self.content(&b["thinking"]),
+                        Some(anthropic::block::TOOL_USE) => {
                             self.text.push_str(b["name"].as_str().unwrap_or(""));
                             self.text(&b["input"].to_string());
                         }
-                        Some("tool_result") => self.content(&b["content"]),
+                        Some(anthropic::block::TOOL_RESULT) => self.content(&b["content"]),
                         Some("image") => self.fixed = self.fixed.saturating_add(PER_IMAGE),
                         Some("document") => self.fixed = self.fixed.saturating_add(PER_DOCUMENT),
                         _ => {}

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::{anthropic, openai, responses, sse};
 
 /// An OpenAI (or OpenAI-compatible) error body as Anthropic's envelope.
-pub(super) fn to_anthropic(status: StatusCode, body: &[u8]) -> Bytes {
+pub(in crate::translate) fn to_anthropic(status: StatusCode, body: &[u8]) -> Bytes {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let (code, message) = openai::read_error(&v);
     let message = message.map(str::to_string).unwrap_or_else(|| {
@@ -30,7 +30,7 @@ pub(super) fn to_anthropic(status: StatusCode, body: &[u8]) -> Bytes {
 /// An OpenAI error (a body's, or one inside a stream with the status its
 /// code stands for) as Anthropic's `error.type` and message. A context
 /// overflow becomes the words Claude Code compacts its context on.
-pub(super) fn as_anthropic(
+pub(in crate::translate) fn as_anthropic(
     status: StatusCode,
     code: Option<&str>,
     message: &str,
@@ -47,13 +47,13 @@ pub(super) fn as_anthropic(
 }
 
 /// An OpenAI error inside a stream as Anthropic's stream `error` event.
-pub(super) fn anthropic_event(code: Option<&str>, message: &str) -> Bytes {
+pub(in crate::translate) fn anthropic_event(code: Option<&str>, message: &str) -> Bytes {
     let (kind, message) = as_anthropic(openai::status_of(code), code, message);
     anthropic::error_event(kind, &message)
 }
 
 /// An Anthropic error body as OpenAI's envelope.
-pub(super) fn to_openai(status: StatusCode, body: &[u8]) -> Bytes {
+pub(in crate::translate) fn to_openai(status: StatusCode, body: &[u8]) -> Bytes {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let message = anthropic::read_error(&v)
         .1
@@ -70,7 +70,7 @@ pub(super) fn to_openai(status: StatusCode, body: &[u8]) -> Bytes {
 
 /// An Anthropic stream `error` event as the `code` and message of
 /// Codex's `response.failed`.
-pub(super) fn responses_failure(event: &Value) -> (&'static str, String) {
+pub(in crate::translate) fn responses_failure(event: &Value) -> (&'static str, String) {
     let (kind, message) = anthropic::read_error(event);
     let message = message.unwrap_or("the upstream reported an error");
     let code = if anthropic::is_overflow(message) {
@@ -83,7 +83,7 @@ pub(super) fn responses_failure(event: &Value) -> (&'static str, String) {
 
 /// An Anthropic stream `error` event as a Chat Completions error chunk,
 /// with the code the status of its type stands for.
-pub(super) fn chat_chunk(event: &Value) -> Bytes {
+pub(in crate::translate) fn chat_chunk(event: &Value) -> Bytes {
     let (kind, message) = anthropic::read_error(event);
     let message = message.unwrap_or("the upstream reported an error");
     let (kind, code) = openai::error_type(anthropic::status_of(kind.unwrap_or_default()));
@@ -97,7 +97,7 @@ pub(super) fn chat_chunk(event: &Value) -> Bytes {
 
 /// An OpenAI-compatible error body (OpenAI's envelope, or vLLM's fields
 /// at the top level) in OpenAI's own envelope, its code kept.
-pub(super) fn openai_envelope(status: StatusCode, body: &[u8]) -> Bytes {
+pub(in crate::translate) fn openai_envelope(status: StatusCode, body: &[u8]) -> Bytes {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let (code, message) = openai::read_error(&v);
     let message = message

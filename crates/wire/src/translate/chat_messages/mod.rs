@@ -4,20 +4,23 @@
 //! as `chat.completion.chunk`s ended by `data: [DONE]`.
 //!
 //! This is also the Chat client's half of Chat → Responses, which goes
-//! through Messages (see `compose`).
+//! through Messages (see `shared::compose`).
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::responses_client::{DEFAULT_MAX_TOKENS, budget, document_block, image_block, push};
-use super::{TranslateError, errors, text_of};
+use crate::translate::TranslateError;
+use crate::translate::shared::blocks::{
+    DEFAULT_MAX_TOKENS, budget, document_block, image_block, push, text_of,
+};
+use crate::translate::shared::errors;
 use crate::{Usage, anthropic, chat, openai, sse};
 
 /// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
 fn finish_reason(stop_reason: Option<&str>) -> &'static str {
     match stop_reason {
         Some("max_tokens" | "model_context_window_exceeded") => "length",
-        Some("tool_use") => "tool_calls",
+        Some(anthropic::block::TOOL_USE) => "tool_calls",
         Some("refusal") => "content_filter",
         _ => "stop",
     }
@@ -56,16 +59,8 @@ fn blocks(content: &Value) -> Vec<Value> {
     }
 }
 
-/// The client's output limit: `max_completion_tokens`, or the older
-/// `max_tokens`.
-pub(super) fn max_tokens(v: &Value) -> Option<u64> {
-    v["max_completion_tokens"]
-        .as_u64()
-        .or(v["max_tokens"].as_u64())
-}
-
 /// Chat Completions → Messages.
-pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateError> {
+pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, TranslateError> {
     if v["n"].as_u64().is_some_and(|n| n > 1) {
         return Err(TranslateError::Invalid(
             "`n` above 1 cannot be translated: the upstream answers one choice".into(),
@@ -73,11 +68,57 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
     }
     let mut out = Map::new();
     out.insert("model".into(), model.into());
-    let mut system = Vec::new();
-    let mut messages: Vec<Value> = Vec::new();
     let Some(items) = v["messages"].as_array() else {
         return Err(TranslateError::Invalid("`messages` must be a list".into()));
     };
+    let (system, messages) = system_and_messages(items);
+    if !system.is_empty() {
+        out.insert("system".into(), system.join("\n\n").into());
+    }
+    out.insert("messages".into(), messages.into());
+    let tools = tools(v);
+    let has_tools = !tools.is_empty();
+    if has_tools {
+        out.insert("tools".into(), tools.into());
+        if let Some(c) = tool_choice(v) {
+            out.insert("tool_choice".into(), c);
+        }
+    }
+    limits_and_sampling(v, items, &mut out);
+    let stop: Vec<Value> = match &v["stop"] {
+        Value::String(s) => vec![s.as_str().into()],
+        Value::Array(a) => a.iter().filter(|s| s.is_string()).cloned().collect(),
+        _ => Vec::new(),
+    };
+    if !stop.is_empty() {
+        out.insert("stop_sequences".into(), stop.into());
+    }
+    if v["stream"] == true {
+        out.insert("stream".into(), true.into());
+    }
+    if let Some(user) = v["user"].as_str().or(v["safety_identifier"].as_str()) {
+        out.insert("metadata".into(), json!({"user_id": user}));
+    }
+    if let Some(schema) = chat::output_schema(v) {
+        out.insert(
+            "output_config".into(),
+            json!({"format": anthropic::output_format(schema)}),
+        );
+    } else if v
+        .get("response_format")
+        .is_some_and(|f| f["type"] != "text")
+    {
+        // JSON mode (`json_object`) has no schema to give Anthropic.
+        tracing::debug!("response_format dropped: the Messages API has no equivalent");
+    }
+    Ok(Value::Object(out))
+}
+
+/// The system prompt's parts and the alternating Messages turns of a
+/// Chat request's messages.
+fn system_and_messages(items: &[Value]) -> (Vec<String>, Vec<Value>) {
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
     for m in items {
         match m["role"].as_str() {
             // Anthropic has one system prompt: every system or developer
@@ -88,32 +129,7 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
                     system.push(text);
                 }
             }
-            Some("assistant") => {
-                let text = match &m["content"] {
-                    Value::Array(parts) => parts
-                        .iter()
-                        .filter_map(|p| p["text"].as_str().or(p["refusal"].as_str()))
-                        .collect::<Vec<_>>()
-                        .join(""),
-                    other => other.as_str().unwrap_or("").to_string(),
-                };
-                if !text.is_empty() {
-                    push(
-                        &mut messages,
-                        "assistant",
-                        json!({"type": "text", "text": text}),
-                    );
-                }
-                for call in m["tool_calls"].as_array().into_iter().flatten() {
-                    let f = &call["function"];
-                    let input = openai::arguments_object(&f["arguments"]);
-                    push(
-                        &mut messages,
-                        "assistant",
-                        json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": input}),
-                    );
-                }
-            }
+            Some("assistant") => assistant_turn(m, &mut messages),
             Some("tool") => {
                 let content = match &m["content"] {
                     Value::String(s) => json!(s),
@@ -122,7 +138,7 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
                 push(
                     &mut messages,
                     "user",
-                    json!({"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content}),
+                    json!({"type": anthropic::block::TOOL_RESULT, "tool_use_id": m["tool_call_id"], "content": content}),
                 );
             }
             _ => {
@@ -132,11 +148,36 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
             }
         }
     }
-    if !system.is_empty() {
-        out.insert("system".into(), system.join("\n\n").into());
+    (system, messages)
+}
+
+/// An assistant message: its text (or refusal), then its tool calls.
+fn assistant_turn(m: &Value, messages: &mut Vec<Value>) {
+    let text = match &m["content"] {
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or(p["refusal"].as_str()))
+            .collect::<Vec<_>>()
+            .join(""),
+        other => other.as_str().unwrap_or("").to_string(),
+    };
+    if !text.is_empty() {
+        push(messages, "assistant", json!({"type": "text", "text": text}));
     }
-    out.insert("messages".into(), messages.into());
-    let tools: Vec<Value> = v["tools"]
+    for call in m["tool_calls"].as_array().into_iter().flatten() {
+        let f = &call["function"];
+        let input = openai::arguments_object(&f["arguments"]);
+        push(
+            messages,
+            "assistant",
+            json!({"type": anthropic::block::TOOL_USE, "id": call["id"], "name": f["name"], "input": input}),
+        );
+    }
+}
+
+/// The request's function tools as Anthropic's.
+fn tools(v: &Value) -> Vec<Value> {
+    v["tools"]
         .as_array()
         .into_iter()
         .flatten()
@@ -149,11 +190,12 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
                 "input_schema": if f["parameters"].is_object() { f["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
             })
         })
-        .collect();
-    let has_tools = !tools.is_empty();
-    if has_tools {
-        out.insert("tools".into(), tools.into());
-    }
+        .collect()
+}
+
+/// `tool_choice` and `parallel_tool_calls` → Anthropic's `tool_choice`
+/// (sent only with tools).
+fn tool_choice(v: &Value) -> Option<Value> {
     let mut choice = match &v["tool_choice"] {
         Value::String(s) if s == "required" => Some(json!({"type": "any"})),
         Value::String(s) if s == "none" => Some(json!({"type": "none"})),
@@ -163,14 +205,17 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
         }
         _ => None,
     };
-    if v["parallel_tool_calls"] == false && has_tools {
+    if v["parallel_tool_calls"] == false {
         let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
         c["disable_parallel_tool_use"] = true.into();
     }
-    if let Some(c) = choice.filter(|_| has_tools) {
-        out.insert("tool_choice".into(), c);
-    }
-    let mut max = max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
+    choice
+}
+
+/// `max_tokens`, and thinking (from `reasoning_effort`) or the sampling
+/// parameters (thinking takes none).
+fn limits_and_sampling(v: &Value, items: &[Value], out: &mut Map<String, Value>) {
+    let mut max = chat::max_tokens(v).unwrap_or(DEFAULT_MAX_TOKENS);
     // With thinking on, Anthropic wants a tool-use continuation's last
     // assistant turn to open with its signed thinking block, which a Chat
     // client never has to send back: such a turn goes without thinking.
@@ -206,37 +251,10 @@ pub(super) fn to_messages(v: &Value, model: &str) -> Result<Value, TranslateErro
         }
     }
     out.insert("max_tokens".into(), max.into());
-    let stop: Vec<Value> = match &v["stop"] {
-        Value::String(s) => vec![s.as_str().into()],
-        Value::Array(a) => a.iter().filter(|s| s.is_string()).cloned().collect(),
-        _ => Vec::new(),
-    };
-    if !stop.is_empty() {
-        out.insert("stop_sequences".into(), stop.into());
-    }
-    if v["stream"] == true {
-        out.insert("stream".into(), true.into());
-    }
-    if let Some(user) = v["user"].as_str().or(v["safety_identifier"].as_str()) {
-        out.insert("metadata".into(), json!({"user_id": user}));
-    }
-    if let Some(schema) = chat::output_schema(v) {
-        out.insert(
-            "output_config".into(),
-            json!({"format": anthropic::output_format(schema)}),
-        );
-    } else if v
-        .get("response_format")
-        .is_some_and(|f| f["type"] != "text")
-    {
-        // JSON mode (`json_object`) has no schema to give Anthropic.
-        tracing::debug!("response_format dropped: the Messages API has no equivalent");
-    }
-    Ok(Value::Object(out))
 }
 
 /// A whole Messages object → a chat completion.
-pub(super) fn whole(v: &Value, model: &str) -> Option<Value> {
+pub(in crate::translate) fn whole(v: &Value, model: &str) -> Option<Value> {
     let content = v["content"].as_array()?;
     let mut text = String::new();
     let mut reasoning = String::new();
@@ -244,8 +262,10 @@ pub(super) fn whole(v: &Value, model: &str) -> Option<Value> {
     for b in content {
         match b["type"].as_str() {
             Some("text") => text.push_str(b["text"].as_str().unwrap_or("")),
-            Some("thinking") => reasoning.push_str(b["thinking"].as_str().unwrap_or("")),
-            Some("tool_use") => calls.push(json!({
+            Some(anthropic::block::THINKING) => {
+                reasoning.push_str(b["thinking"].as_str().unwrap_or(""))
+            }
+            Some(anthropic::block::TOOL_USE) => calls.push(json!({
                 "id": b["id"], "type": "function",
                 "function": {"name": b["name"], "arguments": b["input"].to_string()},
             })),
@@ -337,7 +357,7 @@ impl Stream {
         };
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
-            "message_start" => {
+            anthropic::event::MESSAGE_START => {
                 let (id, usage) = anthropic::message_started(&v);
                 if let Some(id) = id {
                     self.id = format!("chatcmpl-{id}");
@@ -345,10 +365,10 @@ impl Stream {
                 self.usage = usage;
                 self.emit(json!({"role": "assistant", "content": ""}), None, out);
             }
-            "content_block_start" => {
+            anthropic::event::CONTENT_BLOCK_START => {
                 let block = &v["content_block"];
                 self.tool = None;
-                if block["type"] == "tool_use" {
+                if block["type"] == anthropic::block::TOOL_USE {
                     let index = self.tools_seen;
                     self.tools_seen = self.tools_seen.saturating_add(1);
                     self.tool = Some(index);
@@ -360,14 +380,14 @@ impl Stream {
                     );
                 }
             }
-            "content_block_delta" => {
+            anthropic::event::CONTENT_BLOCK_DELTA => {
                 let d = &v["delta"];
                 let delta = match (d["type"].as_str(), self.tool) {
-                    (Some("text_delta"), _) => d["text"].as_str().map(|t| json!({"content": t})),
-                    (Some("thinking_delta"), _) => d["thinking"]
+                    (Some(anthropic::delta::TEXT), _) => d["text"].as_str().map(|t| json!({"content": t})),
+                    (Some(anthropic::delta::THINKING), _) => d["thinking"]
                         .as_str()
                         .map(|t| json!({"reasoning_content": t})),
-                    (Some("input_json_delta"), Some(index)) => d["partial_json"].as_str().map(
+                    (Some(anthropic::delta::INPUT_JSON), Some(index)) => d["partial_json"].as_str().map(
                         |a| json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]}),
                     ),
                     _ => None,
@@ -376,14 +396,14 @@ impl Stream {
                     self.emit(delta, None, out);
                 }
             }
-            "content_block_stop" => self.tool = None,
-            "message_delta" => {
+            anthropic::event::CONTENT_BLOCK_STOP => self.tool = None,
+            anthropic::event::MESSAGE_DELTA => {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(r.to_string());
                 }
                 anthropic::update_usage(&mut self.usage, &v["usage"]);
             }
-            "message_stop" => self.finish(out),
+            anthropic::event::MESSAGE_STOP => self.finish(out),
             "error" => {
                 out.push(errors::chat_chunk(&v));
                 self.finished = true;

@@ -37,7 +37,7 @@ fn a_chat_request_becomes_a_messages_request() {
         "seed": 7,
         "logprobs": true,
     });
-    let out = to_messages(&req, "claude-sonnet-4").expect("translated");
+    let out = request(&req, "claude-sonnet-4").expect("translated");
     assert_eq!(
         out,
         json!({
@@ -75,7 +75,7 @@ fn a_chat_request_becomes_a_messages_request() {
 #[test]
 fn reasoning_effort_is_thinking_and_defaults_fill_in() {
     let req = json!({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "high", "temperature": 0.2, "tool_choice": "required"});
-    let out = to_messages(&req, "claude").expect("translated");
+    let out = request(&req, "claude").expect("translated");
     assert_eq!(
         out["thinking"],
         json!({"type": "enabled", "budget_tokens": 24576})
@@ -85,7 +85,7 @@ fn reasoning_effort_is_thinking_and_defaults_fill_in() {
     assert!(out.get("tool_choice").is_none(), "no tools, no choice");
     let mut forced = req.clone();
     forced["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
-    let out = to_messages(&forced, "claude").expect("translated");
+    let out = request(&forced, "claude").expect("translated");
     assert_eq!(out["tool_choice"], json!({"type": "any"}));
     assert!(
         out.get("thinking").is_none(),
@@ -97,16 +97,16 @@ fn reasoning_effort_is_thinking_and_defaults_fill_in() {
         {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c", "content": "done"},
     ]);
-    let out = to_messages(&req, "claude").expect("translated");
+    let out = request(&req, "claude").expect("translated");
     assert!(
         out.get("thinking").is_none(),
         "a tool-use continuation has no signed thinking to send back: {out}"
     );
     assert_eq!(out["temperature"], 0.2);
-    let out = to_messages(&json!({"messages": []}), "claude").expect("translated");
+    let out = request(&json!({"messages": []}), "claude").expect("translated");
     assert_eq!(out["max_tokens"], DEFAULT_MAX_TOKENS);
-    assert!(to_messages(&json!({"messages": [], "n": 2}), "c").is_err());
-    assert!(to_messages(&json!({"messages": "hi"}), "c").is_err());
+    assert!(request(&json!({"messages": [], "n": 2}), "c").is_err());
+    assert!(request(&json!({"messages": "hi"}), "c").is_err());
 }
 
 #[test]
@@ -262,7 +262,7 @@ fn an_anthropic_stream_becomes_chunks() {
 fn a_json_schema_response_format_becomes_output_config_format() {
     let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false});
     let req = json!({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": true}}});
-    let out = to_messages(&req, "claude-sonnet-4-5").unwrap();
+    let out = request(&req, "claude-sonnet-4-5").unwrap();
     assert_eq!(
         out["output_config"],
         json!({"format": {"type": "json_schema", "schema": schema}})

@@ -222,7 +222,7 @@ fn failures_become_anthropic_error_events() {
         json!({"type": "error", "code": "context_length_exceeded", "message": message}),
     )]);
     let streamed = out[0].1["error"]["message"].clone();
-    let body = super::super::errors::to_anthropic(
+    let body = crate::translate::shared::errors::to_anthropic(
         http::StatusCode::BAD_REQUEST,
         json!({"error": {"code": "context_length_exceeded", "message": message}})
             .to_string()

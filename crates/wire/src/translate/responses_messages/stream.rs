@@ -4,7 +4,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::{ToolNames, errors, search};
+use crate::translate::ToolNames;
+use crate::translate::shared::{errors, search};
 use crate::{Usage, anthropic, responses, sse};
 
 /// An output item being built from one Anthropic content block.
@@ -84,9 +85,11 @@ impl Item {
                 });
                 if status == "completed" {
                     let block = match redacted {
-                        Some(data) => json!({"type": "redacted_thinking", "data": data}),
+                        Some(data) => {
+                            json!({"type": anthropic::block::REDACTED_THINKING, "data": data})
+                        }
                         None => {
-                            json!({"type": "thinking", "thinking": self.text, "signature": signature})
+                            json!({"type": anthropic::block::THINKING, "thinking": self.text, "signature": signature})
                         }
                     };
                     item["encrypted_content"] = responses::block_content(&block).into();
@@ -168,22 +171,22 @@ impl Stream {
         };
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
-            "message_start" => self.message_start(&v, out),
-            "content_block_start" => self.block_start(&v["content_block"], out),
-            "content_block_delta" => self.block_delta(&v["delta"], out),
-            "content_block_stop" => self.block_stop(out),
-            "message_delta" => {
+            anthropic::event::MESSAGE_START => self.message_start(&v, out),
+            anthropic::event::CONTENT_BLOCK_START => self.block_start(&v["content_block"], out),
+            anthropic::event::CONTENT_BLOCK_DELTA => self.block_delta(&v["delta"], out),
+            anthropic::event::CONTENT_BLOCK_STOP => self.block_stop(out),
+            anthropic::event::MESSAGE_DELTA => {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(r.to_string());
                 }
                 anthropic::update_usage(&mut self.usage, &v["usage"]);
             }
-            "message_stop" => self.finish(out),
+            anthropic::event::MESSAGE_STOP => self.finish(out),
             "error" => {
                 let (code, message) = errors::responses_failure(&v);
                 let mut r = self.response("failed");
                 r["error"] = json!({"code": code, "message": message});
-                self.emit("response.failed", json!({"response": r}), out);
+                self.emit(responses::event::FAILED, json!({"response": r}), out);
                 self.finished = true;
             }
             _ => {}
@@ -199,9 +202,9 @@ impl Stream {
         }
         self.usage = usage;
         let r = self.response("in_progress");
-        self.emit("response.created", json!({"response": r}), out);
+        self.emit(responses::event::CREATED, json!({"response": r}), out);
         let r = self.response("in_progress");
-        self.emit("response.in_progress", json!({"response": r}), out);
+        self.emit(responses::event::IN_PROGRESS, json!({"response": r}), out);
     }
 
     /// The output item a content block becomes, with the prefix of its id;
@@ -214,31 +217,33 @@ impl Stream {
                     citations: block["citations"].as_array().cloned().unwrap_or_default(),
                 },
             ),
-            Some("server_tool_use") if block["name"] == anthropic::WEB_SEARCH_NAME => {
+            Some(anthropic::block::SERVER_TOOL_USE)
+                if block["name"] == anthropic::WEB_SEARCH_NAME =>
+            {
                 ("ws", ItemKind::Search)
             }
-            Some("tool_use") if self.names.is_custom(&block["name"]) => (
+            Some(anthropic::block::TOOL_USE) if self.names.is_custom(&block["name"]) => (
                 "ctc",
                 ItemKind::Custom {
                     call_id: block["id"].clone(),
                     name: block["name"].clone(),
                 },
             ),
-            Some("tool_use") => (
+            Some(anthropic::block::TOOL_USE) => (
                 "fc",
                 ItemKind::Function {
                     call_id: block["id"].clone(),
                     name: block["name"].clone(),
                 },
             ),
-            Some("thinking") => (
+            Some(anthropic::block::THINKING) => (
                 "rs",
                 ItemKind::Reasoning {
                     signature: block["signature"].as_str().unwrap_or_default().into(),
                     redacted: None,
                 },
             ),
-            Some("redacted_thinking") => (
+            Some(anthropic::block::REDACTED_THINKING) => (
                 "rs",
                 ItemKind::Reasoning {
                     signature: String::new(),
@@ -270,21 +275,21 @@ impl Stream {
             item.text = block["input"].to_string();
         }
         let added = json!({"output_index": output_index, "item": item.value("in_progress")});
-        self.emit("response.output_item.added", added, out);
+        self.emit(responses::event::OUTPUT_ITEM_ADDED, added, out);
         let r = self.item_ref(&item);
         match item.kind {
             ItemKind::Message { .. } => {
                 let mut e = r;
                 e["content_index"] = 0.into();
                 e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
-                self.emit("response.content_part.added", e, out);
+                self.emit(responses::event::CONTENT_PART_ADDED, e, out);
             }
-            ItemKind::Search => self.emit("response.web_search_call.in_progress", r, out),
+            ItemKind::Search => self.emit(responses::event::WEB_SEARCH_CALL_IN_PROGRESS, r, out),
             ItemKind::Reasoning { redacted: None, .. } => {
                 let mut e = r;
                 e["summary_index"] = 0.into();
                 e["part"] = json!({"type": "summary_text", "text": ""});
-                self.emit("response.reasoning_summary_part.added", e, out);
+                self.emit(responses::event::REASONING_SUMMARY_PART_ADDED, e, out);
             }
             _ => {}
         }
@@ -301,40 +306,40 @@ impl Stream {
         };
         let mut e = self.item_ref(&item);
         let piece = match (d["type"].as_str(), &mut item.kind) {
-            (Some("text_delta"), ItemKind::Message { .. }) => {
+            (Some(anthropic::delta::TEXT), ItemKind::Message { .. }) => {
                 e["content_index"] = 0.into();
                 e["logprobs"] = json!([]);
-                Some(("response.output_text.delta", d["text"].as_str()))
+                Some((responses::event::OUTPUT_TEXT_DELTA, d["text"].as_str()))
             }
             // Its annotations are sent when the text is whole: an
             // Anthropic citation spans its block.
-            (Some("citations_delta"), ItemKind::Message { citations }) => {
+            (Some(anthropic::delta::CITATIONS), ItemKind::Message { citations }) => {
                 citations.push(d["citation"].clone());
                 None
             }
-            (Some("input_json_delta"), ItemKind::Search) => {
+            (Some(anthropic::delta::INPUT_JSON), ItemKind::Search) => {
                 item.text
                     .push_str(d["partial_json"].as_str().unwrap_or_default());
                 None
             }
-            (Some("input_json_delta"), ItemKind::Function { .. }) => Some((
-                "response.function_call_arguments.delta",
+            (Some(anthropic::delta::INPUT_JSON), ItemKind::Function { .. }) => Some((
+                responses::event::FUNCTION_CALL_ARGUMENTS_DELTA,
                 d["partial_json"].as_str(),
             )),
-            (Some("input_json_delta"), ItemKind::Custom { .. }) => {
+            (Some(anthropic::delta::INPUT_JSON), ItemKind::Custom { .. }) => {
                 // Its text is sent whole when the block ends.
                 item.text
                     .push_str(d["partial_json"].as_str().unwrap_or_default());
                 None
             }
-            (Some("signature_delta"), ItemKind::Reasoning { signature, .. }) => {
+            (Some(anthropic::delta::SIGNATURE), ItemKind::Reasoning { signature, .. }) => {
                 signature.push_str(d["signature"].as_str().unwrap_or_default());
                 None
             }
-            (Some("thinking_delta"), ItemKind::Reasoning { .. }) => {
+            (Some(anthropic::delta::THINKING), ItemKind::Reasoning { .. }) => {
                 e["summary_index"] = 0.into();
                 Some((
-                    "response.reasoning_summary_text.delta",
+                    responses::event::REASONING_SUMMARY_TEXT_DELTA,
                     d["thinking"].as_str(),
                 ))
             }
@@ -358,22 +363,22 @@ impl Stream {
         match &item.kind {
             ItemKind::Message { citations } => self.text_done(&item, citations, r, out),
             ItemKind::Search => {
-                self.emit("response.web_search_call.searching", r.clone(), out);
-                self.emit("response.web_search_call.completed", r, out);
+                self.emit(responses::event::WEB_SEARCH_CALL_SEARCHING, r.clone(), out);
+                self.emit(responses::event::WEB_SEARCH_CALL_COMPLETED, r, out);
             }
             ItemKind::Function { .. } => {
                 let mut e = r;
                 e["arguments"] = item.text.clone().into();
-                self.emit("response.function_call_arguments.done", e, out);
+                self.emit(responses::event::FUNCTION_CALL_ARGUMENTS_DONE, e, out);
             }
             ItemKind::Custom { .. } => {
                 let input = custom_input(&item.text);
                 let mut e = r.clone();
                 e["delta"] = input.clone().into();
-                self.emit("response.custom_tool_call_input.delta", e, out);
+                self.emit(responses::event::CUSTOM_TOOL_CALL_INPUT_DELTA, e, out);
                 let mut e = r;
                 e["input"] = input.into();
-                self.emit("response.custom_tool_call_input.done", e, out);
+                self.emit(responses::event::CUSTOM_TOOL_CALL_INPUT_DONE, e, out);
             }
             ItemKind::Reasoning {
                 redacted: Some(_), ..
@@ -382,16 +387,16 @@ impl Stream {
                 let mut e = r.clone();
                 e["summary_index"] = 0.into();
                 e["text"] = item.text.clone().into();
-                self.emit("response.reasoning_summary_text.done", e, out);
+                self.emit(responses::event::REASONING_SUMMARY_TEXT_DONE, e, out);
                 let mut e = r;
                 e["summary_index"] = 0.into();
                 e["part"] = json!({"type": "summary_text", "text": item.text});
-                self.emit("response.reasoning_summary_part.done", e, out);
+                self.emit(responses::event::REASONING_SUMMARY_PART_DONE, e, out);
             }
         }
         let value = item.value("completed");
         let done = json!({"output_index": item.output_index, "item": value.clone()});
-        self.emit("response.output_item.done", done, out);
+        self.emit(responses::event::OUTPUT_ITEM_DONE, done, out);
         self.done.push(value);
     }
 
@@ -404,17 +409,17 @@ impl Stream {
             e["content_index"] = 0.into();
             e["annotation_index"] = n.into();
             e["annotation"] = a.clone();
-            self.emit("response.output_text.annotation.added", e, out);
+            self.emit(responses::event::OUTPUT_TEXT_ANNOTATION_ADDED, e, out);
         }
         let mut e = r.clone();
         e["content_index"] = 0.into();
         e["text"] = item.text.clone().into();
         e["logprobs"] = json!([]);
-        self.emit("response.output_text.done", e, out);
+        self.emit(responses::event::OUTPUT_TEXT_DONE, e, out);
         let mut e = r;
         e["content_index"] = 0.into();
         e["part"] = json!({"type": "output_text", "text": item.text, "annotations": annotations});
-        self.emit("response.content_part.done", e, out);
+        self.emit(responses::event::CONTENT_PART_DONE, e, out);
     }
 
     fn finish(&mut self, out: &mut Vec<Bytes>) {
@@ -427,10 +432,10 @@ impl Stream {
         if self.stop_reason.as_deref() == Some("max_tokens") && self.names.client_limit {
             let mut r = self.response("incomplete");
             r["incomplete_details"] = json!({"reason": "max_output_tokens"});
-            self.emit("response.incomplete", json!({"response": r}), out);
+            self.emit(responses::event::INCOMPLETE, json!({"response": r}), out);
         } else {
             let r = self.response("completed");
-            self.emit("response.completed", json!({"response": r}), out);
+            self.emit(responses::event::COMPLETED, json!({"response": r}), out);
         }
     }
 }

@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::{ToolNames, search};
+use crate::translate::ToolNames;
+use crate::translate::shared::search;
 use crate::{anthropic, responses};
 
 /// A whole Messages object → a Responses object.
@@ -18,27 +19,27 @@ pub(crate) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> 
                 "content": [{"type": "output_text", "text": b["text"],
                     "annotations": search::annotations(&b["citations"], b["text"].as_str().unwrap_or_default())}],
             })),
-            Some("server_tool_use") => {
+            Some(anthropic::block::SERVER_TOOL_USE) => {
                 if let Some(mut call) = search::call_of_block(b) {
                     call["id"] = format!("ws_{id}_{n}").into();
                     output.push(call);
                 }
             }
-            Some("tool_use") if names.is_custom(&b["name"]) => output.push(json!({
+            Some(anthropic::block::TOOL_USE) if names.is_custom(&b["name"]) => output.push(json!({
                 "id": format!("ctc_{id}_{n}"), "type": "custom_tool_call", "status": "completed",
                 "call_id": b["id"], "name": b["name"],
                 "input": b["input"][CUSTOM_INPUT].as_str().unwrap_or_default(),
             })),
-            Some("tool_use") => output.push(json!({
+            Some(anthropic::block::TOOL_USE) => output.push(json!({
                 "id": format!("fc_{id}_{n}"), "type": "function_call", "status": "completed",
                 "call_id": b["id"], "name": b["name"], "arguments": b["input"].to_string(),
             })),
-            Some("thinking") => output.push(json!({
+            Some(anthropic::block::THINKING) => output.push(json!({
                 "id": format!("rs_{id}_{n}"), "type": "reasoning",
                 "summary": [{"type": "summary_text", "text": b["thinking"]}],
                 "encrypted_content": responses::block_content(b),
             })),
-            Some("redacted_thinking") => output.push(json!({
+            Some(anthropic::block::REDACTED_THINKING) => output.push(json!({
                 "id": format!("rs_{id}_{n}"), "type": "reasoning", "summary": [],
                 "encrypted_content": responses::block_content(b),
             })),

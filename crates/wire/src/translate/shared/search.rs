@@ -29,8 +29,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::TranslateError;
 use crate::anthropic;
+use crate::translate::TranslateError;
 
 /// Anthropic's `cited_text` is at most this many characters.
 const CITED_CHARS: usize = 150;
@@ -53,7 +53,9 @@ fn location(loc: &Value) -> Option<Value> {
 /// built-in tools: this is the only one weir sends). A tool that excludes
 /// domains cannot go: OpenAI's search has only an allow-list, and
 /// searching where the client forbade it is not an approximation.
-pub(super) fn to_responses_tool(tool: &Value) -> Result<(Value, Option<u64>), TranslateError> {
+pub(in crate::translate) fn to_responses_tool(
+    tool: &Value,
+) -> Result<(Value, Option<u64>), TranslateError> {
     if tool["blocked_domains"]
         .as_array()
         .is_some_and(|d| !d.is_empty())
@@ -77,7 +79,7 @@ pub(super) fn to_responses_tool(tool: &Value) -> Result<(Value, Option<u64>), Tr
 /// The Responses `web_search` tool (Codex's) → Anthropic's. Its
 /// `search_context_size`, `external_web_access` (cached or live pages)
 /// and `search_content_types` have no equivalent: Anthropic searches live.
-pub(super) fn to_anthropic_tool(tool: &Value, max_calls: Option<u64>) -> Value {
+pub(in crate::translate) fn to_anthropic_tool(tool: &Value, max_calls: Option<u64>) -> Value {
     let mut out = json!({"type": anthropic::WEB_SEARCH_TOOL, "name": anthropic::WEB_SEARCH_NAME});
     if let Some(domains) = tool["filters"]["allowed_domains"]
         .as_array()
@@ -107,7 +109,7 @@ fn query_of(action: &Value) -> &str {
 /// `web_search_tool_result` blocks (the results are the call's
 /// `action.sources`, when the request asked for them; a failed call is
 /// Anthropic's `unavailable` error).
-pub(super) fn blocks_of_call(item: &Value) -> [Value; 2] {
+pub(in crate::translate) fn blocks_of_call(item: &Value) -> [Value; 2] {
     let id = format!(
         "{}{}",
         anthropic::WEIR_SEARCH_ID_PREFIX,
@@ -133,16 +135,16 @@ pub(super) fn blocks_of_call(item: &Value) -> [Value; 2] {
         Value::Array(results)
     };
     [
-        json!({"type": "server_tool_use", "id": id, "name": anthropic::WEB_SEARCH_NAME,
+        json!({"type": anthropic::block::SERVER_TOOL_USE, "id": id, "name": anthropic::WEB_SEARCH_NAME,
             "input": {"query": query_of(action)}}),
-        json!({"type": "web_search_tool_result", "tool_use_id": id, "content": content}),
+        json!({"type": anthropic::block::WEB_SEARCH_TOOL_RESULT, "tool_use_id": id, "content": content}),
     ]
 }
 
 /// An Anthropic `server_tool_use` block of the web search → a
 /// `web_search_call` item, as Codex replays one (no id: the item is not
 /// stored upstream); `None` for another server tool.
-pub(super) fn call_of_block(block: &Value) -> Option<Value> {
+pub(in crate::translate) fn call_of_block(block: &Value) -> Option<Value> {
     (block["name"] == anthropic::WEB_SEARCH_NAME).then(|| {
         json!({"type": "web_search_call", "status": "completed",
             "action": {"type": "search", "query": block["input"]["query"].as_str().unwrap_or_default()}})
@@ -150,7 +152,7 @@ pub(super) fn call_of_block(block: &Value) -> Option<Value> {
 }
 
 /// One `url_citation` annotation → an Anthropic citation, citing `cited`.
-pub(super) fn citation(annotation: &Value, cited: &str) -> Option<Value> {
+pub(in crate::translate) fn citation(annotation: &Value, cited: &str) -> Option<Value> {
     if annotation["type"] != "url_citation" {
         return None;
     }
@@ -164,7 +166,7 @@ pub(super) fn citation(annotation: &Value, cited: &str) -> Option<Value> {
 
 /// The `url_citation` annotations of an `output_text` part → Anthropic
 /// citations, each citing the span it marks (at most 150 characters).
-pub(super) fn citations(text: &str, annotations: &Value) -> Vec<Value> {
+pub(in crate::translate) fn citations(text: &str, annotations: &Value) -> Vec<Value> {
     let Some(annotations) = annotations.as_array().filter(|a| !a.is_empty()) else {
         return Vec::new();
     };
@@ -194,7 +196,7 @@ pub(super) fn citations(text: &str, annotations: &Value) -> Vec<Value> {
 /// An Anthropic citation of a search result → a `url_citation` spanning
 /// the `chars` characters of the text block it is on (Anthropic cites a
 /// whole block); `None` for other citation kinds.
-pub(super) fn annotation(citation: &Value, chars: usize) -> Option<Value> {
+pub(in crate::translate) fn annotation(citation: &Value, chars: usize) -> Option<Value> {
     if citation["type"] != "web_search_result_location" {
         return None;
     }
@@ -206,7 +208,7 @@ pub(super) fn annotation(citation: &Value, chars: usize) -> Option<Value> {
 }
 
 /// The annotations of a text block's citations.
-pub(super) fn annotations(citations: &Value, text: &str) -> Vec<Value> {
+pub(in crate::translate) fn annotations(citations: &Value, text: &str) -> Vec<Value> {
     let chars = text.chars().count();
     citations
         .as_array()

@@ -5,18 +5,14 @@
 //! `response.completed` / `response.incomplete` / `response.failed`, with
 //! `sequence_number` on every event).
 //!
-//! One file per concern: `request` (the request, and the helpers the
-//! Chat client's translation shares), `stream` (the event sequence), and
-//! `whole` (a whole answer).
+//! One file per concern: `request` (the request), `stream` (the event
+//! sequence), and `whole` (a whole answer).
 
 mod request;
 mod stream;
 mod whole;
 
-pub(super) use request::{
-    DEFAULT_MAX_TOKENS, budget, document_block, image_block, push,
-    starts_with_thinking_where_needed, to_messages,
-};
+pub(super) use request::request;
 pub(super) use stream::Stream;
 pub(super) use whole::whole;
 

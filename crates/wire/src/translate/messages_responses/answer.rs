@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, errors, search};
+use crate::translate::ToolNames;
+use crate::translate::shared::blocks::text_of;
+use crate::translate::shared::{errors, search};
 use crate::{anthropic, responses};
 
 /// Anthropic's usage from a Responses `usage`.
@@ -140,7 +142,7 @@ impl Stream {
             self.open(
                 key,
                 Kind::Thinking,
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                json!({"type": anthropic::block::THINKING, "thinking": "", "signature": ""}),
                 out,
             );
         }
@@ -171,27 +173,30 @@ impl Stream {
         };
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
-            "response.created" | "response.in_progress" => self.start(&v["response"], out),
-            "response.content_part.added"
-            | "response.output_text.delta"
-            | "response.refusal.delta"
-            | "response.output_text.annotation.added"
-            | "response.content_part.done" => self.text(kind, &v, out),
-            "response.output_item.added" => self.item_added(&v, out),
-            "response.function_call_arguments.delta" => {
+            responses::event::CREATED | responses::event::IN_PROGRESS => {
+                self.start(&v["response"], out)
+            }
+            responses::event::CONTENT_PART_ADDED
+            | responses::event::OUTPUT_TEXT_DELTA
+            | responses::event::REFUSAL_DELTA
+            | responses::event::OUTPUT_TEXT_ANNOTATION_ADDED
+            | responses::event::CONTENT_PART_DONE => self.text(kind, &v, out),
+            responses::event::OUTPUT_ITEM_ADDED => self.item_added(&v, out),
+            responses::event::FUNCTION_CALL_ARGUMENTS_DELTA => {
                 let key = (at(&v, "output_index"), u64::MAX);
                 self.delta(
                     key,
-                    json!({"type": "input_json_delta", "partial_json": v["delta"]}),
+                    json!({"type": anthropic::delta::INPUT_JSON, "partial_json": v["delta"]}),
                     out,
                 );
             }
-            "response.reasoning_summary_part.added" | "response.reasoning_summary_text.delta" => {
-                self.summary(kind, &v, out)
+            responses::event::REASONING_SUMMARY_PART_ADDED
+            | responses::event::REASONING_SUMMARY_TEXT_DELTA => self.summary(kind, &v, out),
+            responses::event::OUTPUT_ITEM_DONE => self.item_done(&v, out),
+            responses::event::COMPLETED | responses::event::INCOMPLETE => {
+                self.finish(&v["response"], out)
             }
-            "response.output_item.done" => self.item_done(&v, out),
-            "response.completed" | "response.incomplete" => self.finish(&v["response"], out),
-            "response.failed" => self.failed(
+            responses::event::FAILED => self.failed(
                 &v["response"]["error"],
                 "the upstream failed the response",
                 out,
@@ -206,32 +211,36 @@ impl Stream {
     fn text(&mut self, kind: &str, v: &Value, out: &mut Vec<Bytes>) {
         let key = (at(v, "output_index"), at(v, "content_index"));
         match kind {
-            "response.content_part.added" => {
+            responses::event::CONTENT_PART_ADDED => {
                 self.start(&Value::Null, out);
                 if matches!(v["part"]["type"].as_str(), Some("output_text" | "refusal")) {
                     self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
                 }
             }
-            "response.output_text.delta" | "response.refusal.delta" => {
+            responses::event::OUTPUT_TEXT_DELTA | responses::event::REFUSAL_DELTA => {
                 // Servers that are not OpenAI's may send no
                 // `content_part.added`: the first delta opens the block.
                 if !self.open.contains_key(&key) {
                     self.start(&Value::Null, out);
                     self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
                 }
-                self.delta(key, json!({"type": "text_delta", "text": v["delta"]}), out);
+                self.delta(
+                    key,
+                    json!({"type": anthropic::delta::TEXT, "text": v["delta"]}),
+                    out,
+                );
             }
             // A citation on the text being written (OpenAI sends its
             // annotations as the text arrives, with no cited text).
-            "response.output_text.annotation.added" => {
+            responses::event::OUTPUT_TEXT_ANNOTATION_ADDED => {
                 if self.open.contains_key(&key)
                     && let Some(citation) = search::citation(&v["annotation"], "")
                 {
-                    let delta = json!({"type": "citations_delta", "citation": citation});
+                    let delta = json!({"type": anthropic::delta::CITATIONS, "citation": citation});
                     self.delta(key, delta, out);
                 }
             }
-            "response.content_part.done" => self.close(key, out),
+            responses::event::CONTENT_PART_DONE => self.close(key, out),
             _ => {}
         }
     }
@@ -265,7 +274,7 @@ impl Stream {
         self.open(
             (output_index, u64::MAX),
             Kind::Tool,
-            json!({"type": "tool_use", "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
+            json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
             out,
         );
     }
@@ -274,16 +283,16 @@ impl Stream {
     /// one before by a blank line) or text of one, in its thinking block.
     fn summary(&mut self, kind: &str, v: &Value, out: &mut Vec<Bytes>) {
         let key = self.thinking(at(v, "output_index"), out);
-        if kind == "response.reasoning_summary_text.delta" {
+        if kind == responses::event::REASONING_SUMMARY_TEXT_DELTA {
             self.delta(
                 key,
-                json!({"type": "thinking_delta", "thinking": v["delta"]}),
+                json!({"type": anthropic::delta::THINKING, "thinking": v["delta"]}),
                 out,
             );
         } else if at(v, "summary_index") > 0 {
             self.delta(
                 key,
-                json!({"type": "thinking_delta", "thinking": "\n\n"}),
+                json!({"type": anthropic::delta::THINKING, "thinking": "\n\n"}),
                 out,
             );
         }
@@ -318,7 +327,7 @@ impl Stream {
         {
             self.delta(
                 key,
-                json!({"type": "input_json_delta", "partial_json": args}),
+                json!({"type": anthropic::delta::INPUT_JSON, "partial_json": args}),
                 out,
             );
         }
@@ -329,7 +338,7 @@ impl Stream {
     /// the signature that carries it to the next turn.
     fn reasoning_done(&mut self, output_index: u64, item: &Value, out: &mut Vec<Bytes>) {
         let key = (output_index, REASONING);
-        let summary = super::text_of(&item["summary"]);
+        let summary = text_of(&item["summary"]);
         let signature = reasoning_signature(item);
         if !self.open.contains_key(&key) {
             if summary.is_empty() && signature == responses::SUMMARY_SIGNATURE {
@@ -340,13 +349,13 @@ impl Stream {
         if self.open.get(&key).is_some_and(|b| !b.streamed) && !summary.is_empty() {
             self.delta(
                 key,
-                json!({"type": "thinking_delta", "thinking": summary}),
+                json!({"type": anthropic::delta::THINKING, "thinking": summary}),
                 out,
             );
         }
         self.delta(
             key,
-            json!({"type": "signature_delta", "signature": signature}),
+            json!({"type": anthropic::delta::SIGNATURE, "signature": signature}),
             out,
         );
         self.close(key, out);
@@ -365,7 +374,7 @@ impl Stream {
             }
             self.open(key, Kind::Tool, start, out);
             if let Some(input) = input {
-                let delta = json!({"type": "input_json_delta", "partial_json": input.to_string()});
+                let delta = json!({"type": anthropic::delta::INPUT_JSON, "partial_json": input.to_string()});
                 self.delta(key, delta, out);
             }
             self.close(key, out);
@@ -405,7 +414,7 @@ fn at(v: &Value, key: &str) -> u64 {
 }
 
 /// A whole Responses object → a Messages object.
-pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let output = v["output"].as_array()?;
     let mut content = Vec::new();
     let mut used_tools = false;
@@ -430,14 +439,14 @@ pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> 
                     .as_str()
                     .and_then(|a| serde_json::from_str(a).ok())
                     .unwrap_or_else(|| json!({}));
-                content.push(json!({"type": "tool_use", "id": item["call_id"], "name": names.original(&item["name"]), "input": input}));
+                content.push(json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": names.original(&item["name"]), "input": input}));
             }
             Some("web_search_call") => content.extend(search::blocks_of_call(item)),
             Some("reasoning") => {
-                let text = super::text_of(&item["summary"]);
+                let text = text_of(&item["summary"]);
                 let signature = reasoning_signature(item);
                 // Even empty: the mark of another vendor's turn (see the stream).
-                content.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+                content.push(json!({"type": anthropic::block::THINKING, "thinking": text, "signature": signature}));
             }
             _ => {}
         }

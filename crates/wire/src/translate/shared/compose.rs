@@ -14,19 +14,21 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, TranslateError, chat_client, messages_out, responses_client};
-use crate::{anthropic, responses, sse};
+use crate::translate::{
+    ToolNames, TranslateError, chat_messages, messages_chat, messages_responses, responses_messages,
+};
+use crate::{anthropic, chat, responses, sse};
 
 /// Chat Completions → Responses.
-pub(super) fn chat_to_responses(
+pub(in crate::translate) fn chat_to_responses(
     v: &Value,
     model: &str,
 ) -> Result<(Value, ToolNames), TranslateError> {
-    let hub = chat_client::to_messages(v, model)?;
+    let hub = chat_messages::request(v, model)?;
     let names = ToolNames::of_messages_request(&hub);
-    let mut out = messages_out::to_responses(&hub, model, &names)?;
+    let mut out = messages_responses::request(&hub, model, &names)?;
     restore_sampling(v, &mut out);
-    match chat_client::max_tokens(v) {
+    match chat::max_tokens(v) {
         Some(n) => out["max_output_tokens"] = n.max(responses::MIN_MAX_OUTPUT_TOKENS).into(),
         None => remove(&mut out, "max_output_tokens"),
     }
@@ -50,18 +52,18 @@ pub(super) fn chat_to_responses(
 }
 
 /// Responses → Chat Completions.
-pub(super) fn responses_to_chat(
+pub(in crate::translate) fn responses_to_chat(
     v: &Value,
     model: &str,
 ) -> Result<(Value, ToolNames), TranslateError> {
-    let (mut hub, codex) = responses_client::to_messages(v, model)?;
+    let (mut hub, codex) = responses_messages::request(v, model)?;
     // Long names are shortened for the Chat server; Codex's freeform
     // tools and limit still decide what its answer looks like.
     let mut names = ToolNames::of_messages_request(&hub);
     names.custom = codex.custom;
     names.client_limit = codex.client_limit;
     without_search(&mut hub);
-    let mut out = messages_out::to_chat(&hub, model, &names)?;
+    let mut out = messages_chat::request(&hub, model, &names)?;
     restore_sampling(v, &mut out);
     match v["max_output_tokens"].as_u64() {
         Some(n) => out["max_completion_tokens"] = n.into(),
@@ -90,7 +92,7 @@ pub(super) fn responses_to_chat(
 /// not, and a Chat Completions server cannot search: the tool is left
 /// out rather than the request refused, so Codex still works there
 /// (without search). Claude Code offers Anthropic's search only when it
-/// means to search, and is refused instead (`messages_out`).
+/// means to search, and is refused instead (`messages_chat`).
 fn without_search(hub: &mut Value) {
     let Some(fields) = hub.as_object_mut() else {
         return;
@@ -122,7 +124,7 @@ fn remove(out: &mut Value, key: &str) {
 }
 
 /// Feed the events one translator wrote (whole SSE events) to the next.
-pub(super) fn chain(
+pub(in crate::translate) fn chain(
     first: Vec<Bytes>,
     mut next: impl FnMut(Option<&str>, &str, &mut Vec<Bytes>),
     out: &mut Vec<Bytes>,

@@ -1,4 +1,9 @@
-use super::*;
+use serde_json::{Value, json};
+
+use crate::translate::ToolNames;
+use crate::translate::messages_chat::request as to_chat;
+use crate::translate::messages_responses::request as to_responses;
+use crate::{chat, responses};
 
 #[test]
 fn a_system_turn_among_the_messages_stays_a_system_message_on_chat() {

@@ -4,7 +4,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{ToolNames, errors};
+use crate::translate::ToolNames;
+use crate::translate::shared::errors;
 use crate::{anthropic, chat};
 
 /// The stop reason: `tool_use` whenever the answer called tools, whatever
@@ -91,7 +92,7 @@ impl Stream {
             // sent back to a Chat server as `reasoning_content`.
             Self::delta(
                 index,
-                json!({"type": "signature_delta", "signature": chat::REASONING_SIGNATURE}),
+                json!({"type": anthropic::delta::SIGNATURE, "signature": chat::REASONING_SIGNATURE}),
                 out,
             );
         }
@@ -129,14 +130,13 @@ impl Stream {
     /// arguments.
     fn tool(&mut self, index: u64, id: Value, name: &Value, args: &str, out: &mut Vec<Bytes>) {
         self.used_tools = true;
-        let block =
-            json!({"type": "tool_use", "id": id, "name": self.names.original(name), "input": {}});
+        let block = json!({"type": anthropic::block::TOOL_USE, "id": id, "name": self.names.original(name), "input": {}});
         self.tool_id = id;
         let i = self.begin(Open::Tool(index), block, out);
         if !args.is_empty() {
             Self::delta(
                 i,
-                json!({"type": "input_json_delta", "partial_json": args}),
+                json!({"type": anthropic::delta::INPUT_JSON, "partial_json": args}),
                 out,
             );
         }
@@ -162,7 +162,7 @@ impl Stream {
             if let (Some((_, i)), false) = (self.open, args.is_empty()) {
                 Self::delta(
                     i,
-                    json!({"type": "input_json_delta", "partial_json": args}),
+                    json!({"type": anthropic::delta::INPUT_JSON, "partial_json": args}),
                     out,
                 );
             }
@@ -242,14 +242,22 @@ impl Stream {
         if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
             let i = self.ensure(
                 Open::Thinking,
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                json!({"type": anthropic::block::THINKING, "thinking": "", "signature": ""}),
                 out,
             );
-            Self::delta(i, json!({"type": "thinking_delta", "thinking": r}), out);
+            Self::delta(
+                i,
+                json!({"type": anthropic::delta::THINKING, "thinking": r}),
+                out,
+            );
         }
         if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
             let i = self.ensure(Open::Text, json!({"type": "text", "text": ""}), out);
-            Self::delta(i, json!({"type": "text_delta", "text": text}), out);
+            Self::delta(
+                i,
+                json!({"type": anthropic::delta::TEXT, "text": text}),
+                out,
+            );
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
             self.tool_call(call, out);
@@ -263,13 +271,13 @@ impl Stream {
 }
 
 /// A whole chat completion → a Messages object.
-pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
+pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> {
     let choice = v["choices"].get(0)?;
     let m = &choice["message"];
     let mut content = Vec::new();
     if let Some(r) = m["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
         content.push(
-            json!({"type": "thinking", "thinking": r, "signature": chat::REASONING_SIGNATURE}),
+            json!({"type": anthropic::block::THINKING, "thinking": r, "signature": chat::REASONING_SIGNATURE}),
         );
     }
     if let Some(t) = m["content"].as_str().filter(|t| !t.is_empty()) {
@@ -280,7 +288,7 @@ pub(super) fn whole(v: &Value, model: &str, names: &ToolNames) -> Option<Value> 
             .as_str()
             .and_then(|a| serde_json::from_str(a).ok())
             .unwrap_or_else(|| json!({}));
-        content.push(json!({"type": "tool_use", "id": call["id"], "name": names.original(&call["function"]["name"]), "input": input}));
+        content.push(json!({"type": anthropic::block::TOOL_USE, "id": call["id"], "name": names.original(&call["function"]["name"]), "input": input}));
     }
     Some(json!({
         "id": format!("msg_{}", v["id"].as_str().unwrap_or("translated")),

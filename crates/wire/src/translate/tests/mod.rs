@@ -1,5 +1,7 @@
 use super::*;
 
+mod messages_requests;
+
 /// Tool names over 64 characters (Claude Code's MCP tools) are refused
 /// by OpenAI: sent short, and the client gets its own names back in
 /// whole answers and streams.

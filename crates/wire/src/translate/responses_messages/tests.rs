@@ -6,6 +6,7 @@ use super::request::limits;
 use super::*;
 use crate::responses;
 use crate::translate::ToolNames;
+use crate::translate::shared::blocks::document_block;
 
 /// A PDF and plain text inline, a PDF by URL; an uploaded file's id
 /// and other media types have no Anthropic document.
@@ -70,7 +71,7 @@ fn codex_request_golden() {
         "include": ["reasoning.encrypted_content"],
         "temperature": 0.5,
     });
-    let (out, names) = to_messages(&req, "claude-sonnet-4").expect("translated");
+    let (out, names) = request(&req, "claude-sonnet-4").expect("translated");
     assert!(!names.client_limit);
     assert_eq!(
         out,
@@ -360,7 +361,7 @@ fn thinking_goes_to_codex_and_comes_back_signed() {
     input.extend(done.as_array().expect("output").iter().cloned());
     input.push(json!({"type": "function_call_output", "call_id": "toolu_1", "output": "a.txt"}));
     let req = json!({"model": "gpt-5", "input": input, "reasoning": {"effort": "low"}});
-    let (out, _) = to_messages(&req, "claude-sonnet-4-5").expect("translated");
+    let (out, _) = request(&req, "claude-sonnet-4-5").expect("translated");
     assert_eq!(
         out["messages"][1]["content"],
         json!([
@@ -395,7 +396,7 @@ fn a_continuation_without_signed_thinking_turns_thinking_off() {
         {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "a"},
     ]});
-    let (out, _) = to_messages(&req, "claude-sonnet-4").expect("translated");
+    let (out, _) = request(&req, "claude-sonnet-4").expect("translated");
     assert!(out.get("thinking").is_none(), "{out}");
     assert_eq!(out["messages"][1]["content"][0]["type"], "tool_use");
     // A new user turn after the answer is no continuation: thinking stays.
@@ -403,7 +404,7 @@ fn a_continuation_without_signed_thinking_turns_thinking_off() {
     let input = req["input"].as_array_mut().expect("input");
     input.push(json!({"type": "message", "role": "assistant", "content": "One file."}));
     input.push(json!({"type": "message", "role": "user", "content": "now what?"}));
-    let (out, _) = to_messages(&req, "claude-sonnet-4").expect("translated");
+    let (out, _) = request(&req, "claude-sonnet-4").expect("translated");
     assert_eq!(out["thinking"]["type"], "enabled");
 }
 
@@ -464,14 +465,14 @@ fn limits_are_sized_for_the_model_and_incomplete_only_at_codexs_own() {
 fn an_output_schema_becomes_output_config_format() {
     let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false});
     let req = json!({"model": "gpt-5", "input": "check", "text": {"format": {"type": "json_schema", "name": "codex_output_schema", "schema": schema, "strict": true}}});
-    let (out, _) = to_messages(&req, "claude-sonnet-4-5").unwrap();
+    let (out, _) = request(&req, "claude-sonnet-4-5").unwrap();
     assert_eq!(
         out["output_config"],
         json!({"format": {"type": "json_schema", "schema": schema}})
     );
     let plain = json!({"model": "gpt-5", "input": "check", "text": {"format": {"type": "text"}}});
     assert!(
-        to_messages(&plain, "claude-sonnet-4-5")
+        request(&plain, "claude-sonnet-4-5")
             .unwrap()
             .0
             .get("output_config")
@@ -491,7 +492,7 @@ fn a_prompt_cache_key_marks_the_stable_prefix_for_anthropic() {
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "second"}]},
     ]});
-    let (out, _) = to_messages(&req, "claude-sonnet-4-5").unwrap();
+    let (out, _) = request(&req, "claude-sonnet-4-5").unwrap();
     let eph = json!({"type": "ephemeral"});
     assert_eq!(
         out["system"],
@@ -504,7 +505,7 @@ fn a_prompt_cache_key_marks_the_stable_prefix_for_anthropic() {
     assert_eq!(text.matches("cache_control").count(), 3, "{text}");
     let mut plain = req.clone();
     plain.as_object_mut().unwrap().remove("prompt_cache_key");
-    let (out, _) = to_messages(&plain, "claude-sonnet-4-5").unwrap();
+    let (out, _) = request(&plain, "claude-sonnet-4-5").unwrap();
     assert!(!out.to_string().contains("cache_control"));
 }
 
@@ -520,7 +521,7 @@ fn freeform_tools_travel_as_one_string() {
         {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": patch},
         {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done"},
     ]});
-    let (out, names) = to_messages(&req, "claude-sonnet-4").expect("translated");
+    let (out, names) = request(&req, "claude-sonnet-4").expect("translated");
     let tool = &out["tools"][0];
     assert_eq!(tool["name"], "apply_patch");
     assert_eq!(tool["input_schema"]["required"], json!(["input"]));
