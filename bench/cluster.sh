@@ -13,7 +13,7 @@ ROOT=$(dirname "$HERE")
 cd "$ROOT"
 command -v redis-server >/dev/null || apt-get install -y -q redis-server >/dev/null
 command -v nginx >/dev/null || apt-get install -y -q nginx >/dev/null
-cargo build --release --bin weir --example llm_bench
+cargo build --profile dist --bin weir --example llm_bench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 "$HERE/cluster.py" --out "$HERE/cluster-results.md" --tmp "$tmp" "$@"

@@ -144,7 +144,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", help="temporary directory for configs, logs, pids (required to run)")
     ap.add_argument("--shm", help="directory on tmpfs for the large files (required to run)")
-    ap.add_argument("--weir", default=os.path.join(ROOT, "target", "release", "weir"), help="the weir binary")
+    ap.add_argument("--weir", default=os.path.join(ROOT, "target", "dist", "weir"), help="the weir binary")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--scenarios", default="", help="comma-separated subset, e.g. 1,2 (development)")

@@ -16,7 +16,7 @@ ROOT=$(dirname "$HERE")
 cd "$ROOT"
 seconds=${1:-10}
 reps=${2:-3}
-cargo build --release --bin weir --example conn_flood >/dev/null
+cargo build --profile dist --bin weir --example conn_flood >/dev/null
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
@@ -48,13 +48,13 @@ address = "127.0.0.1:$port"
 [[route]]
 upstream = "http://127.0.0.1:9"
 TOML
-    taskset -c 0 "${WEIR_BIN:-target/release/weir}" run --config "$tmp/weir.toml" 2>"$tmp/weir.log" &
+    taskset -c 0 "${WEIR_BIN:-target/dist/weir}" run --config "$tmp/weir.toml" 2>"$tmp/weir.log" &
     pid=$!
     for _ in $(seq 100); do curl -s "http://127.0.0.1:$admin/health" >/dev/null && break; sleep 0.1; done
     tick=$(getconf CLK_TCK)
     # The flood runs long enough to fill the cap and then for the window;
     # only the window, at the cap, is measured.
-    taskset -c 1 target/release/examples/conn_flood "127.0.0.1:$port" $((cap + 2000)) $((seconds + 60)) >"$tmp/flood.json" &
+    taskset -c 1 target/dist/examples/conn_flood "127.0.0.1:$port" $((cap + 2000)) $((seconds + 60)) >"$tmp/flood.json" &
     flood=$!
     for _ in $(seq 600); do
       open=$(metric $admin 'weir_connections_open'); [ "${open:-0}" -ge "$cap" ] && break; sleep 0.1

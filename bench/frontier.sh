@@ -30,7 +30,7 @@ for arg in "$@"; do
     esac
 done
 command -v nginx >/dev/null || { apt-get install -y -q nginx >/dev/null; }
-cargo build --release --bin weir --example frontier --example llm_bench
+cargo build --profile dist --bin weir --example frontier --example llm_bench
 ulimit -n 20000 || true
 
 tmp=$(mktemp -d)

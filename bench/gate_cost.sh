@@ -4,10 +4,10 @@
 # alternated, 200k HTTP/1.1 keep-alive requests each (h2load --h1, fixed
 # count, so CPU per request is exact). The proxy runs on CPU 0, nginx (the
 # upstream) and h2load on CPU 1.
-#   bash bench/gate_cost.sh [reps]     (needs target/release/weir, nginx, h2load)
+#   bash bench/gate_cost.sh [reps]     (needs target/dist/weir, nginx, h2load)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WEIR=$ROOT/target/release/weir
+WEIR=$ROOT/target/dist/weir
 reps=${1:-3}
 work=$(mktemp -d)
 trap 'kill $(cat "$work"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT

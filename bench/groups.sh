@@ -11,12 +11,12 @@
 #   bash bench/groups.sh [RUNS]      (default 3)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WEIR=${WEIR_BIN:-$ROOT/target/release/weir}
+WEIR=${WEIR_BIN:-$ROOT/target/dist/weir}
 runs=${1:-3}
 for tool in wrk nginx haproxy python3; do
   command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install wrk nginx haproxy)"; exit 1; }
 done
-[ -x "$WEIR" ] || (cd "$ROOT" && cargo build --release --quiet)
+[ -x "$WEIR" ] || (cd "$ROOT" && cargo build --profile dist --quiet)
 work=$(mktemp -d)
 cleanup() {
   pkill -f "$work/" 2>/dev/null || true

@@ -12,12 +12,12 @@
 #   bash bench/handover.sh [RUNS]      (default 5; targets alternate per run)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WEIR=${WEIR_BIN:-$ROOT/target/release/weir}
+WEIR=${WEIR_BIN:-$ROOT/target/dist/weir}
 runs=${1:-5}
 for tool in wrk nginx haproxy; do
   command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install wrk nginx haproxy)"; exit 1; }
 done
-[ -x "$WEIR" ] || (cd "$ROOT" && cargo build --release --quiet)
+[ -x "$WEIR" ] || (cd "$ROOT" && cargo build --profile dist --quiet)
 work=$(mktemp -d)
 cleanup() {
   pkill -f "$work/" 2>/dev/null || true

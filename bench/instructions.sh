@@ -11,11 +11,11 @@
 #                                          KEEP=DIR: keep the callgrind files there)
 # LLM=1 measures a `kind = "anthropic"` route instead: nginx answers a
 # Messages JSON (bench/frontier.py's), and the frontier load generator
-# (FRONTIER_BIN=, default target/release/examples/frontier) POSTs 1 KiB
+# (FRONTIER_BIN=, default target/dist/examples/frontier) POSTs 1 KiB
 # Messages requests at concurrency 1, a fixed count of them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WEIR=${WEIR_BIN:-$ROOT/target/release/weir}
+WEIR=${WEIR_BIN:-$ROOT/target/dist/weir}
 n=${1:-2000}
 work=$(mktemp -d)
 trap 'kill $(cat "$work"/pids 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -68,7 +68,7 @@ if [[ -n "${LLM:-}" ]]; then
   probe=(curl -sf -o /dev/null -H "${headers[0]}" -H "${headers[1]}" --data-binary @"$work/body.json")
   # Called as h2load is: -n N -c 1 URL.
   frontier() {
-    FRONTIER_REQUESTS=$2 "${FRONTIER_BIN:-$ROOT/target/release/examples/frontier}" "$5" \
+    FRONTIER_REQUESTS=$2 "${FRONTIER_BIN:-$ROOT/target/dist/examples/frontier}" "$5" \
       "$work/body.json" 3600 1 "${headers[@]}"
   }
   client=(frontier); c1=1

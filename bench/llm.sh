@@ -7,7 +7,7 @@
 #   bash bench/llm.sh --translation-only [--quick]
 #                                only the translation scenario (no LiteLLM)
 #
-# Builds target/release/weir and the llm_bench example, installs
+# Builds target/dist/weir and the llm_bench example, installs
 # litellm[proxy]==1.100.5 into a virtual environment (LITELLM_VENV, default
 # target/tmp/litellm-venv) if missing, runs the scenarios, writes
 # bench/llm-results.md and puts it into docs/benchmarks.md between the
@@ -31,7 +31,7 @@ if [ "${#only[@]}" -eq 0 ] && ! "$venv/bin/python" -c "import litellm" >/dev/nul
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet 'litellm[proxy]==1.100.5'
 fi
-cargo build --release --bin weir --example llm_bench
+cargo build --profile dist --bin weir --example llm_bench
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

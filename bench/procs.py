@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release")
+BIN = os.path.join(ROOT, "target", "dist")
 
 
 class BenchError(Exception):

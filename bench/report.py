@@ -72,7 +72,7 @@ def header(r, m, v, cmd, elapsed):
     w("```")
     w("")
     w(f"This file was produced by `{cmd}`. The script installs what is missing (apt: nginx, haproxy, wrk, "
-      "nghttp2-client, slowhttptest; pip: matplotlib), builds `target/release/weir`, and runs everything on "
+      "nghttp2-client, slowhttptest; pip: matplotlib), builds `target/dist/weir`, and runs everything on "
       "127.0.0.1 with ports it picks and checks; all servers are foreground processes it starts and kills, with "
       "their files in a temporary directory.")
     w("")

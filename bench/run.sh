@@ -8,7 +8,7 @@
 #            --save-results FILE (raw results as JSON; `python3 bench/driver.py --render FILE` rewrites the report)
 #
 # Installs what is missing (apt: nginx haproxy wrk nghttp2-client slowhttptest;
-# pip: matplotlib), builds target/release/weir, then hands over to
+# pip: matplotlib), builds target/dist/weir, then hands over to
 # bench/driver.py. Every server is a foreground process started here, with its
 # files under a temporary directory; the exit trap ends all of them. The
 # system's nginx/haproxy configuration and services are never used.
@@ -68,10 +68,10 @@ fi
 
 # ---- weir --------------------------------------------------------------------
 if ((skip_build == 0)); then
-    log "cargo build --release"
-    (cd "$ROOT" && cargo build --release --quiet)
+    log "cargo build --profile dist"
+    (cd "$ROOT" && cargo build --profile dist --quiet)
 fi
-WEIR="$ROOT/target/release/weir"
+WEIR="$ROOT/target/dist/weir"
 [[ -x $WEIR ]] || { echo "no $WEIR (build failed?)" >&2; exit 1; }
 
 # ---- limits, temporary directories, cleanup ------------------------------------
