@@ -53,7 +53,10 @@ pub mod rate {
 /// The listener's PROXY-protocol parser and the descriptor budget.
 pub mod listen {
     pub use crate::listen::budget::{FdLimit, raise_nofile_limit};
-    pub use crate::listen::proxy_protocol::{Framing, Invalid, V2_SIGNATURE, frame, parse};
+    pub use crate::listen::proxy_protocol::{
+        Framing, Invalid, Signature, V1_MAX, V2_FIXED, V2_MAX_PAYLOAD, V2_SIGNATURE, frame, parse,
+        signature,
+    };
 }
 
 /// The connection layer's TLS acceptor, registry and deadlines, for the

@@ -35,19 +35,19 @@ pub const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 pub(crate) const V1_SIGNATURE: &[u8; 6] = b"PROXY ";
 /// A v1 header is at most 107 bytes, CRLF included (the specification's
 /// bound, so a v1 header fits one read on any balancer).
-pub(crate) const V1_MAX: usize = 107;
+pub const V1_MAX: usize = 107;
 /// The fixed part of a v2 header: signature, version and command, family
 /// and protocol, length.
-pub(crate) const V2_FIXED: usize = 16;
+pub const V2_FIXED: usize = 16;
 /// The longest v2 address block and TLVs weir takes. AWS NLB adds a VPC
 /// endpoint id; HAProxy adds ALPN, authority, a unique id and SSL details
 /// when asked — a few hundred bytes. 4 KiB leaves room for all of it and
 /// bounds what a connection may make weir hold before it is known.
-pub(crate) const V2_MAX_PAYLOAD: usize = 4096;
+pub const V2_MAX_PAYLOAD: usize = 4096;
 
 /// Whether the first bytes of a connection are a PROXY header's signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Signature {
+pub enum Signature {
     /// Not a PROXY header: the bytes differ from both signatures.
     Absent,
     /// A whole v1 or v2 signature.
@@ -58,7 +58,7 @@ pub(crate) enum Signature {
 
 /// Whether `seen`, the first bytes of a connection, begin with a PROXY
 /// header's signature.
-pub(crate) fn signature(seen: &[u8]) -> Signature {
+pub fn signature(seen: &[u8]) -> Signature {
     let mut undecided = false;
     for sig in [&V1_SIGNATURE[..], &V2_SIGNATURE[..]] {
         let n = seen.len().min(sig.len());
