@@ -78,6 +78,33 @@ impl Pebble {
     ) -> Pebble {
         let (api_cert, api_key, api_cert_pem) =
             write_cert(dir, "pebble-api", &["localhost", "127.0.0.1"]);
+        // Pebble's four ports are picked free and then bound by another
+        // process, so a concurrent test can take one in between: a start
+        // whose children exit or never listen is tried again on fresh ports.
+        for attempt in 1..=3 {
+            if let Some(pebble) = Self::try_start(
+                dir,
+                (http_port, tls_port),
+                validity,
+                eab,
+                (&api_cert, &api_key, &api_cert_pem),
+            )
+            .await
+            {
+                return pebble;
+            }
+            eprintln!("pebble did not start (attempt {attempt}); trying fresh ports");
+        }
+        panic!("pebble did not start on three sets of fresh ports");
+    }
+
+    async fn try_start(
+        dir: &Path,
+        (http_port, tls_port): (u16, u16),
+        validity: Option<u64>,
+        eab: Option<(&str, &str)>,
+        (api_cert, api_key, api_cert_pem): (&Path, &Path, &str),
+    ) -> Option<Pebble> {
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let management = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let dns = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -129,24 +156,32 @@ impl Pebble {
             .kill_on_drop(true)
             .spawn()
             .expect("start pebble");
+        let mut children = (pebble_child, dns_child);
         for addr in [listen, management, dns_management] {
-            assert!(
-                eventually_async(Duration::from_secs(10), || async move {
-                    tokio::net::TcpStream::connect(addr).await.is_ok()
-                })
-                .await,
-                "pebble is not listening on {addr}"
-            );
+            let up = eventually_async(Duration::from_secs(20), || {
+                let exited = matches!(children.0.try_wait(), Ok(Some(_)))
+                    || matches!(children.1.try_wait(), Ok(Some(_)));
+                async move {
+                    // A child that exited (its port was taken) gives up at once.
+                    exited || tokio::net::TcpStream::connect(addr).await.is_ok()
+                }
+            })
+            .await;
+            let exited = matches!(children.0.try_wait(), Ok(Some(_)))
+                || matches!(children.1.try_wait(), Ok(Some(_)));
+            if !up || exited {
+                return None;
+            }
         }
-        Pebble {
-            _pebble: pebble_child,
-            _dns: dns_child,
+        Some(Pebble {
+            _pebble: children.0,
+            _dns: children.1,
             directory: format!("https://{listen}/dir"),
-            api_cert,
-            api_cert_pem,
+            api_cert: api_cert.to_path_buf(),
+            api_cert_pem: api_cert_pem.to_string(),
             management,
             dns_management,
-        }
+        })
     }
 
     /// The root Pebble signs with (generated at each start).
