@@ -777,3 +777,91 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
     );
     assert_eq!(pending(&metrics), Some(0));
 }
+
+/// A settle sent into a stalled Redis (SIGSTOP, past the 1 s the
+/// supervisor waits) is queued again and re-sent once Redis answers,
+/// while Redis also runs the stalled call when it resumes: the budget is
+/// charged once, not twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_resent_after_a_redis_stall_is_charged_once() {
+    use weir::testing::cluster::{Ask, BudgetAsk, Decision};
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let (cluster, metrics) = redis.cluster(Duration::from_secs(30)).await;
+    let key = cluster.budget_key("r", "once");
+    let ask = Ask {
+        rate: None,
+        lease: None,
+        budget: Some(BudgetAsk {
+            key: &key,
+            limits: [None, Some(1000), None],
+            tokens: 100,
+            spend: 0,
+        }),
+    };
+    let Decision::Reserved(None, reservation) = cluster.decide(ask).await else {
+        panic!("fits")
+    };
+    let day = redis.int("EVAL \"local t = redis.call('TIME')[1] return t - t % 86400\" 0");
+    let charged = || {
+        lua(
+            &redis,
+            &format!("redis.call('GET', 't:bg:r:once:td:{day}')"),
+        )
+    };
+
+    redis.pause();
+    reservation.settle(40, 0);
+    let silent = common::eventually(Duration::from_secs(5), || !cluster.is_up()).await;
+    assert!(silent, "the settle's call went unanswered");
+    redis.resume();
+    let pending = |m: &weir::testing::telemetry::Metrics| {
+        common::metric_in(&m.encode(), "weir_cluster_budget_settles_pending ")
+    };
+    let resent = common::eventually(Duration::from_secs(10), || {
+        cluster.is_up() && pending(&metrics) == Some(0)
+    })
+    .await;
+    assert!(resent, "re-sent once Redis answered");
+    assert_eq!(charged(), 40, "charged once");
+    assert_eq!(
+        redis.int("EXISTS t:bg:r:once:r"),
+        0,
+        "its reservation is out"
+    );
+}
+
+/// A weir told to stop (SIGTERM) with a settle still queued — its request
+/// ended while Redis was away — waits for Redis to take it before it
+/// exits: the fleet's day has the usage once Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_queued_at_shutdown_reaches_redis() {
+    let Some(mut redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let mut fleet = budget_fleet(1, &redis, &up, "tokens_per_day = 100000", "").await;
+    let held = send_held(&fleet[0]);
+    up.until_in_flight(1).await;
+    kill_redis(&mut redis, &fleet).await;
+    up.release();
+    let (status, _, text) = held.await.expect("request");
+    assert_eq!(status, 200, "{text}");
+    let m = &mut fleet[0];
+    assert_eq!(
+        m.metric("weir_cluster_budget_settles_pending").await,
+        Some(1),
+        "the settle waits for Redis"
+    );
+    m.proc.signal("-TERM");
+    m.proc.wait_for(|l| l.contains("\"drained\""));
+    redis.restart();
+    assert_eq!(m.proc.wait_exit(Duration::from_secs(10)), 0);
+    let (day, reserved, in_flight) = fleet_figures(&redis);
+    assert_eq!(
+        (day, reserved, in_flight),
+        (USED as i64, 0, 0),
+        "the settle reached Redis"
+    );
+}

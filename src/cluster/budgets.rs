@@ -13,7 +13,13 @@
 //! supervisor sends as one pipeline when woken. While Redis is away the
 //! queue keeps up to [`MAX_PENDING`] settles, sent once it answers again
 //! (the usage is then charged to the windows current at that moment);
-//! past that, the oldest are dropped and counted. Usage of requests
+//! past that, the oldest are dropped and counted. Each settle is applied
+//! once however often it is sent: a call that Redis was too slow to answer
+//! may still run when Redis catches up, after its settles were queued
+//! again for the next connection, so each carries this instance's sequence
+//! number and the script applies only those past the highest it applied
+//! (see `scripts::SETTLE_MAIN`; decision 068). At shutdown the queue is
+//! given a bounded time to reach Redis ([`drained`]). Usage of requests
 //! admitted by the local share while Redis was away (`fail_open`) is
 //! queued the same way, without a reservation, so the fleet's day counts
 //! it once Redis is back.
@@ -118,6 +124,7 @@ impl SharedReservation {
         r.held.remove(&self.id);
         r.queue(
             Settle {
+                seq: 0,
                 key: self.key.clone(),
                 member,
                 tokens: clamp(tokens),
@@ -144,8 +151,10 @@ struct Held {
 }
 
 /// One settle for Redis: a reservation out of flight (`member` empty:
-/// none) and the usage charged.
+/// none) and the usage charged; `seq` (given when queued, rising in queue
+/// order) makes a re-sent one a no-op.
 struct Settle {
+    seq: u64,
     key: Arc<str>,
     member: String,
     tokens: u64,
@@ -160,12 +169,18 @@ pub(super) struct Reservations {
     /// Settles taken off `pending` by a flush and not yet answered: still
     /// pending as far as the gauge is concerned.
     sending: usize,
+    /// The last sequence number given to a settle.
+    last_seq: u64,
+    /// Settles Redis has refused in all, as its last answer said.
+    refused_seen: u64,
 }
 
 impl Reservations {
     /// Queue a settle; past [`MAX_PENDING`] the oldest is dropped (its
     /// reservation then frees itself at its TTL, its usage is lost).
-    fn queue(&mut self, settle: Settle, inner: &Inner) {
+    fn queue(&mut self, mut settle: Settle, inner: &Inner) {
+        self.last_seq = self.last_seq.saturating_add(1);
+        settle.seq = self.last_seq;
         if self.pending.len() >= MAX_PENDING && self.pending.pop_front().is_some() {
             inner.metrics.budget_settles_dropped.inc();
         }
@@ -194,6 +209,7 @@ impl Inner {
     /// time: the script may have run): queue its removal, charging nothing.
     pub(super) fn forget_reservation(&self, id: u64, ask: &BudgetAsk<'_>) {
         let settle = Settle {
+            seq: 0,
             key: ask.key.clone(),
             member: self.member(id, ask.tokens, ask.spend),
             tokens: 0,
@@ -211,6 +227,7 @@ pub(super) fn charge_later(inner: &Inner, key: &Arc<str>, tokens: u64, spend: u6
         return;
     }
     let settle = Settle {
+        seq: 0,
         key: key.clone(),
         member: String::new(),
         tokens: clamp(tokens),
@@ -234,9 +251,11 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
     while !settles.is_empty() {
         let n = settles.len().min(SETTLE_CHUNK);
         let mut invocation = inner.scripts.settle.prepare_invoke();
+        invocation.key(format!("{}settled:{}", inner.prefix, inner.instance));
         for s in settles.range(..n) {
             invocation
                 .key(&*s.key)
+                .arg(s.seq)
                 .arg(&s.member)
                 .arg(s.tokens)
                 .arg(s.spend);
@@ -246,8 +265,13 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
                 .await
             {
                 Ok(Ok(refused)) => {
-                    let refused = u64::try_from(refused).unwrap_or(0);
-                    inner.metrics.budget_settles_dropped.inc_by(refused);
+                    let total = u64::try_from(refused).unwrap_or(0);
+                    let mut r = inner.reservations.locked();
+                    // Below what was seen: the mark expired, counting anew.
+                    let new = total.checked_sub(r.refused_seen).unwrap_or(total);
+                    r.refused_seen = total;
+                    drop(r);
+                    inner.metrics.budget_settles_dropped.inc_by(new);
                     None
                 }
                 // Redis refused the call (a key of another type under the
@@ -276,6 +300,12 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
         r.gauge(inner);
     }
     Ok(())
+}
+
+/// Whether every queued settle has been sent and answered.
+pub(super) fn drained(inner: &Inner) -> bool {
+    let r = inner.reservations.locked();
+    r.pending.is_empty() && r.sending == 0
 }
 
 /// Every reservation held gets a fresh expiry (and is counted again if

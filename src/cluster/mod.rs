@@ -251,6 +251,28 @@ impl Cluster {
         format!("{}cc:{route}:{token}", self.inner.prefix).into()
     }
 
+    /// At shutdown: give the queued budget settles up to `bound` to reach
+    /// Redis (the supervisor sends them; this wakes it and waits). Whether
+    /// every one did; those that did not are logged with their count.
+    pub async fn flush_settles(&self, bound: Duration) -> bool {
+        let inner = &self.inner;
+        inner.kick.notify_one();
+        let deadline = tokio::time::Instant::now() + bound;
+        while !budgets::drained(inner) {
+            if tokio::time::Instant::now() >= deadline {
+                let left = inner.metrics.budget_settles_pending.get();
+                tracing::warn!(
+                    target: "weir::cluster",
+                    settles = left,
+                    "cluster: budget settles not sent to Redis before exit; their usage is not in the fleet's budgets"
+                );
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
     /// Whether Redis is answering now.
     pub fn is_up(&self) -> bool {
         self.inner.state.load(Ordering::Acquire) == UP

@@ -22,7 +22,9 @@
 //! past (a missing key and an expired one mean the same: a full burst);
 //! `cc:<route>:<token>` — a sorted set of lease ids scored by their expiry
 //! in ms, expiring with its newest lease; `instances` — a sorted set of
-//! instance ids scored by expiry in ms.
+//! instance ids scored by expiry in ms; `settled:<instance>` — a hash: the
+//! highest sequence number of that instance's budget settles applied and
+//! how many were refused (see **settle**).
 
 use redis::Script;
 
@@ -224,14 +226,27 @@ local function budget_take(base, m, t, s, expiry_ms, ttl)
 end
 ";
 
-/// KEYS: a budget's base key, once per settle; ARGV: per settle, the
-/// reservation member (empty: usage without one, taken while Redis was
-/// away), tokens and spend used. The reservation leaves what is in flight
-/// (unless swept already) and the usage is charged to the windows current
-/// now, as the local ledger does. Each settle runs under `pcall`, so one
-/// that Redis refuses (a key of another type, a count past int64) cannot
-/// stop the others; returns how many were refused.
+/// KEYS: this instance's settled mark, then a budget's base key once per
+/// settle; ARGV: per settle, its sequence number, the reservation member
+/// (empty: usage without one, taken while Redis was away), tokens and
+/// spend used. The reservation leaves what is in flight (unless swept
+/// already) and the usage is charged to the windows current now, as the
+/// local ledger does. Each settle runs under `pcall`, so one that Redis
+/// refuses (a key of another type, a count past int64) cannot stop the
+/// others.
+///
+/// Applied once: the mark (a hash) has `seq`, the highest sequence number
+/// applied (an
+/// instance sends its settles in order, and re-sends one only before any
+/// later one, so everything at or below the mark was applied). A call
+/// re-sent after a stall, or the stalled call run late, finds its
+/// settles at or below the mark and does nothing. It also has `refused`,
+/// how many of the instance's settles Redis refused in all, which the
+/// script returns: the instance counts what is new to it, so a refusal in
+/// a call whose answer was lost is counted with the next. The mark expires
+/// two days after the instance's last settle (`SETTLED_TTL_S`).
 const SETTLE_MAIN: &str = r"
+local SETTLED_TTL_S = 172800
 local now_s = math.floor(now_us() / 1000000)
 local function settle(base, m, t, s)
   if m ~= '' then untake(base, m) end
@@ -244,11 +259,26 @@ local function settle(base, m, t, s)
     end
   end
 end
-local refused = 0
-for i, base in ipairs(KEYS) do
-  if not pcall(settle, base, ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]) then
-    refused = refused + 1
+local mark = redis.pcall('HMGET', KEYS[1], 'seq', 'refused')
+local marked = type(mark) == 'table' and mark.err == nil
+local applied, refused = 0, 0
+if marked then
+  applied, refused = tonumber(mark[1]) or 0, tonumber(mark[2]) or 0
+end
+local last = applied
+for i = 2, #KEYS do
+  local a = 4 * (i - 2)
+  local seq = tonumber(ARGV[a + 1]) or 0
+  if seq > applied then
+    if not pcall(settle, KEYS[i], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]) then
+      refused = refused + 1
+    end
+    if seq > last then last = seq end
   end
+end
+if marked then
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', last), 'refused', string.format('%d', refused))
+  redis.call('EXPIRE', KEYS[1], SETTLED_TTL_S)
 end
 return refused
 ";

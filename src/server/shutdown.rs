@@ -8,6 +8,11 @@ use std::time::Duration;
 use super::Running;
 use crate::listen::handover;
 
+/// How long an exit waits for Redis to take the queued budget settles
+/// (three of the cluster's background waits: a stalled call, a reconnect
+/// and the re-send).
+const SETTLE_FLUSH_WAIT: Duration = Duration::from_secs(3);
+
 impl Running {
     /// Start the same binary (or a new one at the same path) with this
     /// process's listening sockets, and wait until it is ready: then this
@@ -71,6 +76,11 @@ impl Running {
         // Connections the timeout gave up on go with their worker.
         if let Some(w) = self.workers {
             w.stop();
+        }
+        // The last requests' budget settles are queued as they end: the
+        // fleet's budgets get them before the process goes.
+        if let Some(cluster) = self.reloadable.gateway.cluster() {
+            cluster.flush_settles(SETTLE_FLUSH_WAIT).await;
         }
         drained
     }
