@@ -174,6 +174,14 @@ pub(crate) fn server_config(
 /// A TLS client configuration trusting the web PKI roots (compiled in, so
 /// the result does not depend on the host's CA bundle) plus `ca_file`.
 pub(crate) fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, PkiError> {
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)?
+        .with_root_certificates(client_roots(ca_file)?)
+        .with_no_client_auth())
+}
+
+/// The roots [`client_config`] trusts: the web PKI's and `ca_file`'s.
+pub(crate) fn client_roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, PkiError> {
     let mut roots = rustls::RootCertStore::empty();
     // The roots crate is kept to whole certificates (the Redis client
     // needs them as PEM); one that rustls cannot parse is left out.
@@ -186,10 +194,7 @@ pub(crate) fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConf
             })?;
         }
     }
-    Ok(rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(VERSIONS)?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    Ok(roots)
 }
 
 /// The roots [`client_config`] trusts (the web PKI's, plus `ca_file`'s,

@@ -665,11 +665,28 @@ impl Member {
 }
 
 /// The setup's config on `ip` (same ports), with `[cluster]` on `redis`.
+/// What Pebble's certificates live in the fleet tests: weir serves a
+/// shared certificate only if its lifetime is within what a CA issues
+/// (398 days), and Pebble's default is 5 years.
+const FLEET_VALIDITY: Option<u64> = Some(90 * 86_400);
+
+/// A fleet member's config: `ca_file` holds Pebble's API certificate and
+/// its issuing root, so a certificate shared in Redis verifies.
 fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str, acme: &str) -> String {
+    let trust = setup._dir.path().join("trust.pem");
+    std::fs::write(
+        &trust,
+        format!("{}\n{}", setup.pebble.api_cert_pem, setup.root),
+    )
+    .expect("write the trust bundle");
     format!(
         "[log]\nformat = \"json\"\naccess_log = false\n{}\n[cluster]\nurl = \"{}\"\nlease_ttl = \"{lease_ttl}\"\n",
         setup.config(acme),
         redis.url()
+    )
+    .replace(
+        &format!("ca_file = \"{}\"", setup.pebble.api_cert.display()),
+        &format!("ca_file = \"{}\"", trust.display()),
     )
     .replace(
         &format!("address = \"127.0.0.1:{}\"", setup.ports.http),
@@ -687,7 +704,7 @@ fn member_config(setup: &Setup, ip: &str, redis: &Redis, lease_ttl: &str, acme: 
 /// `acme` is added to the `acme` table.
 async fn fleet(lease_ttl: &str, acme: &str) -> Option<(Setup, Redis, Member, Member)> {
     let redis = Redis::start_if_available()?;
-    let setup = Setup::new(None).await?;
+    let setup = Setup::new(FLEET_VALIDITY).await?;
     assert_eq!(
         redis
             .command(&format!("SET {LOCK} held-by-the-test PX 60000"))
@@ -904,7 +921,7 @@ async fn an_unusable_certificate_in_redis_is_removed_and_replaced() {
     let Some(redis) = Redis::start_if_available() else {
         return;
     };
-    let Some(setup) = Setup::new(None).await else {
+    let Some(setup) = Setup::new(FLEET_VALIDITY).await else {
         return;
     };
     // Garbage that claims to expire in the year 5138: kept, it would stop
@@ -931,4 +948,67 @@ async fn an_unusable_certificate_in_redis_is_removed_and_replaced() {
     let again = certified(second.https, NAME, &setup.root, Duration::from_secs(10)).await;
     assert_eq!(again, leaf);
     assert_eq!(second.attempts().await, None);
+}
+
+/// A certificate planted in Redis for the right name — self-signed, valid
+/// for 100 years, paired with its key — is not one the CA issued: weir
+/// neither serves nor saves it, removes it, and orders one that chains to
+/// the CA's root, which then replaces it in Redis.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_long_lived_self_signed_certificate_in_redis_is_replaced() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let Some(setup) = Setup::new(FLEET_VALIDITY).await else {
+        return;
+    };
+    let mut params = rcgen::CertificateParams::new(vec![NAME.to_string()]).expect("params");
+    params.not_before = rcgen::date_time_ymd(2026, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2126, 1, 1);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let planted = params.self_signed(&key).expect("self-signed");
+    let pem = format!("{}{}", planted.pem(), key.serialize_pem());
+    let not_after: i64 = 4_922_899_200; // 2126-01-01
+    let client = ::redis::Client::open(redis.url()).expect("redis url");
+    let mut c = client.get_connection().expect("redis connection");
+    let _: () = ::redis::cmd("HSET")
+        .arg("weir:acme:cert:a.weir.test")
+        .arg("pem")
+        .arg(&pem)
+        .arg("not_after")
+        .arg(not_after)
+        .query(&mut c)
+        .expect("plant");
+
+    let config = member_config(&setup, "127.0.0.1", &redis, "15s", "");
+    let mut weir = Member::start(&config, tempfile::tempdir().expect("tempdir"));
+    weir.proc.wait_for(|l| {
+        l.contains("the certificate in Redis is unusable") && l.contains("lifetime of 36524 days")
+    });
+    // Served only once ordered: `certified` accepts only a chain to Pebble's root.
+    let _leaf = certified(weir.https, NAME, &setup.root, Duration::from_secs(30)).await;
+    assert_eq!(weir.attempts().await, Some(1), "ordered");
+    let replaced = eventually(Duration::from_secs(5), || {
+        let now: Option<String> = ::redis::cmd("HGET")
+            .arg("weir:acme:cert:a.weir.test")
+            .arg("pem")
+            .query(&mut c)
+            .expect("redis");
+        now.is_some_and(|p| p != pem)
+    })
+    .await;
+    assert!(
+        replaced,
+        "the CA's certificate replaced the planted one in Redis"
+    );
+    let saved = std::fs::read_to_string(
+        weir.dir
+            .path()
+            .join(format!("acme/certificates/{NAME}.pem")),
+    )
+    .expect("saved");
+    assert!(
+        !saved.contains(&planted.pem()),
+        "the planted one is not saved"
+    );
 }

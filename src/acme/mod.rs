@@ -33,6 +33,7 @@ mod order;
 mod schedule;
 mod shared;
 mod store;
+mod trust;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -96,7 +97,7 @@ pub(crate) fn start(
     metrics: Arc<Metrics>,
     cluster: Option<Arc<Cluster>>,
 ) -> Manager {
-    let fleet = cluster.map(|c| Arc::new(Fleet::new(c)));
+    let fleet = cluster.map(|c| Arc::new(Fleet::new(c, settings.ca_file.clone())));
     let keeper = Arc::new(Keeper {
         listener: listener.into(),
         ca: Ca::new(settings, fleet.clone()),

@@ -89,6 +89,9 @@ return 0
 /// The fleet's ACME state, over the cluster's connection.
 pub(crate) struct Fleet {
     cluster: Arc<Cluster>,
+    /// The listener's `acme.ca_file`: extra roots a shared certificate's
+    /// chain may verify to.
+    ca_file: Option<std::path::PathBuf>,
     release: Script,
     renew: Script,
     offer: Script,
@@ -107,9 +110,10 @@ pub(crate) struct Answer {
 }
 
 impl Fleet {
-    pub(crate) fn new(cluster: Arc<Cluster>) -> Self {
+    pub(crate) fn new(cluster: Arc<Cluster>, ca_file: Option<std::path::PathBuf>) -> Self {
         Fleet {
             cluster,
+            ca_file,
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
             offer: Script::new(OFFER),
@@ -132,8 +136,8 @@ impl Fleet {
     }
 
     /// The shared certificate for `name`, if there is a usable one. One
-    /// that has expired, or does not parse, pair or cover the name, is
-    /// removed (unless replaced meanwhile): it is as good as none, and
+    /// that has expired, or does not parse, pair or cover the name, or is
+    /// not one a CA issued ([`super::trust`]: chain, lifetime), is removed (unless replaced meanwhile): it is as good as none, and
     /// left there it would stop every later one from being stored.
     pub(crate) async fn certificate(&self, name: &str) -> Result<Option<Stored>, Unavailable> {
         let mut c = self.conn()?;
@@ -145,8 +149,11 @@ impl Fleet {
             format!("{} bytes", pem.len())
         } else {
             match store::parse(pem.as_bytes(), name) {
-                Ok(s) if s.not_after > SystemTime::now() => return Ok(Some(s)),
-                Ok(_) => "expired".to_string(),
+                Ok(s) if s.not_after <= SystemTime::now() => "expired".to_string(),
+                Ok(s) => match super::trust::refuse(&s, name, self.ca_file.as_deref()) {
+                    None => return Ok(Some(s)),
+                    Some(why) => why,
+                },
                 Err(why) => why,
             }
         };

@@ -666,7 +666,7 @@ pub(crate) mod acme {
         name: "ca_file",
         kind: Kind::Path,
         default: Default::Words("none"),
-        meaning: "extra roots trusted for reaching the directory",
+        meaning: "extra roots trusted for reaching the directory, and that certificates shared in Redis may chain to",
     };
     pub(crate) const EMAIL: Key = Key {
         table: T,
