@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 
 use subtle::ConstantTimeEq;
 
-use crate::admit::rate::{Client, RateLimit};
+use crate::admit::auth_failures::AuthFailures;
 use crate::config::{Config, RouteKind, Secret};
 use crate::listen::accept::{AcceptLoop, SpareFd};
 use crate::respond::{ErrorShape, Payload, error_response, render};
@@ -129,10 +129,7 @@ pub(crate) struct AdminState {
     /// Failed authentications, for the once-per-10-s log line.
     pub(crate) auth_failures: AtomicU64,
     /// Failed authentications per client, limited.
-    pub(crate) auth_failures_by_client: RateLimit,
-    /// Clients over their failures, until when.
-    pub(crate) auth_blocked:
-        std::sync::Mutex<std::collections::HashMap<Client, std::time::Instant>>,
+    pub(crate) auth_failures_by_client: AuthFailures,
 }
 
 /// Failed admin authentications a client may make at once; then one a
@@ -140,8 +137,8 @@ pub(crate) struct AdminState {
 pub(crate) const AUTH_FAILURE_BURST: u32 = 5;
 
 /// The limiter for failed admin authentications.
-pub(crate) fn auth_failure_limit() -> RateLimit {
-    RateLimit::per_minute(1, AUTH_FAILURE_BURST, 10_000)
+pub(crate) fn auth_failure_limit() -> AuthFailures {
+    AuthFailures::new(1, AUTH_FAILURE_BURST)
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response<Payload> {
@@ -176,25 +173,12 @@ async fn admin_api(
     // A client that keeps failing is refused before its token is looked
     // at: guessing is limited to AUTH_FAILURE_BURST tries, then one a
     // minute.
-    let key = Client::ip(peer);
-    let now = std::time::Instant::now();
-    let blocked_until = state.auth_blocked.locked().get(&key).copied();
-    if let Some(until) = blocked_until.filter(|u| *u > now) {
-        let secs = until.duration_since(now).as_secs();
+    if let Some(secs) = state.auth_failures_by_client.refused(peer) {
         return render(shape, StatusCode::TOO_MANY_REQUESTS, None, Some(secs));
     }
     if !authorized(&req, token) {
         // Failures alone spend the client's budget.
-        if let Err(limited) = state.auth_failures_by_client.check(key) {
-            let mut blocked = state.auth_blocked.locked();
-            if blocked.len() > 10_000 {
-                blocked.retain(|_, until| *until > now);
-            }
-            blocked.insert(
-                key,
-                now + std::time::Duration::from_secs(limited.retry_after),
-            );
-        }
+        state.auth_failures_by_client.failed(peer);
         static LAST_LOG: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
         let n = state.auth_failures.fetch_add(1, Ordering::Relaxed) + 1;
         let mut last = LAST_LOG.locked();

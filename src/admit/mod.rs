@@ -14,6 +14,7 @@
 //! decision of `crate::cluster` (a Redis script; a lease then lives in the
 //! admission like a semaphore permit).
 
+pub(crate) mod auth_failures;
 pub(crate) mod rate;
 
 use crate::cluster::{Ask, BudgetAsk, Cluster, Decision, Lease, OverBudget, SharedReservation};

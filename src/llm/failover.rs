@@ -46,7 +46,7 @@ use super::outgoing::{Draft, Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
 use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
-use crate::config::{Choice, LlmSettings};
+use crate::config::{Choice, Credential, LlmSettings};
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
 use crate::upstream::balance::{AllOut, Outcome, Pick, Reason};
@@ -320,6 +320,11 @@ impl Failover<'_, '_> {
         turn: &mut Turn<'_>,
     ) -> Verdict {
         let status = resp.status();
+        if matches!(status.as_u16(), 401 | 403)
+            && matches!(pick.target().credential, Credential::Key(_))
+        {
+            return self.refused_weirs_key(resp, &mut pick, turn).await;
+        }
         if self.llm.settings.failover_on.contains(&status.as_u16()) {
             return self.turned_away(resp, &mut pick, turn).await;
         }
@@ -338,6 +343,32 @@ impl Failover<'_, '_> {
             return Verdict::NextUpstream(Some(failed));
         }
         self.relay(resp, pick, translation, turn.choice).await
+    }
+
+    /// The upstream refused weir's own key (401/403 with `api_key_*`):
+    /// the client's credentials are not at fault, and the provider's
+    /// answer may carry fragments of the key or its organisation, so none
+    /// of it is kept for the client: the detail goes to the log, the
+    /// member counts as failed, and another member (another key) or
+    /// upstream is tried; with none left the client gets weir's own 502.
+    async fn refused_weirs_key(
+        &self,
+        resp: Response<Incoming>,
+        pick: &mut Pick<LlmMember>,
+        turn: &Turn<'_>,
+    ) -> Verdict {
+        let status = resp.status();
+        finish(pick, Outcome::Failed, self.cx);
+        let detail = read_error_body(resp.into_body(), self.llm.settings.stream_idle_timeout).await;
+        let name = self.llm.metrics.upstream_label(turn.choice.upstream);
+        tracing::warn!(
+            route = %self.cx.route_name,
+            upstream = %name,
+            status = status.as_u16(),
+            detail = %String::from_utf8_lossy(&detail[..detail.len().min(512)]),
+            "the upstream refused weir's key for it; the client is answered 502"
+        );
+        Verdict::NextMember(None)
     }
 
     /// A status in `failover_on`, its answer kept. Rate limited or

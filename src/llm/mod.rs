@@ -37,7 +37,7 @@ pub(crate) mod usage;
 
 use std::sync::Arc;
 
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use subtle::ConstantTimeEq;
@@ -50,6 +50,7 @@ use upstream::LlmUpstream;
 pub(crate) use usage::Books;
 use weir_wire::body::{Model, ModelError};
 
+use crate::admit::auth_failures::AuthFailures;
 use crate::admit::rate::{Client, RateLimit, Refusal};
 use crate::admit::{Admission, TokenGate};
 use crate::cluster::Cluster;
@@ -76,7 +77,17 @@ pub(crate) struct LlmRoute {
     pub(crate) books: Books,
     /// Its series, over its models, upstreams and client tokens.
     pub(crate) metrics: Arc<LlmRouteMetrics>,
+    /// Failed client-token authentications per address (with client
+    /// tokens): [`AUTH_FAILURE_BURST`] at once, then one per 10 s.
+    auth_failures: AuthFailures,
 }
+
+/// Failed client-token authentications an address may make at once on a
+/// route; then [`AUTH_FAILURES_PER_MINUTE`]. More than the admin API's 5:
+/// a team behind one NAT address shares it, and one misconfigured tool
+/// must not lock out the others for long.
+pub(crate) const AUTH_FAILURE_BURST: u32 = 10;
+pub(crate) const AUTH_FAILURES_PER_MINUTE: u32 = 6;
 
 impl LlmRoute {
     #[allow(clippy::too_many_arguments)]
@@ -114,6 +125,7 @@ impl LlmRoute {
             settings.client_tokens.iter().map(|c| c.name.as_str()),
         );
         LlmRoute {
+            auth_failures: AuthFailures::new(AUTH_FAILURES_PER_MINUTE, AUTH_FAILURE_BURST),
             metrics: Arc::new(series),
             upstreams: settings
                 .upstreams
@@ -241,8 +253,8 @@ fn find_endpoint(
 /// What the client token step found, on a route with client tokens.
 #[derive(Default)]
 struct Presented {
-    /// The header that carried the token: never forwarded.
-    strip: Option<HeaderName>,
+    /// The headers that carried the token: never forwarded.
+    strip: outgoing::Carriers,
     /// The token, when its limits wait for the body: the fleet keeps its
     /// budget, and decides them with the budget's reserve in one Redis
     /// round trip, once the body says what to reserve.
@@ -263,13 +275,22 @@ async fn admit_client(
     if settings.client_tokens.is_empty() {
         return Ok(Presented::default());
     }
-    let Some((index, header)) = client_token(settings, req.headers()) else {
+    // An address that keeps failing is refused before its token is
+    // looked at (so guessing is limited, not just answered differently).
+    if let Some(secs) = llm.auth_failures.refused(cx.peer) {
+        return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
+            .retry_after(secs)
+            .saying("too many failed client token authentications from this address")
+            .closing_if_body(req));
+    }
+    let Some((index, carriers)) = client_token(settings, req.headers()) else {
+        llm.auth_failures.failed(cx.peer);
         return Err(Rescue::status(StatusCode::UNAUTHORIZED)
             .saying("a valid client token is required (x-api-key or Authorization: Bearer)")
             .closing_if_body(req));
     };
     account.identify(index, cx.facts);
-    let strip = Some(header);
+    let strip = carriers;
     if endpoint.api().is_some() && account.budget_is_shared() {
         let deferred = Some(index);
         return Ok(Presented { strip, deferred });
@@ -311,7 +332,7 @@ fn declared_length(req: &Request<Incoming>, cx: &Context<'_>) -> Result<Option<u
 fn outgoing_request(
     req: Request<Incoming>,
     api_path: String,
-    strip: Option<HeaderName>,
+    strip: outgoing::Carriers,
 ) -> (outgoing::Outgoing, Incoming) {
     let (parts, incoming) = req.into_parts();
     let path_and_query = match parts.uri.query() {
@@ -478,35 +499,37 @@ fn api_path<'a>(mount: &str, path: &'a str) -> &'a str {
 /// `Authorization: Bearer` are accepted: Claude Code sends the latter
 /// when `ANTHROPIC_AUTH_TOKEN` is set, and some clients send both (an
 /// OAuth token in one, the gateway key in the other).
-fn client_token(settings: &LlmSettings, headers: &http::HeaderMap) -> Option<(usize, HeaderName)> {
+fn client_token(
+    settings: &LlmSettings,
+    headers: &http::HeaderMap,
+) -> Option<(usize, outgoing::Carriers)> {
     let candidates = [
-        (
-            HeaderName::from_static("x-api-key"),
-            headers.get("x-api-key").and_then(|v| v.to_str().ok()),
-        ),
-        (
-            header::AUTHORIZATION,
-            headers
-                .get(header::AUTHORIZATION)
-                .and_then(weir_wire::fields::bearer),
-        ),
+        headers.get("x-api-key").and_then(|v| v.to_str().ok()),
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(weir_wire::fields::bearer),
     ];
-    for (name, value) in candidates {
+    let mut found = None;
+    let mut carriers = outgoing::Carriers::default();
+    for (c, value) in candidates.into_iter().enumerate() {
         let Some(value) = value.map(str::trim) else {
             continue;
         };
         // Compare against every token, in constant time per token.
-        let mut found = None;
+        let mut here = None;
         for (i, t) in settings.client_tokens.iter().enumerate() {
-            if bool::from(t.token.0.as_bytes().ct_eq(value.as_bytes())) && found.is_none() {
-                found = Some(i);
+            if bool::from(t.token.0.as_bytes().ct_eq(value.as_bytes())) && here.is_none() {
+                here = Some(i);
             }
         }
-        if let Some(i) = found {
-            return Some((i, name));
+        if let Some(i) = here {
+            // Every header carrying a client token is weir's, never the
+            // upstream's: one sent twice must not leak through the other.
+            carriers.0[c] = true;
+            found = found.or(Some(i));
         }
     }
-    None
+    found.map(|i| (i, carriers))
 }
 
 impl Rescue {

@@ -10,7 +10,7 @@ use crate::config::{Credential, UpstreamApi};
 use crate::upstream::headers::clean_request;
 use bytes::Bytes;
 use http::Response;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http_body_util::Full;
 use weir_wire::Endpoint;
 use weir_wire::body::splice;
@@ -21,7 +21,7 @@ pub(crate) struct Outgoing {
     pub(crate) parts: http::request::Parts,
     pub(crate) path_and_query: String,
     /// The header that carried weir's own client token: never forwarded.
-    pub(crate) strip: Option<HeaderName>,
+    pub(crate) strip: Carriers,
     pub(crate) body: Bytes,
     pub(crate) model_span: Option<std::ops::Range<usize>>,
     /// Whether the body may carry state weir made for another vendor.
@@ -131,9 +131,7 @@ impl Outgoing {
         // request's own.
         headers.remove(header::HOST);
         headers.remove(header::CONTENT_LENGTH);
-        if let Some(h) = &self.strip {
-            headers.remove(h);
-        }
+        self.strip.strip(&mut headers);
         // An upstream's keys are all its own, or the client's passed through.
         let passthrough = upstream
             .config
@@ -221,5 +219,22 @@ pub(crate) async fn send(
         Ok(Err(e)) if e.is_connect() => Sent::Refused,
         Ok(Err(_)) => Sent::Failed("broken"),
         Ok(Ok(resp)) => Sent::Response(resp),
+    }
+}
+
+/// Which of `x-api-key` and `Authorization` carried a client token: both
+/// are removed before the request goes upstream.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Carriers(pub(crate) [bool; 2]);
+
+impl Carriers {
+    /// Remove the headers that carried a client token.
+    pub(crate) fn strip(self, headers: &mut http::HeaderMap) {
+        if self.0[0] {
+            headers.remove("x-api-key");
+        }
+        if self.0[1] {
+            headers.remove(header::AUTHORIZATION);
+        }
     }
 }

@@ -164,7 +164,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         reload: reloadable.clone(),
         auth_failures: Default::default(),
         auth_failures_by_client: admin::auth_failure_limit(),
-        auth_blocked: Default::default(),
     });
     let admin = admin_socket.as_ref().and_then(|s| s.local_addr().ok());
     if let Some(addr) = admin {
