@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::rate::{Client, RateLimit};
@@ -21,6 +22,9 @@ const MAX_BLOCKED: usize = 10_000;
 pub(crate) struct AuthFailures {
     limit: RateLimit,
     blocked: std::sync::Mutex<HashMap<Client, Instant>>,
+    /// Whether `blocked` has ever held an address: until then a request
+    /// costs one load, not a lock.
+    any: AtomicBool,
 }
 
 impl AuthFailures {
@@ -29,11 +33,15 @@ impl AuthFailures {
         AuthFailures {
             limit: RateLimit::per_minute(per_minute, burst, MAX_BLOCKED),
             blocked: Default::default(),
+            any: AtomicBool::new(false),
         }
     }
 
     /// Seconds until `peer` may try again, while it is refused.
     pub(crate) fn refused(&self, peer: IpAddr) -> Option<u64> {
+        if !self.any.load(Ordering::Relaxed) {
+            return None;
+        }
         let now = Instant::now();
         let until = self.blocked.locked().get(&Client::ip(peer)).copied()?;
         (until > now).then(|| until.duration_since(now).as_secs().max(1))
@@ -51,6 +59,7 @@ impl AuthFailures {
             }
             if blocked.len() < MAX_BLOCKED {
                 blocked.insert(key, now + Duration::from_secs(limited.retry_after));
+                self.any.store(true, Ordering::Relaxed);
             }
         }
     }
