@@ -244,6 +244,9 @@ fn serve_on(
     });
     // Do not wait for tasks (tunnels, pooled connections) still running.
     runtime.shutdown_background();
+    // The last lines (the drained requests' access lines among them) are
+    // still queued for the log writers' threads.
+    telemetry::logfile::flush_all();
     code
 }
 
