@@ -141,7 +141,8 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 /// process's (raised) limits, so `check` and `run` agree.
 fn load(path: &std::path::Path) -> Result<(Config, Vec<String>), Problems> {
     let config = Config::load(path)?;
-    let warnings = fd_budget(&config).map_err(|p| Problems(vec![p]))?;
+    let mut warnings = config.warnings.clone();
+    warnings.extend(fd_budget(&config).map_err(|p| Problems(vec![p]))?);
     Ok((config, warnings))
 }
 

@@ -230,6 +230,9 @@ impl Reloadable {
                     })?;
                 budget::check(&config, budget::raise_nofile_limit())
                     .map_err(|p| vec![p.to_string()])?;
+                for w in &config.warnings {
+                    tracing::warn!("{w}");
+                }
                 let done = self.apply(&config).map_err(|e| vec![e.to_string()])?;
                 *text = Some(bytes);
                 Ok(done)
