@@ -141,7 +141,8 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 /// process's (raised) limits, so `check` and `run` agree.
 fn load(path: &std::path::Path) -> Result<(Config, Vec<String>), Problems> {
     let config = Config::load(path)?;
-    let warnings = fd_budget(&config).map_err(|p| Problems(vec![p]))?;
+    let mut warnings = config.warnings.clone();
+    warnings.extend(fd_budget(&config).map_err(|p| Problems(vec![p]))?);
     Ok((config, warnings))
 }
 
@@ -244,6 +245,9 @@ fn serve_on(
     });
     // Do not wait for tasks (tunnels, pooled connections) still running.
     runtime.shutdown_background();
+    // The last lines (the drained requests' access lines among them) are
+    // still queued for the log writers' threads.
+    telemetry::logfile::flush_all();
     code
 }
 

@@ -61,9 +61,8 @@ impl<T> PerWorker<T> {
 pub(crate) struct Workers {
     handles: Vec<Handle>,
     stop: watch::Sender<bool>,
-    /// Joined only by the tests; the server stops its workers and lets
-    /// the process end.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Waited for at shutdown ([`Workers::stop_and_wait`]), joined by
+    /// the tests.
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -112,6 +111,18 @@ impl Workers {
     /// not wait for the threads.
     pub(crate) fn stop(&self) {
         let _ = self.stop.send(true);
+    }
+
+    /// Stop every worker and wait, at most `within`, for their runtimes
+    /// to be dropped: the connections cut then end their responses (and
+    /// write their access lines) before the process exits. Blocks.
+    pub(crate) fn stop_and_wait(&self, within: std::time::Duration) {
+        self.stop();
+        let deadline = std::time::Instant::now() + within;
+        while !self.threads.iter().all(|t| t.is_finished()) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// Stop and wait for the threads to end.

@@ -114,3 +114,51 @@ fn shipped_example_config_checks() {
     let out = check(&path);
     assert_success(&out);
 }
+
+#[test]
+fn check_warns_of_secret_files_others_can_read_and_of_unkeyed_token_names() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = token_file(&dir, "s3cret");
+    std::fs::write(dir.path().join("tokens"), "tok-a\n").expect("tokens");
+    std::fs::write(dir.path().join("id-key"), "a deployment key\n").expect("key");
+    let chmod = |name: &str, mode: u32| {
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(mode))
+            .expect("chmod")
+    };
+    chmod("admin-token", 0o644);
+    chmod("tokens", 0o640);
+    chmod("id-key", 0o600);
+    let config = |server: &str| {
+        format!(
+            "[server]\n{server}\n[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n\
+             [[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\nclient_tokens_file = \"tokens\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n",
+            token.display()
+        )
+    };
+    let path = write_config(&dir, &config(""));
+    let out = check(&path);
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("admin-token: holds a secret and is readable by everyone (mode 0644)")
+            && err.contains("chmod 600"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tokens: holds a secret and is readable by its group"),
+        "{err}"
+    );
+    assert!(err.contains("server.token_id_key_file"), "{err}");
+
+    // Fixed: no warning at all.
+    chmod("admin-token", 0o600);
+    chmod("tokens", 0o600);
+    let path = write_config(&dir, &config("token_id_key_file = \"id-key\""));
+    let out = check(&path);
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("warning"), "{err}");
+}

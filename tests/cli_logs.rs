@@ -274,3 +274,235 @@ async fn descriptor_exhaustion_under_a_churning_flood_logs_once_per_window_and_r
         "one line per 10 s window, however failures and successes interleave: {failing:#?}"
     );
 }
+
+/// The address of listener `web` from a JSON log file.
+async fn web_from(log: &std::path::Path) -> SocketAddr {
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(10), || read()
+            .contains("\"listener\":\"web\""))
+        .await,
+        "no listening line in {}",
+        log.display()
+    );
+    read()
+        .lines()
+        .find(|l| l.contains("\"listener\":\"web\""))
+        .map(log_addr)
+        .expect("listening line")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_access_log_is_kept_whatever_the_level_with_its_client_fields_bounded() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let access = dir.path().join("access.log");
+    // An operator who quiets the error log: warnings only (and the
+    // listening lines, to find the port).
+    let text = format!(
+        "[log]\nformat = \"json\"\nlevel = \"warn,weir::server=info\"\naccess_file = \"{}\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"llm\"\nkind = \"anthropic\"\npath = \"/v1\"\n\
+         [[route.upstreams]]\nname = \"up\"\nurl = \"http://{up}\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{up}\"\n",
+        access.display()
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::run(&path);
+    let web = log_addr(&weir.wait_for(|l| l.contains("\"listener\":\"web\"")));
+    let read = || std::fs::read_to_string(&access).unwrap_or_default();
+
+    // A path as long as the request head allows, and a model as long as
+    // the body: each line stays small.
+    let long_path = format!("/echo?tag-path-{}", "p".repeat(30_000));
+    get(&h1_client(), &format!("http://{web}{long_path}")).await;
+    let model = format!("tag-model-{}", "m".repeat(100_000));
+    let body = serde_json::json!({"model": model, "max_tokens": 1, "messages": []});
+    post_json(
+        &format!("http://{web}/v1/messages"),
+        body.to_string(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let t = read();
+            t.contains("tag-path-") && t.contains("tag-model-")
+        })
+        .await,
+        "the access log is written at level warn: {}",
+        read()
+    );
+    for line in read().lines() {
+        assert!(
+            line.len() < 4096 + 1024,
+            "an access line of {} bytes",
+            line.len()
+        );
+        let v: serde_json::Value = serde_json::from_str(line).expect("json line");
+        for (field, max) in [("path", 4096), ("model", 256)] {
+            if let Some(s) = v[field].as_str() {
+                assert!(s.len() <= max, "{field} of {} bytes", s.len());
+            }
+        }
+    }
+    let model_line = read()
+        .lines()
+        .find(|l| l.contains("tag-model-"))
+        .map(str::to_string)
+        .expect("model line");
+    let v: serde_json::Value = serde_json::from_str(&model_line).expect("json");
+    assert_eq!(v["model"].as_str().map(str::len), Some(256), "{model_line}");
+    assert!(
+        weir.seen.iter().all(|l| !l.contains("weir::access")),
+        "nothing else moved: the access log has its own file"
+    );
+
+    // Without an access file, the lines go with the other logs, at the
+    // same level.
+    let text = format!(
+        "[log]\nformat = \"json\"\nlevel = \"warn,weir::server=info\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{up}\"\n"
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::run(&path);
+    let web = log_addr(&weir.wait_for(|l| l.contains("\"listener\":\"web\"")));
+    get(&h1_client(), &format!("http://{web}/echo?tag-stderr")).await;
+    weir.wait_for(|l| l.contains("weir::access") && l.contains("tag-stderr"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_last_lines_are_written_at_exit_and_failed_writes_counted() {
+    // An upstream that holds each answer until released, so the requests
+    // end while weir drains, just before it exits.
+    let (release, released) = tokio::sync::watch::channel(false);
+    let up = upstream(move |_req| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|r| *r).await;
+            text(200, "late")
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, access) = (dir.path().join("weir.log"), dir.path().join("access.log"));
+    let text = format!(
+        "[log]\nformat = \"json\"\nfile = \"{}\"\naccess_file = \"{}\"\n\
+         [admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{}\"\n",
+        log.display(),
+        access.display(),
+        up.addr
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::run(&path);
+    let web = web_from(&log).await;
+    const HELD: usize = 200;
+    let requests: Vec<_> = (0..HELD)
+        .map(|i| {
+            tokio::spawn(async move { get(&h1_client(), &format!("http://{web}/held-{i}")).await })
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(10), || up.connections() >= 1).await,
+        "the requests reached the upstream"
+    );
+    weir.signal("-TERM");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(10), || read(&log).contains("draining")).await,
+        "weir drains"
+    );
+    release.send(true).expect("release");
+    for r in requests {
+        let (status, _, _) = r.await.expect("request");
+        assert_eq!(status, 200, "answered while draining");
+    }
+    assert_eq!(weir.wait_exit(Duration::from_secs(20)), 0);
+    let lines = read(&access);
+    let logged = (0..HELD)
+        .filter(|i| lines.contains(&format!("\"/held-{i}\"")))
+        .count();
+    assert_eq!(logged, HELD, "every drained request's line is in the file");
+    assert!(read(&log).contains("\"drained\""), "and the last log line");
+
+    // A log that cannot be written (a full disk): counted.
+    let up = demo_upstream().await;
+    let text = format!(
+        "[log]\nformat = \"json\"\naccess_file = \"/dev/full\"\n\
+         [admin]\naddress = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{up}\"\n"
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::run(&path);
+    let web = weir.listening("web");
+    let admin = weir.admin();
+    get(&h1_client(), &format!("http://{web}/echo")).await;
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            metric_at(admin, "weir_log_write_errors_total").await >= Some(1)
+        })
+        .await,
+        "a failed write is counted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_cut_at_the_shutdown_timeout_are_logged_before_exit() {
+    // An upstream that sends its head and then nothing: the responses are
+    // mid-body when the shutdown timeout cuts them, the moment before
+    // weir exits.
+    let up = upstream(|_req| async {
+        let never = futures_util::stream::pending::<
+            Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>,
+        >();
+        http::Response::new(http_body_util::BodyExt::boxed(
+            http_body_util::StreamBody::new(never),
+        ))
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, access) = (dir.path().join("weir.log"), dir.path().join("access.log"));
+    let text = format!(
+        "[server]\nshutdown_timeout = \"1s\"\n\
+         [log]\nformat = \"json\"\nfile = \"{}\"\naccess_file = \"{}\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"main\"\nupstream = \"http://{}\"\n",
+        log.display(),
+        access.display(),
+        up.addr
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::run(&path);
+    let web = web_from(&log).await;
+    const HELD: usize = 200;
+    let heads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for i in 0..HELD {
+        let heads = heads.clone();
+        tokio::spawn(async move {
+            let uri = format!("http://{web}/cut-{i}").parse().expect("uri");
+            let resp = h1_client().get(uri).await.expect("head");
+            heads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
+        });
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            heads.load(std::sync::atomic::Ordering::SeqCst) == HELD
+        })
+        .await,
+        "the requests reached the upstream"
+    );
+    weir.signal("-TERM");
+    weir.wait_exit(Duration::from_secs(20));
+    let lines = std::fs::read_to_string(&access).unwrap_or_default();
+    let logged = (0..HELD)
+        .filter(|i| lines.contains(&format!("\"/cut-{i}\"")))
+        .count();
+    assert_eq!(logged, HELD, "every cut request's line is in the file");
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(log.contains("shutdown timeout reached"), "{log}");
+}

@@ -247,3 +247,67 @@ async fn a_changed_config_file_is_reloaded_however_it_was_replaced() {
         "one reload per change"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_save_is_tried_once_per_change_not_on_every_event() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = token_file(&dir, "s3cret");
+    let watched = |extra: &str| {
+        format!(
+            "[server]\nwatch_config = true\n{}{extra}",
+            reload_config(up, &token, 0, "")
+        )
+    };
+    let path = write_config(&dir, &watched(""));
+    let mut weir = Proc::run(&path);
+    let admin = weir.admin();
+    let failed = || async move {
+        metric_at(admin, "weir_config_reloads_total{result=\"failed\"}")
+            .await
+            .unwrap_or(0)
+    };
+    // Each broken save below has one problem: one line per attempt.
+    let failures = |weir: &mut Proc| weir.all_lines(|l| l.contains("config reload failed")).len();
+
+    // One bad save (in place): tried once.
+    std::fs::write(&path, watched("[first]\nx = 1\n")).expect("write");
+    assert!(
+        eventually_async(Duration::from_secs(10), || async { failed().await >= 1 }).await,
+        "the broken save was tried"
+    );
+    // A count that must not grow can only be watched over time: four
+    // watch periods, while events in the directory (a sibling file
+    // written, weir's own reads of the config) keep coming.
+    std::fs::write(dir.path().join("sibling"), "x").expect("sibling");
+    let retried = eventually_async(Duration::from_secs(1), || async { failed().await > 1 }).await;
+    assert!(!retried, "an unchanged broken file is not tried again");
+    assert_eq!(failures(&mut weir), 1, "one failure logged for one save");
+
+    // A second, different broken save (by rename, as editors save): tried
+    // once more, so exactly two.
+    replace_file(&path, &watched("[second]\nx = 1\n"));
+    weir.wait_for(|l| l.contains("config reload failed") && l.contains("second"));
+    assert_eq!(failed().await, 2);
+
+    // Fixed: applied, and the count of failures stays two.
+    replace_file(
+        &path,
+        &format!(
+            "[server]\nwatch_config = true\n{}",
+            reload_config(up, &token, 1, "")
+        ),
+    );
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            metric_at(admin, "weir_config_generation").await == Some(2)
+        })
+        .await,
+        "the fixed file is applied"
+    );
+    let addr = weir.listening("web");
+    let (status, _, _) = get(&h1_client(), &format!("http://{addr}/v1")).await;
+    assert_eq!(status, 200, "the fixed config serves");
+    assert_eq!(failed().await, 2);
+    assert_eq!(failures(&mut weir), 2, "one failure line per broken save");
+}

@@ -380,6 +380,18 @@ async fn servers_follow_the_names_addresses_keeping_state_and_the_last_set_on_fa
         .await,
         "a new address joins"
     );
+    let up4 = format!(
+        "weir_upstream_server_up{{route=\"main\",server=\"{}\"}}",
+        label(4)
+    );
+    assert!(
+        eventually_async(Duration::from_secs(5), || async {
+            metric(&weir, &picks(1)).await.is_none() && metric(&weir, &up4).await.is_none()
+        })
+        .await,
+        "the series of the addresses that left the answer go:\n{}",
+        metrics(&weir).await
+    );
     assert!(
         held.await.expect("held"),
         "the request on a server that left was answered"

@@ -482,8 +482,10 @@ async fn a_daily_budget_says_when_the_day_ends_and_a_request_too_large_for_it_is
     let body = messages("m", false, 64);
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("tokens"), "tok-carol\n").expect("tokens");
+    std::fs::write(dir.path().join("id-key"), "fleet-key\n").expect("key");
     let text = format!(
-        "[log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
+        "[server]\ntoken_id_key_file = \"id-key\"\n\
+         [log]\naccess_log = false\n[admin]\naddress = \"127.0.0.1:0\"\n\
          [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
          [[route]]\nname = \"llm\"\nkind = \"anthropic\"\nclient_tokens_file = \"tokens\"\n\
          tokens_per_day = {}\n\
@@ -502,8 +504,9 @@ async fn a_daily_budget_says_when_the_day_ends_and_a_request_too_large_for_it_is
             "an SDK must not retry for hours"
         );
     }
-    // The unnamed token is named by its fingerprint.
-    let (status, view) = admin_json(&weir, "/usage/token-074217ea").await;
+    // The unnamed token is named by its keyed fingerprint:
+    // HMAC-SHA256("fleet-key", "tok-carol"), first 6 bytes.
+    let (status, view) = admin_json(&weir, "/usage/token-705b8f473e35").await;
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["clients"][0]["budget"]["tokens_per_day"]["used"], 15);
 

@@ -180,6 +180,20 @@ pub(crate) mod server {
         default: Default::Bool(true),
         meaning: "reload when the config file changes",
     };
+    pub(crate) const TOKEN_ID_KEY_FILE: Key = Key {
+        table: T,
+        name: "token_id_key_file",
+        kind: Kind::Path,
+        default: Default::Words("none (a key made at start)"),
+        meaning: "a file holding the key unnamed client tokens are named with",
+    };
+    pub(crate) const TOKEN_ID_KEY_ENV: Key = Key {
+        table: T,
+        name: "token_id_key_env",
+        kind: Kind::String,
+        default: Default::Words("none"),
+        meaning: "an environment variable holding that key",
+    };
     pub(crate) const MAX_BUFFERED_BODY_BYTES: Key = Key {
         table: T,
         name: "max_buffered_body_bytes",
@@ -748,6 +762,8 @@ pub(crate) const ALL: &[&Key] = &[
     &server::TRUSTED_PROXIES,
     &server::WORKERS,
     &server::WATCH_CONFIG,
+    &server::TOKEN_ID_KEY_FILE,
+    &server::TOKEN_ID_KEY_ENV,
     &server::MAX_BUFFERED_BODY_BYTES,
     &server::MAX_CONCURRENT_REQUESTS,
     &connections::MAX,

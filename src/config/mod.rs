@@ -74,6 +74,8 @@ pub struct Config {
     /// Limits shared by a fleet of weirs through Redis; `None`: every
     /// limit is this process's own.
     pub(crate) cluster: Option<ClusterSettings>,
+    /// What loads but should be fixed (a secret file others can read).
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Config {

@@ -37,7 +37,13 @@ pub(crate) struct Doc<'s> {
     file: PathBuf,
     text: &'s str,
     problems: RefCell<Vec<Problem>>,
+    /// What is accepted but should be fixed (a secret file others can
+    /// read): printed by `weir check`, logged at start and reload.
+    warnings: RefCell<Vec<String>>,
     keys_read: RefCell<KeysRead>,
+    /// The key unnamed client tokens are named with (`server.token_id_key_*`),
+    /// read before the routes.
+    pub(crate) token_id_key: RefCell<Option<crate::config::Secret>>,
 }
 
 impl<'s> Doc<'s> {
@@ -46,7 +52,9 @@ impl<'s> Doc<'s> {
             file: file.to_path_buf(),
             text,
             problems: RefCell::new(Vec::new()),
+            warnings: RefCell::new(Vec::new()),
             keys_read: RefCell::new(BTreeMap::new()),
+            token_id_key: RefCell::new(None),
         }
     }
 
@@ -100,6 +108,15 @@ impl<'s> Doc<'s> {
             message,
             fix,
         });
+    }
+
+    /// Record a warning: the config loads, but says what to fix.
+    pub(crate) fn warn(&self, warning: String) {
+        self.warnings.borrow_mut().push(warning);
+    }
+
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        self.warnings.borrow().clone()
     }
 
     pub(crate) fn has_problems(&self) -> bool {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::respond::{AccessLine, KindRecord};
+use crate::respond::{AccessLine, KindRecord, MAX_MODEL_FIELD, bounded};
 use crate::sync::Locked;
 
 /// What an LLM route does once a request's response has ended (its last
@@ -103,7 +103,7 @@ impl KindRecord for LlmRecord {
             duration_ms = line.elapsed.as_millis() as u64,
             route = line.route,
             outcome = ?line.outcome,
-            model = f.model.as_deref().unwrap_or("-"),
+            model = f.model.as_deref().map_or("-", |m| bounded(m, MAX_MODEL_FIELD)),
             upstream = f.upstream.as_deref().unwrap_or("-"),
             failovers = f.failovers,
             first_token_ms = f.first_token_ms.unwrap_or(0),

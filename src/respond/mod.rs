@@ -10,7 +10,9 @@ mod rescue;
 
 pub(crate) use body::{BoxError, Guard, Payload, StreamBody};
 pub(crate) use error::{ErrorShape, error_response, render};
-pub(crate) use record::{AccessLine, InFlight, KindRecord, Recorded, RequestRecord};
+pub(crate) use record::{
+    AccessLine, InFlight, KindRecord, MAX_MODEL_FIELD, Recorded, RequestRecord, bounded,
+};
 pub(crate) use rescue::{Counted, Rescue};
 
 /// What every response handed to hyper carries.

@@ -103,6 +103,27 @@ impl AccessLine<'_> {
     }
 }
 
+/// The most of a request's path (with its query) an access line carries:
+/// the request head may be far longer (`http1.max_head_size`), and one
+/// client must not be able to make every line of the log that large.
+pub(crate) const MAX_PATH_FIELD: usize = 4096;
+/// The most of a Host an access line carries (a DNS name is at most 253
+/// bytes; with a port and brackets, under this).
+pub(crate) const MAX_HOST_FIELD: usize = 256;
+/// The most of a client's model name an access line (and a usage record)
+/// carries: a model is whatever the client's body said.
+pub(crate) const MAX_MODEL_FIELD: usize = 256;
+
+/// A client's text as a log field: at most `max` bytes, cut at a
+/// character boundary.
+pub(crate) fn bounded(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// How the response body ended.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Outcome {
@@ -133,9 +154,12 @@ impl RequestRecord {
         let line = AccessLine {
             enabled: self.access_log,
             client: self.client,
-            host: host.as_deref(),
+            host: host.as_deref().map(|h| bounded(h, MAX_HOST_FIELD)),
             method: &self.method,
-            path: self.path.as_ref().map_or("/", |p| p.as_str()),
+            path: bounded(
+                self.path.as_ref().map_or("/", |p| p.as_str()),
+                MAX_PATH_FIELD,
+            ),
             status: self.status,
             bytes,
             elapsed,
@@ -417,6 +441,15 @@ mod tests {
                 .contains("weir_requests_total{route=\"-\",status=\"200\"} 1"),
             "an aborted response is still counted (and logged)"
         );
+    }
+
+    #[test]
+    fn a_bounded_field_is_cut_at_a_character_boundary() {
+        assert_eq!(bounded("short", 256), "short");
+        assert_eq!(bounded("abcdef", 3), "abc");
+        // 'é' is two bytes: a cut inside it keeps the whole characters.
+        assert_eq!(bounded("aé", 2), "a");
+        assert_eq!(bounded(&"é".repeat(200), MAX_MODEL_FIELD).len(), 256);
     }
 
     #[test]

@@ -61,10 +61,30 @@ pub(super) struct Reloadable {
     /// The file text the running config came from; held while a reload
     /// runs, so reloads happen one at a time.
     pub(super) text: Mutex<Option<Vec<u8>>>,
+    /// What the file held when a reload last failed: the watcher tries a
+    /// file once per change, not on every event in its directory.
+    pub(super) rejected: Mutex<Option<FileSeen>>,
     pub(super) started: std::time::Instant,
     /// When the running config was loaded (Unix seconds).
     pub(super) loaded_at: AtomicU64,
     pub(super) listeners: Vec<(String, SocketAddr)>,
+}
+
+/// The config file as a reload found it: its text, or why it could not be
+/// read.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum FileSeen {
+    Text(Vec<u8>),
+    Unreadable(std::io::ErrorKind),
+}
+
+impl FileSeen {
+    fn of(read: &std::io::Result<Vec<u8>>) -> Self {
+        match read {
+            Ok(bytes) => FileSeen::Text(bytes.clone()),
+            Err(e) => FileSeen::Unreadable(e.kind()),
+        }
+    }
 }
 
 pub(super) fn unix_now() -> u64 {
@@ -194,13 +214,11 @@ impl Reloadable {
         let mut text = self.text.locked();
         let source = self.current.locked().source.clone();
         let read = std::fs::read(&source);
-        if trigger == Trigger::Watcher
-            && let Ok(new) = &read
-            && text.as_ref() == Some(new)
-        {
+        if trigger == Trigger::Watcher && self.seen_before(text.as_ref(), &read) {
             return None;
         }
         crate::systemd::reloading();
+        let seen = FileSeen::of(&read);
         let result = read
             .map_err(|e| vec![format!("{}: cannot read the file: {e}", source.display())])
             .and_then(|bytes| {
@@ -212,11 +230,15 @@ impl Reloadable {
                     })?;
                 budget::check(&config, budget::raise_nofile_limit())
                     .map_err(|p| vec![p.to_string()])?;
+                for w in &config.warnings {
+                    tracing::warn!("{w}");
+                }
                 let done = self.apply(&config).map_err(|e| vec![e.to_string()])?;
                 *text = Some(bytes);
                 Ok(done)
             });
         crate::systemd::ready();
+        *self.rejected.locked() = result.is_err().then_some(seen);
         let generation = self.gateway.snapshot().generation;
         self.metrics.config_reload(result.is_ok(), generation);
         // The log lines of a reload, whatever triggered it.
@@ -239,6 +261,18 @@ impl Reloadable {
         }
         Some(result)
     }
+
+    /// The watcher's test: the file holds what is running, or what was
+    /// last rejected (a broken save is tried once, then again only when
+    /// it changes — however it was saved, since the text is compared).
+    fn seen_before(&self, running: Option<&Vec<u8>>, read: &std::io::Result<Vec<u8>>) -> bool {
+        if let Ok(new) = read
+            && running == Some(new)
+        {
+            return true;
+        }
+        self.rejected.locked().as_ref() == Some(&FileSeen::of(read))
+    }
 }
 
 /// Reload when the config file changes: the parent directory is watched,
@@ -258,7 +292,8 @@ pub(super) fn watch_config(
     let changed = Arc::new(tokio::sync::Notify::new());
     let signal = changed.clone();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
+        // Reading a file (weir's own reload included) changes nothing.
+        if event.is_ok_and(|e| !e.kind.is_access()) {
             signal.notify_one();
         }
     });

@@ -13,6 +13,10 @@ use crate::listen::handover;
 /// and the re-send).
 const SETTLE_FLUSH_WAIT: Duration = Duration::from_secs(3);
 
+/// How long exit waits for the worker threads to drop the connections the
+/// shutdown timeout cut (each ends its response and logs it then).
+const WORKERS_STOP: Duration = Duration::from_secs(1);
+
 impl Running {
     /// Start the same binary (or a new one at the same path) with this
     /// process's listening sockets, and wait until it is ready: then this
@@ -73,9 +77,10 @@ impl Running {
         if let Some(t) = self.admin_task {
             t.abort();
         }
-        // Connections the timeout gave up on go with their worker.
+        // Connections the timeout gave up on go with their worker; their
+        // access lines are written before the process exits.
         if let Some(w) = self.workers {
-            w.stop();
+            let _ = tokio::task::spawn_blocking(move || w.stop_and_wait(WORKERS_STOP)).await;
         }
         // The last requests' budget settles are queued as they end: the
         // fleet's budgets get them before the process goes.

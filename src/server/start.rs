@@ -148,6 +148,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         metrics: metrics.clone(),
         current: std::sync::Mutex::new(config.clone()),
         text: std::sync::Mutex::new(std::fs::read(&config.source).ok()),
+        rejected: std::sync::Mutex::new(None),
         started: std::time::Instant::now(),
         loaded_at: unix_now().into(),
         listeners: listeners.clone(),

@@ -48,11 +48,27 @@ where
     }
 }
 
+/// The access log's target.
+const ACCESS: &str = "weir::access";
+
+/// The filter for access lines. The access log is switched by
+/// `log.access_log` (and per route), not by the level: an operator who
+/// quiets the error log with `level = "warn"` keeps it. A level that
+/// names `weir::access` itself (`"info,weir::access=off"`) is obeyed.
+pub(crate) fn access_filter(level: &str) -> String {
+    if level.contains(ACCESS) {
+        log_filter(level)
+    } else {
+        format!("{ACCESS}=info")
+    }
+}
+
 /// Install the global tracing subscriber. Logs go to stderr, or to
 /// `log.file`; the access log (the `weir::access` target) goes with them,
-/// or to `log.access_file`. Files are written without blocking and can be
-/// reopened for logrotate ([`logfile::reopen_all`]). A file that cannot be
-/// opened is an error before anything serves.
+/// or to `log.access_file`, whatever the level ([`access_filter`]). Every
+/// output is written without blocking (a bounded queue, drops counted)
+/// and files can be reopened for logrotate ([`logfile::reopen_all`]). A
+/// file that cannot be opened is an error before anything serves.
 pub(crate) fn init_logging(settings: &LogSettings) -> Result<(), String> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::filter::{FilterExt, filter_fn};
@@ -60,30 +76,38 @@ pub(crate) fn init_logging(settings: &LogSettings) -> Result<(), String> {
     use tracing_subscriber::util::SubscriberInitExt;
 
     let level = std::env::var("WEIR_LOG").unwrap_or_else(|_| settings.level.clone());
-    let filter = || {
-        tracing_subscriber::EnvFilter::try_new(log_filter(&level))
+    let env_filter = |directives: String| {
+        tracing_subscriber::EnvFilter::try_new(directives)
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter("info")))
     };
+    let filter = || env_filter(log_filter(&level));
+    let access = || env_filter(access_filter(&level));
     let open = |p: &std::path::Path| {
         logfile::writer(p).map_err(|e| format!("log file {}: {e}", p.display()))
     };
     let stderr_ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let main = match &settings.file {
         Some(p) => output(settings.format, open(p)?, false),
-        None => output(settings.format, std::io::stderr, stderr_ansi),
+        None => output(settings.format, logfile::stderr_writer(), stderr_ansi),
     };
     let mut layers: Vec<BoxedLayer> = Vec::new();
     match &settings.access_file {
         Some(p) => {
-            let access = output(settings.format, open(p)?, false);
-            layers.push(Box::new(main.with_filter(
-                filter().and(filter_fn(|m| m.target() != "weir::access")),
-            )));
-            layers.push(Box::new(access.with_filter(
-                filter().and(filter_fn(|m| m.target() == "weir::access")),
-            )));
+            let access_out = output(settings.format, open(p)?, false);
+            layers.push(Box::new(
+                main.with_filter(filter().and(filter_fn(|m| m.target() != ACCESS))),
+            ));
+            layers.push(Box::new(
+                access_out.with_filter(access().and(filter_fn(|m| m.target() == ACCESS))),
+            ));
         }
-        None => layers.push(Box::new(main.with_filter(filter()))),
+        None => layers.push(Box::new(
+            main.with_filter(
+                filter()
+                    .and(filter_fn(|m| m.target() != ACCESS))
+                    .or(access().and(filter_fn(|m| m.target() == ACCESS))),
+            ),
+        )),
     }
     // A second init (tests) keeps the first subscriber.
     let _ = tracing_subscriber::registry().with(layers).try_init();
@@ -106,5 +130,13 @@ mod tests {
             "{f}"
         );
         assert!(tracing_subscriber::EnvFilter::try_new(log_filter("weir=debug")).is_ok());
+    }
+
+    #[test]
+    fn the_access_log_ignores_the_level_unless_the_level_names_it() {
+        assert_eq!(access_filter("warn"), "weir::access=info");
+        assert_eq!(access_filter("error,weir=debug"), "weir::access=info");
+        let named = access_filter("info,weir::access=off");
+        assert!(named.starts_with("info,weir::access=off"), "{named}");
     }
 }

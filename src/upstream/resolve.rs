@@ -38,6 +38,12 @@ use crate::telemetry::Metrics;
 /// 0 would otherwise ask without pause).
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The most servers one name becomes. Each is a server with its own state,
+/// pool and metric series: a name answering thousands of addresses (a
+/// misconfigured or hostile zone) must not make thousands. Past it the
+/// lowest addresses are kept, so every instance keeps the same ones.
+pub(crate) const MAX_ADDRS_PER_NAME: usize = 64;
+
 /// One configured server and what its name last resolved to.
 struct Entry {
     uri: http::Uri,
@@ -47,6 +53,8 @@ struct Entry {
     name: Option<String>,
     /// The last good answer (none: no answer yet).
     addrs: Option<Vec<IpAddr>>,
+    /// The last answer had more than [`MAX_ADDRS_PER_NAME`] (said once).
+    capped: bool,
 }
 
 /// A server the group should have.
@@ -74,6 +82,7 @@ pub(crate) fn spawn(
             weight: m.weight,
             backup: m.backup,
             addrs: None,
+            capped: false,
         })
         .collect();
     if entries.iter().all(|e| e.name.is_none()) {
@@ -106,6 +115,22 @@ fn name_of(uri: &http::Uri) -> Option<String> {
     let host = uri.host()?;
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     bare.parse::<IpAddr>().is_err().then(|| host.to_string())
+}
+
+/// The servers an answer makes: its addresses, each once, the lowest
+/// [`MAX_ADDRS_PER_NAME`]; and how many distinct addresses it had.
+fn servers_of(answer: impl Iterator<Item = IpAddr>) -> (Vec<IpAddr>, usize) {
+    // Bounded while reading: a huge answer is never held whole twice.
+    let mut addrs: Vec<IpAddr> = Vec::new();
+    let mut answered = 0usize;
+    for a in answer {
+        if let Err(at) = addrs.binary_search(&a) {
+            answered = answered.saturating_add(1);
+            addrs.insert(at, a);
+            addrs.truncate(MAX_ADDRS_PER_NAME);
+        }
+    }
+    (addrs, answered)
 }
 
 /// The configured nameservers (UDP, and TCP for answers too long for it),
@@ -180,9 +205,12 @@ impl Task {
             };
             match self.resolver.lookup_ip(name.as_str()).await {
                 Ok(answer) => {
-                    let mut addrs: Vec<IpAddr> = answer.iter().collect();
-                    addrs.sort_unstable();
-                    addrs.dedup();
+                    let (addrs, answered) = servers_of(answer.iter());
+                    let capped = answered > addrs.len();
+                    if capped && !e.capped {
+                        tracing::warn!(route = %self.route, host = %name, answered, kept = addrs.len(), "a server name resolved to more addresses than weir makes servers of; the lowest are kept");
+                    }
+                    e.capped = capped;
                     let ttl = answer
                         .valid_until()
                         .saturating_duration_since(std::time::Instant::now());
@@ -243,13 +271,16 @@ impl Task {
             |w| Server::new(w.uri, w.addr, &self.route, &self.metrics, &self.dial),
             Instant::now(),
         );
-        // Servers gone stop showing as up; their metrics stay at their
-        // last counts.
+        // Servers gone lose their metric series: addresses come and go
+        // (containers, autoscaling), and series for every address ever
+        // seen would grow without bound. Requests still on one count into
+        // its handles, no longer shown.
         for i in 0..current.len() {
             if let Some(m) = current.member(i)
                 && !labels.iter().any(|l| *l == *m.target.label)
             {
                 m.target.metrics.up.set(0);
+                self.metrics.forget_server(&self.route, &m.target.label);
             }
         }
         group.store(Arc::new(next));
@@ -259,6 +290,19 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_makes_at_most_the_cap_of_servers_the_lowest_each_once() {
+        let v4 = |n: u32| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n));
+        // Ten thousand addresses, high to low, each twice.
+        let answer = (0..10_000u32).rev().flat_map(|n| [v4(n), v4(n)]);
+        let (kept, answered) = servers_of(answer);
+        assert_eq!(answered, 10_000);
+        assert_eq!(kept.len(), MAX_ADDRS_PER_NAME);
+        assert_eq!(kept, (0..64).map(v4).collect::<Vec<_>>());
+        let (few, n) = servers_of([v4(2), v4(1), v4(2)].into_iter());
+        assert_eq!((few, n), (vec![v4(1), v4(2)], 2));
+    }
 
     #[test]
     fn only_http_names_are_looked_up() {

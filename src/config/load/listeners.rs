@@ -107,6 +107,7 @@ fn tls_settings(
         let (Some(cert), Some(key)) = (cert, key) else {
             continue;
         };
+        secrets::warn_if_readable_by_others(c.doc(), &key.value);
         match crate::pki::load_certificate(&cert.value, &key.value) {
             Ok((certified, names)) => certificates.push(Certificate {
                 cert_path: cert.value,

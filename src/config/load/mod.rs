@@ -74,6 +74,7 @@ fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
         routes,
         upstream,
         cluster,
+        warnings: doc.warnings(),
     })
 }
 

@@ -28,6 +28,14 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
         s.watch_config = b;
     }
     s.trusted_proxies = ip_networks(&t, &server::TRUSTED_PROXIES);
+    if let Ok(Some((key, _))) = secrets::secret(
+        &t,
+        &server::TOKEN_ID_KEY_ENV,
+        &server::TOKEN_ID_KEY_FILE,
+        "the key client tokens are named with",
+    ) {
+        *t.doc().token_id_key.borrow_mut() = Some(key);
+    }
     s
 }
 

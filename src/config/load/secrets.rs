@@ -55,9 +55,32 @@ fn from_env(doc: &Doc<'_>, var: &At<String>, fix: String) -> Result<Secret, Repo
     }
 }
 
+/// Warn when a file holding a secret (a key, a token) can be read by its
+/// group or by everyone: OpenSSH refuses such a key; weir loads it, and
+/// says so at start, at reload and in `weir check`.
+pub(super) fn warn_if_readable_by_others(doc: &Doc<'_>, path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o044 != 0 {
+        doc.warn(format!(
+            "{}: holds a secret and is readable by {} (mode {mode:04o}); fix: chmod 600 {0}",
+            path.display(),
+            if mode & 0o004 != 0 {
+                "everyone"
+            } else {
+                "its group"
+            },
+        ));
+    }
+}
+
 /// The secret in the file `f` names (relative to the config's directory).
 fn from_file(doc: &Doc<'_>, f: &At<String>, fix: String) -> Result<Secret, Reported> {
     let path = doc.base_dir().join(&f.value);
+    warn_if_readable_by_others(doc, &path);
     match std::fs::read_to_string(&path) {
         Ok(s) if !s.trim().is_empty() => Ok(Secret(s.trim().to_string())),
         Ok(_) => {
@@ -158,6 +181,7 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<Secret>> {
     let env = t.string("client_tokens_env");
     if let Some(f) = &file {
         let path = t.doc().base_dir().join(&f.value);
+        warn_if_readable_by_others(t.doc(), &path);
         match std::fs::read_to_string(&path) {
             Ok(text) => tokens.extend(
                 text.lines()

@@ -117,13 +117,21 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
         });
     }
     let unnamed = unnamed?;
+    if !unnamed.is_empty() && t.doc().token_id_key.borrow().is_none() {
+        t.doc().warn(
+            "unnamed client tokens are named with a key made at start: their names \
+             (metrics, usage records) change at restart and differ between the instances \
+             of a fleet; fix: set `server.token_id_key_file` (the same on every instance)"
+                .into(),
+        );
+    }
     for token in unnamed {
         if out.iter().any(|o| o.token == token) {
             // Listed again in the file or the variable: one client.
             continue;
         }
         out.push(ClientToken {
-            name: fingerprint(&token),
+            name: fingerprint(&token, t.doc().token_id_key.borrow().as_ref()),
             token,
             budget: route_budget,
         });
@@ -153,10 +161,28 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// The name of an unnamed token: `token-` and the first 8 hex digits of
-/// its SHA-256 (`printf %s "$TOKEN" | sha256sum | cut -c1-8`).
-pub(crate) fn fingerprint(token: &Secret) -> String {
-    format!("token-{}", token.digest_hex(4))
+/// The name of an unnamed token: `token-` and the first 6 bytes, in hex,
+/// of its HMAC-SHA256 under the deployment's key (`server.token_id_key_*`;
+/// without one, a key made once per process). Keyed, so a name shown in
+/// `/metrics` or a usage record cannot be used to test guesses of the
+/// token; the same key on every instance gives a fleet the same names.
+pub(crate) fn fingerprint(token: &Secret, key: Option<&Secret>) -> String {
+    use aws_lc_rs::hmac;
+    static PER_PROCESS: std::sync::LazyLock<[u8; 32]> = std::sync::LazyLock::new(|| {
+        let mut k = [0u8; 32];
+        // The system's random source failing leaves a zero key: names are
+        // still keyed per deployment by nothing secret, as before.
+        let _ = aws_lc_rs::rand::fill(&mut k);
+        k
+    });
+    let key_bytes = key.map_or(&PER_PROCESS[..], |k| k.0.as_bytes());
+    let tag = hmac::sign(
+        &hmac::Key::new(hmac::HMAC_SHA256, key_bytes),
+        token.0.as_bytes(),
+    );
+    let head = tag.as_ref().get(..6).unwrap_or(tag.as_ref());
+    let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+    format!("token-{hex}")
 }
 
 /// `[[route.prices]]`: per model id (as sent upstream; `"*"` for any
@@ -249,6 +275,30 @@ mod tests {
     }
 
     #[test]
+    fn an_unnamed_token_is_named_by_a_keyed_hash_not_its_bare_digest() {
+        let token = Secret("tok-a".into());
+        let key = Secret("deployment-key".into());
+        let name = fingerprint(&token, Some(&key));
+        // The same key (every instance of a fleet): the same name.
+        assert_eq!(
+            name,
+            fingerprint(&token, Some(&Secret("deployment-key".into())))
+        );
+        assert_eq!(name.len(), "token-".len() + 12, "{name}");
+        // HMAC-SHA256("deployment-key", "tok-a"), first 6 bytes.
+        assert_eq!(name, "token-0db85578b675");
+        // Not sha256("tok-a") (what anyone can compute from a guess).
+        assert!(!name.contains(&token.digest_hex(4)), "{name}");
+        assert_ne!(name, fingerprint(&token, Some(&Secret("another".into()))));
+        assert_ne!(
+            name,
+            fingerprint(&token, None),
+            "no key: one made per process"
+        );
+        assert_eq!(fingerprint(&token, None), fingerprint(&token, None));
+    }
+
+    #[test]
     fn clients_are_named_and_budgeted_per_token() {
         let s = llm(
             "client_tokens_file = \"tokens\"\ntokens_per_minute = 1000\nspend_per_day = 2.5\n",
@@ -256,8 +306,11 @@ mod tests {
              tokens_per_day = 50000\nspend_per_day = 0\n",
         );
         let names: Vec<&str> = s.client_tokens.iter().map(|c| c.name.as_str()).collect();
-        // sha256("tok-a") and sha256("tok-b"), first 4 bytes.
-        assert_eq!(names, ["alice", "token-4f66a428", "token-efa1cd32"]);
+        // Keyed by a key made for this process: the two, each its own.
+        assert_eq!(names.len(), 3);
+        assert_eq!(names[0], "alice");
+        let per_process = |t: &str| fingerprint(&Secret(t.into()), None);
+        assert_eq!(names[1..], [per_process("tok-a"), per_process("tok-b")]);
         assert_eq!(
             s.client_tokens[0].budget,
             Budget {

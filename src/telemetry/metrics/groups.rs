@@ -36,6 +36,9 @@ struct HostLabels {
     host: String,
 }
 
+/// Every reason a server is taken out for ([`Metrics::server_ejected`]).
+const EJECTION_REASONS: [&str; 4] = ["failing", "rate_limited", "overloaded", "unreachable"];
+
 pub(super) struct GroupFamilies {
     up: Family<ServerLabels, Gauge>,
     picks: Family<ServerLabels, Counter>,
@@ -120,6 +123,24 @@ impl Metrics {
         };
         m.up.set(1);
         m
+    }
+
+    /// `server` left `route`'s group (its address left the name's
+    /// answer): its series go.
+    pub(crate) fn forget_server(&self, route: &Arc<str>, server: &Arc<str>) {
+        let labels = ServerLabels {
+            route: RouteName(route.clone()),
+            server: RouteName(server.clone()),
+        };
+        self.groups.up.remove(&labels);
+        self.groups.picks.remove(&labels);
+        for reason in EJECTION_REASONS {
+            self.groups.ejections.remove(&EjectionLabels {
+                route: labels.route.clone(),
+                server: labels.server.clone(),
+                reason,
+            });
+        }
     }
 
     /// `server` of `route`'s group was taken out for `reason` (the

@@ -150,6 +150,11 @@ impl Metrics {
             "Log lines dropped because a log file's queue was full (the disk stalled)",
             log_lines_dropped.clone(),
         );
+        registry.register(
+            "log_write_errors",
+            "Writes to a log output (file, stderr, stdout) that failed, such as on a full disk; what failed is lost",
+            super::logfile::WRITE_ERRORS.clone(),
+        );
         let certificates = acme::CertificateFamilies::register(&mut registry);
         Metrics {
             registry,
