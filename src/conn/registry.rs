@@ -85,11 +85,19 @@ struct Inner {
 impl Inner {
     /// The reclaimable connection to evict: half-sent heads and stalled
     /// handshakes first (the slowloris signature), then idle keep-alives
-    /// (often a real client's pool); oldest first within each.
+    /// (often a real client's pool), then idle tunnels (a WebSocket that
+    /// is quiet may still be wanted); oldest first within each.
     fn victim(&mut self) -> Option<u64> {
-        let rank = |c: &ConnState| (c.phase() != Phase::Idle, c.phase_age_us());
+        let rank = |c: &ConnState| {
+            let class = match c.phase() {
+                Phase::Tunnel => 0,
+                Phase::Idle => 1,
+                _ => 2,
+            };
+            (class, c.phase_age_us())
+        };
         let best_of = |it: &mut dyn Iterator<Item = &(u64, Arc<ConnState>)>| {
-            it.filter(|(_, c)| c.phase().reclaimable())
+            it.filter(|(_, c)| c.reclaimable())
                 .max_by_key(|(_, c)| rank(c))
                 .map(|(id, _)| *id)
         };
