@@ -352,6 +352,7 @@ impl Gateway {
                     route_name: &route.name,
                     route: &route.config,
                     body_rate: snapshot.body_rate,
+                    body_read_timeout: snapshot.body_read_timeout,
                     metrics: &self.standing.metrics,
                     facts: &facts,
                     admission: &mut record.admission,
