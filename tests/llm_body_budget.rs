@@ -19,7 +19,9 @@ const WORDS: &[&str] = &["Hello", " there", "."];
 async fn trickle(from: &str, weir: SocketAddr, declared: usize) -> TcpStream {
     let socket = TcpSocket::new_v4().expect("socket");
     let local: IpAddr = from.parse().expect("ip");
-    socket.bind((local, 0).into()).expect("bind the client side");
+    socket
+        .bind((local, 0).into())
+        .expect("bind the client side");
     let mut s = socket.connect(weir).await.expect("connect");
     let head = format!(
         "POST /v1/messages HTTP/1.1\r\nHost: a\r\ncontent-type: application/json\r\n\
@@ -49,7 +51,10 @@ async fn a_trickled_body_holds_only_what_it_sent() {
         &[("anthropic-version", "2023-06-01")],
     )
     .await;
-    assert_eq!(s, 200, "the budget was not taken by what was only declared: {body}");
+    assert_eq!(
+        s, 200,
+        "the budget was not taken by what was only declared: {body}"
+    );
 }
 
 #[tokio::test]

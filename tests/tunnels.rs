@@ -23,7 +23,9 @@ Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbX
 async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().expect("socket");
     let local: IpAddr = from.parse().expect("ip");
-    socket.bind((local, 0).into()).expect("bind the client side");
+    socket
+        .bind((local, 0).into())
+        .expect("bind the client side");
     socket.connect(to).await.expect("connect")
 }
 
@@ -76,10 +78,16 @@ async fn idle_websockets_from_one_address_leave_the_gate_to_another() {
             shed += 1;
         }
     }
-    assert!(shed >= 10, "the heaviest client is shed before the gate is full");
+    assert!(
+        shed >= 10,
+        "the heaviest client is shed before the gate is full"
+    );
     for _ in 0..3 {
         let h = status_from("127.0.0.1", addr, "/echo").await;
-        assert!(h.starts_with("HTTP/1.1 200"), "another address is served: {h}");
+        assert!(
+            h.starts_with("HTTP/1.1 200"),
+            "another address is served: {h}"
+        );
     }
     assert_eq!(
         metric(
@@ -109,7 +117,10 @@ async fn at_a_full_gate_the_heaviest_clients_idle_tunnel_gives_its_slot() {
         tunnels.push(s);
     }
     let h = status_from("127.0.0.2", addr, "/echo").await;
-    assert!(h.starts_with("HTTP/1.1 503"), "the heaviest client itself: {h}");
+    assert!(
+        h.starts_with("HTTP/1.1 503"),
+        "the heaviest client itself: {h}"
+    );
     // Once its tunnels have been idle a moment, a newcomer takes one's slot.
     assert!(
         eventually_async(Duration::from_secs(5), || async {
@@ -143,7 +154,12 @@ async fn an_idle_tunnel_closes_after_its_idle_timeout_and_a_busy_one_at_its_life
     let (_, closed) = read_until_close(&mut s, Duration::from_secs(5)).await;
     assert!(closed, "the idle tunnel was closed");
     assert!(
-        eventually_metric(&weir, "weir_tunnels_closed_total{reason=\"idle_timeout\"}", 1).await
+        eventually_metric(
+            &weir,
+            "weir_tunnels_closed_total{reason=\"idle_timeout\"}",
+            1
+        )
+        .await
     );
     assert!(eventually_metric(&weir, "weir_requests_in_flight", 0).await);
 
@@ -167,7 +183,12 @@ async fn an_idle_tunnel_closes_after_its_idle_timeout_and_a_busy_one_at_its_life
     .await;
     assert!(ended.is_ok(), "the tunnel was closed at its lifetime");
     assert!(
-        eventually_metric(&weir, "weir_tunnels_closed_total{reason=\"max_lifetime\"}", 1).await
+        eventually_metric(
+            &weir,
+            "weir_tunnels_closed_total{reason=\"max_lifetime\"}",
+            1
+        )
+        .await
     );
 }
 

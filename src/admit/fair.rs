@@ -188,10 +188,8 @@ impl Fair {
             .map(|(i, c)| (c.load(Ordering::Relaxed), i))
             .max()
             .unwrap_or((0, 0));
-        self.heaviest.store(
-            (u64::from(count) << 32) | bucket as u64,
-            Ordering::Release,
-        );
+        self.heaviest
+            .store((u64::from(count) << 32) | bucket as u64, Ordering::Release);
         (count, bucket)
     }
 
@@ -218,7 +216,9 @@ impl Fair {
         let victim = tunnels
             .iter()
             .enumerate()
-            .filter(|(_, t)| now.saturating_duration_since(t.tunnel.last_active()) >= TUNNEL_IDLE_MIN)
+            .filter(|(_, t)| {
+                now.saturating_duration_since(t.tunnel.last_active()) >= TUNNEL_IDLE_MIN
+            })
             .map(|(i, t)| (self.counts[t.bucket].load(Ordering::Relaxed), t, i))
             .filter(|(count, _, _)| *count > mine)
             .max_by_key(|(count, t, _)| (*count, std::cmp::Reverse(t.tunnel.last_active())))
@@ -364,8 +364,16 @@ mod tests {
             .map(|_| gate.try_enter(heavy).expect("room").expect("gated"))
             .collect();
         assert_eq!(gate.try_enter(heavy).err(), Some(Refused::Heaviest));
-        held.push(gate.try_enter(ip("192.0.2.2")).expect("newcomer").expect("gated"));
-        held.push(gate.try_enter(ip("192.0.2.3")).expect("newcomer").expect("gated"));
+        held.push(
+            gate.try_enter(ip("192.0.2.2"))
+                .expect("newcomer")
+                .expect("gated"),
+        );
+        held.push(
+            gate.try_enter(ip("192.0.2.3"))
+                .expect("newcomer")
+                .expect("gated"),
+        );
         assert_eq!(gate.in_use(32), 32);
         assert_eq!(
             gate.try_enter(ip("192.0.2.4")).err(),
@@ -407,7 +415,10 @@ mod tests {
         tunnels[0].1.touch();
         let taken = gate.try_enter(other).expect("an idle tunnel's slot");
         assert!(taken.is_some());
-        assert!(tunnels[1].1.reclaimed.load(Ordering::Acquire), "idle longest");
+        assert!(
+            tunnels[1].1.reclaimed.load(Ordering::Acquire),
+            "idle longest"
+        );
         assert!(!tunnels[0].1.reclaimed.load(Ordering::Acquire));
         // The same /64 is the same client: it cannot take from itself.
         assert_eq!(gate.try_enter(ip("2001:db8::2")).err(), Some(Refused::Full));

@@ -62,9 +62,9 @@ impl BodyClient {
     /// Client token `index` of the route named `route`.
     pub(crate) fn token(route: &str, index: usize) -> Self {
         // FNV-1a over the name; the budget's seed mixes it after.
-        let h = route
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x1000_0000_01b3));
+        let h = route.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x1000_0000_01b3)
+        });
         BodyClient(h ^ (index as u64).rotate_left(40) ^ (1 << 62))
     }
 }
@@ -81,7 +81,9 @@ impl ByteBudget {
     pub(crate) fn new(bytes: u64) -> Self {
         ByteBudget((bytes > 0).then(|| {
             Arc::new(Inner {
-                sem: Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS as u64) as usize)),
+                sem: Arc::new(Semaphore::new(
+                    bytes.min(Semaphore::MAX_PERMITS as u64) as usize
+                )),
                 total: bytes,
                 headroom: bytes / 16,
                 held: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
@@ -169,7 +171,11 @@ impl Reservation {
             return Ok(());
         }
         let n = u32::try_from(bytes).map_err(|_| Refused::Spent)?;
-        let p = b.sem.clone().try_acquire_many_owned(n).map_err(|_| Refused::Spent)?;
+        let p = b
+            .sem
+            .clone()
+            .try_acquire_many_owned(n)
+            .map_err(|_| Refused::Spent)?;
         if let Some(bucket) = self.bucket
             && (b.sem.available_permits() as u64) < b.headroom
         {
@@ -417,7 +423,11 @@ mod tests {
         big.grow(1400).expect("room");
         let mut small = budget.reservation(Some(light));
         small.grow(50).expect("room");
-        assert_eq!(big.grow(60), Err(Refused::Heaviest), "the heaviest, within the headroom");
+        assert_eq!(
+            big.grow(60),
+            Err(Refused::Heaviest),
+            "the heaviest, within the headroom"
+        );
         small.grow(100).expect("a lighter client still fits");
         assert_eq!(budget.in_use(1600), 1550);
         drop(big);

@@ -219,7 +219,13 @@ pub(crate) async fn forward(
     let client_version = req.version();
     let (out, body) = Outgoing::new(req, route, client, host, upgrade.as_ref());
     let answer = send(out, body, upstream, client.conn.peer.ip(), &mut report).await?;
-    relay(answer, client_version, (client_upgrade, cap), client, admission)
+    relay(
+        answer,
+        client_version,
+        (client_upgrade, cap),
+        client,
+        admission,
+    )
 }
 
 /// The request's head as every attempt sends it, and what shapes each
