@@ -466,6 +466,38 @@ mod tests {
         assert!(Arc::ptr_eq(&evicted.expect("victim"), &held[5].state));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_tunnel_is_reclaimed_after_idle_keepalives_and_a_busy_one_never() {
+        let r = Registry::new(3, 0);
+        let (tunnel, _) = admit(&r, "192.0.2.1", Phase::Active).expect("1");
+        tunnel.state.request_started();
+        tunnel.state.upgraded();
+        let (busy, _) = admit(&r, "192.0.2.2", Phase::Active).expect("2");
+        busy.state.request_started();
+        busy.state.upgraded();
+        let (idle, _) = admit(&r, "192.0.2.3", Phase::ReadingHead).expect("3");
+        idle.state.request_started();
+        idle.state.request_finished();
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        busy.state.tunnel_active();
+        let (_a, evicted) = admit(&r, "192.0.2.4", Phase::Active).expect("evicts");
+        assert!(
+            Arc::ptr_eq(&evicted.expect("victim"), &idle.state),
+            "keep-alives first"
+        );
+        let (_b, evicted) = admit(&r, "192.0.2.5", Phase::Active).expect("evicts");
+        assert!(
+            Arc::ptr_eq(&evicted.expect("victim"), &tunnel.state),
+            "then the idle tunnel"
+        );
+        assert_eq!(tunnel.state.close_reason(), CloseReason::Reclaimed);
+        assert_eq!(
+            admit(&r, "192.0.2.6", Phase::Active).err(),
+            Some(Refused::Full),
+            "a tunnel that just carried bytes is busy"
+        );
+    }
+
     #[test]
     fn removal_keeps_the_index_true() {
         let r = Registry::new(0, 0);
