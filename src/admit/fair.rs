@@ -206,7 +206,10 @@ impl Fair {
     fn hand_over(&self, bucket: usize) -> bool {
         let mine = self.counts[bucket].load(Ordering::Relaxed);
         let mut tunnels = self.tunnels.locked();
-        let (heaviest, _) = self.scan();
+        if tunnels.is_empty() {
+            return false;
+        }
+        let (heaviest, _) = self.heaviest();
         if mine >= heaviest {
             return false;
         }
