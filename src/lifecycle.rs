@@ -195,7 +195,7 @@ impl Gateway {
 
         // Phase: admit — the process-wide gate, before any routing work,
         // so unknown-route floods are bounded too.
-        match self.standing.admitter.admit() {
+        match self.standing.admitter.admit(conn.peer.ip()) {
             Ok(a) => record.admission = Some(a),
             Err(shed) => return Err(Rescue::shed(shed.label())),
         }
@@ -325,6 +325,9 @@ impl Gateway {
                     conn,
                     trusted_proxies: &snapshot.trusted_proxies,
                     body_rate: snapshot.body_rate,
+                    tunnel_limits: snapshot.tunnel_limits,
+                    tunnel_cap: &self.standing.tunnel_cap,
+                    metrics: &self.standing.metrics,
                 };
                 proxy::forward(
                     req,
@@ -349,6 +352,7 @@ impl Gateway {
                     route_name: &route.name,
                     route: &route.config,
                     body_rate: snapshot.body_rate,
+                    body_read_timeout: snapshot.body_read_timeout,
                     metrics: &self.standing.metrics,
                     facts: &facts,
                     admission: &mut record.admission,

@@ -24,6 +24,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::admit::rate::{self, RateLimit};
+use crate::admit::tunnels::{TunnelCap, TunnelLimits};
 use crate::admit::{Admitter, Gate};
 use crate::cluster::Cluster;
 use crate::config::{
@@ -56,6 +57,9 @@ pub(crate) struct Snapshot {
     /// Requests per connection before it is closed gracefully; 0 = none.
     pub(crate) max_requests_per_connection: u64,
     pub(crate) body_rate: Option<BodyRate>,
+    /// The whole time an LLM route may take to read a request body.
+    pub(crate) body_read_timeout: Duration,
+    pub(crate) tunnel_limits: TunnelLimits,
 }
 
 /// The upstream CA file and its contents, read once per snapshot: the
@@ -135,6 +139,8 @@ impl LlmKey {
 /// State that lives as long as the process, across snapshots.
 pub(crate) struct Standing {
     pub(crate) admitter: Admitter,
+    /// Open tunnels per client address (its cap reloads).
+    pub(crate) tunnel_cap: Arc<TunnelCap>,
     pub(crate) metrics: Arc<Metrics>,
     /// Bytes of request bodies LLM routes may hold at once, process-wide.
     pub(crate) body_budget: ByteBudget,
@@ -172,6 +178,7 @@ impl Standing {
                 metrics.in_flight_gauge(),
                 metrics.admission_hold_histogram(),
             ),
+            tunnel_cap: TunnelCap::new(0),
             metrics,
             routes: Mutex::new(HashMap::new()),
             generation: Mutex::new(0),
@@ -201,7 +208,7 @@ impl Snapshot {
         for r in &config.routes {
             let mut state = states.remove(&r.name).unwrap_or_else(|| RouteState {
                 limit: r.max_concurrent_requests,
-                gate: Gate::new(r.max_concurrent_requests),
+                gate: Gate::fair(r.max_concurrent_requests),
                 pool: None,
                 llm: None,
                 rate: None,
@@ -209,7 +216,7 @@ impl Snapshot {
             if state.limit != r.max_concurrent_requests {
                 // Requests holding the old gate release into it and it goes.
                 state.limit = r.max_concurrent_requests;
-                state.gate = Gate::new(r.max_concurrent_requests);
+                state.gate = Gate::fair(r.max_concurrent_requests);
             }
             // The fleet's limits when the route shares them and weir
             // started with a cluster (one added by a reload waits for a
@@ -310,6 +317,7 @@ impl Snapshot {
         let mut generation = standing.generation.locked();
         *generation += 1;
         let c = &config.connections;
+        standing.tunnel_cap.set_max(c.max_tunnels_per_ip);
         Ok(Snapshot {
             generation: *generation,
             router: Router::new(routes),
@@ -320,6 +328,11 @@ impl Snapshot {
                 min_bytes_per_second: c.min_body_rate,
                 period: c.body_rate_period,
             }),
+            body_read_timeout: config.server.body_read_timeout,
+            tunnel_limits: TunnelLimits {
+                idle: c.tunnel_idle_timeout,
+                max_lifetime: (!c.tunnel_max_lifetime.is_zero()).then_some(c.tunnel_max_lifetime),
+            },
         })
     }
 }

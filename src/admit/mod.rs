@@ -15,46 +15,20 @@
 //! admission like a semaphore permit).
 
 pub(crate) mod auth_failures;
+pub(crate) mod fair;
 pub(crate) mod rate;
+pub(crate) mod tunnels;
 
 use crate::cluster::{Ask, BudgetAsk, Cluster, Decision, Lease, OverBudget, SharedReservation};
+pub(crate) use fair::{Gate, Tunnel};
 use rate::{Client, RateLimit, Refusal};
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// A bound on concurrent requests. `None` inside means no bound at all: no
-/// semaphore, no atomic operations, exactly as without a gate.
-#[derive(Clone, Default)]
-pub(crate) struct Gate(Option<Arc<Semaphore>>);
-
-impl Gate {
-    /// A gate for `limit` requests; 0 disables it.
-    pub(crate) fn new(limit: usize) -> Self {
-        Gate((limit > 0).then(|| Arc::new(Semaphore::new(limit))))
-    }
-
-    /// Take a slot, or `Err` when full. `Ok(None)` when there is no gate.
-    fn try_enter(&self) -> Result<Option<OwnedSemaphorePermit>, Full> {
-        match &self.0 {
-            None => Ok(None),
-            Some(s) => s.clone().try_acquire_owned().map(Some).map_err(|_| Full),
-        }
-    }
-
-    /// Slots in use (for tests and the admin view).
-    #[cfg(test)]
-    pub(crate) fn in_use(&self, limit: usize) -> usize {
-        self.0.as_ref().map_or(0, |s| limit - s.available_permits())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Full;
 
 /// A client token's concurrency bound: this process's own gate, or the
 /// fleet's slots in Redis.
@@ -216,29 +190,44 @@ fn share(limit: usize, instances: u32) -> usize {
     limit.div_ceil(instances.max(1) as usize).max(1)
 }
 
-/// Which gate shed a request.
+/// Which gate shed a request, and why: full, or (fair gates) because
+/// the client holds the most slots while the gate is nearly full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shed {
     Global,
+    GlobalHeaviest,
     Route,
+    RouteHeaviest,
     Token,
 }
 
 impl Shed {
+    /// The `reason` label of `weir_requests_shed_total`.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Shed::Global => "global",
+            Shed::GlobalHeaviest => "global_heaviest",
             Shed::Route => "route",
+            Shed::RouteHeaviest => "route_heaviest",
             Shed::Token => "token",
+        }
+    }
+
+    fn of(refused: fair::Refused, full: Shed, heaviest: Shed) -> Shed {
+        match refused {
+            fair::Refused::Full => full,
+            fair::Refused::Heaviest => heaviest,
         }
     }
 }
 
 /// A request's place under the gates; dropping it frees the place.
 pub(crate) struct Admission {
-    _global: Option<OwnedSemaphorePermit>,
-    _route: Option<OwnedSemaphorePermit>,
-    _token: Option<OwnedSemaphorePermit>,
+    /// The client the fair gates count it under.
+    client: IpAddr,
+    _global: Option<fair::Slot>,
+    _route: Option<fair::Slot>,
+    _token: Option<fair::Slot>,
     /// A client token's slot in the fleet, given back with the rest.
     _lease: Option<Lease>,
     since: Instant,
@@ -257,15 +246,26 @@ impl Admission {
     /// Also enter the matched route's gate. On `Err` the caller drops the
     /// admission, which returns the global slot too.
     pub(crate) fn enter_route(&mut self, gate: &Gate) -> Result<(), Shed> {
-        self._route = gate.try_enter().map_err(|_| Shed::Route)?;
+        self._route = gate
+            .try_enter(self.client)
+            .map_err(|r| Shed::of(r, Shed::Route, Shed::RouteHeaviest))?;
         Ok(())
     }
 
     /// Also enter a client token's gate (LLM routes), held as long as the
     /// rest of the admission.
     pub(crate) fn enter_token(&mut self, gate: &Gate) -> Result<(), Shed> {
-        self._token = gate.try_enter().map_err(|_| Shed::Token)?;
+        self._token = gate.try_enter(self.client).map_err(|_| Shed::Token)?;
         Ok(())
+    }
+
+    /// The request became a tunnel: the fair gates it holds slots of may
+    /// hand them to a lighter client while it is idle (`tunnel` is then
+    /// told to close).
+    pub(crate) fn hold_tunnel(&mut self, tunnel: &Arc<Tunnel>) {
+        for slot in [&mut self._global, &mut self._route].into_iter().flatten() {
+            slot.hold_tunnel(tunnel);
+        }
     }
 }
 
@@ -279,17 +279,21 @@ pub(crate) struct Admitter {
 impl Admitter {
     pub(crate) fn new(global_limit: usize, in_flight: Gauge, hold_time: Histogram) -> Self {
         Admitter {
-            global: Gate::new(global_limit),
+            global: Gate::fair(global_limit),
             in_flight,
             hold_time,
         }
     }
 
-    /// Admit a request through the process-wide gate.
-    pub(crate) fn admit(&self) -> Result<Admission, Shed> {
-        let global = self.global.try_enter().map_err(|_| Shed::Global)?;
+    /// Admit a request of `client` through the process-wide gate.
+    pub(crate) fn admit(&self, client: IpAddr) -> Result<Admission, Shed> {
+        let global = self
+            .global
+            .try_enter(client)
+            .map_err(|r| Shed::of(r, Shed::Global, Shed::GlobalHeaviest))?;
         self.in_flight.inc();
         Ok(Admission {
+            client,
             _global: global,
             _route: None,
             _token: None,
@@ -305,6 +309,8 @@ impl Admitter {
 mod tests {
     use super::*;
 
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+
     fn admitter(limit: usize) -> Admitter {
         Admitter::new(limit, Gauge::default(), Histogram::new([1.0]))
     }
@@ -312,22 +318,22 @@ mod tests {
     #[test]
     fn sheds_at_the_limit_and_frees_on_drop() {
         let a = admitter(2);
-        let one = a.admit().expect("1");
-        let _two = a.admit().expect("2");
-        assert_eq!(a.admit().err(), Some(Shed::Global));
+        let one = a.admit(A).expect("1");
+        let _two = a.admit(A).expect("2");
+        assert_eq!(a.admit(A).err(), Some(Shed::Global));
         assert_eq!(a.in_flight.get(), 2);
         drop(one);
         assert_eq!(a.in_flight.get(), 1);
-        a.admit().expect("a slot freed");
+        a.admit(A).expect("a slot freed");
     }
 
     #[test]
     fn route_gate_sheds_and_gives_back_the_global_slot() {
         let a = admitter(10);
         let route = Gate::new(1);
-        let mut held = a.admit().expect("1");
+        let mut held = a.admit(A).expect("1");
         held.enter_route(&route).expect("route slot");
-        let mut second = a.admit().expect("global has room");
+        let mut second = a.admit(A).expect("global has room");
         assert_eq!(second.enter_route(&route).err(), Some(Shed::Route));
         drop(second);
         assert_eq!(
@@ -340,8 +346,8 @@ mod tests {
     #[test]
     fn zero_means_no_gate() {
         let a = admitter(0);
-        let held: Vec<Admission> = (0..5000).map(|_| a.admit().expect("never shed")).collect();
+        let held: Vec<Admission> = (0..5000).map(|_| a.admit(A).expect("never shed")).collect();
         assert_eq!(held.len(), 5000);
-        assert!(a.global.0.is_none());
+        assert_eq!(a.global.in_use(0), 0);
     }
 }

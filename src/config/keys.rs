@@ -213,6 +213,13 @@ pub(crate) mod server {
         default: Default::Uint(1024),
         meaning: "requests in flight, process-wide; 0: no gate",
     };
+    pub(crate) const BODY_READ_TIMEOUT: Key = Key {
+        table: T,
+        name: "body_read_timeout",
+        kind: Kind::Duration(TIMER),
+        default: Default::Duration(secs(120)),
+        meaning: "the whole time an LLM route may take to read a request body (408 after)",
+    };
 }
 
 /// `[connections]`.
@@ -305,6 +312,29 @@ pub(crate) mod connections {
         kind: Kind::Duration(TIMER),
         default: Default::Duration(secs(1)),
         meaning: "the shrunk deadline under pressure",
+    };
+    pub(crate) const TUNNEL_IDLE_TIMEOUT: Key = Key {
+        table: T,
+        name: "tunnel_idle_timeout",
+        kind: Kind::Duration(TIMER),
+        default: Default::Duration(secs(60)),
+        meaning: "an upgraded tunnel (WebSocket) carrying no byte either way this long is closed",
+    };
+    pub(crate) const TUNNEL_MAX_LIFETIME: Key = Key {
+        table: T,
+        name: "tunnel_max_lifetime",
+        kind: Kind::Duration(TIMER_OR_ZERO),
+        default: Default::Duration(Duration::ZERO),
+        meaning: "a tunnel is closed this long after it opened, busy or not; 0: no cap",
+    };
+    pub(crate) const MAX_TUNNELS_PER_IP: Key = Key {
+        table: T,
+        name: "max_tunnels_per_ip",
+        kind: Kind::Uint {
+            max: MAX_SEMAPHORE_PERMITS,
+        },
+        default: Default::Uint(256),
+        meaning: "open tunnels per client address (IPv6 per /64); 0: off",
     };
 }
 
@@ -766,6 +796,7 @@ pub(crate) const ALL: &[&Key] = &[
     &server::TOKEN_ID_KEY_ENV,
     &server::MAX_BUFFERED_BODY_BYTES,
     &server::MAX_CONCURRENT_REQUESTS,
+    &server::BODY_READ_TIMEOUT,
     &connections::MAX,
     &connections::MAX_PER_IP,
     &connections::TLS_HANDSHAKE_TIMEOUT,
@@ -777,6 +808,9 @@ pub(crate) const ALL: &[&Key] = &[
     &connections::SEND_TIMEOUT,
     &connections::PRESSURE_THRESHOLD,
     &connections::PRESSURE_TIMEOUT,
+    &connections::TUNNEL_IDLE_TIMEOUT,
+    &connections::TUNNEL_MAX_LIFETIME,
+    &connections::MAX_TUNNELS_PER_IP,
     &http1::MAX_HEADERS,
     &http1::MAX_HEAD_SIZE,
     &http2::MAX_CONCURRENT_STREAMS,

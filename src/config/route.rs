@@ -33,6 +33,10 @@ pub(crate) struct RouteConfig {
     /// (through `[cluster]`), not this process's.
     pub(crate) shared_limits: bool,
     pub(crate) headers: ResponseHeaders,
+    /// The `Upgrade` protocols tunnelled to the upstream, lowercase
+    /// (`websocket` unless the route lists others); any other is ignored
+    /// and the request forwarded as a plain one (RFC 9110 §7.8).
+    pub(crate) upgrade_protocols: Vec<String>,
 }
 
 /// Headers a route sets on its responses.

@@ -63,6 +63,8 @@ pub(crate) struct ServerSettings {
     /// Process-wide bound on request bytes held in memory by LLM routes
     /// (they read a body whole to route by model); 0 = no bound.
     pub(crate) max_buffered_body_bytes: u64,
+    /// The whole time an LLM route may take to read a request body.
+    pub(crate) body_read_timeout: Duration,
     /// Reload when the config file changes (besides SIGHUP and the admin API).
     pub(crate) watch_config: bool,
 }
@@ -90,6 +92,12 @@ pub struct ConnectionSettings {
     /// Percent of `max` above which deadlines shrink to `pressure_timeout`.
     pub pressure_threshold_percent: u8,
     pub pressure_timeout: Duration,
+    /// Tunnels (upgraded connections): closed after this long with no
+    /// byte either way, and after `tunnel_max_lifetime` (zero: never).
+    pub tunnel_idle_timeout: Duration,
+    pub tunnel_max_lifetime: Duration,
+    /// Open tunnels per client address (IPv6 per /64); 0 = none.
+    pub max_tunnels_per_ip: usize,
 }
 
 impl Default for ConnectionSettings {
@@ -106,6 +114,9 @@ impl Default for ConnectionSettings {
             send_timeout: connections::SEND_TIMEOUT.duration(),
             pressure_threshold_percent: connections::PRESSURE_THRESHOLD.uint() as u8,
             pressure_timeout: connections::PRESSURE_TIMEOUT.duration(),
+            tunnel_idle_timeout: connections::TUNNEL_IDLE_TIMEOUT.duration(),
+            tunnel_max_lifetime: connections::TUNNEL_MAX_LIFETIME.duration(),
+            max_tunnels_per_ip: connections::MAX_TUNNELS_PER_IP.uint() as usize,
         }
     }
 }
@@ -187,6 +198,7 @@ impl Default for ServerSettings {
             workers: server::WORKERS.uint() as usize,
             max_concurrent_requests: server::MAX_CONCURRENT_REQUESTS.uint() as usize,
             max_buffered_body_bytes: server::MAX_BUFFERED_BODY_BYTES.size(),
+            body_read_timeout: server::BODY_READ_TIMEOUT.duration(),
             watch_config: server::WATCH_CONFIG.flag(),
         }
     }

@@ -85,11 +85,19 @@ struct Inner {
 impl Inner {
     /// The reclaimable connection to evict: half-sent heads and stalled
     /// handshakes first (the slowloris signature), then idle keep-alives
-    /// (often a real client's pool); oldest first within each.
+    /// (often a real client's pool), then idle tunnels (a WebSocket that
+    /// is quiet may still be wanted); oldest first within each.
     fn victim(&mut self) -> Option<u64> {
-        let rank = |c: &ConnState| (c.phase() != Phase::Idle, c.phase_age_us());
+        let rank = |c: &ConnState| {
+            let class = match c.phase() {
+                Phase::Tunnel => 0,
+                Phase::Idle => 1,
+                _ => 2,
+            };
+            (class, c.phase_age_us())
+        };
         let best_of = |it: &mut dyn Iterator<Item = &(u64, Arc<ConnState>)>| {
-            it.filter(|(_, c)| c.phase().reclaimable())
+            it.filter(|(_, c)| c.reclaimable())
                 .max_by_key(|(_, c)| rank(c))
                 .map(|(id, _)| *id)
         };
@@ -456,6 +464,38 @@ mod tests {
         let (_late, evicted) =
             admit(&r, "192.0.2.13", Phase::Active).expect("found by the next scan");
         assert!(Arc::ptr_eq(&evicted.expect("victim"), &held[5].state));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_tunnel_is_reclaimed_after_idle_keepalives_and_a_busy_one_never() {
+        let r = Registry::new(3, 0);
+        let (tunnel, _) = admit(&r, "192.0.2.1", Phase::Active).expect("1");
+        tunnel.state.request_started();
+        tunnel.state.upgraded();
+        let (busy, _) = admit(&r, "192.0.2.2", Phase::Active).expect("2");
+        busy.state.request_started();
+        busy.state.upgraded();
+        let (idle, _) = admit(&r, "192.0.2.3", Phase::ReadingHead).expect("3");
+        idle.state.request_started();
+        idle.state.request_finished();
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        busy.state.tunnel_active();
+        let (_a, evicted) = admit(&r, "192.0.2.4", Phase::Active).expect("evicts");
+        assert!(
+            Arc::ptr_eq(&evicted.expect("victim"), &idle.state),
+            "keep-alives first"
+        );
+        let (_b, evicted) = admit(&r, "192.0.2.5", Phase::Active).expect("evicts");
+        assert!(
+            Arc::ptr_eq(&evicted.expect("victim"), &tunnel.state),
+            "then the idle tunnel"
+        );
+        assert_eq!(tunnel.state.close_reason(), CloseReason::Reclaimed);
+        assert_eq!(
+            admit(&r, "192.0.2.6", Phase::Active).err(),
+            Some(Refused::Full),
+            "a tunnel that just carried bytes is busy"
+        );
     }
 
     #[test]

@@ -47,6 +47,10 @@ impl Phase {
     }
 }
 
+/// A tunnel is idle, and reclaimable at the connection cap, after this
+/// long without a byte (as for the request gates' reclaim: `admit::fair`).
+pub(crate) const TUNNEL_IDLE_MIN_US: u64 = 1_000_000;
+
 /// Why a connection is being closed by weir.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -336,6 +340,22 @@ impl ConnState {
     /// The connection became a tunnel (WebSocket).
     pub(crate) fn upgraded(&self) {
         self.set_phase(Phase::Tunnel);
+    }
+
+    /// A tunnel carried a byte: its phase age is its idle time, which the
+    /// registry reads when it looks for a connection to reclaim.
+    pub(crate) fn tunnel_active(&self) {
+        if self.phase() == Phase::Tunnel {
+            self.since_us.store(self.now_us(), Ordering::Release);
+        }
+    }
+
+    /// Whether the connection may be closed to make room for others: a
+    /// half-sent head, a stalled handshake, an idle keep-alive, or a
+    /// tunnel that carried nothing for [`TUNNEL_IDLE_MIN_US`].
+    pub(crate) fn reclaimable(&self) -> bool {
+        let phase = self.phase();
+        phase.reclaimable() || (phase == Phase::Tunnel && self.phase_age_us() >= TUNNEL_IDLE_MIN_US)
     }
 
     pub(crate) fn write_blocked(&self, blocked: bool) {

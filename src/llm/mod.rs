@@ -162,6 +162,8 @@ pub(crate) struct Context<'a> {
     pub(crate) route_name: &'a Arc<str>,
     pub(crate) route: &'a RouteConfig,
     pub(crate) body_rate: Option<BodyRate>,
+    /// The whole time the body may take to arrive.
+    pub(crate) body_read_timeout: std::time::Duration,
     pub(crate) metrics: &'a Arc<Metrics>,
     pub(crate) facts: &'a SharedLlmFacts,
     pub(crate) admission: &'a mut Option<Admission>,
@@ -194,7 +196,11 @@ pub(crate) async fn serve(
     if !endpoint.routes_by_model() {
         return local::models(llm, &request, &cx).await;
     }
-    let read = read_body(llm, incoming, declared, &cx).await?;
+    let client = match presented.token {
+        Some(index) => body::BodyClient::token(cx.route_name, index),
+        None => body::BodyClient::address(cx.peer),
+    };
+    let read = read_body(llm, incoming, (declared, client), &cx).await?;
     request.body = read.bytes.clone();
     let (model, entry) = read_model(llm, &request.body, &cx).await?;
     let Some(choices) = llm.settings.choices(&model.name) else {
@@ -259,6 +265,9 @@ struct Presented {
     /// budget, and decides them with the budget's reserve in one Redis
     /// round trip, once the body says what to reserve.
     deferred: Option<usize>,
+    /// The client token's index, when the route has tokens: who the
+    /// body's bytes are counted under.
+    token: Option<usize>,
 }
 
 /// Step 2, client token, before a byte of the body is read: a valid one
@@ -293,7 +302,11 @@ async fn admit_client(
     let strip = carriers;
     if endpoint.api().is_some() && account.budget_is_shared() {
         let deferred = Some(index);
-        return Ok(Presented { strip, deferred });
+        return Ok(Presented {
+            strip,
+            deferred,
+            token: Some(index),
+        });
     }
     crate::admit::limit_client(
         cx.rate.map(|r| &**r),
@@ -307,6 +320,7 @@ async fn admit_client(
     Ok(Presented {
         strip,
         deferred: None,
+        token: Some(index),
     })
 }
 
@@ -353,15 +367,16 @@ fn outgoing_request(
 }
 
 /// Step 3, body: read whole under the route's limit, its minimum data
-/// rate and the process-wide byte budget, which holds it until dropped.
+/// rate, `body_read_timeout` and the process-wide byte budget, which
+/// holds it until dropped (counted under its client, for fairness).
 async fn read_body(
     llm: &LlmRoute,
     incoming: Incoming,
-    declared: Option<u64>,
+    (declared, client): (Option<u64>, body::BodyClient),
     cx: &Context<'_>,
 ) -> Result<body::ReadBody, Rescue> {
     let body = RequestBody::new(incoming, cx.route.max_request_body, cx.body_rate);
-    body::read(body, declared, &llm.budget)
+    body::read(body, declared, &llm.budget, client, cx.body_read_timeout)
         .await
         .map_err(|e| match e {
             ReadError::TooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
@@ -374,8 +389,15 @@ async fn read_body(
             ReadError::Unreadable => Rescue::status(StatusCode::BAD_REQUEST)
                 .saying("request body could not be read")
                 .closing(),
+            ReadError::TimedOut => Rescue::status(StatusCode::REQUEST_TIMEOUT)
+                .saying("request body took longer than the gateway allows")
+                .closing()
+                .counting(crate::respond::Counted::ConnectionClosed("body_read_timeout")),
             ReadError::OverBudget => Rescue::shed("llm_body_budget")
                 .saying("the gateway is holding too many request bodies; retry shortly")
+                .closing(),
+            ReadError::Heaviest => Rescue::shed("llm_body_heaviest")
+                .saying("the gateway is holding too many of this client's request bodies; retry shortly")
                 .closing(),
         })
 }

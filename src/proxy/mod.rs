@@ -20,6 +20,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::admit::Admission;
+use crate::admit::tunnels::{CapTicket, TunnelCap, TunnelLimits};
 use crate::config::{HashKey, RouteConfig};
 use crate::conn::info::ConnInfo;
 use crate::respond::{Counted, Guard, Payload, Rescue};
@@ -31,6 +32,10 @@ pub(crate) struct ClientSide<'a> {
     pub(crate) conn: &'a ConnInfo,
     pub(crate) trusted_proxies: &'a [IpNet],
     pub(crate) body_rate: Option<BodyRate>,
+    pub(crate) tunnel_limits: TunnelLimits,
+    pub(crate) tunnel_cap: &'a Arc<TunnelCap>,
+    /// For the tunnels, which outlive the request.
+    pub(crate) metrics: &'a Arc<Metrics>,
 }
 
 /// Why forwarding failed, and what the client is told.
@@ -48,6 +53,8 @@ pub(crate) enum ProxyError {
     /// Every server of the group is out; the first is back in this many
     /// seconds.
     NoServer { retry_after: u64 },
+    /// An upgrade from a client at its `max_tunnels_per_ip`.
+    TunnelCap,
 }
 
 impl ProxyError {
@@ -62,6 +69,7 @@ impl ProxyError {
                 .counting(Counted::ConnectionClosed("body_rate")),
             ProxyError::BadRequest => Rescue::status(StatusCode::BAD_REQUEST).closing(),
             ProxyError::NoServer { retry_after } => Rescue::no_server(*retry_after),
+            ProxyError::TunnelCap => Rescue::shed("tunnels_per_ip"),
         }
     }
 }
@@ -117,8 +125,13 @@ fn upstream_uri(
         .map_err(|_| ProxyError::BadRequest)
 }
 
-/// The protocol a client asks to switch to, if this is an HTTP/1.1 upgrade.
-fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
+/// The protocol a client asks to switch to, if this is an HTTP/1.1 upgrade
+/// to one the route allows (`upgrade_protocols`; `websocket` by default).
+/// Protocols it does not allow are dropped from the list, and with none
+/// left the request goes on as a plain one: a server may ignore Upgrade
+/// (RFC 9110 §7.8), as nginx does unless told to pass it — and a client
+/// offering `h2c` expects exactly that.
+fn requested_upgrade(req: &Request<Incoming>, allowed: &[String]) -> Option<HeaderValue> {
     if req.version() != Version::HTTP_11 {
         return None;
     }
@@ -129,7 +142,34 @@ fn requested_upgrade(req: &Request<Incoming>) -> Option<HeaderValue> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-    connection_upgrade.then(|| req.headers().get(header::UPGRADE).cloned())?
+    if !connection_upgrade {
+        return None;
+    }
+    let asked = req.headers().get(header::UPGRADE)?;
+    let text = asked.to_str().ok()?;
+    let is_allowed = |p: &&str| upgrade_allowed(p.trim(), allowed);
+    let protocols = || text.split(',').filter(|p| !p.trim().is_empty());
+    if protocols().all(|p| is_allowed(&p)) {
+        return protocols().next().is_some().then(|| asked.clone());
+    }
+    let kept: Vec<&str> = protocols().filter(is_allowed).map(str::trim).collect();
+    if kept.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&kept.join(", ")).ok()
+}
+
+/// Whether `protocol` (`name` or `name/version`) is one of `allowed`: by
+/// name when the route lists the bare name, exactly when it lists a version.
+fn upgrade_allowed(protocol: &str, allowed: &[String]) -> bool {
+    let name = protocol.split('/').next().unwrap_or(protocol);
+    allowed.iter().any(|a| {
+        if a.contains('/') {
+            a.eq_ignore_ascii_case(protocol)
+        } else {
+            a.eq_ignore_ascii_case(name)
+        }
+    })
 }
 
 /// What forwarding tells the rest of the request's record that the
@@ -163,12 +203,29 @@ pub(crate) async fn forward(
     admission: &mut Option<Admission>,
     mut report: Report<'_>,
 ) -> Result<Response<Payload>, ProxyError> {
-    let upgrade = requested_upgrade(&req);
+    let upgrade = requested_upgrade(&req, &route.upgrade_protocols);
+    // A tunnel's place under the per-address cap is taken before the
+    // upgrade is asked for, so concurrent upgrades cannot overshoot it.
+    let cap = match &upgrade {
+        Some(_) => Some(
+            client
+                .tunnel_cap
+                .take(client.conn.peer.ip())
+                .ok_or(ProxyError::TunnelCap)?,
+        ),
+        None => None,
+    };
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let client_version = req.version();
     let (out, body) = Outgoing::new(req, route, client, host, upgrade.as_ref());
     let answer = send(out, body, upstream, client.conn.peer.ip(), &mut report).await?;
-    relay(answer, client_version, client_upgrade, client, admission)
+    relay(
+        answer,
+        client_version,
+        (client_upgrade, cap),
+        client,
+        admission,
+    )
 }
 
 /// The request's head as every attempt sends it, and what shapes each
@@ -501,7 +558,7 @@ impl<'a> Attempts<'a> {
 fn relay(
     answer: Answer,
     client_version: Version,
-    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    (client_upgrade, cap): (Option<hyper::upgrade::OnUpgrade>, Option<CapTicket>),
     client: &ClientSide<'_>,
     admission: &mut Option<Admission>,
 ) -> Result<Response<Payload>, ProxyError> {
@@ -526,7 +583,12 @@ fn relay(
             client.conn.slot.clone(),
             client.conn.shutdown.clone(),
             // The tunnel holds the request's admission until it closes.
-            admission.take(),
+            tunnel::Holds {
+                admission: admission.take(),
+                _cap: cap,
+            },
+            client.tunnel_limits,
+            client.metrics.clone(),
         );
         let h = response.headers_mut();
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));

@@ -365,7 +365,11 @@ mod tests {
                 metrics: self.metrics.clone(),
                 access_log: false,
                 in_flight: None,
-                admission: Some(self.admitter.admit().expect("slot")),
+                admission: Some(
+                    self.admitter
+                        .admit(std::net::Ipv4Addr::LOCALHOST.into())
+                        .expect("slot"),
+                ),
                 kind: None,
             };
             Recorded::new(
@@ -395,7 +399,11 @@ mod tests {
         assert!(f.held(), "mid-stream the slot is held");
         assert!(poll(&mut b).is_ready());
         assert!(!f.held(), "released with the last frame, body still alive");
-        assert!(f.admitter.admit().is_ok());
+        assert!(
+            f.admitter
+                .admit(std::net::Ipv4Addr::LOCALHOST.into())
+                .is_ok()
+        );
         drop(b);
     }
 

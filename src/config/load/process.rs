@@ -24,6 +24,9 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
     if let Some(n) = t.size(&server::MAX_BUFFERED_BODY_BYTES) {
         s.max_buffered_body_bytes = n;
     }
+    if let Some(d) = t.duration(&server::BODY_READ_TIMEOUT) {
+        s.body_read_timeout = d;
+    }
     if let Some(b) = t.bool(&server::WATCH_CONFIG) {
         s.watch_config = b;
     }
@@ -84,6 +87,15 @@ pub(super) fn connections(top: &Section<'_, '_>) -> ConnectionSettings {
     }
     if let Some(d) = t.duration(&connections::PRESSURE_TIMEOUT) {
         s.pressure_timeout = d;
+    }
+    if let Some(d) = t.duration(&connections::TUNNEL_IDLE_TIMEOUT) {
+        s.tunnel_idle_timeout = d;
+    }
+    if let Some(d) = t.duration(&connections::TUNNEL_MAX_LIFETIME) {
+        s.tunnel_max_lifetime = d;
+    }
+    if let Some(n) = t.uint(&connections::MAX_TUNNELS_PER_IP) {
+        s.max_tunnels_per_ip = n as usize;
     }
     s
 }

@@ -58,6 +58,7 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         let rate_limit = rate_limit(&t);
         let shared_limits = limit_scope(&t, cluster);
         let headers = response_headers(&t);
+        let upgrade_protocols = upgrade_protocols(&t);
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
@@ -103,7 +104,38 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
             rate_limit,
             shared_limits,
             headers,
+            upgrade_protocols,
         });
+    }
+    out
+}
+
+/// The `Upgrade` protocols a route tunnels: `["websocket"]` unless set.
+/// A protocol is a token (RFC 9110 §5.6.2), optionally with `/version`.
+fn upgrade_protocols(t: &Section<'_, '_>) -> Vec<String> {
+    let Some(list) = t.string_list("upgrade_protocols") else {
+        return vec!["websocket".to_string()];
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for p in list {
+        let token = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        let valid = match p.value.split_once('/') {
+            Some((name, version)) => token(name) && token(version),
+            None => token(&p.value),
+        };
+        if valid {
+            out.push(p.value.to_ascii_lowercase());
+        } else {
+            p.problem(
+                t.doc(),
+                format!("`{}` is not an upgrade protocol token", p.value),
+                Some("write a protocol name such as \"websocket\"".into()),
+            );
+        }
     }
     out
 }

@@ -94,6 +94,7 @@ pub(super) struct ServerFamilies {
     connections_parked: Gauge,
     connection_parks: Counter,
     requests_shed: Family<ShedLabels, Counter>,
+    tunnels_closed: Family<ReasonLabels, Counter>,
     admission_hold: Histogram,
     /// Sheds by any gate, for the admin status.
     shed_total: AtomicU64,
@@ -178,8 +179,16 @@ impl ServerFamilies {
         let requests_shed = Family::<ShedLabels, Counter>::default();
         registry.register(
             "requests_shed",
-            "Requests answered 503 by a full request gate, by gate (global, route) and route",
+            "Requests answered 503 by a request gate or a cap, by reason (global, global_heaviest, \
+             route, route_heaviest, token, tunnels_per_ip, llm_body_budget, llm_body_heaviest, ...) and route",
             requests_shed.clone(),
+        );
+        let tunnels_closed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "tunnels_closed",
+            "Upgraded tunnels (WebSocket) ended, by reason (closed, idle_timeout, max_lifetime, \
+             reclaimed, shutdown, connection)",
+            tunnels_closed.clone(),
         );
         let admission_hold = latency_histogram();
         registry.register(
@@ -201,6 +210,7 @@ impl ServerFamilies {
             connections_parked,
             connection_parks,
             requests_shed,
+            tunnels_closed,
             admission_hold,
             shed_total: AtomicU64::new(0),
             no_route: "-".into(),
@@ -293,6 +303,14 @@ impl Metrics {
                 reason,
                 route: RouteName(route.unwrap_or(&s.no_route).clone()),
             })
+            .inc();
+    }
+
+    /// A tunnel ended, for `reason`.
+    pub(crate) fn tunnel_closed(&self, reason: &'static str) {
+        self.server
+            .tunnels_closed
+            .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
