@@ -32,6 +32,7 @@ mod local;
 mod offload;
 mod outgoing;
 mod relay;
+mod tenants;
 pub(crate) mod upstream;
 pub(crate) mod usage;
 
