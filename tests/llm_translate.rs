@@ -282,6 +282,57 @@ async fn errors_keep_their_status_in_the_clients_envelope() {
     assert_eq!(v["error"]["code"], "overloaded");
 }
 
+/// A translated Responses stream keeps the answer for `response.completed`;
+/// an upstream that streams on past the most it may keep gets the stream
+/// ended with an in-band error, and the request counted as an upstream
+/// error, instead of growing without limit.
+#[tokio::test]
+async fn a_translated_stream_that_never_ends_is_ended_at_its_bound() {
+    let piece: &'static str = Box::leak("x".repeat(512 * 1024).into_boxed_str());
+    // 12 MiB of text, past the 8 MiB bound, then the stream stays open.
+    let words: Vec<&str> = vec![piece; 24];
+    let upstream_events = stream_events(Api::Messages, "m", &words);
+    let mut body: Vec<Step> = upstream_events[..2 + words.len()]
+        .iter()
+        .cloned()
+        .map(Step::Send)
+        .collect();
+    body.push(Step::Wait(std::time::Duration::from_secs(3600)));
+    let reply = sse_reply(body);
+    let up = mock(move |_| reply.clone()).await;
+    let weir = start("openai", &[("claude", up.url(), "anthropic")], true).await;
+    let req = json!({"model": "gpt-5-codex", "input": "Say hello", "stream": true, "store": false});
+    let (status, _, text) = post(
+        &weir,
+        "/v1/responses",
+        &req,
+        &[("authorization", "Bearer sk-ant-codex")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let ev = events(&text);
+    let (name, last) = ev.last().expect("events");
+    assert_eq!(name, "response.failed", "ended in band");
+    let message = last["response"]["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("longer than the gateway keeps"), "{last}");
+    let deltas = ev
+        .iter()
+        .filter(|(n, _)| n == "response.output_text.delta")
+        .count();
+    assert!(
+        (16..24).contains(&deltas),
+        "{deltas} pieces of 512 KiB relayed before the bound"
+    );
+    assert!(
+        eventually_metric(
+            &weir,
+            "weir_llm_requests_total{route=\"llm\",model=\"default\",upstream=\"claude\",outcome=\"upstream_error\"}",
+            1
+        )
+        .await
+    );
+}
+
 const FAILED_OVER: &str =
     "weir_llm_failovers_total{route=\"llm\",model=\"default\",reason=\"status_5xx\"}";
 

@@ -644,6 +644,89 @@ async fn a_stream_cut_midway_is_charged_what_it_reported_and_the_output_reserved
     );
 }
 
+/// A client that leaves a stream mid-answer is charged what the provider
+/// reported so far plus the output it reserved, and the record, /usage
+/// and both request counters say it was cancelled.
+#[tokio::test]
+async fn a_stream_the_client_cancels_is_settled_on_what_it_reserved() {
+    let up = trickling().await;
+    let weir = start(
+        "anthropic",
+        &up,
+        "",
+        &format!(
+            "{}[[route.prices]]\nmodel = \"*\"\ninput = 1\noutput = 2\n",
+            clients("tokens_per_day = 100000\n")
+        ),
+    )
+    .await;
+    let body = messages("m", true, 64);
+    let headers = [
+        ("x-api-key", "tok-alice"),
+        ("anthropic-version", "2023-06-01"),
+    ];
+    {
+        use http_body_util::BodyExt;
+        let mut answer = open_stream(&weir, "/v1/messages", body.to_string(), &headers)
+            .await
+            .into_body();
+        answer.frame().await.expect("first event").expect("ok");
+    }
+    let records = read_records(&weir, 1).await;
+    let r = &records[0];
+    assert_eq!(r["outcome"], "client_cancel", "{r}");
+    assert_eq!(r["settled"], "reservation", "{r}");
+    let input = r["input_tokens"].as_u64().expect("input reported");
+    assert!(input > 0, "message_start reported the input: {r}");
+    let charged = input + 64;
+    assert_eq!(r["charged_tokens"], charged, "{r}");
+    // Per million: the input at 1, the 64 reserved output at 2.
+    let spend = r["charged_spend"].as_f64().expect("spend");
+    assert!(close(spend, (input + 2 * 64) as f64 / 1e6), "{r}");
+    let (_, view) = admin_json(&weir, "/usage/alice").await;
+    let used = &view["clients"][0]["budget"]["tokens_per_day"]["used"];
+    assert_eq!(used, charged, "{view}");
+    let text = metrics(&weir).await;
+    for counter in [
+        "weir_llm_requests_total{route=\"llm\",model=\"default\",upstream=\"up\",outcome=\"client_cancel\"} 1",
+        "weir_llm_client_requests_total{route=\"llm\",client=\"alice\",model=\"default\",upstream=\"up\",outcome=\"client_cancel\"} 1",
+    ] {
+        assert!(text.contains(counter), "{counter} in\n{text}");
+    }
+}
+
+/// An output limit written as a float (`64000.0`, `1e5`) reserves that
+/// many tokens, not the route's default.
+#[tokio::test]
+async fn a_whole_number_output_limit_written_as_a_float_is_reserved() {
+    let up = serving(WORDS).await;
+    let weir = start("anthropic", &up, "", &clients("tokens_per_day = 1000000\n")).await;
+    for (n, limit) in [(1, "64000.0"), (2, "1e5")] {
+        let text = format!(
+            r#"{{"model":"m","max_tokens":{limit},"messages":[{{"role":"user","content":"hi"}}]}}"#
+        );
+        let (s, _, answer) = post(
+            &weir,
+            "/v1/messages",
+            &text,
+            &[
+                ("x-api-key", "tok-alice"),
+                ("anthropic-version", "2023-06-01"),
+            ],
+        )
+        .await;
+        assert_eq!(s, 200, "{answer}");
+        let records = read_records(&weir, n).await;
+        let want = (text.len() as u64).div_ceil(3) + if n == 1 { 64_000 } else { 100_000 };
+        assert_eq!(
+            records[n - 1]["reserved_tokens"],
+            want,
+            "{limit}: {}",
+            records[n - 1]
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_admin_view_shows_each_client_against_its_budget() {
     let up = serving(WORDS).await;

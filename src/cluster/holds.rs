@@ -64,6 +64,24 @@ pub(crate) trait Holdable: Send + Sync {
     /// Hold it out until `until` (unless it is held longer already). Learnt
     /// from the fleet: never published again.
     fn hold_from_fleet(&self, until: Instant, reason: Reason);
+
+    /// Hold one client credential (its hash, in hex) off it until `until`:
+    /// a hold the member named in answer to that credential, learnt from
+    /// the fleet.
+    fn hold_tenant_from_fleet(&self, tenant: &str, until: Instant, reason: Reason);
+}
+
+/// What separates a member's id from a client credential's hash in the id
+/// of a hold that belongs to that credential alone (`<member id>#<hash>`).
+pub(super) const TENANT_SEPARATOR: char = '#';
+
+/// A hold's id split into its member's id and a client credential's hash,
+/// when it is a credential's hold: a member's own id always ends in
+/// `:<key digest>`, so 32 hex digits after the last separator are a hash.
+fn tenant_hold(id: &str) -> Option<(&str, &str)> {
+    let (member, tenant) = id.rsplit_once(TENANT_SEPARATOR)?;
+    (tenant.len() == 32 && tenant.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some((member, tenant))
 }
 
 /// The live members with one id (weakly: they go with their routes).
@@ -147,12 +165,24 @@ impl Holds {
     /// learnt later, apply to it while it lives.
     pub(super) fn register(&self, id: Arc<str>, member: &Arc<dyn Holdable>) {
         let now = Instant::now();
-        let known = self
-            .known
-            .locked()
-            .get(&id)
-            .copied()
-            .filter(|(until, _)| *until > now);
+        let (known, tenants) = {
+            let known = self.known.locked();
+            let own = known.get(&id).copied().filter(|(until, _)| *until > now);
+            // Its credentials' holds (a scan of a bounded map, once per
+            // member and reload).
+            let tenants: Vec<(String, Instant, Reason)> = known
+                .iter()
+                .filter(|(_, (until, _))| *until > now)
+                .filter_map(|(k, (until, why))| {
+                    let (of, tenant) = tenant_hold(k)?;
+                    (of == &*id).then(|| (tenant.to_string(), *until, *why))
+                })
+                .collect();
+            (own, tenants)
+        };
+        for (tenant, until, reason) in tenants {
+            member.hold_tenant_from_fleet(&tenant, until, reason);
+        }
         {
             let mut members = self.members.locked();
             let list = members.entry(id).or_default();
@@ -209,15 +239,26 @@ impl Holds {
         let until = now + wait.min(LONGEST);
         let id: Arc<str> = id.into();
         self.remember(&id, until, reason, now);
-        let live: Vec<Arc<dyn Holdable>> = self
-            .members
-            .locked()
-            .get(&id)
-            .map(|list| list.iter().filter_map(Weak::upgrade).collect())
-            .unwrap_or_default();
-        for member in live {
+        // A credential's hold goes to the member's seats, for that
+        // credential.
+        if let Some((member, tenant)) = tenant_hold(&id) {
+            for seat in self.live(member) {
+                seat.hold_tenant_from_fleet(tenant, until, reason);
+            }
+            return;
+        }
+        for member in self.live(&id) {
             member.hold_from_fleet(until, reason);
         }
+    }
+
+    /// The live seats of member `id`.
+    fn live(&self, id: &str) -> Vec<Arc<dyn Holdable>> {
+        self.members
+            .locked()
+            .get(id)
+            .map(|list| list.iter().filter_map(Weak::upgrade).collect())
+            .unwrap_or_default()
     }
 
     /// An announcement on the channel: another instance's hold.
@@ -379,12 +420,17 @@ mod tests {
     use super::*;
     use crate::upstream::balance::{Ejection, Group, Member, Policy};
 
-    /// A real group's member, as the LLM upstreams register theirs.
-    struct Seat(Arc<Group<()>>);
+    /// A real group's member, as the LLM upstreams register theirs; the
+    /// credentials' holds it was told.
+    struct Seat(Arc<Group<()>>, Mutex<Vec<(String, Reason)>>);
 
     impl Holdable for Seat {
         fn hold_from_fleet(&self, until: Instant, reason: Reason) {
             self.0.hold(0, until, reason, Instant::now());
+        }
+
+        fn hold_tenant_from_fleet(&self, tenant: &str, _: Instant, reason: Reason) {
+            self.1.locked().push((tenant.into(), reason));
         }
     }
 
@@ -399,7 +445,34 @@ mod tests {
             Policy::RoundRobin,
             Ejection::default(),
         ));
-        (group.clone(), Arc::new(Seat(group)))
+        (group.clone(), Arc::new(Seat(group, Mutex::default())))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_credentials_hold_goes_to_that_credential_never_to_the_member() {
+        let (holds, _outbox) = holds();
+        let group = seated().0;
+        let seat = Arc::new(Seat(group.clone(), Mutex::default()));
+        let as_holdable: Arc<dyn Holdable> = seat.clone();
+        let id: Arc<str> = "llm:up:https://a.test/:0123456789abcdef".into();
+        assert_eq!(tenant_hold(&id), None, "a member's own id");
+        assert_eq!(tenant_hold("r#x:up:https://a.test/:0123456789abcdef"), None);
+        holds.register(id.clone(), &as_holdable);
+        let tenant = "0123456789abcdef0123456789abcdef";
+        holds.announced(format!("there-2 rate_limited 5000 {id}#{tenant}").as_bytes());
+        assert_eq!(group.held(0, Instant::now()), None, "the member stays in");
+        assert_eq!(
+            *seat.1.locked(),
+            vec![(tenant.to_string(), Reason::RateLimited)]
+        );
+        // A member registered later (a reload) learns it too.
+        let late = Arc::new(Seat(seated().0, Mutex::default()));
+        let late_holdable: Arc<dyn Holdable> = late.clone();
+        holds.register(id, &late_holdable);
+        assert_eq!(
+            *late.1.locked(),
+            vec![(tenant.to_string(), Reason::RateLimited)]
+        );
     }
 
     fn holds() -> (Holds, Outbox) {

@@ -454,6 +454,12 @@ impl Cluster {
 
     /// Holds the fleet learns for member `id` apply to `member` while it
     /// lives (and those known already, at once).
+    /// The fleet's id of a hold member `member` named for one client
+    /// credential alone, `tenant` being the credential's hash in hex.
+    pub(crate) fn tenant_id(member: &str, tenant: &str) -> String {
+        format!("{member}{}{tenant}", holds::TENANT_SEPARATOR)
+    }
+
     pub(crate) fn share_holds(&self, id: Arc<str>, member: &Arc<dyn Holdable>) {
         self.inner.holds.register(id, member);
     }

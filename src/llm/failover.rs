@@ -44,6 +44,7 @@ use super::answer::{
 use super::body::Answer;
 use super::outgoing::{Draft, Outgoing, Prepared, Sent, Translation, send};
 use super::relay::{Held, Relay, Tally};
+use super::tenants::{Tenant, tenant};
 use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
 use crate::config::{Choice, Credential, LlmSettings};
@@ -143,6 +144,7 @@ pub(crate) async fn run(
         endpoint,
         model,
         cx,
+        tenant: std::sync::OnceLock::new(),
     };
     let mut best = None;
     let mut counts = Attempts::default();
@@ -177,6 +179,9 @@ struct Failover<'a, 'c> {
     /// [`crate::telemetry::LlmRouteMetrics::model`]).
     model: usize,
     cx: &'a Context<'c>,
+    /// The client's credential, hashed when first needed (an upstream
+    /// without weir's key holds a credential off a member).
+    tenant: std::sync::OnceLock<Tenant>,
 }
 
 /// One upstream's turn: the members asked so far (none is asked twice for
@@ -195,13 +200,18 @@ impl Failover<'_, '_> {
     /// member whose key makes no request is not picked again.
     async fn attempt(&self, turn: &mut Turn<'_>, counts: &mut Attempts) -> Verdict {
         let now = Instant::now();
-        let picked = turn
-            .upstream
-            .group
-            .pick(self.request.conversation, &turn.tried, now);
+        let held = self.tenant_held(turn.upstream, now);
+        let group = &turn.upstream.group;
+        let picked = if held.is_empty() {
+            group.pick(self.request.conversation, &turn.tried, now)
+        } else {
+            let mut exclude = turn.tried.clone();
+            exclude.extend(held.iter().map(|h| h.0));
+            group.pick(self.request.conversation, &exclude, now)
+        };
         let mut pick = match picked {
             Ok(pick) => pick,
-            Err(out) => return self.none_left(turn, out, now, counts),
+            Err(out) => return self.none_left(turn, out, &held, now, counts),
         };
         turn.tried.push(pick.index());
         if let Some(verdict) = self.draft(turn, counts).await {
@@ -235,16 +245,37 @@ impl Failover<'_, '_> {
         &self,
         turn: &Turn<'_>,
         out: AllOut,
+        held: &[(usize, Instant, Reason)],
         now: Instant,
         counts: &mut Attempts,
     ) -> Verdict {
         if turn.tried.is_empty() {
-            if let Some(out) = turn.upstream.all_out(out.until, now) {
+            if let Some(out) = turn.upstream.all_out(out.until, held, now) {
                 counts.cooling.push(out);
             }
             self.note("cooling");
         }
         Verdict::NextUpstream(None)
+    }
+
+    /// The client's credential, hashed once.
+    fn tenant(&self) -> &Tenant {
+        self.tenant.get_or_init(|| {
+            let headers = &self.request.parts.headers;
+            tenant(headers, self.request.strip.as_ref())
+        })
+    }
+
+    /// The members of `upstream` holding this request's credential off
+    /// (none, without hashing it, on an upstream with weir's key or
+    /// without such holds).
+    fn tenant_held(&self, upstream: &LlmUpstream, now: Instant) -> Vec<(usize, Instant, Reason)> {
+        if !upstream.passthrough || upstream.tenants.is_empty() {
+            return Vec::new();
+        }
+        upstream
+            .tenants
+            .out_for(self.tenant(), upstream.group.len(), now)
     }
 
     /// The upstream's request, made on its first attempt (translated or
@@ -389,6 +420,21 @@ impl Failover<'_, '_> {
             _ => None,
         };
         match (busy, retry_hint(resp.headers())) {
+            (Some(why), Some(wait)) if turn.upstream.passthrough => {
+                // The client's own credential was sent: the hold is its.
+                let now = Instant::now();
+                let until = now + wait.min(MAX_HINT);
+                let upstream = turn.upstream;
+                if upstream.hold_tenant(pick.index(), *self.tenant(), until, why, now) {
+                    tracing::info!(
+                        route = &**self.cx.route_name,
+                        member = &*pick.target().label,
+                        reason = why.name(),
+                        out_for_s = wait.min(MAX_HINT).as_secs(),
+                        "one client credential held off an LLM upstream member"
+                    );
+                }
+            }
             (Some(why), Some(wait)) => {
                 let now = Instant::now();
                 let until = now + wait.min(MAX_HINT);

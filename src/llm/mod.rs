@@ -32,6 +32,7 @@ mod local;
 mod offload;
 mod outgoing;
 mod relay;
+mod tenants;
 pub(crate) mod upstream;
 pub(crate) mod usage;
 
@@ -422,8 +423,13 @@ async fn read_model(
         .map_err(|_| busy())?;
     let model = model.map_err(|e| {
         Rescue::status(StatusCode::BAD_REQUEST).saying(match e {
-            ModelError::NotJson => "the request body is not valid JSON",
-            ModelError::Missing => "the request body names no `model`",
+            ModelError::NotJson => "the request body is not valid JSON".to_string(),
+            ModelError::Missing => "the request body names no `model`".to_string(),
+            ModelError::DuplicateKey => "the request body gives a top-level key twice".to_string(),
+            ModelError::FoldedKey(field) => format!(
+                "the request body has a top-level key that differs from `{field}` only in case"
+            ),
+            ModelError::BadLimit(field) => format!("`{field}` must be a whole number"),
         })
     })?;
     let models = &llm.settings.models;

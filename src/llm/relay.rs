@@ -134,6 +134,9 @@ pub(crate) struct Relay {
     translated: VecDeque<Bytes>,
     /// The translator failed: the stream is ended with an error.
     translation_failed: bool,
+    /// The translator kept more of the answer than it may: the stream is
+    /// ended with an error saying so.
+    translation_over_bound: bool,
     ready: VecDeque<Bytes>,
     /// Reads the client's events as they pass: what each means, and how a
     /// broken stream is ended in the client's API.
@@ -168,6 +171,7 @@ impl Relay {
             translator,
             translated: VecDeque::new(),
             translation_failed: false,
+            translation_over_bound: false,
             ready: VecDeque::new(),
             watch: api.watch(),
             api,
@@ -301,6 +305,14 @@ impl Relay {
                 return None;
             }
             self.translated.extend(out);
+            if t.over_bound() {
+                tracing::warn!(
+                    "a translated stream's answer passed the most the gateway keeps for its final events; the stream ends with an error"
+                );
+                self.translator = None;
+                self.translation_failed = true;
+                self.translation_over_bound = true;
+            }
             if let Some(first) = self.translated.pop_front() {
                 return Some(first);
             }
@@ -394,6 +406,9 @@ impl Body for Relay {
                         this.fail("the upstream ended the stream before it was complete");
                     }
                 }
+                Poll::Ready(Next::Failed) if this.translation_over_bound => this.fail(
+                    "the answer is longer than the gateway keeps for a translated stream; the stream was ended",
+                ),
                 Poll::Ready(Next::Failed) => {
                     this.fail("the upstream connection broke before the stream was complete")
                 }

@@ -11,6 +11,12 @@
 //! under its fleet id: a hold a member names itself is told to the fleet
 //! ([`LlmUpstream::hold`]), and the fleet's holds for it are applied to
 //! its group ([`FleetSeat`]).
+//!
+//! On an upstream without a key of weir's, a hold a member names in
+//! answer to a client's own credential is that credential's alone
+//! ([`super::tenants`]): the member stays in for every other client, and
+//! the fleet shares the hold under the member's id and the credential's
+//! hash.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +28,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
+use super::tenants::{self, Tenant, TenantHolds};
 use crate::cluster::{Cluster, Holdable};
 use crate::config::{Credential, LlmUpstreamConfig, UpstreamHttp, UpstreamSettings};
 use crate::telemetry::{Metrics, ServerMetrics};
@@ -117,6 +124,11 @@ pub(crate) struct LlmUpstream {
     /// inside).
     pub(crate) client: PerWorker<LlmClient>,
     pub(crate) group: Arc<Group<LlmMember>>,
+    /// Whether each client's own credential is sent (no key of weir's):
+    /// then what a member says of a client's credential is held in
+    /// `tenants`, not in the group.
+    pub(crate) passthrough: bool,
+    pub(crate) tenants: Arc<TenantHolds>,
     /// The fleet the members' holds are shared with, if the route shares.
     fleet: Option<Fleet>,
 }
@@ -133,6 +145,7 @@ struct Fleet {
 /// One member's place in its group, for the fleet's holds.
 struct FleetSeat {
     group: std::sync::Weak<Group<LlmMember>>,
+    tenants: std::sync::Weak<TenantHolds>,
     index: usize,
     route: Arc<str>,
 }
@@ -156,6 +169,14 @@ impl Holdable for FleetSeat {
                 "LLM upstream member taken out of its group by a hold the fleet shares"
             );
         }
+    }
+
+    fn hold_tenant_from_fleet(&self, tenant: &str, until: Instant, reason: Reason) {
+        let (Some(tenants), Some(tenant)) = (self.tenants.upgrade(), tenants::from_hex(tenant))
+        else {
+            return;
+        };
+        tenants.hold(self.index, tenant, until, reason, Instant::now());
     }
 }
 
@@ -204,6 +225,7 @@ impl LlmUpstream {
             }
         }
         let group = Arc::new(Group::new(members, config.policy, config.ejection));
+        let tenants = Arc::new(TenantHolds::default());
         let fleet = cluster.map(|cluster| {
             let seats = ids
                 .iter()
@@ -211,6 +233,7 @@ impl LlmUpstream {
                 .map(|(index, id)| {
                     let seat: Arc<dyn Holdable> = Arc::new(FleetSeat {
                         group: Arc::downgrade(&group),
+                        tenants: Arc::downgrade(&tenants),
                         index,
                         route: route.clone(),
                     });
@@ -242,8 +265,36 @@ impl LlmUpstream {
                 }
             }),
             group,
+            passthrough: config
+                .keys
+                .iter()
+                .all(|k| k.credential == Credential::Passthrough),
+            tenants,
             fleet,
         }
+    }
+
+    /// Hold the client credential `tenant` off member `index` until
+    /// `until` because the member said so in answer to it, and tell the
+    /// fleet when the route shares (without waiting). The member stays in
+    /// for everyone else. Whether this held it longer than before.
+    pub(crate) fn hold_tenant(
+        &self,
+        index: usize,
+        tenant: Tenant,
+        until: Instant,
+        reason: Reason,
+        now: Instant,
+    ) -> bool {
+        let longer = self.tenants.hold(index, tenant, until, reason, now);
+        if longer
+            && let Some(fleet) = &self.fleet
+            && let Some(id) = fleet.ids.get(index)
+        {
+            let id: Arc<str> = Cluster::tenant_id(id, &tenants::hex(&tenant)).into();
+            fleet.cluster.hold_learnt(&id, until, reason);
+        }
+        longer
     }
 
     /// Hold member `index` out until `until` because it said so (429/503/
@@ -267,10 +318,20 @@ impl LlmUpstream {
 
     /// Until when every member is out and whether all of them are rate
     /// limited (so the client is told 429, not 503), when none is in.
-    pub(crate) fn all_out(&self, until: Option<Instant>, now: Instant) -> Option<(Instant, bool)> {
-        let until = until?;
-        let limited = (0..self.group.len())
-            .all(|i| matches!(self.group.held(i, now), Some((_, Reason::RateLimited))));
+    /// `held` are the members holding this request's credential off
+    /// ([`TenantHolds::out_for`]): they count as out, with their times.
+    pub(crate) fn all_out(
+        &self,
+        until: Option<Instant>,
+        held: &[(usize, Instant, Reason)],
+        now: Instant,
+    ) -> Option<(Instant, bool)> {
+        let until = until.into_iter().chain(held.iter().map(|h| h.1)).min()?;
+        let limited = (0..self.group.len()).all(|i| {
+            let tenant = held.iter().find(|h| h.0 == i).map(|h| h.2);
+            let why = tenant.or_else(|| self.group.held(i, now).map(|h| h.1));
+            why == Some(Reason::RateLimited)
+        });
         Some((until, limited))
     }
 }

@@ -183,7 +183,10 @@ impl RequestRecord {
 /// A response body that writes its [`RequestRecord`] exactly once: at the
 /// end of the stream, on a body error, or when dropped early.
 pub(crate) struct Recorded<B> {
-    inner: B,
+    /// The body; taken when the record is dropped early, so that the
+    /// body's own end (a relay learning its client went away) is known
+    /// before the record is written.
+    inner: Option<B>,
     bytes: u64,
     record: Option<Box<RequestRecord>>,
     /// A frame was handed to hyper and it has not asked for the next yet.
@@ -193,7 +196,7 @@ pub(crate) struct Recorded<B> {
 impl<B> Recorded<B> {
     pub(crate) fn new(inner: B, record: Option<RequestRecord>) -> Self {
         Recorded {
-            inner,
+            inner: Some(inner),
             bytes: 0,
             record: record.map(Box::new),
             handed_off: false,
@@ -242,13 +245,16 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
         this.set_handed_off(false);
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(&mut *inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.bytes += data.remaining() as u64;
                 }
-                if this.inner.is_end_stream() {
+                if inner.is_end_stream() {
                     this.finish(Outcome::Complete);
                 } else {
                     this.set_handed_off(true);
@@ -262,11 +268,13 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(B::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), B::size_hint)
     }
 }
 
@@ -277,6 +285,10 @@ impl<B> Drop for Recorded<B> {
         } else {
             Outcome::Aborted
         };
+        // The body goes first: what it does as it goes (an LLM relay
+        // counts a cancel and marks the request's facts) is part of the
+        // record.
+        drop(self.inner.take());
         self.finish(outcome);
     }
 }

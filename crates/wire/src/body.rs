@@ -3,6 +3,7 @@
 //! the conversation, whether it streams, its output limit, and whether it
 //! carries weir's own state from an earlier turn.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
@@ -37,11 +38,22 @@ struct MetadataProbe<'a> {
     user_id: Option<&'a RawValue>,
 }
 
-/// Why a body names no usable model.
+/// Why a body is refused before it is routed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ModelError {
     NotJson,
     Missing,
+    /// A top-level key given twice: which one would the upstream take?
+    DuplicateKey,
+    /// A top-level key that Unicode simple case folding makes a field weir
+    /// reads without being it (`"MODEL"`, `"max_to\u212aens"`): an
+    /// upstream whose decoder matches keys case-insensitively (Go's
+    /// `encoding/json`) would read it as that field.
+    FoldedKey(&'static str),
+    /// An output limit that is not a whole number (a fraction, a negative,
+    /// a string): weir would reserve the default while a lax upstream
+    /// (pydantic coerces `"64000"`) allows what it says.
+    BadLimit(&'static str),
 }
 
 /// Bodies up to this size are scanned for [`model`] on the serving thread
@@ -60,6 +72,9 @@ const WANTED: [&str; 7] = [
     "max_completion_tokens",
 ];
 
+/// The shortest and longest of [`WANTED`], in bytes.
+const WANTED_LEN: std::ops::RangeInclusive<usize> = 5..=21;
+
 /// What every piece of state weir makes for another vendor starts with,
 /// inside its JSON string: found in the same pass, so a native request
 /// that carries none is sent on without a second look.
@@ -68,22 +83,28 @@ const WEIR_MARKS: [&[u8]; 2] = [
     crate::anthropic::WEIR_SEARCH_ID_PREFIX.as_bytes(),
 ];
 
+/// Up to this many top-level keys are checked for duplicates pair by pair
+/// without allocating; more are sorted.
+const PAIRWISE_KEYS: usize = 32;
+
 /// Find the top-level `model` and the few fields beside it weir uses, in
 /// one pass that crosses everything else at memchr speed ([`skim`]): a
 /// 50 KiB conversation is not parsed to find one string. The structure is
 /// checked; the values weir does not read are the upstream's to judge. A
-/// field weir reads given twice is refused (which one would the upstream
-/// take?).
+/// body an upstream could read differently from weir is refused: a
+/// top-level key given twice (decoders differ on which wins), one that
+/// case-folds to a field weir reads, an output limit that is not a whole
+/// number.
 pub fn model(body: &[u8]) -> Result<Model, ModelError> {
     let skimmed = skim(body, &WEIR_MARKS).map_err(|_| ModelError::NotJson)?;
+    let keys = |i: usize| key_text(body, &skimmed.fields[i].key);
+    no_duplicates(skimmed.fields.len(), keys)?;
     let mut found: [Option<(&str, Range<usize>)>; WANTED.len()] = Default::default();
-    for field in &skimmed.fields {
-        let Some(i) = wanted(&body[field.key.start - 1..field.key.end + 1]) else {
+    for (i, field) in skimmed.fields.iter().enumerate() {
+        let key = keys(i)?;
+        let Some(i) = wanted(&key)? else {
             continue;
         };
-        if found[i].is_some() {
-            return Err(ModelError::NotJson);
-        }
         let value =
             std::str::from_utf8(&body[field.value.clone()]).map_err(|_| ModelError::NotJson)?;
         found[i] = Some((value, field.value.clone()));
@@ -110,11 +131,17 @@ pub fn model(body: &[u8]) -> Result<Model, ModelError> {
             meta.user_id.and_then(|raw| text(raw.get()))
         })
         .filter(|c| !c.is_empty());
-    let max_output = [max_tokens, max_output, max_completion]
-        .into_iter()
-        .flatten()
-        .filter_map(|(raw, _)| raw.parse::<u64>().ok())
-        .max();
+    let limits = [
+        (WANTED[4], max_tokens),
+        (WANTED[5], max_output),
+        (WANTED[6], max_completion),
+    ];
+    let mut max_output = None;
+    for (name, field) in limits {
+        if let Some((raw, _)) = field {
+            max_output = max_output.max(limit(raw).map_err(|()| ModelError::BadLimit(name))?);
+        }
+    }
     Ok(Model {
         name,
         span,
@@ -125,15 +152,103 @@ pub fn model(body: &[u8]) -> Result<Model, ModelError> {
     })
 }
 
-/// Which wanted field a quoted key names: compared as written, and
-/// decoded only when it holds an escape.
-fn wanted(quoted: &[u8]) -> Option<usize> {
-    let plain = &quoted[1..quoted.len() - 1];
-    if !plain.contains(&b'\\') {
-        return WANTED.iter().position(|w| w.as_bytes() == plain);
+/// An output limit as an upstream reads it: a JSON number that is a whole
+/// number, however spelled (`64000`, `64000.0`, `6.4e4`; past `u64`, the
+/// most), or `null` (unset). Anything else is refused.
+fn limit(raw: &str) -> Result<Option<u64>, ()> {
+    if raw == "null" {
+        return Ok(None);
     }
-    let key: String = serde_json::from_slice(quoted).ok()?;
-    WANTED.iter().position(|w| *w == key)
+    if let Ok(n) = raw.parse::<u64>() {
+        return Ok(Some(n));
+    }
+    // Only a JSON number reaches the float reading (Rust's parser also
+    // takes `inf`, `NaN`, `+1`).
+    if !raw.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(());
+    }
+    let n: f64 = serde_json::from_str(raw).map_err(|_| ())?;
+    if !n.is_finite() || n.fract() != 0.0 {
+        return Err(());
+    }
+    // Whole and non-negative: `as` saturates past u64::MAX.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(Some(n as u64))
+}
+
+/// A top-level key as a decoder reads it: as written, or decoded when it
+/// holds an escape.
+fn key_text<'a>(body: &'a [u8], key: &Range<usize>) -> Result<Cow<'a, [u8]>, ModelError> {
+    let plain = &body[key.clone()];
+    if !plain.contains(&b'\\') {
+        return Ok(Cow::Borrowed(plain));
+    }
+    let quoted = &body[key.start - 1..key.end + 1];
+    let decoded: String = serde_json::from_slice(quoted).map_err(|_| ModelError::NotJson)?;
+    Ok(Cow::Owned(decoded.into_bytes()))
+}
+
+/// Refuse a body whose top-level keys (as decoded) repeat: pair by pair
+/// for the usual handful, sorted past [`PAIRWISE_KEYS`].
+fn no_duplicates<'a>(
+    n: usize,
+    key: impl Fn(usize) -> Result<Cow<'a, [u8]>, ModelError>,
+) -> Result<(), ModelError> {
+    if n <= PAIRWISE_KEYS {
+        for i in 0..n {
+            let a = key(i)?;
+            for j in i + 1..n {
+                if a == key(j)? {
+                    return Err(ModelError::DuplicateKey);
+                }
+            }
+        }
+        return Ok(());
+    }
+    let mut all = (0..n).map(key).collect::<Result<Vec<_>, _>>()?;
+    all.sort_unstable();
+    if all.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ModelError::DuplicateKey);
+    }
+    Ok(())
+}
+
+/// Which wanted field a decoded key names exactly; a key that only
+/// case-folds to one is refused.
+fn wanted(key: &[u8]) -> Result<Option<usize>, ModelError> {
+    if let Some(i) = WANTED.iter().position(|w| w.as_bytes() == key) {
+        return Ok(Some(i));
+    }
+    match folded(key) {
+        Some(i) => Err(ModelError::FoldedKey(WANTED[i])),
+        None => Ok(None),
+    }
+}
+
+/// Which wanted field `key` matches under Unicode simple case folding.
+/// Every wanted field is lower-case ASCII, and the only characters outside
+/// ASCII whose simple folding is an ASCII letter are U+212A KELVIN SIGN
+/// (`k`) and U+017F LATIN SMALL LETTER LONG S (`s`), so folding is a
+/// table of two; a key whose length cannot be a wanted field's (each of
+/// those is at most 3 bytes for 1) is passed without a look.
+fn folded(key: &[u8]) -> Option<usize> {
+    if key.len() < *WANTED_LEN.start() || key.len() > WANTED_LEN.end() * 3 {
+        return None;
+    }
+    let mut buf = [0u8; 21];
+    let mut len = 0;
+    for c in std::str::from_utf8(key).ok()?.chars() {
+        let f = match c {
+            '\u{212a}' => b'k',
+            '\u{17f}' => b's',
+            c if c.is_ascii() => (c as u8).to_ascii_lowercase(),
+            _ => return None,
+        };
+        *buf.get_mut(len)? = f;
+        len += 1;
+    }
+    let folded = &buf[..len];
+    WANTED.iter().position(|w| w.as_bytes() == folded)
 }
 
 /// `body` with the model at `span` replaced by `name`; every other byte
@@ -182,7 +297,10 @@ mod tests {
             of(r#"{"model":"m","max_tokens":5,"max_completion_tokens":9,"stream":false}"#),
             (Some(9), false)
         );
-        assert_eq!(of(r#"{"model":"m","max_tokens":"many"}"#), (None, false));
+        assert_eq!(
+            model(br#"{"model":"m","max_tokens":"many"}"#),
+            Err(ModelError::BadLimit("max_tokens"))
+        );
     }
 
     #[test]
@@ -220,19 +338,117 @@ mod tests {
     fn a_field_weir_reads_given_twice_is_refused_and_escaped_keys_count() {
         assert_eq!(
             model(br#"{"model":"a","messages":[],"model":"b"}"#),
-            Err(ModelError::NotJson),
+            Err(ModelError::DuplicateKey),
             "routed by one model, billed by the other"
         );
         assert_eq!(
             model(br#"{"model":"a","stream":true,"stream":false}"#),
-            Err(ModelError::NotJson)
+            Err(ModelError::DuplicateKey)
         );
-        let m = model(br#"{"mod\u0065l":"a","x":1,"x":2}"#).expect("model");
+        let m = model(br#"{"mod\u0065l":"a","x":1}"#).expect("model");
         assert_eq!(m.name, "a", "an escaped key is the key it spells");
         assert_eq!(
             model(br#"{"model":"a","mod\u0065l":"b"}"#),
-            Err(ModelError::NotJson)
+            Err(ModelError::DuplicateKey)
         );
+    }
+
+    #[test]
+    fn any_top_level_key_given_twice_is_refused() {
+        for body in [
+            r#"{"model":"a","x":1,"x":2}"#,
+            r#"{"model":"a","x":1,"\u0078":2}"#,
+            r#"{"model":"a","":1,"":2}"#,
+        ] {
+            assert_eq!(
+                model(body.as_bytes()),
+                Err(ModelError::DuplicateKey),
+                "{body}"
+            );
+        }
+        // Past the pairwise bound, sorted.
+        let many = |dup: bool| {
+            let mut keys: Vec<String> = (0..100).map(|i| format!("\"k{i}\":{i}")).collect();
+            if dup {
+                keys.push("\"k\\u0037\":1".into());
+            }
+            format!("{{\"model\":\"m\",{}}}", keys.join(","))
+        };
+        assert!(model(many(false).as_bytes()).is_ok());
+        assert_eq!(model(many(true).as_bytes()), Err(ModelError::DuplicateKey));
+        // Nested keys are the upstream's business.
+        assert!(model(br#"{"model":"a","m":{"x":1,"x":2}}"#).is_ok());
+    }
+
+    #[test]
+    fn a_key_that_case_folds_to_a_field_weir_reads_is_refused() {
+        for (body, field) in [
+            (r#"{"model":"m","MODEL":"other"}"#, "model"),
+            (r#"{"Model":"other"}"#, "model"),
+            (r#"{"model":"m","max_to\u212aens":64000}"#, "max_tokens"),
+            (
+                "{\"model\":\"m\",\"max_to\u{212a}ens\":64000}",
+                "max_tokens",
+            ),
+            (r#"{"model":"m","\u017ftream":true}"#, "stream"),
+            (
+                r#"{"model":"m","MAX_COMPLETION_TOKENS":1}"#,
+                "max_completion_tokens",
+            ),
+            (
+                r#"{"model":"m","Prompt_Cache_Key":"c"}"#,
+                "prompt_cache_key",
+            ),
+        ] {
+            assert_eq!(
+                model(body.as_bytes()),
+                Err(ModelError::FoldedKey(field)),
+                "{body}"
+            );
+        }
+        // Keys that only look alike, and fields weir does not read, pass.
+        for body in [
+            r#"{"model":"m","models":1,"Messages":[],"max_tokens_":1,"mödel":1}"#,
+            r#"{"model":"m","MODEL_":1,"STREAMS":1,"\u212a":1}"#,
+        ] {
+            assert!(model(body.as_bytes()).is_ok(), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_whole_number_output_limit_is_read_however_it_is_spelled() {
+        let max = |v: &str| model(format!(r#"{{"model":"m","max_tokens":{v}}}"#).as_bytes());
+        for (v, want) in [
+            ("64000", 64000),
+            ("64000.0", 64000),
+            ("1e5", 100_000),
+            ("1E5", 100_000),
+            ("6.4e4", 64000),
+            ("100000e-1", 10000),
+            ("0", 0),
+            ("1e300", u64::MAX),
+            ("99999999999999999999999", u64::MAX),
+        ] {
+            assert_eq!(max(v).map(|m| m.max_output), Ok(Some(want)), "{v}");
+        }
+        assert_eq!(max("null").map(|m| m.max_output), Ok(None));
+        for bad in [
+            "64000.5",
+            "-1",
+            "-0",
+            "-1e3",
+            "\"64000\"",
+            "true",
+            "[1]",
+            "{}",
+            "NaN",
+        ] {
+            assert_eq!(
+                max(bad).err(),
+                Some(ModelError::BadLimit("max_tokens")),
+                "{bad}"
+            );
+        }
     }
 
     proptest::proptest! {
@@ -266,6 +482,10 @@ mod tests {
                         .filter_map(|k| value.get(*k).and_then(serde_json::Value::as_u64))
                         .max();
                     proptest::prop_assert_eq!(m.max_output, max);
+                }
+                Err(ModelError::BadLimit(field)) => {
+                    let v = &value[field];
+                    proptest::prop_assert!(!v.is_u64() && !v.is_null(), "{v}");
                 }
                 Err(e) => {
                     proptest::prop_assert_eq!(e, ModelError::Missing);

@@ -290,6 +290,9 @@ struct State {
 struct Failures {
     by_turn: HashMap<usize, Failure>,
     next: VecDeque<Failure>,
+    /// By the credential sent (`x-api-key`, or `Authorization: Bearer`):
+    /// a provider limits each key on its own.
+    by_key: HashMap<String, Failure>,
 }
 
 impl Provider {
@@ -390,6 +393,14 @@ impl Provider {
         failures.by_turn.insert(turn, failure);
     }
 
+    /// Answer every accepted request sent with the credential `key` (in
+    /// `x-api-key` or as a bearer token) with `failure`, as a provider
+    /// answers a key over its own rate limit.
+    pub fn fail_key(&self, key: &str, failure: Failure) {
+        let mut failures = self.state.failures.lock().expect("failures");
+        failures.by_key.insert(key.into(), failure);
+    }
+
     /// Answer the next `k` accepted requests with `failure`.
     pub fn fail_next(&self, k: usize, failure: Failure) {
         let mut failures = self.state.failures.lock().expect("failures");
@@ -445,7 +456,7 @@ impl State {
                 };
                 self.error(rejection.status, &[], self.envelope(&rejection))
             }
-            Ok(route) => match self.scheduled_failure(turn) {
+            Ok(route) => match self.scheduled_failure(turn, &parts.headers) {
                 Some(failure) => {
                     entry.verdict = Verdict::Failed {
                         status: failure.status,
@@ -460,10 +471,22 @@ impl State {
         response
     }
 
-    fn scheduled_failure(&self, turn: usize) -> Option<Failure> {
+    fn scheduled_failure(&self, turn: usize, headers: &HeaderMap) -> Option<Failure> {
         let mut failures = self.failures.lock().expect("failures");
         if let Some(f) = failures.next.pop_front() {
             return Some(f);
+        }
+        let bearer = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+        if let Some(f) = [key, bearer]
+            .into_iter()
+            .flatten()
+            .find_map(|k| failures.by_key.get(k))
+        {
+            return Some(f.clone());
         }
         failures.by_turn.get(&turn).cloned()
     }

@@ -361,6 +361,17 @@ impl Stream {
         }
     }
 
+    /// Whether the answer kept for the stream's final events is past its
+    /// bound (a Responses client's `response.completed` carries the whole
+    /// output): the stream must then be ended with an error.
+    pub fn over_bound(&self) -> bool {
+        match self {
+            Stream::ToResponses(s) => s.over_bound(),
+            Stream::ToResponsesFromChat(_, s) => s.over_bound(),
+            _ => false,
+        }
+    }
+
     /// A Chat Completions client asked for the usage chunk.
     pub fn include_usage(&mut self, on: bool) {
         if let Stream::ToChat(s) | Stream::ToChatFromResponses(_, s) = self {

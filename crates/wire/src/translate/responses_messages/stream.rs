@@ -100,6 +100,15 @@ impl Item {
     }
 }
 
+/// What a delta adds to the kept answer: its text, or (a citation, or
+/// anything else) its whole event.
+fn kept(delta: &Value, event_len: usize) -> usize {
+    ["text", "partial_json", "signature", "thinking"]
+        .iter()
+        .find_map(|k| delta[*k].as_str())
+        .map_or(event_len, str::len)
+}
+
 /// The text of a freeform tool call from the JSON of its Anthropic input.
 fn custom_input(json: &str) -> String {
     serde_json::from_str::<Value>(json)
@@ -108,7 +117,17 @@ fn custom_input(json: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The most of an answer a translated Responses stream keeps for its final
+/// events (`response.completed` carries the whole output): 16 times a
+/// 128k-token answer's text. Past it the stream is ended with an error
+/// ([`Stream::over_bound`]), so a never-ending upstream cannot grow it
+/// without limit.
+pub(super) const MAX_RETAINED: usize = 8 << 20;
+
 pub struct Stream {
+    /// Bytes of the answer kept so far (block starts, and the text of
+    /// every delta), toward [`MAX_RETAINED`].
+    retained: usize,
     model: String,
     id: String,
     created_at: u64,
@@ -126,6 +145,7 @@ pub struct Stream {
 impl Stream {
     pub fn new(model: &str, names: ToolNames) -> Self {
         Stream {
+            retained: 0,
             names,
             model: model.to_string(),
             id: "resp_translated".into(),
@@ -172,8 +192,14 @@ impl Stream {
         let kind = name.or(v["type"].as_str()).unwrap_or("");
         match kind {
             anthropic::event::MESSAGE_START => self.message_start(&v, out),
-            anthropic::event::CONTENT_BLOCK_START => self.block_start(&v["content_block"], out),
-            anthropic::event::CONTENT_BLOCK_DELTA => self.block_delta(&v["delta"], out),
+            anthropic::event::CONTENT_BLOCK_START => {
+                self.retained = self.retained.saturating_add(data.len());
+                self.block_start(&v["content_block"], out);
+            }
+            anthropic::event::CONTENT_BLOCK_DELTA => {
+                self.retained = self.retained.saturating_add(kept(&v["delta"], data.len()));
+                self.block_delta(&v["delta"], out);
+            }
             anthropic::event::CONTENT_BLOCK_STOP => self.block_stop(out),
             anthropic::event::MESSAGE_DELTA => {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
@@ -191,6 +217,12 @@ impl Stream {
             }
             _ => {}
         }
+    }
+
+    /// Whether the answer kept for the final events is past
+    /// [`MAX_RETAINED`]: the caller ends the stream with an error.
+    pub fn over_bound(&self) -> bool {
+        self.retained > MAX_RETAINED
     }
 
     /// The message starts: the response is created and in progress, under

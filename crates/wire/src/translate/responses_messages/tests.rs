@@ -685,3 +685,32 @@ fn a_search_becomes_a_web_search_call_and_citations_annotations() {
     assert_eq!(output[0]["action"]["query"], "is it");
     assert_eq!(output[1]["content"][0]["annotations"], json!([annotation]));
 }
+
+/// The answer kept for `response.completed` is bounded: a stream of text
+/// that never ends passes the bound, and only then.
+#[test]
+fn what_a_stream_keeps_for_its_final_events_is_bounded() {
+    let mut s = Stream::new("gpt-5-codex", ToolNames::default());
+    let mut out = Vec::new();
+    let start = json!({"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 1, "output_tokens": 1}}});
+    s.event(Some("message_start"), &start.to_string(), &mut out);
+    let block = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}});
+    s.event(Some("content_block_start"), &block.to_string(), &mut out);
+    let piece = "x".repeat(64 * 1024);
+    let delta = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})
+        .to_string();
+    let mut sent = 0;
+    while !s.over_bound() {
+        out.clear();
+        s.event(Some("content_block_delta"), &delta, &mut out);
+        sent += piece.len();
+        assert!(
+            sent <= super::stream::MAX_RETAINED + piece.len(),
+            "no bound"
+        );
+    }
+    assert!(
+        sent > super::stream::MAX_RETAINED - piece.len(),
+        "{sent}: early"
+    );
+}
