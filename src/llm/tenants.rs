@@ -22,6 +22,7 @@ use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderName};
 use tokio::time::Instant;
 
+use super::outgoing::Carriers;
 use crate::sync::Locked;
 use crate::upstream::balance::Reason;
 
@@ -32,13 +33,18 @@ pub(crate) type Tenant = [u8; 16];
 pub(crate) const MAX_HOLDS: usize = 10_000;
 
 /// The tenant a request's credential headers name: `x-api-key` and
-/// `Authorization`, except `strip` (weir's own client token, never sent).
-pub(crate) fn tenant(headers: &HeaderMap, strip: Option<&HeaderName>) -> Tenant {
+/// `Authorization`, except those that carried weir's own client token
+/// (`carriers`: stripped, never sent).
+pub(crate) fn tenant(headers: &HeaderMap, carriers: Carriers) -> Tenant {
     let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
     ctx.update(b"weir tenant hold\0");
     let api_key = HeaderName::from_static("x-api-key");
-    for name in [&AUTHORIZATION, &api_key] {
-        if strip == Some(name) {
+    let [api_key_carried, authorization_carried] = carriers.0;
+    for (name, carried) in [
+        (&AUTHORIZATION, authorization_carried),
+        (&api_key, api_key_carried),
+    ] {
+        if carried {
             continue;
         }
         for value in headers.get_all(name) {
@@ -148,15 +154,15 @@ mod tests {
         a.insert("x-api-key", HeaderValue::from_static("sk-a"));
         let mut b = a.clone();
         b.insert("x-api-key", HeaderValue::from_static("sk-b"));
-        assert_ne!(tenant(&a, None), tenant(&b, None));
+        assert_ne!(tenant(&a, Carriers::default()), tenant(&b, Carriers::default()));
         let mut a_with_token = a.clone();
         a_with_token.insert(AUTHORIZATION, HeaderValue::from_static("Bearer weir-tok"));
-        assert_ne!(tenant(&a, None), tenant(&a_with_token, None));
+        assert_ne!(tenant(&a, Carriers::default()), tenant(&a_with_token, Carriers::default()));
         assert_eq!(
-            tenant(&a, None),
-            tenant(&a_with_token, Some(&AUTHORIZATION))
+            tenant(&a, Carriers::default()),
+            tenant(&a_with_token, Carriers([false, true]))
         );
-        let t = tenant(&a, None);
+        let t = tenant(&a, Carriers::default());
         assert_eq!(from_hex(&hex(&t)), Some(t));
         assert_eq!(from_hex("zz"), None);
         assert_eq!(from_hex(&"g".repeat(32)), None);
