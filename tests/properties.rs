@@ -313,7 +313,8 @@ fn rfc_remove_dot_segments(path: &str) -> String {
 }
 
 /// §2.3 and §6.2.2.1: unreserved escapes decoded, the others' hex in
-/// upper case; a `%` without two hex digits left as it is.
+/// upper case; a `%` without two hex digits escaped itself (`%25`), so
+/// what follows cannot make an escape of it the second time.
 fn rfc_decode_unreserved(path: &str) -> String {
     let mut out = String::new();
     let mut rest = path;
@@ -333,7 +334,7 @@ fn rfc_decode_unreserved(path: &str) -> String {
                 rest = &after[2..];
             }
             _ => {
-                out.push('%');
+                out.push_str("%25");
                 rest = after;
             }
         }

@@ -43,21 +43,20 @@ const MAX_NAME: usize = 253;
 /// control characters, an empty label (`..`), an empty port, sub-delims
 /// or escapes RFC 3986 allows but no DNS name holds — is `None`.
 pub fn host(raw: &str) -> Option<Host<'_>> {
-    let (name, port) = split_port(raw)?;
-    if let Some(p) = port
-        && !valid_port(p)
-    {
-        return None;
-    }
-    let bare = if name.starts_with('[') {
+    let (name, bare, upper) = if raw.starts_with('[') {
+        let end = raw.find(']')?.checked_add(1)?;
+        let name = raw.get(..end)?;
         valid_ip_literal(name)?;
-        name
+        (name, name, name.bytes().any(|b| b.is_ascii_uppercase()))
     } else {
-        let bare = name.strip_suffix('.').unwrap_or(name);
-        valid_reg_name(bare).then_some(bare)?
+        let (name, upper) = reg_name(raw)?;
+        (name, name.strip_suffix('.').unwrap_or(name), upper)
     };
-    let lower = !bare.bytes().any(|b| b.is_ascii_uppercase());
-    if lower && bare.len() == name.len() {
+    let port = match raw.get(name.len()..)? {
+        "" => None,
+        rest => Some(rest.strip_prefix(':').filter(|p| valid_port(p))?),
+    };
+    if !upper && bare.len() == name.len() {
         return Some(Host {
             authority: Cow::Borrowed(raw),
             name_len: name.len(),
@@ -74,41 +73,74 @@ pub fn host(raw: &str) -> Option<Host<'_>> {
     })
 }
 
-/// `name` and the port after its `:`, if any. A bracketed literal ends at
-/// its `]`; a reg-name holds no `:`, so a second one is refused.
-fn split_port(raw: &str) -> Option<(&str, Option<&str>)> {
-    let end = match raw.strip_prefix('[') {
-        Some(rest) => rest.find(']')?.checked_add(2)?,
-        None => raw.find(':').unwrap_or(raw.len()),
-    };
-    let (name, rest) = raw.split_at_checked(end)?;
-    match rest.strip_prefix(':') {
-        Some(port) => Some((name, Some(port))),
-        None if rest.is_empty() => Some((name, None)),
-        None => None,
+/// The reg-name `raw` starts with, up to a `:` or its end, and whether it
+/// has upper case: dot-separated labels of letters, digits, `-` and `_`,
+/// none empty, one trailing dot allowed, at most [`MAX_NAME`] bytes
+/// without it. One pass over the bytes, by a table (this runs on every
+/// request).
+fn reg_name(raw: &str) -> Option<(&str, bool)> {
+    let mut label = 0usize;
+    let mut upper = false;
+    let mut end = raw.len();
+    for (i, b) in raw.bytes().enumerate() {
+        match HOST_BYTE[usize::from(b)] {
+            LABEL => label += 1,
+            UPPER => {
+                label += 1;
+                upper = true;
+            }
+            DOT if label > 0 => label = 0,
+            COLON => {
+                end = i;
+                break;
+            }
+            _ => return None,
+        }
     }
+    let name = raw.get(..end)?;
+    // A name that ends in a dot ended its last label there.
+    let bare = if label == 0 { end.checked_sub(1)? } else { end };
+    (bare > 0 && bare <= MAX_NAME).then_some((name, upper))
 }
 
+const OTHER: u8 = 0;
+const LABEL: u8 = 1;
+const UPPER: u8 = 2;
+const DOT: u8 = 3;
+const COLON: u8 = 4;
+
+/// What each byte is in a Host.
+static HOST_BYTE: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = match c {
+            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => LABEL,
+            b'A'..=b'Z' => UPPER,
+            b'.' => DOT,
+            b':' => COLON,
+            _ => OTHER,
+        };
+        b += 1;
+    }
+    t
+};
+
+/// 1 to 5 digits, at most 65535.
 fn valid_port(p: &str) -> bool {
-    (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok()
+    (1..=5).contains(&p.len())
+        && p.bytes()
+            .try_fold(0u32, |n, b| {
+                b.is_ascii_digit().then(|| n * 10 + u32::from(b - b'0'))
+            })
+            .is_some_and(|n| n <= u32::from(u16::MAX))
 }
 
 /// `[v6]`: an IPv6 address as std reads it (no zone, no IPvFuture).
 fn valid_ip_literal(name: &str) -> Option<()> {
     let inner = name.strip_prefix('[')?.strip_suffix(']')?;
     inner.parse::<std::net::Ipv6Addr>().ok().map(|_| ())
-}
-
-/// Dot-separated labels of letters, digits, `-` and `_`, none empty.
-fn valid_reg_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
 }
 
 /// A path as routed and forwarded, and whether the client's path holds
@@ -152,25 +184,29 @@ pub fn path(raw: &str) -> Path<'_> {
     }
 }
 
-/// Nothing to do: no `%`, no `\`, and no segment after the first `/` that
-/// is empty (`//`, but a trailing `/` is fine), `.` or `..`.
+/// Nothing to do: no `%`, no `\`, and no segment after the leading `/`
+/// that is empty (`//`; a trailing `/` is fine), `.` or `..`. One pass
+/// over the bytes, counting the current segment and whether it is all
+/// dots so far.
 fn is_clean(raw: &str) -> bool {
-    if raw.bytes().any(|b| b == b'%' || b == b'\\') {
-        return false;
-    }
-    let mut segments = raw.split('/').skip(1).peekable();
-    while let Some(seg) = segments.next() {
-        let last = segments.peek().is_none();
-        if seg == "." || seg == ".." || (seg.is_empty() && !last) {
-            return false;
+    let dot_segment = |len: usize, dots: bool| dots && (1..=2).contains(&len);
+    let (mut len, mut dots) = (0usize, true);
+    for b in raw.bytes().skip(1) {
+        match b {
+            b'%' | b'\\' => return false,
+            b'/' if len == 0 || dot_segment(len, dots) => return false,
+            b'/' => (len, dots) = (0, true),
+            b'.' => len += 1,
+            _ => (len, dots) = (len + 1, false),
         }
     }
-    true
+    !dot_segment(len, dots)
 }
 
 /// Percent-escapes of unreserved characters (RFC 3986 §2.3) decoded; the
 /// others kept, hex upper-cased (§6.2.2.1). `%2f`, `%5c`, `%00` and a raw
-/// `\` are kept but reported, as is a `%` without two hex digits.
+/// `\` are kept but reported, as is a `%` without two hex digits (which
+/// becomes `%25`).
 fn decode_unreserved(raw: &str) -> (String, Option<Refused>) {
     let mut out = String::with_capacity(raw.len());
     let mut refused = None;
@@ -204,8 +240,12 @@ fn decode_unreserved(raw: &str) -> (String, Option<Refused>) {
                 out.push(char::from(HEX[usize::from(v & 0xf)]));
             }
             None => {
+                // Written as the escape it would have to be, so the
+                // characters after it cannot form an escape with it later
+                // (`%a%41` is `%25aA`, not `%aA`): normalising twice
+                // changes nothing.
                 refused = refused.or(Some(Refused::BadEscape));
-                out.push('%');
+                out.push_str("%25");
                 i += 1;
                 copied = i;
                 continue;

@@ -114,6 +114,13 @@ fn encoded_separators_and_bad_escapes_are_reported() {
     for raw in ["/a%", "/a%2", "/a%zz", "/%g0"] {
         assert_eq!(path(raw).refused, Some(Refused::BadEscape), "{raw}");
     }
+    // A broken escape is escaped itself: what follows cannot complete it
+    // on a second pass.
+    assert_eq!(
+        normal("/%a%41"),
+        ("/%25aA".to_string(), Some(Refused::BadEscape))
+    );
+    assert_eq!(normal("/%25aA"), ("/%25aA".to_string(), None));
     assert_eq!(
         normal("/a/../b%2fc"),
         ("/b%2Fc".to_string(), Some(Refused::EncodedSeparator))
