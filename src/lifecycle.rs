@@ -8,7 +8,9 @@
 //!    listener, before redirects, gates and rate limits.
 //! 4. **redirect** — a redirecting listener answers 308 to HTTPS and stops.
 //! 5. **admit** — the process-wide gate: shed with 503, never queue.
-//! 6. **route** — host + path select a route, or 404. From here on errors
+//! 6. **route** — host + path select a route, or 404: the Host checked
+//!    and normalised, the path as the upstream will resolve it
+//!    ([`normal`]), which is then the path forwarded. From here on errors
 //!    are written in the route's shape.
 //! 7. **route policy** — the route's own gate; a declared body over the
 //!    route limit gets 413 before a byte of it is read.
@@ -30,7 +32,7 @@ use hyper::body::Incoming;
 
 use crate::acme::Challenges;
 use crate::admit::{self, rate::Client, rate::Refusal};
-use crate::config::{Config, RedirectSettings, normalise_host};
+use crate::config::{Config, RedirectSettings};
 use crate::conn::state::CloseReason;
 use crate::conn::{self, info::ConnInfo};
 use crate::llm;
@@ -38,6 +40,7 @@ use crate::proxy::{self, ClientSide};
 use crate::respond::{
     ErrorShape, InFlight, Payload, Recorded, RequestRecord, Rescue, ResponseBody,
 };
+use crate::route::normal::{self, Host};
 use crate::route::{Route, Target};
 use crate::snapshot::{BuildError, Snapshot, Standing};
 use crate::telemetry::Metrics;
@@ -173,7 +176,7 @@ impl conn::Handler for Gateway {
 /// request goes on with this host.
 enum Front<'a> {
     Answered(Response<Payload>),
-    Host(std::borrow::Cow<'a, str>),
+    Host(Host<'a>),
 }
 
 impl Gateway {
@@ -200,20 +203,22 @@ impl Gateway {
             Err(shed) => return Err(Rescue::shed(shed.label())),
         }
 
-        // Phase: route.
-        let Some(route) = snapshot.router.find(&host, req.uri().path()) else {
+        // Phase: route, by the path as the upstream will resolve it.
+        let path = normal::path(req.uri().path());
+        let Some(route) = snapshot.router.find(host.name(), &path.path) else {
             return Err(Rescue::status(StatusCode::NOT_FOUND));
         };
         record.route = Some(route.name.clone());
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
+        let forwarded = path_forwarded(path, route)?;
+        let req = with_path(req, forwarded)?;
 
-        self.route_policy(route, &req, conn, &host, record).await?;
+        self.route_policy(route, &req, conn, host.name(), record)
+            .await?;
 
-        let served = self
-            .serve(snapshot, route, req, conn, (&host, host_sent), record)
-            .await;
+        let served = self.serve(snapshot, route, req, conn, &host, record).await;
         served.map(|mut resp| {
             route_headers(&route.config, conn.tls, resp.headers_mut());
             resp
@@ -240,7 +245,8 @@ impl Gateway {
             return Ok(Front::Answered(acme_answer(&answer)));
         }
 
-        let Some(host) = host_sent.and_then(normalise_host) else {
+        // RFC 9110 §7.2: a name or an IP literal and a port, nothing else.
+        let Some(host) = host_sent.and_then(normal::host) else {
             return Err(Rescue::status(StatusCode::BAD_REQUEST).closing());
         };
 
@@ -251,7 +257,7 @@ impl Gateway {
 
         // Phase: redirect.
         if let Some(redirect) = conn.redirect {
-            return redirect_to_https(snapshot, req, &host, redirect).map(Front::Answered);
+            return redirect_to_https(snapshot, req, host.name(), redirect).map(Front::Answered);
         }
         Ok(Front::Host(host))
     }
@@ -309,14 +315,15 @@ impl Gateway {
     }
 
     /// Phase: serve, by route kind — the one place route kinds are
-    /// dispatched. `host` is the normalised Host and the Host as sent.
+    /// dispatched. `host` is the Host as checked and normalised: its name
+    /// routed, its authority is what goes upstream.
     async fn serve(
         &self,
         snapshot: &Snapshot,
         route: &Route,
         req: Request<Incoming>,
         conn: &ConnInfo,
-        (host, host_sent): (&str, Option<&str>),
+        host: &Host<'_>,
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, Rescue> {
         match &route.target {
@@ -334,7 +341,7 @@ impl Gateway {
                     &route.config,
                     upstream,
                     &client,
-                    host_sent,
+                    Some(host.authority()),
                     &mut record.admission,
                     proxy::Report {
                         metrics: &self.standing.metrics,
@@ -359,7 +366,7 @@ impl Gateway {
                     started: record.start,
                     rate: route.rate.as_ref(),
                     peer: conn.peer.ip(),
-                    host,
+                    host: host.name(),
                 };
                 llm::serve(llm, req, cx).await
             }
@@ -420,6 +427,47 @@ fn redirect_to_https(
     *resp.status_mut() = StatusCode::PERMANENT_REDIRECT;
     resp.headers_mut().insert(header::LOCATION, location);
     Ok(resp)
+}
+
+/// The path that goes on to be served when it is not the client's: the
+/// one the request was routed by, unless its route takes raw paths. A path
+/// holding an encoded separator or a broken escape is refused on a route
+/// that normalises: the upstream could decode it into a path weir did not
+/// route.
+fn path_forwarded(path: normal::Path<'_>, route: &Route) -> Result<Option<String>, Rescue> {
+    if route.config.raw_path {
+        return Ok(None);
+    }
+    if let Some(refused) = path.refused {
+        tracing::debug!(route = %route.name, ?refused, "path refused");
+        return Err(Rescue::status(StatusCode::BAD_REQUEST));
+    }
+    Ok(match path.path {
+        std::borrow::Cow::Owned(path) => Some(path),
+        std::borrow::Cow::Borrowed(_) => None,
+    })
+}
+
+/// The request with its path replaced by `path`, the query kept.
+fn with_path(
+    mut req: Request<Incoming>,
+    path: Option<String>,
+) -> Result<Request<Incoming>, Rescue> {
+    let Some(path) = path else {
+        return Ok(req);
+    };
+    let pq = match req.uri().query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query = Some(
+        http::uri::PathAndQuery::try_from(pq)
+            .map_err(|_| Rescue::status(StatusCode::BAD_REQUEST))?,
+    );
+    *req.uri_mut() =
+        http::Uri::from_parts(parts).map_err(|_| Rescue::status(StatusCode::BAD_REQUEST))?;
+    Ok(req)
 }
 
 /// The host a request is for. The target's authority wins over `Host`:

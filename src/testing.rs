@@ -50,6 +50,12 @@ pub mod rate {
     pub use crate::admit::rate::{Client, Limited, MAX_KEYS, RateLimit};
 }
 
+/// Hosts and paths as they are routed and forwarded, for the property
+/// tests and the fuzz target.
+pub mod route {
+    pub use crate::route::normal::{Host, Path, Refused, host, path};
+}
+
 /// The listener's PROXY-protocol parser and the descriptor budget.
 pub mod listen {
     pub use crate::listen::budget::{FdLimit, raise_nofile_limit};

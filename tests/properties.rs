@@ -4,7 +4,9 @@
 //! framer, the model extraction and splice, every translation pair
 //! (request, whole answer, error body, stream events), each API's stream
 //! watcher, local token counting, the config loader and the PROXY
-//! protocol header reader's framing and parsing. Inputs are JSON
+//! protocol header reader's framing and parsing, and the host and path
+//! normalisation before routing (against a reference reading of RFC 3986
+//! written here). Inputs are JSON
 //! built from the fields the APIs use, with values of every type (a number
 //! where an object belongs found the panic of issue 23).
 
@@ -267,5 +269,150 @@ proptest! {
     #[test]
     fn the_config_loader_reports_and_never_panics(text in "(\\[[a-z.]{1,12}\\]\n|[a-z_]{1,16} = (\"[^\"]{0,12}\"|[0-9]{1,25}|true|\\[\\])\n){0,12}") {
         let _ = weir::testing::config::Config::parse(std::path::Path::new("p.toml"), &text);
+    }
+}
+
+// Hosts and paths before routing: the path normalisation against a plain
+// reading of RFC 3986 — §2.3's unreserved escapes decoded, empty segments
+// merged, then §5.2.4's five rules exactly as written, one buffer to the
+// other.
+
+/// §5.2.4, rule by rule.
+fn rfc_remove_dot_segments(path: &str) -> String {
+    let mut input = path.to_string();
+    let mut output = String::new();
+    let pop_last = |output: &mut String| {
+        let cut = output.rfind('/').unwrap_or(0);
+        output.truncate(cut);
+    };
+    while !input.is_empty() {
+        if let Some(rest) = input.strip_prefix("../") {
+            input = rest.to_string();
+        } else if let Some(rest) = input.strip_prefix("./") {
+            input = rest.to_string();
+        } else if let Some(rest) = input.strip_prefix("/./") {
+            input = format!("/{rest}");
+        } else if input == "/." {
+            input = "/".to_string();
+        } else if let Some(rest) = input.strip_prefix("/../") {
+            input = format!("/{rest}");
+            pop_last(&mut output);
+        } else if input == "/.." {
+            input = "/".to_string();
+            pop_last(&mut output);
+        } else if input == "." || input == ".." {
+            input.clear();
+        } else {
+            let start = usize::from(input.starts_with('/'));
+            let end = input[start..].find('/').map_or(input.len(), |i| i + start);
+            output.push_str(&input[..end]);
+            input = input[end..].to_string();
+        }
+    }
+    output
+}
+
+/// §2.3 and §6.2.2.1: unreserved escapes decoded, the others' hex in
+/// upper case; a `%` without two hex digits escaped itself (`%25`), so
+/// what follows cannot make an escape of it the second time.
+fn rfc_decode_unreserved(path: &str) -> String {
+    let mut out = String::new();
+    let mut rest = path;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let hex = after
+            .get(..2)
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(b) => {
+                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                    out.push(char::from(b));
+                } else {
+                    out.push_str(&format!("%{b:02X}"));
+                }
+                rest = &after[2..];
+            }
+            _ => {
+                out.push_str("%25");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn rfc_normalise(path: &str) -> String {
+    if !path.starts_with('/') {
+        return path.to_string();
+    }
+    let mut merged = rfc_decode_unreserved(path);
+    while merged.contains("//") {
+        merged = merged.replace("//", "/");
+    }
+    rfc_remove_dot_segments(&merged)
+}
+
+/// What a route that normalises must refuse: an encoded `/`, `\` or NUL,
+/// a raw `\`, a broken escape.
+fn rfc_refused(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let broken = path.match_indices('%').any(|(at, _)| {
+        path.get(at + 1..at + 3)
+            .is_none_or(|h| !h.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    ["%2f", "%5c", "%00", "\\"]
+        .iter()
+        .any(|s| lower.contains(s))
+        || broken
+}
+
+/// Paths from the pieces that matter: separators, dots plain and
+/// escaped, escapes of every kind, broken ones, other characters.
+fn paths() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        4 => Just("/".to_string()),
+        3 => Just(".".to_string()),
+        2 => Just("..".to_string()),
+        2 => prop_oneof![Just("%2e"), Just("%2E"), Just("%2f"), Just("%2F"), Just("%5c"), Just("%00"), Just("%41"), Just("%7e"), Just("%25"), Just("%c3%a9"), Just("%"), Just("%2"), Just("%zz"), Just("\\")].prop_map(String::from),
+        3 => "[a-zA-Z0-9~_-]{1,3}",
+        1 => "[%0-9a-fA-F]{1,3}",
+        1 => Just("é".to_string()),
+    ];
+    (any::<bool>(), prop::collection::vec(piece, 0..24)).prop_map(|(rooted, pieces)| {
+        format!("{}{}", if rooted { "/" } else { "" }, pieces.concat())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    /// Differential: weir's one-pass normalisation is the RFC's algorithm.
+    #[test]
+    fn paths_normalise_as_rfc_3986_reads_them(raw in paths()) {
+        let got = weir::testing::route::path(&raw);
+        let want = rfc_normalise(&raw);
+        prop_assert_eq!(got.path.as_ref(), want.as_str(), "{:?}", raw);
+        prop_assert_eq!(got.refused.is_some(), raw.starts_with('/') && rfc_refused(&raw), "{:?}", raw);
+        // Idempotent, and a path that needs no change is borrowed. (A
+        // refusal is the client's path's: `/%/..` is refused, and
+        // normalises to a clean `/`.)
+        let again = weir::testing::route::path(&got.path);
+        prop_assert_eq!(again.path.as_ref(), got.path.as_ref());
+        prop_assert!(matches!(again.path, std::borrow::Cow::Borrowed(_)));
+    }
+
+    /// A host that passes is a name or literal with a port, and passes
+    /// again as itself.
+    #[test]
+    fn hosts_that_pass_are_names_and_pass_again(raw in "[a-zA-Z0-9._:@/\\[\\]\\\\%,-]{0,24}") {
+        if let Some(host) = weir::testing::route::host(&raw) {
+            let again = weir::testing::route::host(host.authority());
+            prop_assert_eq!(again.as_ref(), Some(&host), "{:?}", raw);
+            prop_assert!(!host.authority().contains(['@', '/', '\\', '%', ',']));
+            prop_assert_eq!(host.authority(), host.authority().to_ascii_lowercase());
+            prop_assert!(host.authority().starts_with(host.name()));
+        }
     }
 }

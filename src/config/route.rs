@@ -23,6 +23,9 @@ pub(crate) struct RouteConfig {
     pub(crate) max_request_body: Option<u64>,
     /// Send the client's Host upstream (true) or the upstream's authority.
     pub(crate) preserve_host: bool,
+    /// Route by the normalised path but forward the client's path as sent,
+    /// encoded separators and all (upstreams that read the path opaquely).
+    pub(crate) raw_path: bool,
     /// Remove the matched path prefix before forwarding.
     pub(crate) strip_prefix: bool,
     /// Requests in flight on this route; 0 = only the global bound.

@@ -8,6 +8,8 @@
 //! an existing site serves. Prefixes match on segment boundaries: `/api`
 //! matches `/api` and `/api/x`, never `/apix`.
 
+pub(crate) mod normal;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -65,6 +65,29 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
 pub(crate) fn clean_request(headers: &mut HeaderMap) {
     remove_hop_by_hop(headers);
     headers.remove(header::EXPECT);
+    join_cookies(headers);
+}
+
+/// HTTP/2 may split `cookie` into one field per pair ("crumbs"); before
+/// the request goes on as HTTP/1.1 they are joined into one field with
+/// "; " (RFC 9113 §8.2.3) — many servers read only the first `Cookie`
+/// line. One field (the common case) is left as it is.
+fn join_cookies(headers: &mut HeaderMap) {
+    let mut crumbs = headers.get_all(header::COOKIE).iter();
+    if crumbs.next().is_none() || crumbs.next().is_none() {
+        return;
+    }
+    let mut joined: Vec<u8> = Vec::new();
+    for crumb in headers.get_all(header::COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(crumb.as_bytes());
+    }
+    // Each crumb was a valid value, and so is "; " between them.
+    if let Ok(v) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, v);
+    }
 }
 
 /// Whether the client accepts trailers (`TE: trailers`), which is needed to
@@ -109,7 +132,8 @@ pub(crate) struct Forwarding<'a> {
     /// `peer` as header text.
     pub(crate) peer_text: &'a HeaderValue,
     pub(crate) tls: bool,
-    /// The Host the client asked for, as sent.
+    /// The Host the client asked for, checked and normalised (lower-case
+    /// name, no trailing dot, the port as sent).
     pub(crate) host: Option<&'a str>,
     pub(crate) trusted_proxies: &'a [IpNet],
 }
@@ -194,6 +218,17 @@ mod tests {
             );
         }
         h
+    }
+
+    #[test]
+    fn cookie_crumbs_are_joined_into_one_field() {
+        let mut h = map(&[("cookie", "a=1"), ("x", "1"), ("cookie", "b=2; c=3")]);
+        clean_request(&mut h);
+        let all: Vec<_> = h.get_all(header::COOKIE).iter().collect();
+        assert_eq!(all, ["a=1; b=2; c=3"]);
+        let mut one = map(&[("cookie", "a=1")]);
+        clean_request(&mut one);
+        assert_eq!(one.get_all(header::COOKIE).iter().count(), 1);
     }
 
     #[test]

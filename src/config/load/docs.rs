@@ -80,6 +80,7 @@ path = "/"
 upstream = "http://127.0.0.1:3"
 strip_prefix = true
 preserve_host = false
+raw_path = true
 connect_timeout = "1s"
 response_timeout = "1s"
 max_request_body = "1MiB"

@@ -99,6 +99,7 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
             response_timeout: kind.response_timeout,
             max_request_body,
             preserve_host: kind.preserve_host,
+            raw_path: kind.raw_path,
             strip_prefix,
             max_concurrent_requests,
             rate_limit,
@@ -249,6 +250,7 @@ struct Kind {
     kind: RouteKind,
     response_timeout: Duration,
     preserve_host: bool,
+    raw_path: bool,
 }
 
 /// The route's kind and its kind-specific settings. A key only the other
@@ -298,6 +300,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 kind: RouteKind::Llm(Arc::new(s)),
                 response_timeout: defaults::RESPONSE_TIMEOUT,
                 preserve_host: true,
+                raw_path: false,
             }),
             proxy_keys(),
             "remove the key; LLM routes take `[[route.upstreams]]`",
@@ -321,12 +324,14 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
     let upstream = group::group(t);
     let response_timeout = timer(t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
     let preserve_host = t.bool("preserve_host").unwrap_or(true);
+    let raw_path = t.bool("raw_path").unwrap_or(false);
     upstream.map(|upstream| Kind {
         kind: RouteKind::Proxy {
             upstream: Box::new(upstream),
         },
         response_timeout,
         preserve_host,
+        raw_path,
     })
 }
 
