@@ -506,3 +506,49 @@ async fn requests_cut_at_the_shutdown_timeout_are_logged_before_exit() {
     let log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(log.contains("shutdown timeout reached"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_left_after_its_terminal_event_is_logged_complete() {
+    // Codex hangs up once it has `response.completed`; the upstream has
+    // not ended its body yet. The answer reached the client whole.
+    use common::llm::*;
+    use http_body_util::BodyExt;
+    let up = mock(|_| {
+        let mut body: Vec<Step> = stream_events(Api::Responses, "m", &["a", "b"])
+            .into_iter()
+            .map(Step::Send)
+            .collect::<Vec<Step>>();
+        body.push(Step::Stall);
+        sse_reply(body)
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "[log]\nformat = \"json\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"llm\"\nkind = \"openai\"\n\
+         [[route.upstreams]]\nname = \"up\"\nurl = \"{}\"\n",
+        up.url()
+    );
+    let path = write_config(&dir, &text);
+    let mut weir = Proc::run(&path);
+    let web = log_addr(&weir.wait_for(|l| l.contains("\"listener\":\"web\"")));
+    let resp = common::post_open(
+        &format!("http://{web}/v1/responses"),
+        responses_body("m", true),
+        &[],
+    )
+    .await;
+    let mut answer = resp.into_body();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("event: response.completed") {
+        let frame = answer.frame().await.expect("an event").expect("ok");
+        if let Ok(data) = frame.into_data() {
+            seen.extend_from_slice(&data);
+        }
+    }
+    drop(answer);
+    let line = weir.wait_for(|l| l.contains("weir::access"));
+    let v: serde_json::Value = serde_json::from_str(&line).expect("json line");
+    assert_eq!(v["outcome"], "Complete", "{line}");
+}

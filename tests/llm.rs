@@ -761,3 +761,43 @@ async fn a_whole_answer_too_large_to_hold_is_streamed_on_uncounted() {
         "a small one is counted"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_hangs_up_after_the_terminal_event_was_served_in_full() {
+    // Codex closes its connection once it has `response.completed`, while
+    // the upstream may not have ended its body yet: that answer was
+    // delivered whole, not cancelled.
+    let up = mock(|_| {
+        let mut body: Vec<Step> = stream_events(Api::Responses, "m", WORDS)
+            .into_iter()
+            .map(Step::Send)
+            .collect();
+        body.push(Step::Stall);
+        sse_reply(body)
+    })
+    .await;
+    let weir = weir_over("openai", &up, "").await;
+    {
+        use http_body_util::BodyExt;
+        let mut answer = open_stream(&weir, "/v1/responses", responses_body("m", true), &[])
+            .await
+            .into_body();
+        let mut seen = Vec::new();
+        while !event_names(&String::from_utf8_lossy(&seen))
+            .iter()
+            .any(|n| n == "response.completed")
+        {
+            let frame = answer.frame().await.expect("an event").expect("ok");
+            if let Ok(data) = frame.into_data() {
+                seen.extend_from_slice(&data);
+            }
+        }
+    }
+    let counted = eventually_async(Duration::from_secs(10), || async {
+        metrics(&weir).await.contains("outcome=\"completed\"} 1")
+    })
+    .await;
+    let m = metrics(&weir).await;
+    assert!(counted, "{m}");
+    assert!(!m.contains("outcome=\"client_cancel\"}"), "{m}");
+}

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::respond::{AccessLine, KindRecord, MAX_MODEL_FIELD, bounded};
+use crate::respond::{AccessLine, KindRecord, MAX_MODEL_FIELD, Outcome, bounded};
 use crate::sync::Locked;
 
 /// What an LLM route does once a request's response has ended (its last
@@ -92,6 +92,12 @@ impl KindRecord for LlmRecord {
         if !line.enabled {
             return;
         }
+        // The relay knows better than the transport: a client that hung up
+        // once it had the terminal event was served in full.
+        let outcome = match (line.outcome, f.outcome) {
+            (Outcome::Aborted, Some("completed")) => Outcome::Complete,
+            (o, _) => o,
+        };
         tracing::info!(
             target: "weir::access",
             client = %line.client,
@@ -102,7 +108,7 @@ impl KindRecord for LlmRecord {
             bytes = line.bytes,
             duration_ms = line.elapsed.as_millis() as u64,
             route = line.route,
-            outcome = ?line.outcome,
+            outcome = ?outcome,
             model = f.model.as_deref().map_or("-", |m| bounded(m, MAX_MODEL_FIELD)),
             upstream = f.upstream.as_deref().unwrap_or("-"),
             failovers = f.failovers,

@@ -375,6 +375,13 @@ impl Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
+        // A client that hangs up once it has the terminal event (Codex
+        // closes after `response.completed`, before the upstream may have
+        // ended its body) was served in full.
+        if self.done_seen && !self.error_seen && self.ready.is_empty() && self.translated.is_empty()
+        {
+            self.end();
+        }
         if let Some(t) = self.tally.take() {
             t.finish("client_cancel");
         }

@@ -154,10 +154,16 @@ mod tests {
         a.insert("x-api-key", HeaderValue::from_static("sk-a"));
         let mut b = a.clone();
         b.insert("x-api-key", HeaderValue::from_static("sk-b"));
-        assert_ne!(tenant(&a, Carriers::default()), tenant(&b, Carriers::default()));
+        assert_ne!(
+            tenant(&a, Carriers::default()),
+            tenant(&b, Carriers::default())
+        );
         let mut a_with_token = a.clone();
         a_with_token.insert(AUTHORIZATION, HeaderValue::from_static("Bearer weir-tok"));
-        assert_ne!(tenant(&a, Carriers::default()), tenant(&a_with_token, Carriers::default()));
+        assert_ne!(
+            tenant(&a, Carriers::default()),
+            tenant(&a_with_token, Carriers::default())
+        );
         assert_eq!(
             tenant(&a, Carriers::default()),
             tenant(&a_with_token, Carriers([false, true]))

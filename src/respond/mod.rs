@@ -11,7 +11,7 @@ mod rescue;
 pub(crate) use body::{BoxError, Guard, Payload, StreamBody};
 pub(crate) use error::{ErrorShape, error_response, render};
 pub(crate) use record::{
-    AccessLine, InFlight, KindRecord, MAX_MODEL_FIELD, Recorded, RequestRecord, bounded,
+    AccessLine, InFlight, KindRecord, MAX_MODEL_FIELD, Outcome, Recorded, RequestRecord, bounded,
 };
 pub(crate) use rescue::{Counted, Rescue};
 
