@@ -356,7 +356,7 @@ async fn an_upgrade_goes_over_http1_when_the_route_speaks_h2() {
         r.headers_mut()
             .insert("connection", HeaderValue::from_static("upgrade"));
         r.headers_mut()
-            .insert("upgrade", HeaderValue::from_static("echo"));
+            .insert("upgrade", HeaderValue::from_static("websocket"));
         r
     })
     .await;
@@ -367,9 +367,11 @@ async fn an_upgrade_goes_over_http1_when_the_route_speaks_h2() {
     let mut s = tokio::net::TcpStream::connect(weir.addr("web"))
         .await
         .expect("connect");
-    s.write_all(b"GET /tunnel HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n")
-        .await
-        .expect("write");
+    s.write_all(
+        b"GET /tunnel HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n",
+    )
+    .await
+    .expect("write");
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

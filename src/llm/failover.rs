@@ -262,7 +262,7 @@ impl Failover<'_, '_> {
     fn tenant(&self) -> &Tenant {
         self.tenant.get_or_init(|| {
             let headers = &self.request.parts.headers;
-            tenant(headers, self.request.strip)
+            tenant(headers, self.request.strip.0)
         })
     }
 

@@ -22,7 +22,6 @@ use http::HeaderMap;
 use http::header::{AUTHORIZATION, HeaderName};
 use tokio::time::Instant;
 
-use super::outgoing::Carriers;
 use crate::sync::Locked;
 use crate::upstream::balance::Reason;
 
@@ -34,12 +33,13 @@ pub(crate) const MAX_HOLDS: usize = 10_000;
 
 /// The tenant a request's credential headers name: `x-api-key` and
 /// `Authorization`, except those that carried weir's own client token
-/// (`carriers`: stripped, never sent).
-pub(crate) fn tenant(headers: &HeaderMap, carriers: Carriers) -> Tenant {
+/// (`carried`: `[x-api-key, Authorization]`, as `outgoing::Carriers` holds
+/// them; stripped, never sent).
+pub(crate) fn tenant(headers: &HeaderMap, carried: [bool; 2]) -> Tenant {
     let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
     ctx.update(b"weir tenant hold\0");
     let api_key = HeaderName::from_static("x-api-key");
-    let [api_key_carried, authorization_carried] = carriers.0;
+    let [api_key_carried, authorization_carried] = carried;
     for (name, carried) in [
         (&AUTHORIZATION, authorization_carried),
         (&api_key, api_key_carried),
@@ -154,21 +154,18 @@ mod tests {
         a.insert("x-api-key", HeaderValue::from_static("sk-a"));
         let mut b = a.clone();
         b.insert("x-api-key", HeaderValue::from_static("sk-b"));
-        assert_ne!(
-            tenant(&a, Carriers::default()),
-            tenant(&b, Carriers::default())
-        );
+        assert_ne!(tenant(&a, [false, false]), tenant(&b, [false, false]));
         let mut a_with_token = a.clone();
         a_with_token.insert(AUTHORIZATION, HeaderValue::from_static("Bearer weir-tok"));
         assert_ne!(
-            tenant(&a, Carriers::default()),
-            tenant(&a_with_token, Carriers::default())
+            tenant(&a, [false, false]),
+            tenant(&a_with_token, [false, false])
         );
         assert_eq!(
-            tenant(&a, Carriers::default()),
-            tenant(&a_with_token, Carriers([false, true]))
+            tenant(&a, [false, false]),
+            tenant(&a_with_token, [false, true])
         );
-        let t = tenant(&a, Carriers::default());
+        let t = tenant(&a, [false, false]);
         assert_eq!(from_hex(&hex(&t)), Some(t));
         assert_eq!(from_hex("zz"), None);
         assert_eq!(from_hex(&"g".repeat(32)), None);

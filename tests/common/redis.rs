@@ -186,7 +186,9 @@ impl Redis {
     /// plain server only).
     pub fn command(&self, command: &str) -> Option<String> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        // Generous: two cores running Pebble and several instances can keep
+        // a test's own command waiting.
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         s.write_all(format!("{command}\r\n").as_bytes()).ok()?;
         let mut buf = [0u8; 512];
         let n = s.read(&mut buf).ok()?;
@@ -197,7 +199,9 @@ impl Redis {
     /// The value of `key` (a string), `None` when it is not set.
     pub fn get(&self, key: &str) -> Option<String> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        // Generous: two cores running Pebble and several instances can keep
+        // a test's own command waiting.
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         s.write_all(format!("GET {key}\r\n").as_bytes()).ok()?;
         let mut buf = [0u8; 4096];
         let n = s.read(&mut buf).ok()?;
