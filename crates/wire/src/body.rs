@@ -97,7 +97,16 @@ const PAIRWISE_KEYS: usize = 32;
 /// number.
 pub fn model(body: &[u8]) -> Result<Model, ModelError> {
     let skimmed = skim(body, &WEIR_MARKS).map_err(|_| ModelError::NotJson)?;
-    let keys = |i: usize| key_text(body, &skimmed.fields[i].key);
+    // Keys without an escape (nearly every body's) compare as written:
+    // decoding is paid only by a body that escapes a key.
+    let escaped = skimmed
+        .fields
+        .iter()
+        .any(|f| body[f.key.clone()].contains(&b'\\'));
+    let keys = |i: usize| match escaped {
+        true => key_text(body, &skimmed.fields[i].key),
+        false => Ok(Cow::Borrowed(&body[skimmed.fields[i].key.clone()])),
+    };
     no_duplicates(skimmed.fields.len(), keys)?;
     let mut found: [Option<(&str, Range<usize>)>; WANTED.len()] = Default::default();
     for (i, field) in skimmed.fields.iter().enumerate() {
@@ -234,6 +243,11 @@ fn wanted(key: &[u8]) -> Result<Option<usize>, ModelError> {
 fn folded(key: &[u8]) -> Option<usize> {
     if key.len() < *WANTED_LEN.start() || key.len() > WANTED_LEN.end() * 3 {
         return None;
+    }
+    if key.is_ascii() {
+        return WANTED
+            .iter()
+            .position(|w| w.as_bytes().eq_ignore_ascii_case(key));
     }
     let mut buf = [0u8; 21];
     let mut len = 0;
