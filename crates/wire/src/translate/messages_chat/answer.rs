@@ -21,6 +21,9 @@ fn stop_reason(finish: Option<&str>, used_tools: bool) -> &'static str {
     }
 }
 
+/// The most of a tool call's arguments held while its id has not come.
+const MAX_HELD_ARGUMENTS: usize = 64 * 1024;
+
 /// A tool call whose id has not arrived yet (some servers send it after
 /// the first arguments chunk): held until it does, or the call ends.
 struct Pending {
@@ -180,7 +183,14 @@ impl Stream {
             }
             p.arguments.push_str(args);
             self.flush_pending(out);
+            // An id arrives with the first chunks or not at all: past the
+            // bound the call goes on under weir's id, so an upstream that
+            // never sends one cannot grow what is held.
+            let over = p.arguments.len() > MAX_HELD_ARGUMENTS;
             self.pending = Some(p);
+            if over {
+                self.flush_pending(out);
+            }
             return;
         };
         self.flush_pending(out);
@@ -321,6 +331,31 @@ mod tests {
                 (name, serde_json::from_str(data).expect("json"))
             })
             .collect()
+    }
+
+    #[test]
+    fn a_tool_call_whose_id_never_comes_is_held_only_up_to_its_bound() {
+        let piece = "x".repeat(1024);
+        let chunk = format!(
+            r#"{{"id":"c1","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"name":"read","arguments":"{piece}"}}}}]}},"finish_reason":null}}]}}"#
+        );
+        let mut s = Stream::new("claude-x", ToolNames::default());
+        let mut out = Vec::new();
+        for _ in 0..200 {
+            s.event(&chunk, &mut out);
+        }
+        let held = s.pending.as_ref().map_or(0, |p| p.arguments.len());
+        assert_eq!(
+            held, 0,
+            "nothing is held once the call went on under weir's id"
+        );
+        let sent: usize = out.iter().map(Bytes::len).sum();
+        assert!(sent > 190 * 1024, "the arguments were passed on: {sent}");
+        assert!(
+            out.iter()
+                .any(|b| std::str::from_utf8(b).is_ok_and(|t| t.contains("call_weir_0_"))),
+            "the call got weir's id"
+        );
     }
 
     #[test]
