@@ -30,7 +30,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
-use crate::sync::Locked;
+use crate::sync::{Locked, Rescan, bucket};
 
 /// Counters per gate: 16 KiB, enough that the clients of a gate of a few
 /// thousand slots rarely share one.
@@ -66,11 +66,8 @@ struct Inner {
 struct Fair {
     counts: Box<[AtomicU32]>,
     seed: u64,
-    epoch: Instant,
     /// The last scan: the heaviest count (high 32 bits) and its bucket.
-    heaviest: AtomicU64,
-    /// When the last scan ran, in microseconds since `epoch` (+1; 0: never).
-    scanned_us: AtomicU64,
+    heaviest: Rescan,
     /// The tunnels holding a slot of this gate, for reclaiming.
     tunnels: Mutex<Vec<Arc<Ticket>>>,
 }
@@ -141,9 +138,7 @@ impl Fair {
             counts: (0..BUCKETS).map(|_| AtomicU32::new(0)).collect(),
             // Odd, so the multiply below is a bijection.
             seed: fastrand::u64(..) | 1,
-            epoch: Instant::now(),
-            heaviest: AtomicU64::new(0),
-            scanned_us: AtomicU64::new(0),
+            heaviest: Rescan::new(RESCAN),
             tunnels: Mutex::new(Vec::new()),
         }
     }
@@ -158,29 +153,18 @@ impl Fair {
                 None => (u128::from(a) >> 64) as u64 ^ (1 << 63),
             },
         };
-        let mixed = (key ^ (self.seed >> 7)).wrapping_mul(self.seed);
-        (mixed >> (64 - BUCKETS.trailing_zeros())) as usize
+        bucket(key, self.seed, BUCKETS)
     }
 
     /// The heaviest count and its bucket, from a scan at most [`RESCAN`]
     /// old (one caller rescans; the others read the last one).
     fn heaviest(&self) -> (u32, usize) {
-        let now = self.epoch.elapsed().as_micros() as u64 + 1;
-        let last = self.scanned_us.load(Ordering::Acquire);
-        let stale = last == 0 || now.saturating_sub(last) >= RESCAN.as_micros() as u64;
-        if stale
-            && self
-                .scanned_us
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            return self.scan();
-        }
-        let packed = self.heaviest.load(Ordering::Acquire);
+        let packed = self.heaviest.get(|| self.scan());
         ((packed >> 32) as u32, (packed & 0xffff_ffff) as usize)
     }
 
-    fn scan(&self) -> (u32, usize) {
+    /// The heaviest count (high 32 bits) and its bucket, packed.
+    fn scan(&self) -> u64 {
         let (count, bucket) = self
             .counts
             .iter()
@@ -188,9 +172,7 @@ impl Fair {
             .map(|(i, c)| (c.load(Ordering::Relaxed), i))
             .max()
             .unwrap_or((0, 0));
-        self.heaviest
-            .store((u64::from(count) << 32) | bucket as u64, Ordering::Release);
-        (count, bucket)
+        (u64::from(count) << 32) | bucket as u64
     }
 
     /// Whether `bucket` holds the most slots (ties included); a client with

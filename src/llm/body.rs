@@ -13,8 +13,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
 
+use crate::sync::{Rescan, bucket};
 use crate::upstream::{BodyTooLarge, BodyTooSlow, RequestBody};
 
 /// Counters of bytes held per client: a fixed table, as the request
@@ -36,10 +36,8 @@ struct Inner {
     headroom: u64,
     held: Box<[AtomicU64]>,
     seed: u64,
-    epoch: Instant,
     /// The last scan's heaviest count of bytes.
-    heaviest: AtomicU64,
-    scanned_us: AtomicU64,
+    heaviest: Rescan,
 }
 
 /// Who a body belongs to, for the budget's fairness: a client token of a
@@ -88,9 +86,7 @@ impl ByteBudget {
                 headroom: bytes / 16,
                 held: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
                 seed: fastrand::u64(..) | 1,
-                epoch: Instant::now(),
-                heaviest: AtomicU64::new(0),
-                scanned_us: AtomicU64::new(0),
+                heaviest: Rescan::new(RESCAN),
             })
         }))
     }
@@ -124,31 +120,18 @@ impl ByteBudget {
 
 impl Inner {
     fn bucket(&self, client: BodyClient) -> usize {
-        let mixed = (client.0 ^ (self.seed >> 7)).wrapping_mul(self.seed);
-        (mixed >> (64 - BUCKETS.trailing_zeros())) as usize
+        bucket(client.0, self.seed, BUCKETS)
     }
 
     /// The most bytes one bucket holds, from a scan at most [`RESCAN`] old.
     fn heaviest(&self) -> u64 {
-        let now = self.epoch.elapsed().as_micros() as u64 + 1;
-        let last = self.scanned_us.load(Ordering::Acquire);
-        let stale = last == 0 || now.saturating_sub(last) >= RESCAN.as_micros() as u64;
-        if stale
-            && self
-                .scanned_us
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            let max = self
-                .held
+        self.heaviest.get(|| {
+            self.held
                 .iter()
                 .map(|h| h.load(Ordering::Relaxed))
                 .max()
-                .unwrap_or(0);
-            self.heaviest.store(max, Ordering::Release);
-            return max;
-        }
-        self.heaviest.load(Ordering::Acquire)
+                .unwrap_or(0)
+        })
     }
 }
 
