@@ -281,8 +281,8 @@ pub fn error_event(kind: &str, message: &str) -> Bytes {
 pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
     out.push(event(&json!({"type": "message_start", "message": {
         "id": format!("msg_{id}"),
-        "type": "message",
-        "role": "assistant",
+        "type": MESSAGE,
+        "role": role::ASSISTANT,
         "model": model,
         "content": [],
         "stop_reason": null,
@@ -436,34 +436,93 @@ pub fn mark_cache_breakpoint(block: &mut Value) {
     }
 }
 
+/// The `type` of a whole answer (a Messages object).
+pub(crate) const MESSAGE: &str = "message";
+
 /// The type names of a Messages stream's events (also their SSE `event:`
 /// names).
-pub mod event {
-    pub const MESSAGE_START: &str = "message_start";
-    pub const MESSAGE_DELTA: &str = "message_delta";
-    pub const MESSAGE_STOP: &str = "message_stop";
-    pub const CONTENT_BLOCK_START: &str = "content_block_start";
-    pub const CONTENT_BLOCK_DELTA: &str = "content_block_delta";
-    pub const CONTENT_BLOCK_STOP: &str = "content_block_stop";
-    pub const PING: &str = "ping";
+pub(crate) mod event {
+    pub(crate) const MESSAGE_START: &str = "message_start";
+    pub(crate) const MESSAGE_DELTA: &str = "message_delta";
+    pub(crate) const MESSAGE_STOP: &str = "message_stop";
+    pub(crate) const CONTENT_BLOCK_START: &str = "content_block_start";
+    pub(crate) const CONTENT_BLOCK_DELTA: &str = "content_block_delta";
+    pub(crate) const CONTENT_BLOCK_STOP: &str = "content_block_stop";
+    pub(crate) const PING: &str = "ping";
+    pub(crate) const ERROR: &str = "error";
 }
 
 /// The type names of a `content_block_delta`'s delta.
-pub mod delta {
-    pub const TEXT: &str = "text_delta";
-    pub const INPUT_JSON: &str = "input_json_delta";
-    pub const THINKING: &str = "thinking_delta";
-    pub const SIGNATURE: &str = "signature_delta";
-    pub const CITATIONS: &str = "citations_delta";
+pub(crate) mod delta {
+    pub(crate) const TEXT: &str = "text_delta";
+    pub(crate) const INPUT_JSON: &str = "input_json_delta";
+    pub(crate) const THINKING: &str = "thinking_delta";
+    pub(crate) const SIGNATURE: &str = "signature_delta";
+    pub(crate) const CITATIONS: &str = "citations_delta";
 }
 
-/// The content block types only Messages has (the text, image and
-/// document types share their names with OpenAI parts, and stay literal).
-pub mod block {
-    pub const TOOL_USE: &str = "tool_use";
-    pub const TOOL_RESULT: &str = "tool_result";
-    pub const SERVER_TOOL_USE: &str = "server_tool_use";
-    pub const WEB_SEARCH_TOOL_RESULT: &str = "web_search_tool_result";
-    pub const REDACTED_THINKING: &str = "redacted_thinking";
-    pub const THINKING: &str = "thinking";
+/// The type names of content blocks, in a request's messages and in an
+/// answer's `content` (text, image and document share their names with
+/// OpenAI Chat parts, but are Messages' own here: each API names its
+/// shapes in its own module).
+pub(crate) mod block {
+    pub(crate) const TEXT: &str = "text";
+    pub(crate) const IMAGE: &str = "image";
+    pub(crate) const DOCUMENT: &str = "document";
+    pub(crate) const TOOL_USE: &str = "tool_use";
+    pub(crate) const TOOL_RESULT: &str = "tool_result";
+    pub(crate) const SERVER_TOOL_USE: &str = "server_tool_use";
+    pub(crate) const WEB_SEARCH_TOOL_RESULT: &str = "web_search_tool_result";
+    pub(crate) const REDACTED_THINKING: &str = "redacted_thinking";
+    pub(crate) const THINKING: &str = "thinking";
+    /// One result inside a `web_search_tool_result`'s content.
+    pub(crate) const WEB_SEARCH_RESULT: &str = "web_search_result";
+    /// A `web_search_tool_result`'s content when the search failed.
+    pub(crate) const WEB_SEARCH_TOOL_RESULT_ERROR: &str = "web_search_tool_result_error";
+}
+
+/// The type names of an image or document block's `source`.
+pub(crate) mod source {
+    pub(crate) const BASE64: &str = "base64";
+    pub(crate) const URL: &str = "url";
+    /// A plain-text document (its text in `data`).
+    pub(crate) const TEXT: &str = "text";
+    /// A document given as content blocks.
+    pub(crate) const CONTENT: &str = "content";
+}
+
+/// The type of a text block's citation of a search result.
+pub(crate) const CITATION_OF_SEARCH: &str = "web_search_result_location";
+
+/// The types of `tool_choice`.
+pub(crate) mod tool_choice {
+    pub(crate) const AUTO: &str = "auto";
+    pub(crate) const ANY: &str = "any";
+    pub(crate) const TOOL: &str = "tool";
+    pub(crate) const NONE: &str = "none";
+}
+
+/// The types of a request's `thinking`.
+pub(crate) mod thinking {
+    /// With a `budget_tokens`.
+    pub(crate) const ENABLED: &str = "enabled";
+    /// The model decides, at `output_config.effort`.
+    pub(crate) const ADAPTIVE: &str = "adaptive";
+}
+
+/// The `stop_reason`s of an answer.
+pub(crate) mod stop {
+    pub(crate) const END_TURN: &str = "end_turn";
+    pub(crate) const MAX_TOKENS: &str = "max_tokens";
+    pub(crate) const STOP_SEQUENCE: &str = "stop_sequence";
+    pub(crate) const TOOL_USE: &str = "tool_use";
+    pub(crate) const PAUSE_TURN: &str = "pause_turn";
+    pub(crate) const REFUSAL: &str = "refusal";
+    pub(crate) const MODEL_CONTEXT_WINDOW_EXCEEDED: &str = "model_context_window_exceeded";
+}
+
+/// The roles of a request's messages (the system prompt is not one).
+pub(crate) mod role {
+    pub(crate) const USER: &str = "user";
+    pub(crate) const ASSISTANT: &str = "assistant";
 }

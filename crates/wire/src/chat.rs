@@ -133,14 +133,14 @@ pub(super) fn in_band_error(message: &str) -> Bytes {
 /// `response_format` for answers following `schema` (not `strict`, as for
 /// Responses' `text.format`).
 pub fn response_format(schema: &Value) -> Value {
-    serde_json::json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+    serde_json::json!({"type": format::JSON_SCHEMA, "json_schema": {"name": "output", "schema": schema, "strict": false}})
 }
 
 /// The JSON schema of a `json_schema` `response_format`, when the request
 /// asks for structured output.
 pub fn output_schema(v: &Value) -> Option<&Value> {
     let f = &v["response_format"];
-    (f["type"] == "json_schema" && f["json_schema"]["schema"].is_object())
+    (f["type"] == format::JSON_SCHEMA && f["json_schema"]["schema"].is_object())
         .then_some(&f["json_schema"]["schema"])
 }
 
@@ -150,4 +150,40 @@ pub fn max_tokens(v: &Value) -> Option<u64> {
     v["max_completion_tokens"]
         .as_u64()
         .or(v["max_tokens"].as_u64())
+}
+
+/// The type names of a message's content parts.
+pub(crate) mod part {
+    pub(crate) const TEXT: &str = "text";
+    pub(crate) const IMAGE_URL: &str = "image_url";
+    pub(crate) const FILE: &str = "file";
+    pub(crate) const REFUSAL: &str = "refusal";
+}
+
+/// The type of a tool (and of a tool call, and a `tool_choice` naming
+/// one): Chat has only functions.
+pub(crate) const FUNCTION: &str = "function";
+
+/// The types of `response_format`.
+pub(crate) mod format {
+    pub(crate) const JSON_SCHEMA: &str = "json_schema";
+    pub(crate) const JSON_OBJECT: &str = "json_object";
+}
+
+/// A choice's `finish_reason`s.
+pub(crate) mod finish {
+    pub(crate) const STOP: &str = "stop";
+    pub(crate) const LENGTH: &str = "length";
+    pub(crate) const TOOL_CALLS: &str = "tool_calls";
+    pub(crate) const FUNCTION_CALL: &str = "function_call";
+    pub(crate) const CONTENT_FILTER: &str = "content_filter";
+}
+
+/// The roles of a message.
+pub(crate) mod role {
+    pub(crate) const SYSTEM: &str = "system";
+    pub(crate) const DEVELOPER: &str = "developer";
+    pub(crate) const USER: &str = "user";
+    pub(crate) const ASSISTANT: &str = "assistant";
+    pub(crate) const TOOL: &str = "tool";
 }

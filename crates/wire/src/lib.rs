@@ -438,6 +438,12 @@ fn remove_prefixed(headers: &mut HeaderMap, prefix: &str) {
     }
 }
 
+/// The `type` of a JSON object: what every block, part, item, event and
+/// tool of the three APIs is tagged by.
+pub(crate) fn type_of(v: &serde_json::Value) -> Option<&str> {
+    v["type"].as_str()
+}
+
 /// A non-negative integer field, 0 when absent or of another type.
 fn count(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or(0)

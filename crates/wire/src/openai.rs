@@ -312,6 +312,14 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
     json!({"object": "list", "data": data})
 }
 
+/// The words a `tool_choice` may be in both OpenAI APIs (its object form
+/// names a tool by the tool's type).
+pub(crate) mod tool_choice {
+    pub(crate) const AUTO: &str = "auto";
+    pub(crate) const REQUIRED: &str = "required";
+    pub(crate) const NONE: &str = "none";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -212,40 +212,101 @@ pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
 /// strict}`), when the request asks for structured output.
 pub fn output_schema(v: &Value) -> Option<&Value> {
     let f = &v["text"]["format"];
-    (f["type"] == "json_schema" && f["schema"].is_object()).then_some(&f["schema"])
+    (f["type"] == format::JSON_SCHEMA && f["schema"].is_object()).then_some(&f["schema"])
 }
 
 /// `text` for answers following `schema`. Not `strict`: strict mode
 /// refuses schemas with optional properties, which Anthropic's accept.
 pub fn text_format(schema: &Value) -> Value {
-    json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
+    json!({"format": {"type": format::JSON_SCHEMA, "name": "output", "schema": schema, "strict": false}})
 }
 
 /// The type names of a Responses stream's events (also their SSE `event:`
 /// names).
-pub mod event {
-    pub const COMPLETED: &str = "response.completed";
-    pub const CONTENT_PART_ADDED: &str = "response.content_part.added";
-    pub const CONTENT_PART_DONE: &str = "response.content_part.done";
-    pub const CREATED: &str = "response.created";
-    pub const CUSTOM_TOOL_CALL_INPUT_DELTA: &str = "response.custom_tool_call_input.delta";
-    pub const CUSTOM_TOOL_CALL_INPUT_DONE: &str = "response.custom_tool_call_input.done";
-    pub const FAILED: &str = "response.failed";
-    pub const FUNCTION_CALL_ARGUMENTS_DELTA: &str = "response.function_call_arguments.delta";
-    pub const FUNCTION_CALL_ARGUMENTS_DONE: &str = "response.function_call_arguments.done";
-    pub const IN_PROGRESS: &str = "response.in_progress";
-    pub const INCOMPLETE: &str = "response.incomplete";
-    pub const OUTPUT_ITEM_ADDED: &str = "response.output_item.added";
-    pub const OUTPUT_ITEM_DONE: &str = "response.output_item.done";
-    pub const OUTPUT_TEXT_ANNOTATION_ADDED: &str = "response.output_text.annotation.added";
-    pub const OUTPUT_TEXT_DELTA: &str = "response.output_text.delta";
-    pub const OUTPUT_TEXT_DONE: &str = "response.output_text.done";
-    pub const REASONING_SUMMARY_PART_ADDED: &str = "response.reasoning_summary_part.added";
-    pub const REASONING_SUMMARY_PART_DONE: &str = "response.reasoning_summary_part.done";
-    pub const REASONING_SUMMARY_TEXT_DELTA: &str = "response.reasoning_summary_text.delta";
-    pub const REASONING_SUMMARY_TEXT_DONE: &str = "response.reasoning_summary_text.done";
-    pub const REFUSAL_DELTA: &str = "response.refusal.delta";
-    pub const WEB_SEARCH_CALL_COMPLETED: &str = "response.web_search_call.completed";
-    pub const WEB_SEARCH_CALL_IN_PROGRESS: &str = "response.web_search_call.in_progress";
-    pub const WEB_SEARCH_CALL_SEARCHING: &str = "response.web_search_call.searching";
+pub(crate) mod event {
+    pub(crate) const COMPLETED: &str = "response.completed";
+    pub(crate) const CONTENT_PART_ADDED: &str = "response.content_part.added";
+    pub(crate) const CONTENT_PART_DONE: &str = "response.content_part.done";
+    pub(crate) const CREATED: &str = "response.created";
+    pub(crate) const CUSTOM_TOOL_CALL_INPUT_DELTA: &str = "response.custom_tool_call_input.delta";
+    pub(crate) const CUSTOM_TOOL_CALL_INPUT_DONE: &str = "response.custom_tool_call_input.done";
+    pub(crate) const FAILED: &str = "response.failed";
+    pub(crate) const FUNCTION_CALL_ARGUMENTS_DELTA: &str = "response.function_call_arguments.delta";
+    pub(crate) const FUNCTION_CALL_ARGUMENTS_DONE: &str = "response.function_call_arguments.done";
+    pub(crate) const IN_PROGRESS: &str = "response.in_progress";
+    pub(crate) const INCOMPLETE: &str = "response.incomplete";
+    pub(crate) const OUTPUT_ITEM_ADDED: &str = "response.output_item.added";
+    pub(crate) const OUTPUT_ITEM_DONE: &str = "response.output_item.done";
+    pub(crate) const OUTPUT_TEXT_ANNOTATION_ADDED: &str = "response.output_text.annotation.added";
+    pub(crate) const OUTPUT_TEXT_DELTA: &str = "response.output_text.delta";
+    pub(crate) const OUTPUT_TEXT_DONE: &str = "response.output_text.done";
+    pub(crate) const REASONING_SUMMARY_PART_ADDED: &str = "response.reasoning_summary_part.added";
+    pub(crate) const REASONING_SUMMARY_PART_DONE: &str = "response.reasoning_summary_part.done";
+    pub(crate) const REASONING_SUMMARY_TEXT_DELTA: &str = "response.reasoning_summary_text.delta";
+    pub(crate) const REASONING_SUMMARY_TEXT_DONE: &str = "response.reasoning_summary_text.done";
+    pub(crate) const REFUSAL_DELTA: &str = "response.refusal.delta";
+    pub(crate) const WEB_SEARCH_CALL_COMPLETED: &str = "response.web_search_call.completed";
+    pub(crate) const WEB_SEARCH_CALL_IN_PROGRESS: &str = "response.web_search_call.in_progress";
+    pub(crate) const WEB_SEARCH_CALL_SEARCHING: &str = "response.web_search_call.searching";
+    pub(crate) const ERROR: &str = "error";
+}
+
+/// The type names of the items of a request's `input` and an answer's
+/// `output`.
+pub(crate) mod item {
+    pub(crate) const MESSAGE: &str = "message";
+    pub(crate) const FUNCTION_CALL: &str = "function_call";
+    pub(crate) const FUNCTION_CALL_OUTPUT: &str = "function_call_output";
+    pub(crate) const CUSTOM_TOOL_CALL: &str = "custom_tool_call";
+    pub(crate) const CUSTOM_TOOL_CALL_OUTPUT: &str = "custom_tool_call_output";
+    pub(crate) const REASONING: &str = "reasoning";
+    pub(crate) const WEB_SEARCH_CALL: &str = "web_search_call";
+}
+
+/// The type names of a message item's content parts, and of a reasoning
+/// item's summary parts.
+pub(crate) mod part {
+    pub(crate) const INPUT_TEXT: &str = "input_text";
+    pub(crate) const INPUT_IMAGE: &str = "input_image";
+    pub(crate) const INPUT_FILE: &str = "input_file";
+    pub(crate) const OUTPUT_TEXT: &str = "output_text";
+    pub(crate) const REFUSAL: &str = "refusal";
+    pub(crate) const SUMMARY_TEXT: &str = "summary_text";
+}
+
+/// The type names of the tools a request offers (and of a `tool_choice`
+/// naming one); web search's are matched by prefix
+/// ([`super::is_web_search_tool`]).
+pub(crate) mod tool {
+    pub(crate) const FUNCTION: &str = "function";
+    pub(crate) const CUSTOM: &str = "custom";
+    pub(crate) const WEB_SEARCH: &str = "web_search";
+}
+
+/// The types of `text.format`.
+pub(crate) mod format {
+    pub(crate) const JSON_SCHEMA: &str = "json_schema";
+    pub(crate) const JSON_OBJECT: &str = "json_object";
+}
+
+/// The `status` of a response and of an output item.
+pub(crate) mod status {
+    pub(crate) const COMPLETED: &str = "completed";
+    pub(crate) const INCOMPLETE: &str = "incomplete";
+    pub(crate) const IN_PROGRESS: &str = "in_progress";
+    pub(crate) const FAILED: &str = "failed";
+}
+
+/// Why a response is `incomplete` (`incomplete_details.reason`).
+pub(crate) mod incomplete {
+    pub(crate) const MAX_OUTPUT_TOKENS: &str = "max_output_tokens";
+    pub(crate) const CONTENT_FILTER: &str = "content_filter";
+}
+
+/// The roles of a message item.
+pub(crate) mod role {
+    pub(crate) const USER: &str = "user";
+    pub(crate) const ASSISTANT: &str = "assistant";
+    pub(crate) const SYSTEM: &str = "system";
+    pub(crate) const DEVELOPER: &str = "developer";
 }
