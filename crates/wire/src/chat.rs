@@ -168,6 +168,8 @@ pub(crate) const FUNCTION: &str = "function";
 pub(crate) mod format {
     pub(crate) const JSON_SCHEMA: &str = "json_schema";
     pub(crate) const JSON_OBJECT: &str = "json_object";
+    /// Plain text: no format asked for.
+    pub(crate) const TEXT: &str = "text";
 }
 
 /// A choice's `finish_reason`s.
