@@ -9,7 +9,7 @@ use http::StatusCode;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{EventClass, Observed, Usage, count, sse};
+use super::{EventClass, Observed, Usage, count, sse, type_of};
 
 pub const BASE_URL: &str = "https://api.anthropic.com";
 pub const MESSAGES_PATH: &str = "/v1/messages";
@@ -85,11 +85,11 @@ pub const WEIR_SIGNATURE_PREFIX: &str = "weir.";
 /// one it signed (a `thinking` block with a signature not weir's), or a
 /// `redacted_thinking` block (its `data` is Anthropic's own).
 pub fn signed_by_anthropic(block: &Value) -> bool {
-    match block["type"].as_str() {
-        Some("thinking") => block["signature"]
+    match type_of(block) {
+        Some(block::THINKING) => block["signature"]
             .as_str()
             .is_some_and(|s| !s.is_empty() && !s.starts_with(WEIR_SIGNATURE_PREFIX)),
-        Some("redacted_thinking") => block["data"].is_string(),
+        Some(block::REDACTED_THINKING) => block["data"].is_string(),
         _ => false,
     }
 }
@@ -97,8 +97,8 @@ pub fn signed_by_anthropic(block: &Value) -> bool {
 /// Whether a content block is thinking of any kind.
 pub fn is_thinking(block: &Value) -> bool {
     matches!(
-        block["type"].as_str(),
-        Some("thinking" | "redacted_thinking")
+        type_of(block),
+        Some(block::THINKING | block::REDACTED_THINKING)
     )
 }
 
@@ -110,9 +110,7 @@ pub fn thinking_off(request: &mut serde_json::Map<String, Value>) {
         && let Some(edits) = cm.get_mut("edits").and_then(Value::as_array_mut)
     {
         edits.retain(|e| {
-            !e["type"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("clear_thinking"))
+            !type_of(e).is_some_and(|t| t.starts_with("clear_thinking"))
         });
         if edits.is_empty() {
             request.remove("context_management");
@@ -129,9 +127,7 @@ pub const WEB_SEARCH_NAME: &str = "web_search";
 
 /// Whether a tool definition is Anthropic's web search server tool.
 pub fn is_web_search_tool(tool: &Value) -> bool {
-    tool["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("web_search_"))
+    type_of(tool).is_some_and(|t| t.starts_with("web_search_"))
 }
 
 /// The `encrypted_content` of a search result, and the `encrypted_index`
@@ -145,9 +141,9 @@ pub const WEIR_SEARCH_ID_PREFIX: &str = "srvtoolu_weir_";
 /// Whether a block is a web search weir made from another vendor's: its
 /// `server_tool_use` or its `web_search_tool_result`.
 pub fn is_weir_search(block: &Value) -> bool {
-    let id = match block["type"].as_str() {
-        Some("server_tool_use") => &block["id"],
-        Some("web_search_tool_result") => &block["tool_use_id"],
+    let id = match type_of(block) {
+        Some(block::SERVER_TOOL_USE) => &block["id"],
+        Some(block::WEB_SEARCH_TOOL_RESULT) => &block["tool_use_id"],
         _ => return false,
     };
     id.as_str()
@@ -232,7 +228,7 @@ pub fn error_body(status: StatusCode, message: &str, request_id: Option<&str>) -
 }
 
 fn error_value(kind: &str, message: &str, request_id: Option<&str>) -> Value {
-    let mut v = json!({"type": "error", "error": {"type": kind, "message": message}});
+    let mut v = json!({"type": event::ERROR, "error": {"type": kind, "message": message}});
     if let Some(id) = request_id {
         v["request_id"] = id.into();
     }
@@ -268,18 +264,18 @@ pub fn is_overflow(message: &str) -> bool {
 
 /// One stream event, written as Anthropic writes them.
 pub fn event(data: &Value) -> Bytes {
-    sse::event(data["type"].as_str().unwrap_or("error"), data)
+    sse::event(type_of(data).unwrap_or(event::ERROR), data)
 }
 
 /// An error event inside a stream.
 pub fn error_event(kind: &str, message: &str) -> Bytes {
-    sse::event("error", &error_value(kind, message, None))
+    sse::event(event::ERROR, &error_value(kind, message, None))
 }
 
 /// The opening of a stream: `message_start` (for the model the client
 /// asked for) and a `ping`, as Anthropic sends them.
 pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
-    out.push(event(&json!({"type": "message_start", "message": {
+    out.push(event(&json!({"type": event::MESSAGE_START, "message": {
         "id": format!("msg_{id}"),
         "type": MESSAGE,
         "role": role::ASSISTANT,
@@ -289,7 +285,7 @@ pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
         "stop_sequence": null,
         "usage": {"input_tokens": 0, "output_tokens": 0},
     }})));
-    out.push(event(&json!({"type": "ping"})));
+    out.push(event(&json!({"type": event::PING})));
 }
 
 /// What a `message_start` event says of the message: its id, and the
@@ -302,24 +298,24 @@ pub fn message_started(data: &Value) -> (Option<&str>, Usage) {
 /// The events of content block `index`, as a translated stream writes
 /// them: its start, each delta, its stop.
 pub fn block_start(index: usize, block: &Value) -> Bytes {
-    event(&json!({"type": "content_block_start", "index": index, "content_block": block}))
+    event(&json!({"type": event::CONTENT_BLOCK_START, "index": index, "content_block": block}))
 }
 
 pub fn block_delta(index: usize, delta: &Value) -> Bytes {
-    event(&json!({"type": "content_block_delta", "index": index, "delta": delta}))
+    event(&json!({"type": event::CONTENT_BLOCK_DELTA, "index": index, "delta": delta}))
 }
 
 pub fn block_stop(index: usize) -> Bytes {
-    event(&json!({"type": "content_block_stop", "index": index}))
+    event(&json!({"type": event::CONTENT_BLOCK_STOP, "index": index}))
 }
 
 /// The end of a stream: `message_delta` with the stop reason and the
 /// usage, then `message_stop`.
 pub fn closing(stop_reason: &str, usage: Value, out: &mut Vec<Bytes>) {
-    out.push(event(&json!({"type": "message_delta",
+    out.push(event(&json!({"type": event::MESSAGE_DELTA,
         "delta": {"stop_reason": stop_reason, "stop_sequence": null},
         "usage": usage})));
-    out.push(event(&json!({"type": "message_stop"})));
+    out.push(event(&json!({"type": event::MESSAGE_STOP})));
 }
 
 pub(super) fn keepalive() -> Bytes {
@@ -338,21 +334,21 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
             parsed = serde_json::from_str::<Value>(data).ok();
             parsed
                 .as_ref()
-                .and_then(|v| v["type"].as_str())
+                .and_then(type_of)
                 .unwrap_or_default()
         }
     };
     let class = match kind {
-        "message_start" => EventClass::Preamble,
-        "ping" => EventClass::KeepAlive,
-        "error" => EventClass::Error,
-        "message_stop" => EventClass::Done,
+        event::MESSAGE_START => EventClass::Preamble,
+        event::PING => EventClass::KeepAlive,
+        event::ERROR => EventClass::Error,
+        event::MESSAGE_STOP => EventClass::Done,
         _ => EventClass::Content,
     };
     let usage = if data.contains("usage") {
         serde_json::from_str::<Value>(data).ok().and_then(|v| {
             let u = match kind {
-                "message_start" => &v["message"]["usage"],
+                event::MESSAGE_START => &v["message"]["usage"],
                 _ => &v["usage"],
             };
             usage(u)
@@ -417,14 +413,17 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
 pub fn output_schema(v: &Value) -> Option<&Value> {
     [&v["output_config"]["format"], &v["output_format"]]
         .into_iter()
-        .find(|f| f["type"] == "json_schema")
+        .find(|f| type_of(f) == Some(JSON_SCHEMA))
         .map(|f| &f["schema"])
         .filter(|s| s.is_object())
 }
 
+/// The type of an output format that constrains answers to a schema.
+const JSON_SCHEMA: &str = "json_schema";
+
 /// `output_config.format` for answers constrained to `schema`.
 pub fn output_format(schema: &Value) -> Value {
-    json!({"type": "json_schema", "schema": schema})
+    json!({"type": JSON_SCHEMA, "schema": schema})
 }
 
 /// Marks `block` as the end of a cached prefix (prompt caching: at most 4
@@ -514,9 +513,7 @@ pub(crate) mod thinking {
 pub(crate) mod stop {
     pub(crate) const END_TURN: &str = "end_turn";
     pub(crate) const MAX_TOKENS: &str = "max_tokens";
-    pub(crate) const STOP_SEQUENCE: &str = "stop_sequence";
     pub(crate) const TOOL_USE: &str = "tool_use";
-    pub(crate) const PAUSE_TURN: &str = "pause_turn";
     pub(crate) const REFUSAL: &str = "refusal";
     pub(crate) const MODEL_CONTEXT_WINDOW_EXCEEDED: &str = "model_context_window_exceeded";
 }

@@ -140,7 +140,7 @@ pub fn response_format(schema: &Value) -> Value {
 /// asks for structured output.
 pub fn output_schema(v: &Value) -> Option<&Value> {
     let f = &v["response_format"];
-    (f["type"] == format::JSON_SCHEMA && f["json_schema"]["schema"].is_object())
+    (super::type_of(f) == Some(format::JSON_SCHEMA) && f["json_schema"]["schema"].is_object())
         .then_some(&f["json_schema"]["schema"])
 }
 
@@ -157,7 +157,6 @@ pub(crate) mod part {
     pub(crate) const TEXT: &str = "text";
     pub(crate) const IMAGE_URL: &str = "image_url";
     pub(crate) const FILE: &str = "file";
-    pub(crate) const REFUSAL: &str = "refusal";
 }
 
 /// The type of a tool (and of a tool call, and a `tool_choice` naming

@@ -7,7 +7,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{EventClass, Observed, Usage, count, sse};
+use super::anthropic::block;
+use super::{EventClass, Observed, Usage, count, sse, type_of};
 
 pub const PATH: &str = "/v1/responses";
 /// The smallest `max_output_tokens` the API accepts (Claude Code's quota
@@ -72,9 +73,7 @@ pub const INCLUDE_SEARCH_SOURCES: &str = "web_search_call.action.sources";
 /// Whether a tool definition is OpenAI's web search tool (`web_search`,
 /// its dated form, or the older `web_search_preview`).
 pub fn is_web_search_tool(tool: &Value) -> bool {
-    tool["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("web_search"))
+    type_of(tool).is_some_and(|t| t.starts_with(tool::WEB_SEARCH))
 }
 
 /// The `encrypted_content` carrying an Anthropic thinking block.
@@ -94,15 +93,13 @@ pub fn block_of_content(content: &str) -> Option<Value> {
     let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(content.strip_prefix(BLOCK_CONTENT)?)
         .ok()?;
-    let block: Value = serde_json::from_slice(&json).ok()?;
-    match block["type"].as_str() {
-        Some("thinking") if block["thinking"].is_string() && block["signature"].is_string() => {
-            Some(
-                json!({"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}),
-            )
-        }
-        Some("redacted_thinking") if block["data"].is_string() => {
-            Some(json!({"type": "redacted_thinking", "data": block["data"]}))
+    let b: Value = serde_json::from_slice(&json).ok()?;
+    match type_of(&b) {
+        Some(block::THINKING) if b["thinking"].is_string() && b["signature"].is_string() => Some(
+            json!({"type": block::THINKING, "thinking": b["thinking"], "signature": b["signature"]}),
+        ),
+        Some(block::REDACTED_THINKING) if b["data"].is_string() => {
+            Some(json!({"type": block::REDACTED_THINKING, "data": b["data"]}))
         }
         _ => None,
     }
@@ -119,12 +116,12 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
         None
     };
     let kind = name
-        .or_else(|| parsed.as_ref().and_then(|v| v["type"].as_str()))
+        .or_else(|| parsed.as_ref().and_then(type_of))
         .unwrap_or_default();
     let class = match kind {
-        "response.created" | "response.in_progress" => EventClass::Preamble,
-        "error" | "response.failed" => EventClass::Error,
-        "response.completed" | "response.incomplete" => EventClass::Done,
+        event::CREATED | event::IN_PROGRESS => EventClass::Preamble,
+        event::ERROR | event::FAILED => EventClass::Error,
+        event::COMPLETED | event::INCOMPLETE => EventClass::Done,
         _ => EventClass::Content,
     };
     let usage = parsed.as_ref().and_then(|v| usage(&v["response"]["usage"]));
@@ -186,25 +183,25 @@ pub fn failed_code(status: http::StatusCode) -> &'static str {
 
 pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
     let error = json!({
-        "type": "error",
+        "type": event::ERROR,
         "code": "server_error",
         "message": message,
         "param": null,
         "sequence_number": sequence,
     });
     let failed = json!({
-        "type": "response.failed",
+        "type": event::FAILED,
         "response": {
             "id": "resp_incomplete",
             "object": "response",
-            "status": "failed",
+            "status": status::FAILED,
             "output": [],
             "error": {"code": "server_error", "message": message},
         },
         "sequence_number": sequence.saturating_add(1),
     });
-    let mut out = sse::event("error", &error).to_vec();
-    out.extend_from_slice(&sse::event("response.failed", &failed));
+    let mut out = sse::event(event::ERROR, &error).to_vec();
+    out.extend_from_slice(&sse::event(event::FAILED, &failed));
     Bytes::from(out)
 }
 
@@ -212,7 +209,7 @@ pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
 /// strict}`), when the request asks for structured output.
 pub fn output_schema(v: &Value) -> Option<&Value> {
     let f = &v["text"]["format"];
-    (f["type"] == format::JSON_SCHEMA && f["schema"].is_object()).then_some(&f["schema"])
+    (type_of(f) == Some(format::JSON_SCHEMA) && f["schema"].is_object()).then_some(&f["schema"])
 }
 
 /// `text` for answers following `schema`. Not `strict`: strict mode
@@ -282,6 +279,11 @@ pub(crate) mod tool {
     pub(crate) const CUSTOM: &str = "custom";
     pub(crate) const WEB_SEARCH: &str = "web_search";
 }
+
+/// The type of an `output_text` part's annotation citing a web page.
+pub(crate) const URL_CITATION: &str = "url_citation";
+/// The type of a `web_search_call`'s action that searched.
+pub(crate) const SEARCH_ACTION: &str = "search";
 
 /// The types of `text.format`.
 pub(crate) mod format {
