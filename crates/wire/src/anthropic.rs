@@ -9,7 +9,7 @@ use http::StatusCode;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{EventClass, Observed, Usage, count, sse, type_of};
+use super::{EventClass, Observed, Usage, lenient, read_shape, shape_value, sse, type_of};
 
 pub const BASE_URL: &str = "https://api.anthropic.com";
 pub const MESSAGES_PATH: &str = "/v1/messages";
@@ -109,9 +109,7 @@ pub fn thinking_off(request: &mut serde_json::Map<String, Value>) {
     if let Some(cm) = request.get_mut("context_management")
         && let Some(edits) = cm.get_mut("edits").and_then(Value::as_array_mut)
     {
-        edits.retain(|e| {
-            !type_of(e).is_some_and(|t| t.starts_with("clear_thinking"))
-        });
+        edits.retain(|e| !type_of(e).is_some_and(|t| t.starts_with("clear_thinking")));
         if edits.is_empty() {
             request.remove("context_management");
         }
@@ -332,10 +330,7 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
         Some(n) => n,
         None => {
             parsed = serde_json::from_str::<Value>(data).ok();
-            parsed
-                .as_ref()
-                .and_then(type_of)
-                .unwrap_or_default()
+            parsed.as_ref().and_then(type_of).unwrap_or_default()
         }
     };
     let class = match kind {
@@ -359,13 +354,28 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
     Observed { class, usage }
 }
 
+/// A Messages `usage` object: the counts weir reads and writes (others,
+/// such as `server_tool_use`, are left unread). A count that is absent or
+/// not a non-negative integer is `None`.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient")]
+    input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    output_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    cache_creation_input_tokens: Option<u64>,
+}
+
 /// A Messages `usage` object (`None` when it is not an object).
 pub fn usage(u: &Value) -> Option<Usage> {
-    u.is_object().then(|| Usage {
-        input: count(&u["input_tokens"]),
-        output: count(&u["output_tokens"]),
-        cache_read: count(&u["cache_read_input_tokens"]),
-        cache_write: count(&u["cache_creation_input_tokens"]),
+    read_shape::<WireUsage>(u).map(|w| Usage {
+        input: w.input_tokens.unwrap_or(0),
+        output: w.output_tokens.unwrap_or(0),
+        cache_read: w.cache_read_input_tokens.unwrap_or(0),
+        cache_write: w.cache_creation_input_tokens.unwrap_or(0),
     })
 }
 
@@ -373,24 +383,25 @@ pub fn usage(u: &Value) -> Option<Usage> {
 /// reports replace the earlier ones (they are cumulative); fields it
 /// leaves out, or of the wrong type, keep theirs.
 pub fn update_usage(total: &mut Usage, delta: &Value) {
-    let set = |field: &mut u64, key: &str| {
-        if let Some(n) = delta[key].as_u64() {
+    let w: WireUsage = read_shape(delta).unwrap_or_default();
+    let set = |field: &mut u64, n: Option<u64>| {
+        if let Some(n) = n {
             *field = n;
         }
     };
-    set(&mut total.input, "input_tokens");
-    set(&mut total.output, "output_tokens");
-    set(&mut total.cache_read, "cache_read_input_tokens");
-    set(&mut total.cache_write, "cache_creation_input_tokens");
+    set(&mut total.input, w.input_tokens);
+    set(&mut total.output, w.output_tokens);
+    set(&mut total.cache_read, w.cache_read_input_tokens);
+    set(&mut total.cache_write, w.cache_creation_input_tokens);
 }
 
 /// A `usage` object in this API's terms.
 pub fn usage_value(u: Usage) -> Value {
-    json!({
-        "input_tokens": u.input,
-        "output_tokens": u.output,
-        "cache_read_input_tokens": u.cache_read,
-        "cache_creation_input_tokens": u.cache_write,
+    shape_value(&WireUsage {
+        input_tokens: Some(u.input),
+        output_tokens: Some(u.output),
+        cache_read_input_tokens: Some(u.cache_read),
+        cache_creation_input_tokens: Some(u.cache_write),
     })
 }
 

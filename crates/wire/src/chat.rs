@@ -6,7 +6,8 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{EventClass, Observed, Usage, count, sse};
+use super::openai::{CachedDetails, ReasoningDetails};
+use super::{EventClass, Observed, Usage, lenient, read_shape, shape_value, sse};
 
 pub const PATH: &str = "/v1/chat/completions";
 /// The data of the event that ends a stream.
@@ -88,14 +89,30 @@ pub(super) fn observe(data: &str) -> Observed {
     }
 }
 
+/// A Chat Completions `usage` object: `prompt_tokens` counts cached input
+/// too ([`Usage::input`] does not). A count that is absent or not a
+/// non-negative integer is 0.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient")]
+    prompt_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    completion_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    total_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    prompt_tokens_details: CachedDetails,
+    #[serde(default, deserialize_with = "lenient")]
+    completion_tokens_details: ReasoningDetails,
+}
+
 /// A Chat Completions `usage` object (`None` when it is not an object).
-/// `prompt_tokens` counts cached input too; [`Usage::input`] does not.
 pub fn usage(u: &Value) -> Option<Usage> {
-    u.is_object().then(|| {
-        let cached = count(&u["prompt_tokens_details"]["cached_tokens"]);
+    read_shape::<WireUsage>(u).map(|w| {
+        let cached = w.prompt_tokens_details.cached_tokens;
         Usage {
-            input: count(&u["prompt_tokens"]).saturating_sub(cached),
-            output: count(&u["completion_tokens"]),
+            input: w.prompt_tokens.saturating_sub(cached),
+            output: w.completion_tokens,
             cache_read: cached,
             cache_write: 0,
         }
@@ -109,12 +126,16 @@ pub fn usage_value(u: Usage) -> Value {
         .input
         .saturating_add(u.cache_read)
         .saturating_add(u.cache_write);
-    serde_json::json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": u.output,
-        "total_tokens": prompt.saturating_add(u.output),
-        "prompt_tokens_details": {"cached_tokens": u.cache_read},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+    shape_value(&WireUsage {
+        prompt_tokens: prompt,
+        completion_tokens: u.output,
+        total_tokens: prompt.saturating_add(u.output),
+        prompt_tokens_details: CachedDetails {
+            cached_tokens: u.cache_read,
+        },
+        completion_tokens_details: ReasoningDetails {
+            reasoning_tokens: 0,
+        },
     })
 }
 

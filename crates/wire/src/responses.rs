@@ -8,7 +8,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::anthropic::block;
-use super::{EventClass, Observed, Usage, count, sse, type_of};
+use super::openai::{CachedDetails, ReasoningDetails};
+use super::{EventClass, Observed, Usage, lenient, read_shape, shape_value, sse, type_of};
 
 pub const PATH: &str = "/v1/responses";
 /// The smallest `max_output_tokens` the API accepts (Claude Code's quota
@@ -141,14 +142,30 @@ pub(super) fn sequence_number(data: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// A Responses `usage` object: `input_tokens` counts cached input too
+/// ([`Usage::input`] does not). A count that is absent or not a
+/// non-negative integer is 0.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient")]
+    input_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    input_tokens_details: CachedDetails,
+    #[serde(default, deserialize_with = "lenient")]
+    output_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    output_tokens_details: ReasoningDetails,
+    #[serde(default, deserialize_with = "lenient")]
+    total_tokens: u64,
+}
+
 /// A Responses `usage` object (`None` when it is not an object).
-/// `input_tokens` counts cached input too; [`Usage::input`] does not.
 pub fn usage(u: &Value) -> Option<Usage> {
-    u.is_object().then(|| {
-        let cached = count(&u["input_tokens_details"]["cached_tokens"]);
+    read_shape::<WireUsage>(u).map(|w| {
+        let cached = w.input_tokens_details.cached_tokens;
         Usage {
-            input: count(&u["input_tokens"]).saturating_sub(cached),
-            output: count(&u["output_tokens"]),
+            input: w.input_tokens.saturating_sub(cached),
+            output: w.output_tokens,
             cache_read: cached,
             cache_write: 0,
         }
@@ -161,12 +178,16 @@ pub fn usage_value(u: Usage) -> Value {
         .input
         .saturating_add(u.cache_read)
         .saturating_add(u.cache_write);
-    json!({
-        "input_tokens": input,
-        "input_tokens_details": {"cached_tokens": u.cache_read},
-        "output_tokens": u.output,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": input.saturating_add(u.output),
+    shape_value(&WireUsage {
+        input_tokens: input,
+        input_tokens_details: CachedDetails {
+            cached_tokens: u.cache_read,
+        },
+        output_tokens: u.output,
+        output_tokens_details: ReasoningDetails {
+            reasoning_tokens: 0,
+        },
+        total_tokens: input.saturating_add(u.output),
     })
 }
 

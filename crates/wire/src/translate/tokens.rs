@@ -90,7 +90,9 @@ impl Read {
                         }
                         Some(block::TOOL_RESULT) => self.content(&b["content"]),
                         Some(block::IMAGE) => self.fixed = self.fixed.saturating_add(PER_IMAGE),
-                        Some(block::DOCUMENT) => self.fixed = self.fixed.saturating_add(PER_DOCUMENT),
+                        Some(block::DOCUMENT) => {
+                            self.fixed = self.fixed.saturating_add(PER_DOCUMENT)
+                        }
                         _ => {}
                     }
                 }

@@ -9,13 +9,13 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::{self, block, stop, tool_choice};
+use crate::chat::{self, finish, part};
 use crate::translate::TranslateError;
 use crate::translate::shared::blocks::{
     DEFAULT_MAX_TOKENS, budget, document_block, image_block, push, text_of,
 };
 use crate::translate::shared::errors;
-use crate::anthropic::{self, block, stop, tool_choice};
-use crate::chat::{self, finish, part};
 use crate::{Usage, openai, sse, type_of};
 
 /// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
@@ -206,11 +206,15 @@ fn tool_choice(v: &Value) -> Option<Value> {
         Value::String(s) if s == openai::tool_choice::REQUIRED => {
             Some(json!({"type": tool_choice::ANY}))
         }
-        Value::String(s) if s == openai::tool_choice::NONE => Some(json!({"type": tool_choice::NONE})),
-        Value::String(s) if s == openai::tool_choice::AUTO => Some(json!({"type": tool_choice::AUTO})),
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some(chat::FUNCTION) => Some(
-            json!({"type": tool_choice::TOOL, "name": v["tool_choice"]["function"]["name"]}),
-        ),
+        Value::String(s) if s == openai::tool_choice::NONE => {
+            Some(json!({"type": tool_choice::NONE}))
+        }
+        Value::String(s) if s == openai::tool_choice::AUTO => {
+            Some(json!({"type": tool_choice::AUTO}))
+        }
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some(chat::FUNCTION) => {
+            Some(json!({"type": tool_choice::TOOL, "name": v["tool_choice"]["function"]["name"]}))
+        }
         _ => None,
     };
     if v["parallel_tool_calls"] == false {
@@ -369,7 +373,11 @@ impl Stream {
                     self.id = format!("chatcmpl-{id}");
                 }
                 self.usage = usage;
-                self.emit(json!({"role": chat::role::ASSISTANT, "content": ""}), None, out);
+                self.emit(
+                    json!({"role": chat::role::ASSISTANT, "content": ""}),
+                    None,
+                    out,
+                );
             }
             anthropic::event::CONTENT_BLOCK_START => {
                 let started = &v["content_block"];

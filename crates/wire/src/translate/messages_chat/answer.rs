@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::translate::ToolNames;
-use crate::translate::shared::errors;
 use crate::anthropic::{self, block, stop};
 use crate::chat::{self, finish};
+use crate::translate::ToolNames;
+use crate::translate::shared::errors;
 
 /// The stop reason: `tool_use` whenever the answer called tools, whatever
 /// the server's finish reason says (many say `stop`), unless it was cut

@@ -2,12 +2,12 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::{self, block};
 use crate::translate::shared::blocks::{
     OpenAiApi, blocks, copy, media_part, thinking_effort, tool_result_media, tool_result_text,
     tools_and_choice,
 };
 use crate::translate::{ToolNames, TranslateError};
-use crate::anthropic::{self, block};
 use crate::{chat, openai, type_of};
 
 /// Messages → Chat Completions.

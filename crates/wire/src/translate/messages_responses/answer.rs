@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::anthropic::{self, block, stop};
+use crate::responses::{item, part};
 use crate::translate::ToolNames;
 use crate::translate::shared::blocks::text_of;
 use crate::translate::shared::{errors, search};
-use crate::anthropic::{self, block, stop};
-use crate::responses::{item, part};
 use crate::{responses, type_of};
 
 /// Anthropic's usage from a Responses `usage`.
@@ -216,7 +216,12 @@ impl Stream {
             responses::event::CONTENT_PART_ADDED => {
                 self.start(&Value::Null, out);
                 if matches!(type_of(&v["part"]), Some(part::OUTPUT_TEXT | part::REFUSAL)) {
-                    self.open(key, Kind::Text, json!({"type": block::TEXT, "text": ""}), out);
+                    self.open(
+                        key,
+                        Kind::Text,
+                        json!({"type": block::TEXT, "text": ""}),
+                        out,
+                    );
                 }
             }
             responses::event::OUTPUT_TEXT_DELTA | responses::event::REFUSAL_DELTA => {
@@ -224,7 +229,12 @@ impl Stream {
                 // `content_part.added`: the first delta opens the block.
                 if !self.open.contains_key(&key) {
                     self.start(&Value::Null, out);
-                    self.open(key, Kind::Text, json!({"type": block::TEXT, "text": ""}), out);
+                    self.open(
+                        key,
+                        Kind::Text,
+                        json!({"type": block::TEXT, "text": ""}),
+                        out,
+                    );
                 }
                 self.delta(
                     key,
@@ -448,7 +458,9 @@ pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> 
                 let text = text_of(&o["summary"]);
                 let signature = reasoning_signature(o);
                 // Even empty: the mark of another vendor's turn (see the stream).
-                content.push(json!({"type": block::THINKING, "thinking": text, "signature": signature}));
+                content.push(
+                    json!({"type": block::THINKING, "thinking": text, "signature": signature}),
+                );
             }
             _ => {}
         }

@@ -2,14 +2,14 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::{self, block};
+use crate::responses::{item, part};
 use crate::translate::shared::blocks::{
     OpenAiApi, blocks, copy, media_part, reasoning_item, thinking_effort, tool_result_media,
     tool_result_text, tools_and_choice,
 };
 use crate::translate::shared::search;
 use crate::translate::{ToolNames, TranslateError};
-use crate::anthropic::{self, block};
-use crate::responses::{item, part};
 use crate::{openai, responses, type_of};
 
 /// Messages → Responses.
@@ -41,7 +41,9 @@ fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
     let mut parts = Vec::new();
     let flush = |parts: &mut Vec<Value>, input: &mut Vec<Value>| {
         if !parts.is_empty() {
-            input.push(json!({"type": item::MESSAGE, "role": role, "content": std::mem::take(parts)}));
+            input.push(
+                json!({"type": item::MESSAGE, "role": role, "content": std::mem::take(parts)}),
+            );
         }
     };
     for b in blocks(m) {

@@ -3,13 +3,13 @@
 use serde_json::{Map, Value, json};
 
 use super::CUSTOM_INPUT;
+use crate::anthropic::{self, block, tool_choice};
+use crate::responses::{self, item, part, role};
 use crate::translate::shared::blocks::{
     budget, document_block, image_block, push, starts_with_thinking_where_needed, text_of,
 };
 use crate::translate::shared::search;
 use crate::translate::{ToolNames, TranslateError};
-use crate::anthropic::{self, block, tool_choice};
-use crate::responses::{self, item, part, role};
 use crate::{openai, type_of};
 
 /// The room for the answer itself when Codex sets no `max_output_tokens`
@@ -270,8 +270,12 @@ fn tool_choice(v: &Value) -> Option<Value> {
         Value::String(s) if s == openai::tool_choice::REQUIRED => {
             Some(json!({"type": tool_choice::ANY}))
         }
-        Value::String(s) if s == openai::tool_choice::NONE => Some(json!({"type": tool_choice::NONE})),
-        Value::String(s) if s == openai::tool_choice::AUTO => Some(json!({"type": tool_choice::AUTO})),
+        Value::String(s) if s == openai::tool_choice::NONE => {
+            Some(json!({"type": tool_choice::NONE}))
+        }
+        Value::String(s) if s == openai::tool_choice::AUTO => {
+            Some(json!({"type": tool_choice::AUTO}))
+        }
         Value::Object(o)
             if matches!(
                 o.get("type").and_then(Value::as_str),

@@ -4,10 +4,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::ToolNames;
-use crate::translate::shared::{errors, search};
 use crate::anthropic::{self, block, delta};
 use crate::responses::{self, item, part, status};
+use crate::translate::ToolNames;
+use crate::translate::shared::{errors, search};
 use crate::{Usage, sse, type_of};
 
 /// An output item being built from one Anthropic content block.
@@ -448,7 +448,8 @@ impl Stream {
         self.emit(responses::event::OUTPUT_TEXT_DONE, e, out);
         let mut e = r;
         e["content_index"] = 0.into();
-        e["part"] = json!({"type": part::OUTPUT_TEXT, "text": item.text, "annotations": annotations});
+        e["part"] =
+            json!({"type": part::OUTPUT_TEXT, "text": item.text, "annotations": annotations});
         self.emit(responses::event::CONTENT_PART_DONE, e, out);
     }
 
@@ -459,7 +460,9 @@ impl Stream {
         self.finished = true;
         // Cut at a limit Codex did not set, the answer is whole as far as
         // Codex knows: an incomplete turn it would retry.
-        if self.stop_reason.as_deref() == Some(anthropic::stop::MAX_TOKENS) && self.names.client_limit {
+        if self.stop_reason.as_deref() == Some(anthropic::stop::MAX_TOKENS)
+            && self.names.client_limit
+        {
             let mut r = self.response(status::INCOMPLETE);
             r["incomplete_details"] = json!({"reason": responses::incomplete::MAX_OUTPUT_TOKENS});
             self.emit(responses::event::INCOMPLETE, json!({"response": r}), out);

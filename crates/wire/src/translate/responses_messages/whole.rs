@@ -3,10 +3,10 @@
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
-use crate::translate::ToolNames;
-use crate::translate::shared::search;
 use crate::anthropic::{self, block};
 use crate::responses::{self, item, part, status};
+use crate::translate::ToolNames;
+use crate::translate::shared::search;
 use crate::type_of;
 
 /// A whole Messages object → a Responses object.

@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 
 use super::search;
 use crate::anthropic::{self, block, source};
-use crate::{chat, openai, responses, type_of};
 use crate::translate::{ToolNames, TranslateError};
+use crate::{chat, openai, responses, type_of};
 
 /// `thinking.budget_tokens` → a reasoning effort.
 fn effort(budget: u64) -> &'static str {
@@ -24,7 +24,9 @@ fn effort(budget: u64) -> &'static str {
 /// (Anthropic's default effort is high; its `max` is OpenAI's `high`).
 pub(in crate::translate) fn thinking_effort(v: &Value) -> Option<&'static str> {
     match type_of(&v["thinking"]) {
-        Some(anthropic::thinking::ENABLED) => Some(effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0))),
+        Some(anthropic::thinking::ENABLED) => {
+            Some(effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0)))
+        }
         Some(anthropic::thinking::ADAPTIVE) => Some(match v["output_config"]["effort"].as_str() {
             Some("low") => "low",
             Some("medium") => "medium",
@@ -43,7 +45,9 @@ pub(in crate::translate) fn reasoning_item(block: &Value) -> Option<Value> {
         Some(text) => json!([{"type": responses::part::SUMMARY_TEXT, "text": text}]),
         None => json!([]),
     };
-    Some(json!({"type": responses::item::REASONING, "id": id, "summary": summary, "encrypted_content": encrypted}))
+    Some(
+        json!({"type": responses::item::REASONING, "id": id, "summary": summary, "encrypted_content": encrypted}),
+    )
 }
 
 /// A data URL (or the URL) of an Anthropic image block's source.
@@ -83,8 +87,12 @@ pub(in crate::translate) fn media_part(block: &Value, api: OpenAiApi) -> Option<
         block::IMAGE => {
             let url = image_url(block)?;
             Some(match api {
-                OpenAiApi::Responses => json!({"type": responses::part::INPUT_IMAGE, "image_url": url}),
-                OpenAiApi::Chat => json!({"type": chat::part::IMAGE_URL, "image_url": {"url": url}}),
+                OpenAiApi::Responses => {
+                    json!({"type": responses::part::INPUT_IMAGE, "image_url": url})
+                }
+                OpenAiApi::Chat => {
+                    json!({"type": chat::part::IMAGE_URL, "image_url": {"url": url}})
+                }
             })
         }
         block::DOCUMENT => {
@@ -115,9 +123,9 @@ pub(in crate::translate) fn media_part(block: &Value, api: OpenAiApi) -> Option<
                         }
                     })
                 }
-                source::URL if api == OpenAiApi::Responses => {
-                    Some(json!({"type": responses::part::INPUT_FILE, "file_url": src["url"].as_str()?}))
-                }
+                source::URL if api == OpenAiApi::Responses => Some(
+                    json!({"type": responses::part::INPUT_FILE, "file_url": src["url"].as_str()?}),
+                ),
                 _ => None,
             }
         }
@@ -219,7 +227,9 @@ pub(in crate::translate) fn tools_and_choice(
         let mapped = match type_of(choice) {
             Some(anthropic::tool_choice::ANY) => json!(openai::tool_choice::REQUIRED),
             Some(anthropic::tool_choice::NONE) => json!(openai::tool_choice::NONE),
-            Some(anthropic::tool_choice::TOOL) => function(&names.short(&choice["name"]), Map::new()),
+            Some(anthropic::tool_choice::TOOL) => {
+                function(&names.short(&choice["name"]), Map::new())
+            }
             _ => json!(openai::tool_choice::AUTO),
         };
         out.insert("tool_choice".into(), mapped);
@@ -331,7 +341,11 @@ pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]
                 .as_array()
                 .is_some_and(|c| c.iter().any(|b| type_of(b) == Some(block::TOOL_RESULT)))
     });
-    let Some(last) = messages.iter().rev().find(|m| m["role"] == anthropic::role::ASSISTANT) else {
+    let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == anthropic::role::ASSISTANT)
+    else {
         return true;
     };
     if !continues {
@@ -341,9 +355,7 @@ pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let calls = blocks
-        .iter()
-        .any(|b| type_of(b) == Some(block::TOOL_USE));
+    let calls = blocks.iter().any(|b| type_of(b) == Some(block::TOOL_USE));
     !calls || blocks.first().is_some_and(anthropic::is_thinking)
 }
 

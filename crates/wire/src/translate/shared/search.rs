@@ -31,8 +31,8 @@ use serde_json::{Map, Value, json};
 
 use crate::anthropic::{self, block};
 use crate::responses::{self, item, status};
-use crate::type_of;
 use crate::translate::TranslateError;
+use crate::type_of;
 
 /// Anthropic's `cited_text` is at most this many characters.
 const CITED_CHARS: usize = 150;
