@@ -9,7 +9,7 @@ use http::StatusCode;
 use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{EventClass, Observed, Usage, count, sse};
+use super::{EventClass, Observed, Usage, lenient, read_shape, shape_value, sse, type_of};
 
 pub const BASE_URL: &str = "https://api.anthropic.com";
 pub const MESSAGES_PATH: &str = "/v1/messages";
@@ -85,11 +85,11 @@ pub const WEIR_SIGNATURE_PREFIX: &str = "weir.";
 /// one it signed (a `thinking` block with a signature not weir's), or a
 /// `redacted_thinking` block (its `data` is Anthropic's own).
 pub fn signed_by_anthropic(block: &Value) -> bool {
-    match block["type"].as_str() {
-        Some("thinking") => block["signature"]
+    match type_of(block) {
+        Some(block::THINKING) => block["signature"]
             .as_str()
             .is_some_and(|s| !s.is_empty() && !s.starts_with(WEIR_SIGNATURE_PREFIX)),
-        Some("redacted_thinking") => block["data"].is_string(),
+        Some(block::REDACTED_THINKING) => block["data"].is_string(),
         _ => false,
     }
 }
@@ -97,8 +97,8 @@ pub fn signed_by_anthropic(block: &Value) -> bool {
 /// Whether a content block is thinking of any kind.
 pub fn is_thinking(block: &Value) -> bool {
     matches!(
-        block["type"].as_str(),
-        Some("thinking" | "redacted_thinking")
+        type_of(block),
+        Some(block::THINKING | block::REDACTED_THINKING)
     )
 }
 
@@ -109,11 +109,7 @@ pub fn thinking_off(request: &mut serde_json::Map<String, Value>) {
     if let Some(cm) = request.get_mut("context_management")
         && let Some(edits) = cm.get_mut("edits").and_then(Value::as_array_mut)
     {
-        edits.retain(|e| {
-            !e["type"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("clear_thinking"))
-        });
+        edits.retain(|e| !type_of(e).is_some_and(|t| t.starts_with("clear_thinking")));
         if edits.is_empty() {
             request.remove("context_management");
         }
@@ -129,9 +125,7 @@ pub const WEB_SEARCH_NAME: &str = "web_search";
 
 /// Whether a tool definition is Anthropic's web search server tool.
 pub fn is_web_search_tool(tool: &Value) -> bool {
-    tool["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("web_search_"))
+    type_of(tool).is_some_and(|t| t.starts_with("web_search_"))
 }
 
 /// The `encrypted_content` of a search result, and the `encrypted_index`
@@ -145,9 +139,9 @@ pub const WEIR_SEARCH_ID_PREFIX: &str = "srvtoolu_weir_";
 /// Whether a block is a web search weir made from another vendor's: its
 /// `server_tool_use` or its `web_search_tool_result`.
 pub fn is_weir_search(block: &Value) -> bool {
-    let id = match block["type"].as_str() {
-        Some("server_tool_use") => &block["id"],
-        Some("web_search_tool_result") => &block["tool_use_id"],
+    let id = match type_of(block) {
+        Some(block::SERVER_TOOL_USE) => &block["id"],
+        Some(block::WEB_SEARCH_TOOL_RESULT) => &block["tool_use_id"],
         _ => return false,
     };
     id.as_str()
@@ -232,7 +226,7 @@ pub fn error_body(status: StatusCode, message: &str, request_id: Option<&str>) -
 }
 
 fn error_value(kind: &str, message: &str, request_id: Option<&str>) -> Value {
-    let mut v = json!({"type": "error", "error": {"type": kind, "message": message}});
+    let mut v = json!({"type": event::ERROR, "error": {"type": kind, "message": message}});
     if let Some(id) = request_id {
         v["request_id"] = id.into();
     }
@@ -268,28 +262,28 @@ pub fn is_overflow(message: &str) -> bool {
 
 /// One stream event, written as Anthropic writes them.
 pub fn event(data: &Value) -> Bytes {
-    sse::event(data["type"].as_str().unwrap_or("error"), data)
+    sse::event(type_of(data).unwrap_or(event::ERROR), data)
 }
 
 /// An error event inside a stream.
 pub fn error_event(kind: &str, message: &str) -> Bytes {
-    sse::event("error", &error_value(kind, message, None))
+    sse::event(event::ERROR, &error_value(kind, message, None))
 }
 
 /// The opening of a stream: `message_start` (for the model the client
 /// asked for) and a `ping`, as Anthropic sends them.
 pub fn opening(id: &str, model: &str, out: &mut Vec<Bytes>) {
-    out.push(event(&json!({"type": "message_start", "message": {
+    out.push(event(&json!({"type": event::MESSAGE_START, "message": {
         "id": format!("msg_{id}"),
-        "type": "message",
-        "role": "assistant",
+        "type": MESSAGE,
+        "role": role::ASSISTANT,
         "model": model,
         "content": [],
         "stop_reason": null,
         "stop_sequence": null,
         "usage": {"input_tokens": 0, "output_tokens": 0},
     }})));
-    out.push(event(&json!({"type": "ping"})));
+    out.push(event(&json!({"type": event::PING})));
 }
 
 /// What a `message_start` event says of the message: its id, and the
@@ -302,24 +296,24 @@ pub fn message_started(data: &Value) -> (Option<&str>, Usage) {
 /// The events of content block `index`, as a translated stream writes
 /// them: its start, each delta, its stop.
 pub fn block_start(index: usize, block: &Value) -> Bytes {
-    event(&json!({"type": "content_block_start", "index": index, "content_block": block}))
+    event(&json!({"type": event::CONTENT_BLOCK_START, "index": index, "content_block": block}))
 }
 
 pub fn block_delta(index: usize, delta: &Value) -> Bytes {
-    event(&json!({"type": "content_block_delta", "index": index, "delta": delta}))
+    event(&json!({"type": event::CONTENT_BLOCK_DELTA, "index": index, "delta": delta}))
 }
 
 pub fn block_stop(index: usize) -> Bytes {
-    event(&json!({"type": "content_block_stop", "index": index}))
+    event(&json!({"type": event::CONTENT_BLOCK_STOP, "index": index}))
 }
 
 /// The end of a stream: `message_delta` with the stop reason and the
 /// usage, then `message_stop`.
 pub fn closing(stop_reason: &str, usage: Value, out: &mut Vec<Bytes>) {
-    out.push(event(&json!({"type": "message_delta",
+    out.push(event(&json!({"type": event::MESSAGE_DELTA,
         "delta": {"stop_reason": stop_reason, "stop_sequence": null},
         "usage": usage})));
-    out.push(event(&json!({"type": "message_stop"})));
+    out.push(event(&json!({"type": event::MESSAGE_STOP})));
 }
 
 pub(super) fn keepalive() -> Bytes {
@@ -336,23 +330,20 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
         Some(n) => n,
         None => {
             parsed = serde_json::from_str::<Value>(data).ok();
-            parsed
-                .as_ref()
-                .and_then(|v| v["type"].as_str())
-                .unwrap_or_default()
+            parsed.as_ref().and_then(type_of).unwrap_or_default()
         }
     };
     let class = match kind {
-        "message_start" => EventClass::Preamble,
-        "ping" => EventClass::KeepAlive,
-        "error" => EventClass::Error,
-        "message_stop" => EventClass::Done,
+        event::MESSAGE_START => EventClass::Preamble,
+        event::PING => EventClass::KeepAlive,
+        event::ERROR => EventClass::Error,
+        event::MESSAGE_STOP => EventClass::Done,
         _ => EventClass::Content,
     };
     let usage = if data.contains("usage") {
         serde_json::from_str::<Value>(data).ok().and_then(|v| {
             let u = match kind {
-                "message_start" => &v["message"]["usage"],
+                event::MESSAGE_START => &v["message"]["usage"],
                 _ => &v["usage"],
             };
             usage(u)
@@ -363,13 +354,28 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
     Observed { class, usage }
 }
 
+/// A Messages `usage` object: the counts weir reads and writes (others,
+/// such as `server_tool_use`, are left unread). A count that is absent or
+/// not a non-negative integer is `None`.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient")]
+    input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    output_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    cache_creation_input_tokens: Option<u64>,
+}
+
 /// A Messages `usage` object (`None` when it is not an object).
 pub fn usage(u: &Value) -> Option<Usage> {
-    u.is_object().then(|| Usage {
-        input: count(&u["input_tokens"]),
-        output: count(&u["output_tokens"]),
-        cache_read: count(&u["cache_read_input_tokens"]),
-        cache_write: count(&u["cache_creation_input_tokens"]),
+    read_shape::<WireUsage>(u).map(|w| Usage {
+        input: w.input_tokens.unwrap_or(0),
+        output: w.output_tokens.unwrap_or(0),
+        cache_read: w.cache_read_input_tokens.unwrap_or(0),
+        cache_write: w.cache_creation_input_tokens.unwrap_or(0),
     })
 }
 
@@ -377,24 +383,25 @@ pub fn usage(u: &Value) -> Option<Usage> {
 /// reports replace the earlier ones (they are cumulative); fields it
 /// leaves out, or of the wrong type, keep theirs.
 pub fn update_usage(total: &mut Usage, delta: &Value) {
-    let set = |field: &mut u64, key: &str| {
-        if let Some(n) = delta[key].as_u64() {
+    let w: WireUsage = read_shape(delta).unwrap_or_default();
+    let set = |field: &mut u64, n: Option<u64>| {
+        if let Some(n) = n {
             *field = n;
         }
     };
-    set(&mut total.input, "input_tokens");
-    set(&mut total.output, "output_tokens");
-    set(&mut total.cache_read, "cache_read_input_tokens");
-    set(&mut total.cache_write, "cache_creation_input_tokens");
+    set(&mut total.input, w.input_tokens);
+    set(&mut total.output, w.output_tokens);
+    set(&mut total.cache_read, w.cache_read_input_tokens);
+    set(&mut total.cache_write, w.cache_creation_input_tokens);
 }
 
 /// A `usage` object in this API's terms.
 pub fn usage_value(u: Usage) -> Value {
-    json!({
-        "input_tokens": u.input,
-        "output_tokens": u.output,
-        "cache_read_input_tokens": u.cache_read,
-        "cache_creation_input_tokens": u.cache_write,
+    shape_value(&WireUsage {
+        input_tokens: Some(u.input),
+        output_tokens: Some(u.output),
+        cache_read_input_tokens: Some(u.cache_read),
+        cache_creation_input_tokens: Some(u.cache_write),
     })
 }
 
@@ -417,14 +424,17 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
 pub fn output_schema(v: &Value) -> Option<&Value> {
     [&v["output_config"]["format"], &v["output_format"]]
         .into_iter()
-        .find(|f| f["type"] == "json_schema")
+        .find(|f| type_of(f) == Some(JSON_SCHEMA))
         .map(|f| &f["schema"])
         .filter(|s| s.is_object())
 }
 
+/// The type of an output format that constrains answers to a schema.
+const JSON_SCHEMA: &str = "json_schema";
+
 /// `output_config.format` for answers constrained to `schema`.
 pub fn output_format(schema: &Value) -> Value {
-    json!({"type": "json_schema", "schema": schema})
+    json!({"type": JSON_SCHEMA, "schema": schema})
 }
 
 /// Marks `block` as the end of a cached prefix (prompt caching: at most 4
@@ -436,34 +446,91 @@ pub fn mark_cache_breakpoint(block: &mut Value) {
     }
 }
 
+/// The `type` of a whole answer (a Messages object).
+pub(crate) const MESSAGE: &str = "message";
+
 /// The type names of a Messages stream's events (also their SSE `event:`
 /// names).
-pub mod event {
-    pub const MESSAGE_START: &str = "message_start";
-    pub const MESSAGE_DELTA: &str = "message_delta";
-    pub const MESSAGE_STOP: &str = "message_stop";
-    pub const CONTENT_BLOCK_START: &str = "content_block_start";
-    pub const CONTENT_BLOCK_DELTA: &str = "content_block_delta";
-    pub const CONTENT_BLOCK_STOP: &str = "content_block_stop";
-    pub const PING: &str = "ping";
+pub(crate) mod event {
+    pub(crate) const MESSAGE_START: &str = "message_start";
+    pub(crate) const MESSAGE_DELTA: &str = "message_delta";
+    pub(crate) const MESSAGE_STOP: &str = "message_stop";
+    pub(crate) const CONTENT_BLOCK_START: &str = "content_block_start";
+    pub(crate) const CONTENT_BLOCK_DELTA: &str = "content_block_delta";
+    pub(crate) const CONTENT_BLOCK_STOP: &str = "content_block_stop";
+    pub(crate) const PING: &str = "ping";
+    pub(crate) const ERROR: &str = "error";
 }
 
 /// The type names of a `content_block_delta`'s delta.
-pub mod delta {
-    pub const TEXT: &str = "text_delta";
-    pub const INPUT_JSON: &str = "input_json_delta";
-    pub const THINKING: &str = "thinking_delta";
-    pub const SIGNATURE: &str = "signature_delta";
-    pub const CITATIONS: &str = "citations_delta";
+pub(crate) mod delta {
+    pub(crate) const TEXT: &str = "text_delta";
+    pub(crate) const INPUT_JSON: &str = "input_json_delta";
+    pub(crate) const THINKING: &str = "thinking_delta";
+    pub(crate) const SIGNATURE: &str = "signature_delta";
+    pub(crate) const CITATIONS: &str = "citations_delta";
 }
 
-/// The content block types only Messages has (the text, image and
-/// document types share their names with OpenAI parts, and stay literal).
-pub mod block {
-    pub const TOOL_USE: &str = "tool_use";
-    pub const TOOL_RESULT: &str = "tool_result";
-    pub const SERVER_TOOL_USE: &str = "server_tool_use";
-    pub const WEB_SEARCH_TOOL_RESULT: &str = "web_search_tool_result";
-    pub const REDACTED_THINKING: &str = "redacted_thinking";
-    pub const THINKING: &str = "thinking";
+/// The type names of content blocks, in a request's messages and in an
+/// answer's `content` (text, image and document share their names with
+/// OpenAI Chat parts, but are Messages' own here: each API names its
+/// shapes in its own module).
+pub(crate) mod block {
+    pub(crate) const TEXT: &str = "text";
+    pub(crate) const IMAGE: &str = "image";
+    pub(crate) const DOCUMENT: &str = "document";
+    pub(crate) const TOOL_USE: &str = "tool_use";
+    pub(crate) const TOOL_RESULT: &str = "tool_result";
+    pub(crate) const SERVER_TOOL_USE: &str = "server_tool_use";
+    pub(crate) const WEB_SEARCH_TOOL_RESULT: &str = "web_search_tool_result";
+    pub(crate) const REDACTED_THINKING: &str = "redacted_thinking";
+    pub(crate) const THINKING: &str = "thinking";
+    /// One result inside a `web_search_tool_result`'s content.
+    pub(crate) const WEB_SEARCH_RESULT: &str = "web_search_result";
+    /// A `web_search_tool_result`'s content when the search failed.
+    pub(crate) const WEB_SEARCH_TOOL_RESULT_ERROR: &str = "web_search_tool_result_error";
+}
+
+/// The type names of an image or document block's `source`.
+pub(crate) mod source {
+    pub(crate) const BASE64: &str = "base64";
+    pub(crate) const URL: &str = "url";
+    /// A plain-text document (its text in `data`).
+    pub(crate) const TEXT: &str = "text";
+    /// A document given as content blocks.
+    pub(crate) const CONTENT: &str = "content";
+}
+
+/// The type of a text block's citation of a search result.
+pub(crate) const CITATION_OF_SEARCH: &str = "web_search_result_location";
+
+/// The types of `tool_choice`.
+pub(crate) mod tool_choice {
+    pub(crate) const AUTO: &str = "auto";
+    pub(crate) const ANY: &str = "any";
+    pub(crate) const TOOL: &str = "tool";
+    pub(crate) const NONE: &str = "none";
+}
+
+/// The types of a request's `thinking`.
+pub(crate) mod thinking {
+    /// With a `budget_tokens`.
+    pub(crate) const ENABLED: &str = "enabled";
+    /// The model decides, at `output_config.effort`.
+    pub(crate) const ADAPTIVE: &str = "adaptive";
+}
+
+/// The `stop_reason`s of an answer.
+pub(crate) mod stop {
+    pub(crate) const END_TURN: &str = "end_turn";
+    pub(crate) const MAX_TOKENS: &str = "max_tokens";
+    pub(crate) const TOOL_USE: &str = "tool_use";
+    pub(crate) const REFUSAL: &str = "refusal";
+    pub(crate) const MODEL_CONTEXT_WINDOW_EXCEEDED: &str = "model_context_window_exceeded";
+}
+
+/// The roles of a request's messages (the system prompt is not one).
+pub(crate) mod role {
+    pub(crate) const USER: &str = "user";
+    pub(crate) const ASSISTANT: &str = "assistant";
 }

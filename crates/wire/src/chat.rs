@@ -6,7 +6,8 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{EventClass, Observed, Usage, count, sse};
+use super::openai::{CachedDetails, ReasoningDetails};
+use super::{EventClass, Observed, Usage, lenient, read_shape, shape_value, sse};
 
 pub const PATH: &str = "/v1/chat/completions";
 /// The data of the event that ends a stream.
@@ -88,14 +89,30 @@ pub(super) fn observe(data: &str) -> Observed {
     }
 }
 
+/// A Chat Completions `usage` object: `prompt_tokens` counts cached input
+/// too ([`Usage::input`] does not). A count that is absent or not a
+/// non-negative integer is 0.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient")]
+    prompt_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    completion_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    total_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    prompt_tokens_details: CachedDetails,
+    #[serde(default, deserialize_with = "lenient")]
+    completion_tokens_details: ReasoningDetails,
+}
+
 /// A Chat Completions `usage` object (`None` when it is not an object).
-/// `prompt_tokens` counts cached input too; [`Usage::input`] does not.
 pub fn usage(u: &Value) -> Option<Usage> {
-    u.is_object().then(|| {
-        let cached = count(&u["prompt_tokens_details"]["cached_tokens"]);
+    read_shape::<WireUsage>(u).map(|w| {
+        let cached = w.prompt_tokens_details.cached_tokens;
         Usage {
-            input: count(&u["prompt_tokens"]).saturating_sub(cached),
-            output: count(&u["completion_tokens"]),
+            input: w.prompt_tokens.saturating_sub(cached),
+            output: w.completion_tokens,
             cache_read: cached,
             cache_write: 0,
         }
@@ -109,12 +126,16 @@ pub fn usage_value(u: Usage) -> Value {
         .input
         .saturating_add(u.cache_read)
         .saturating_add(u.cache_write);
-    serde_json::json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": u.output,
-        "total_tokens": prompt.saturating_add(u.output),
-        "prompt_tokens_details": {"cached_tokens": u.cache_read},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+    shape_value(&WireUsage {
+        prompt_tokens: prompt,
+        completion_tokens: u.output,
+        total_tokens: prompt.saturating_add(u.output),
+        prompt_tokens_details: CachedDetails {
+            cached_tokens: u.cache_read,
+        },
+        completion_tokens_details: ReasoningDetails {
+            reasoning_tokens: 0,
+        },
     })
 }
 
@@ -133,14 +154,14 @@ pub(super) fn in_band_error(message: &str) -> Bytes {
 /// `response_format` for answers following `schema` (not `strict`, as for
 /// Responses' `text.format`).
 pub fn response_format(schema: &Value) -> Value {
-    serde_json::json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+    serde_json::json!({"type": format::JSON_SCHEMA, "json_schema": {"name": "output", "schema": schema, "strict": false}})
 }
 
 /// The JSON schema of a `json_schema` `response_format`, when the request
 /// asks for structured output.
 pub fn output_schema(v: &Value) -> Option<&Value> {
     let f = &v["response_format"];
-    (f["type"] == "json_schema" && f["json_schema"]["schema"].is_object())
+    (super::type_of(f) == Some(format::JSON_SCHEMA) && f["json_schema"]["schema"].is_object())
         .then_some(&f["json_schema"]["schema"])
 }
 
@@ -150,4 +171,41 @@ pub fn max_tokens(v: &Value) -> Option<u64> {
     v["max_completion_tokens"]
         .as_u64()
         .or(v["max_tokens"].as_u64())
+}
+
+/// The type names of a message's content parts.
+pub(crate) mod part {
+    pub(crate) const TEXT: &str = "text";
+    pub(crate) const IMAGE_URL: &str = "image_url";
+    pub(crate) const FILE: &str = "file";
+}
+
+/// The type of a tool (and of a tool call, and a `tool_choice` naming
+/// one): Chat has only functions.
+pub(crate) const FUNCTION: &str = "function";
+
+/// The types of `response_format`.
+pub(crate) mod format {
+    pub(crate) const JSON_SCHEMA: &str = "json_schema";
+    pub(crate) const JSON_OBJECT: &str = "json_object";
+    /// Plain text: no format asked for.
+    pub(crate) const TEXT: &str = "text";
+}
+
+/// A choice's `finish_reason`s.
+pub(crate) mod finish {
+    pub(crate) const STOP: &str = "stop";
+    pub(crate) const LENGTH: &str = "length";
+    pub(crate) const TOOL_CALLS: &str = "tool_calls";
+    pub(crate) const FUNCTION_CALL: &str = "function_call";
+    pub(crate) const CONTENT_FILTER: &str = "content_filter";
+}
+
+/// The roles of a message.
+pub(crate) mod role {
+    pub(crate) const SYSTEM: &str = "system";
+    pub(crate) const DEVELOPER: &str = "developer";
+    pub(crate) const USER: &str = "user";
+    pub(crate) const ASSISTANT: &str = "assistant";
+    pub(crate) const TOOL: &str = "tool";
 }

@@ -438,9 +438,36 @@ fn remove_prefixed(headers: &mut HeaderMap, prefix: &str) {
     }
 }
 
-/// A non-negative integer field, 0 when absent or of another type.
-fn count(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+/// The `type` of a JSON object: what every block, part, item, event and
+/// tool of the three APIs is tagged by.
+pub(crate) fn type_of(v: &serde_json::Value) -> Option<&str> {
+    v["type"].as_str()
+}
+
+/// A field of a typed wire shape read tolerantly: of another type than
+/// its own (a count that is a string, details that are `null`), it is
+/// its default, and the rest of the shape is still read (053: no field
+/// of the wrong type fails the whole).
+fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    use serde::Deserialize as _;
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(T::deserialize(v).unwrap_or_default())
+}
+
+/// A typed wire shape read from a JSON value: its default when the value
+/// is not an object. Every field of such a shape is [`lenient`], so an
+/// object always reads.
+fn read_shape<T: serde::de::DeserializeOwned + Default>(v: &serde_json::Value) -> Option<T> {
+    v.is_object().then(|| T::deserialize(v).unwrap_or_default())
+}
+
+/// A typed wire shape as a JSON value.
+fn shape_value<T: serde::Serialize>(shape: &T) -> serde_json::Value {
+    serde_json::to_value(shape).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -556,6 +583,75 @@ mod tests {
         assert_eq!(
             usage(Api::Messages, Some("message_delta"), huge).map(|u| u.output),
             Some(u64::MAX)
+        );
+    }
+
+    /// A count of the wrong type (a string, a negative or fractional
+    /// number, details that are not an object) is 0, or for a running
+    /// Messages total keeps the count before; the other counts of the same
+    /// object are still read.
+    #[test]
+    fn a_usage_field_of_the_wrong_type_spoils_only_itself() {
+        let messages = serde_json::json!({"input_tokens": "many", "output_tokens": 9,
+            "cache_read_input_tokens": -1, "cache_creation_input_tokens": 2.5,
+            "server_tool_use": {"web_search_requests": 1}});
+        assert_eq!(
+            anthropic::usage(&messages),
+            Some(Usage {
+                input: 0,
+                output: 9,
+                cache_read: 0,
+                cache_write: 0
+            })
+        );
+        let mut total = Usage {
+            input: 4,
+            output: 1,
+            cache_read: 3,
+            cache_write: 2,
+        };
+        anthropic::update_usage(&mut total, &messages);
+        assert_eq!(
+            total,
+            Usage {
+                input: 4,
+                output: 9,
+                cache_read: 3,
+                cache_write: 2
+            }
+        );
+        let responses = serde_json::json!({"input_tokens": 10, "output_tokens": null,
+            "input_tokens_details": {"cached_tokens": "4"}, "output_tokens_details": 7});
+        assert_eq!(
+            responses::usage(&responses),
+            Some(Usage {
+                input: 10,
+                output: 0,
+                cache_read: 0,
+                cache_write: 0
+            })
+        );
+        let chat = serde_json::json!({"prompt_tokens": 10, "completion_tokens": [1],
+            "prompt_tokens_details": null, "completion_tokens_details": {"reasoning_tokens": "x"}});
+        assert_eq!(
+            chat::usage(&chat),
+            Some(Usage {
+                input: 10,
+                output: 0,
+                cache_read: 0,
+                cache_write: 0
+            })
+        );
+        let chat = serde_json::json!({"prompt_tokens": 10, "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 6}});
+        assert_eq!(
+            chat::usage(&chat),
+            Some(Usage {
+                input: 4,
+                output: 3,
+                cache_read: 6,
+                cache_write: 0
+            })
         );
     }
 

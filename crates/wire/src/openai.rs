@@ -312,6 +312,30 @@ pub(super) fn model_list<'a>(names: impl Iterator<Item = &'a str>) -> Value {
     json!({"object": "list", "data": data})
 }
 
+/// The input side's details in both APIs' usage (`input_tokens_details`,
+/// `prompt_tokens_details`): how much of the input was read from cache.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+pub(crate) struct CachedDetails {
+    #[serde(default, deserialize_with = "super::lenient")]
+    pub(crate) cached_tokens: u64,
+}
+
+/// The output side's details in both APIs' usage (`output_tokens_details`,
+/// `completion_tokens_details`).
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+pub(crate) struct ReasoningDetails {
+    #[serde(default, deserialize_with = "super::lenient")]
+    pub(crate) reasoning_tokens: u64,
+}
+
+/// The words a `tool_choice` may be in both OpenAI APIs (its object form
+/// names a tool by the tool's type).
+pub(crate) mod tool_choice {
+    pub(crate) const AUTO: &str = "auto";
+    pub(crate) const REQUIRED: &str = "required";
+    pub(crate) const NONE: &str = "none";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

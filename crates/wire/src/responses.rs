@@ -7,7 +7,9 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{EventClass, Observed, Usage, count, sse};
+use super::anthropic::block;
+use super::openai::{CachedDetails, ReasoningDetails};
+use super::{EventClass, Observed, Usage, lenient, read_shape, shape_value, sse, type_of};
 
 pub const PATH: &str = "/v1/responses";
 /// The smallest `max_output_tokens` the API accepts (Claude Code's quota
@@ -72,9 +74,7 @@ pub const INCLUDE_SEARCH_SOURCES: &str = "web_search_call.action.sources";
 /// Whether a tool definition is OpenAI's web search tool (`web_search`,
 /// its dated form, or the older `web_search_preview`).
 pub fn is_web_search_tool(tool: &Value) -> bool {
-    tool["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with("web_search"))
+    type_of(tool).is_some_and(|t| t.starts_with(tool::WEB_SEARCH))
 }
 
 /// The `encrypted_content` carrying an Anthropic thinking block.
@@ -94,15 +94,13 @@ pub fn block_of_content(content: &str) -> Option<Value> {
     let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(content.strip_prefix(BLOCK_CONTENT)?)
         .ok()?;
-    let block: Value = serde_json::from_slice(&json).ok()?;
-    match block["type"].as_str() {
-        Some("thinking") if block["thinking"].is_string() && block["signature"].is_string() => {
-            Some(
-                json!({"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}),
-            )
-        }
-        Some("redacted_thinking") if block["data"].is_string() => {
-            Some(json!({"type": "redacted_thinking", "data": block["data"]}))
+    let b: Value = serde_json::from_slice(&json).ok()?;
+    match type_of(&b) {
+        Some(block::THINKING) if b["thinking"].is_string() && b["signature"].is_string() => Some(
+            json!({"type": block::THINKING, "thinking": b["thinking"], "signature": b["signature"]}),
+        ),
+        Some(block::REDACTED_THINKING) if b["data"].is_string() => {
+            Some(json!({"type": block::REDACTED_THINKING, "data": b["data"]}))
         }
         _ => None,
     }
@@ -119,12 +117,12 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
         None
     };
     let kind = name
-        .or_else(|| parsed.as_ref().and_then(|v| v["type"].as_str()))
+        .or_else(|| parsed.as_ref().and_then(type_of))
         .unwrap_or_default();
     let class = match kind {
-        "response.created" | "response.in_progress" => EventClass::Preamble,
-        "error" | "response.failed" => EventClass::Error,
-        "response.completed" | "response.incomplete" => EventClass::Done,
+        event::CREATED | event::IN_PROGRESS => EventClass::Preamble,
+        event::ERROR | event::FAILED => EventClass::Error,
+        event::COMPLETED | event::INCOMPLETE => EventClass::Done,
         _ => EventClass::Content,
     };
     let usage = parsed.as_ref().and_then(|v| usage(&v["response"]["usage"]));
@@ -144,14 +142,30 @@ pub(super) fn sequence_number(data: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// A Responses `usage` object: `input_tokens` counts cached input too
+/// ([`Usage::input`] does not). A count that is absent or not a
+/// non-negative integer is 0.
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient")]
+    input_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    input_tokens_details: CachedDetails,
+    #[serde(default, deserialize_with = "lenient")]
+    output_tokens: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    output_tokens_details: ReasoningDetails,
+    #[serde(default, deserialize_with = "lenient")]
+    total_tokens: u64,
+}
+
 /// A Responses `usage` object (`None` when it is not an object).
-/// `input_tokens` counts cached input too; [`Usage::input`] does not.
 pub fn usage(u: &Value) -> Option<Usage> {
-    u.is_object().then(|| {
-        let cached = count(&u["input_tokens_details"]["cached_tokens"]);
+    read_shape::<WireUsage>(u).map(|w| {
+        let cached = w.input_tokens_details.cached_tokens;
         Usage {
-            input: count(&u["input_tokens"]).saturating_sub(cached),
-            output: count(&u["output_tokens"]),
+            input: w.input_tokens.saturating_sub(cached),
+            output: w.output_tokens,
             cache_read: cached,
             cache_write: 0,
         }
@@ -164,12 +178,16 @@ pub fn usage_value(u: Usage) -> Value {
         .input
         .saturating_add(u.cache_read)
         .saturating_add(u.cache_write);
-    json!({
-        "input_tokens": input,
-        "input_tokens_details": {"cached_tokens": u.cache_read},
-        "output_tokens": u.output,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": input.saturating_add(u.output),
+    shape_value(&WireUsage {
+        input_tokens: input,
+        input_tokens_details: CachedDetails {
+            cached_tokens: u.cache_read,
+        },
+        output_tokens: u.output,
+        output_tokens_details: ReasoningDetails {
+            reasoning_tokens: 0,
+        },
+        total_tokens: input.saturating_add(u.output),
     })
 }
 
@@ -186,25 +204,25 @@ pub fn failed_code(status: http::StatusCode) -> &'static str {
 
 pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
     let error = json!({
-        "type": "error",
+        "type": event::ERROR,
         "code": "server_error",
         "message": message,
         "param": null,
         "sequence_number": sequence,
     });
     let failed = json!({
-        "type": "response.failed",
+        "type": event::FAILED,
         "response": {
             "id": "resp_incomplete",
             "object": "response",
-            "status": "failed",
+            "status": status::FAILED,
             "output": [],
             "error": {"code": "server_error", "message": message},
         },
         "sequence_number": sequence.saturating_add(1),
     });
-    let mut out = sse::event("error", &error).to_vec();
-    out.extend_from_slice(&sse::event("response.failed", &failed));
+    let mut out = sse::event(event::ERROR, &error).to_vec();
+    out.extend_from_slice(&sse::event(event::FAILED, &failed));
     Bytes::from(out)
 }
 
@@ -212,40 +230,106 @@ pub(super) fn in_band_error(message: &str, sequence: u64) -> Bytes {
 /// strict}`), when the request asks for structured output.
 pub fn output_schema(v: &Value) -> Option<&Value> {
     let f = &v["text"]["format"];
-    (f["type"] == "json_schema" && f["schema"].is_object()).then_some(&f["schema"])
+    (type_of(f) == Some(format::JSON_SCHEMA) && f["schema"].is_object()).then_some(&f["schema"])
 }
 
 /// `text` for answers following `schema`. Not `strict`: strict mode
 /// refuses schemas with optional properties, which Anthropic's accept.
 pub fn text_format(schema: &Value) -> Value {
-    json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
+    json!({"format": {"type": format::JSON_SCHEMA, "name": "output", "schema": schema, "strict": false}})
 }
 
 /// The type names of a Responses stream's events (also their SSE `event:`
 /// names).
-pub mod event {
-    pub const COMPLETED: &str = "response.completed";
-    pub const CONTENT_PART_ADDED: &str = "response.content_part.added";
-    pub const CONTENT_PART_DONE: &str = "response.content_part.done";
-    pub const CREATED: &str = "response.created";
-    pub const CUSTOM_TOOL_CALL_INPUT_DELTA: &str = "response.custom_tool_call_input.delta";
-    pub const CUSTOM_TOOL_CALL_INPUT_DONE: &str = "response.custom_tool_call_input.done";
-    pub const FAILED: &str = "response.failed";
-    pub const FUNCTION_CALL_ARGUMENTS_DELTA: &str = "response.function_call_arguments.delta";
-    pub const FUNCTION_CALL_ARGUMENTS_DONE: &str = "response.function_call_arguments.done";
-    pub const IN_PROGRESS: &str = "response.in_progress";
-    pub const INCOMPLETE: &str = "response.incomplete";
-    pub const OUTPUT_ITEM_ADDED: &str = "response.output_item.added";
-    pub const OUTPUT_ITEM_DONE: &str = "response.output_item.done";
-    pub const OUTPUT_TEXT_ANNOTATION_ADDED: &str = "response.output_text.annotation.added";
-    pub const OUTPUT_TEXT_DELTA: &str = "response.output_text.delta";
-    pub const OUTPUT_TEXT_DONE: &str = "response.output_text.done";
-    pub const REASONING_SUMMARY_PART_ADDED: &str = "response.reasoning_summary_part.added";
-    pub const REASONING_SUMMARY_PART_DONE: &str = "response.reasoning_summary_part.done";
-    pub const REASONING_SUMMARY_TEXT_DELTA: &str = "response.reasoning_summary_text.delta";
-    pub const REASONING_SUMMARY_TEXT_DONE: &str = "response.reasoning_summary_text.done";
-    pub const REFUSAL_DELTA: &str = "response.refusal.delta";
-    pub const WEB_SEARCH_CALL_COMPLETED: &str = "response.web_search_call.completed";
-    pub const WEB_SEARCH_CALL_IN_PROGRESS: &str = "response.web_search_call.in_progress";
-    pub const WEB_SEARCH_CALL_SEARCHING: &str = "response.web_search_call.searching";
+pub(crate) mod event {
+    pub(crate) const COMPLETED: &str = "response.completed";
+    pub(crate) const CONTENT_PART_ADDED: &str = "response.content_part.added";
+    pub(crate) const CONTENT_PART_DONE: &str = "response.content_part.done";
+    pub(crate) const CREATED: &str = "response.created";
+    pub(crate) const CUSTOM_TOOL_CALL_INPUT_DELTA: &str = "response.custom_tool_call_input.delta";
+    pub(crate) const CUSTOM_TOOL_CALL_INPUT_DONE: &str = "response.custom_tool_call_input.done";
+    pub(crate) const FAILED: &str = "response.failed";
+    pub(crate) const FUNCTION_CALL_ARGUMENTS_DELTA: &str = "response.function_call_arguments.delta";
+    pub(crate) const FUNCTION_CALL_ARGUMENTS_DONE: &str = "response.function_call_arguments.done";
+    pub(crate) const IN_PROGRESS: &str = "response.in_progress";
+    pub(crate) const INCOMPLETE: &str = "response.incomplete";
+    pub(crate) const OUTPUT_ITEM_ADDED: &str = "response.output_item.added";
+    pub(crate) const OUTPUT_ITEM_DONE: &str = "response.output_item.done";
+    pub(crate) const OUTPUT_TEXT_ANNOTATION_ADDED: &str = "response.output_text.annotation.added";
+    pub(crate) const OUTPUT_TEXT_DELTA: &str = "response.output_text.delta";
+    pub(crate) const OUTPUT_TEXT_DONE: &str = "response.output_text.done";
+    pub(crate) const REASONING_SUMMARY_PART_ADDED: &str = "response.reasoning_summary_part.added";
+    pub(crate) const REASONING_SUMMARY_PART_DONE: &str = "response.reasoning_summary_part.done";
+    pub(crate) const REASONING_SUMMARY_TEXT_DELTA: &str = "response.reasoning_summary_text.delta";
+    pub(crate) const REASONING_SUMMARY_TEXT_DONE: &str = "response.reasoning_summary_text.done";
+    pub(crate) const REFUSAL_DELTA: &str = "response.refusal.delta";
+    pub(crate) const WEB_SEARCH_CALL_COMPLETED: &str = "response.web_search_call.completed";
+    pub(crate) const WEB_SEARCH_CALL_IN_PROGRESS: &str = "response.web_search_call.in_progress";
+    pub(crate) const WEB_SEARCH_CALL_SEARCHING: &str = "response.web_search_call.searching";
+    pub(crate) const ERROR: &str = "error";
+}
+
+/// The type names of the items of a request's `input` and an answer's
+/// `output`.
+pub(crate) mod item {
+    pub(crate) const MESSAGE: &str = "message";
+    pub(crate) const FUNCTION_CALL: &str = "function_call";
+    pub(crate) const FUNCTION_CALL_OUTPUT: &str = "function_call_output";
+    pub(crate) const CUSTOM_TOOL_CALL: &str = "custom_tool_call";
+    pub(crate) const CUSTOM_TOOL_CALL_OUTPUT: &str = "custom_tool_call_output";
+    pub(crate) const REASONING: &str = "reasoning";
+    pub(crate) const WEB_SEARCH_CALL: &str = "web_search_call";
+}
+
+/// The type names of a message item's content parts, and of a reasoning
+/// item's summary parts.
+pub(crate) mod part {
+    pub(crate) const INPUT_TEXT: &str = "input_text";
+    pub(crate) const INPUT_IMAGE: &str = "input_image";
+    pub(crate) const INPUT_FILE: &str = "input_file";
+    pub(crate) const OUTPUT_TEXT: &str = "output_text";
+    pub(crate) const REFUSAL: &str = "refusal";
+    pub(crate) const SUMMARY_TEXT: &str = "summary_text";
+}
+
+/// The type names of the tools a request offers (and of a `tool_choice`
+/// naming one); web search's are matched by prefix
+/// ([`super::is_web_search_tool`]).
+pub(crate) mod tool {
+    pub(crate) const FUNCTION: &str = "function";
+    pub(crate) const CUSTOM: &str = "custom";
+    pub(crate) const WEB_SEARCH: &str = "web_search";
+}
+
+/// The type of an `output_text` part's annotation citing a web page.
+pub(crate) const URL_CITATION: &str = "url_citation";
+/// The type of a `web_search_call`'s action that searched.
+pub(crate) const SEARCH_ACTION: &str = "search";
+
+/// The types of `text.format`.
+pub(crate) mod format {
+    pub(crate) const JSON_SCHEMA: &str = "json_schema";
+    pub(crate) const JSON_OBJECT: &str = "json_object";
+}
+
+/// The `status` of a response and of an output item.
+pub(crate) mod status {
+    pub(crate) const COMPLETED: &str = "completed";
+    pub(crate) const INCOMPLETE: &str = "incomplete";
+    pub(crate) const IN_PROGRESS: &str = "in_progress";
+    pub(crate) const FAILED: &str = "failed";
+}
+
+/// Why a response is `incomplete` (`incomplete_details.reason`).
+pub(crate) mod incomplete {
+    pub(crate) const MAX_OUTPUT_TOKENS: &str = "max_output_tokens";
+    pub(crate) const CONTENT_FILTER: &str = "content_filter";
+}
+
+/// The roles of a message item.
+pub(crate) mod role {
+    pub(crate) const USER: &str = "user";
+    pub(crate) const ASSISTANT: &str = "assistant";
+    pub(crate) const SYSTEM: &str = "system";
+    pub(crate) const DEVELOPER: &str = "developer";
 }

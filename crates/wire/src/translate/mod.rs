@@ -107,7 +107,7 @@ impl ToolNames {
         note(&v["tool_choice"]["name"]);
         for m in v["messages"].as_array().into_iter().flatten() {
             for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == anthropic::block::TOOL_USE {
+                if crate::type_of(b) == Some(anthropic::block::TOOL_USE) {
                     note(&b["name"]);
                 }
             }

@@ -85,7 +85,7 @@ fn responses(fields: &mut Map<String, Value>) -> bool {
     };
     let before = input.len();
     input.retain(|item| {
-        item["type"] != "reasoning"
+        crate::type_of(item) != Some(responses::item::REASONING)
             || item["encrypted_content"]
                 .as_str()
                 .and_then(responses::block_of_content)

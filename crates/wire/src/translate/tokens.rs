@@ -11,7 +11,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::anthropic;
+use crate::anthropic::block;
+use crate::type_of;
 
 /// Tokens a chat template adds per message (role markers).
 const PER_MESSAGE: u64 = 4;
@@ -80,16 +81,18 @@ impl Read {
             Value::String(s) => self.text(s),
             Value::Array(blocks) => {
                 for b in blocks {
-                    match b["type"].as_str() {
-                        Some("text") => self.content(&b["text"]),
-                        Some(anthropic::block::THINKING) => self.content(&b["thinking"]),
-                        Some(anthropic::block::TOOL_USE) => {
+                    match type_of(b) {
+                        Some(block::TEXT) => self.content(&b["text"]),
+                        Some(block::THINKING) => self.content(&b["thinking"]),
+                        Some(block::TOOL_USE) => {
                             self.text.push_str(b["name"].as_str().unwrap_or(""));
                             self.text(&b["input"].to_string());
                         }
-                        Some(anthropic::block::TOOL_RESULT) => self.content(&b["content"]),
-                        Some("image") => self.fixed = self.fixed.saturating_add(PER_IMAGE),
-                        Some("document") => self.fixed = self.fixed.saturating_add(PER_DOCUMENT),
+                        Some(block::TOOL_RESULT) => self.content(&b["content"]),
+                        Some(block::IMAGE) => self.fixed = self.fixed.saturating_add(PER_IMAGE),
+                        Some(block::DOCUMENT) => {
+                            self.fixed = self.fixed.saturating_add(PER_DOCUMENT)
+                        }
                         _ => {}
                     }
                 }

@@ -9,20 +9,22 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::{self, block, stop, tool_choice};
+use crate::chat::{self, finish, part};
 use crate::translate::TranslateError;
 use crate::translate::shared::blocks::{
     DEFAULT_MAX_TOKENS, budget, document_block, image_block, push, text_of,
 };
 use crate::translate::shared::errors;
-use crate::{Usage, anthropic, chat, openai, sse};
+use crate::{Usage, openai, sse, type_of};
 
 /// A Chat Completions `finish_reason` for an Anthropic `stop_reason`.
 fn finish_reason(stop_reason: Option<&str>) -> &'static str {
     match stop_reason {
-        Some("max_tokens" | "model_context_window_exceeded") => "length",
-        Some(anthropic::block::TOOL_USE) => "tool_calls",
-        Some("refusal") => "content_filter",
-        _ => "stop",
+        Some(stop::MAX_TOKENS | stop::MODEL_CONTEXT_WINDOW_EXCEEDED) => finish::LENGTH,
+        Some(stop::TOOL_USE) => finish::TOOL_CALLS,
+        Some(stop::REFUSAL) => finish::CONTENT_FILTER,
+        _ => finish::STOP,
     }
 }
 
@@ -32,19 +34,19 @@ fn finish_reason(stop_reason: Option<&str>) -> &'static str {
 fn blocks(content: &Value) -> Vec<Value> {
     match content {
         Value::String(s) if s.is_empty() => Vec::new(),
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::String(s) => vec![json!({"type": block::TEXT, "text": s})],
         Value::Array(parts) => parts
             .iter()
-            .filter_map(|p| match p["type"].as_str() {
-                Some("text") => p["text"]
+            .filter_map(|p| match type_of(p) {
+                Some(part::TEXT) => p["text"]
                     .as_str()
                     .filter(|t| !t.is_empty())
-                    .map(|t| json!({"type": "text", "text": t})),
-                Some("image_url") => p["image_url"]["url"]
+                    .map(|t| json!({"type": block::TEXT, "text": t})),
+                Some(part::IMAGE_URL) => p["image_url"]["url"]
                     .as_str()
                     .or(p["image_url"].as_str())
                     .map(image_block),
-                Some("file") => document_block(
+                Some(part::FILE) => document_block(
                     p["file"]["file_data"].as_str(),
                     p["file"]["filename"].as_str(),
                     None,
@@ -106,7 +108,7 @@ pub(in crate::translate) fn request(v: &Value, model: &str) -> Result<Value, Tra
         );
     } else if v
         .get("response_format")
-        .is_some_and(|f| f["type"] != "text")
+        .is_some_and(|f| f["type"] != chat::format::TEXT)
     {
         // JSON mode (`json_object`) has no schema to give Anthropic.
         tracing::debug!("response_format dropped: the Messages API has no equivalent");
@@ -123,27 +125,27 @@ fn system_and_messages(items: &[Value]) -> (Vec<String>, Vec<Value>) {
         match m["role"].as_str() {
             // Anthropic has one system prompt: every system or developer
             // message joins it, wherever it stood.
-            Some("system" | "developer") => {
+            Some(chat::role::SYSTEM | chat::role::DEVELOPER) => {
                 let text = text_of(&m["content"]);
                 if !text.is_empty() {
                     system.push(text);
                 }
             }
-            Some("assistant") => assistant_turn(m, &mut messages),
-            Some("tool") => {
+            Some(chat::role::ASSISTANT) => assistant_turn(m, &mut messages),
+            Some(chat::role::TOOL) => {
                 let content = match &m["content"] {
                     Value::String(s) => json!(s),
                     other => Value::Array(blocks(other)),
                 };
                 push(
                     &mut messages,
-                    "user",
-                    json!({"type": anthropic::block::TOOL_RESULT, "tool_use_id": m["tool_call_id"], "content": content}),
+                    anthropic::role::USER,
+                    json!({"type": block::TOOL_RESULT, "tool_use_id": m["tool_call_id"], "content": content}),
                 );
             }
             _ => {
                 for b in blocks(&m["content"]) {
-                    push(&mut messages, "user", b);
+                    push(&mut messages, anthropic::role::USER, b);
                 }
             }
         }
@@ -162,15 +164,19 @@ fn assistant_turn(m: &Value, messages: &mut Vec<Value>) {
         other => other.as_str().unwrap_or("").to_string(),
     };
     if !text.is_empty() {
-        push(messages, "assistant", json!({"type": "text", "text": text}));
+        push(
+            messages,
+            anthropic::role::ASSISTANT,
+            json!({"type": block::TEXT, "text": text}),
+        );
     }
     for call in m["tool_calls"].as_array().into_iter().flatten() {
         let f = &call["function"];
         let input = openai::arguments_object(&f["arguments"]);
         push(
             messages,
-            "assistant",
-            json!({"type": anthropic::block::TOOL_USE, "id": call["id"], "name": f["name"], "input": input}),
+            anthropic::role::ASSISTANT,
+            json!({"type": block::TOOL_USE, "id": call["id"], "name": f["name"], "input": input}),
         );
     }
 }
@@ -181,7 +187,7 @@ fn tools(v: &Value) -> Vec<Value> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|t| t["type"] == "function")
+        .filter(|t| type_of(t) == Some(chat::FUNCTION))
         .map(|t| {
             let f = &t["function"];
             json!({
@@ -197,16 +203,22 @@ fn tools(v: &Value) -> Vec<Value> {
 /// (sent only with tools).
 fn tool_choice(v: &Value) -> Option<Value> {
     let mut choice = match &v["tool_choice"] {
-        Value::String(s) if s == "required" => Some(json!({"type": "any"})),
-        Value::String(s) if s == "none" => Some(json!({"type": "none"})),
-        Value::String(s) if s == "auto" => Some(json!({"type": "auto"})),
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
-            Some(json!({"type": "tool", "name": v["tool_choice"]["function"]["name"]}))
+        Value::String(s) if s == openai::tool_choice::REQUIRED => {
+            Some(json!({"type": tool_choice::ANY}))
+        }
+        Value::String(s) if s == openai::tool_choice::NONE => {
+            Some(json!({"type": tool_choice::NONE}))
+        }
+        Value::String(s) if s == openai::tool_choice::AUTO => {
+            Some(json!({"type": tool_choice::AUTO}))
+        }
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some(chat::FUNCTION) => {
+            Some(json!({"type": tool_choice::TOOL, "name": v["tool_choice"]["function"]["name"]}))
         }
         _ => None,
     };
     if v["parallel_tool_calls"] == false {
-        let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
+        let c = choice.get_or_insert_with(|| json!({"type": tool_choice::AUTO}));
         c["disable_parallel_tool_use"] = true.into();
     }
     choice
@@ -222,13 +234,13 @@ fn limits_and_sampling(v: &Value, items: &[Value], out: &mut Map<String, Value>)
     let continues_tool_use = items
         .iter()
         .rev()
-        .find(|m| m["role"] == "assistant")
+        .find(|m| m["role"] == chat::role::ASSISTANT)
         .is_some_and(|m| m["tool_calls"].as_array().is_some_and(|c| !c.is_empty()));
     // Thinking also takes no tool choice that forces a tool; the client's
     // choice is kept and the thinking left out.
     let forces_tool = out
         .get("tool_choice")
-        .is_some_and(|c| matches!(c["type"].as_str(), Some("any" | "tool")));
+        .is_some_and(|c| matches!(type_of(c), Some(tool_choice::ANY | tool_choice::TOOL)));
     let thinking = v["reasoning_effort"]
         .as_str()
         .and_then(budget)
@@ -239,7 +251,7 @@ fn limits_and_sampling(v: &Value, items: &[Value], out: &mut Map<String, Value>)
         max = max.max(b.saturating_add(1024));
         out.insert(
             "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": b}),
+            json!({"type": anthropic::thinking::ENABLED, "budget_tokens": b}),
         );
     } else {
         // OpenAI's temperature runs to 2, Anthropic's to 1.
@@ -260,20 +272,18 @@ pub(in crate::translate) fn whole(v: &Value, model: &str) -> Option<Value> {
     let mut reasoning = String::new();
     let mut calls = Vec::new();
     for b in content {
-        match b["type"].as_str() {
-            Some("text") => text.push_str(b["text"].as_str().unwrap_or("")),
-            Some(anthropic::block::THINKING) => {
-                reasoning.push_str(b["thinking"].as_str().unwrap_or(""))
-            }
-            Some(anthropic::block::TOOL_USE) => calls.push(json!({
-                "id": b["id"], "type": "function",
+        match type_of(b) {
+            Some(block::TEXT) => text.push_str(b["text"].as_str().unwrap_or("")),
+            Some(block::THINKING) => reasoning.push_str(b["thinking"].as_str().unwrap_or("")),
+            Some(block::TOOL_USE) => calls.push(json!({
+                "id": b["id"], "type": chat::FUNCTION,
                 "function": {"name": b["name"], "arguments": b["input"].to_string()},
             })),
             _ => {}
         }
     }
     let mut message = json!({
-        "role": "assistant",
+        "role": chat::role::ASSISTANT,
         "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { text.into() },
         "refusal": null,
     });
@@ -355,7 +365,7 @@ impl Stream {
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             return;
         };
-        let kind = name.or(v["type"].as_str()).unwrap_or("");
+        let kind = name.or(type_of(&v)).unwrap_or("");
         match kind {
             anthropic::event::MESSAGE_START => {
                 let (id, usage) = anthropic::message_started(&v);
@@ -363,18 +373,22 @@ impl Stream {
                     self.id = format!("chatcmpl-{id}");
                 }
                 self.usage = usage;
-                self.emit(json!({"role": "assistant", "content": ""}), None, out);
+                self.emit(
+                    json!({"role": chat::role::ASSISTANT, "content": ""}),
+                    None,
+                    out,
+                );
             }
             anthropic::event::CONTENT_BLOCK_START => {
-                let block = &v["content_block"];
+                let started = &v["content_block"];
                 self.tool = None;
-                if block["type"] == anthropic::block::TOOL_USE {
+                if type_of(started) == Some(block::TOOL_USE) {
                     let index = self.tools_seen;
                     self.tools_seen = self.tools_seen.saturating_add(1);
                     self.tool = Some(index);
                     self.emit(
-                        json!({"tool_calls": [{"index": index, "id": block["id"], "type": "function",
-                            "function": {"name": block["name"], "arguments": ""}}]}),
+                        json!({"tool_calls": [{"index": index, "id": started["id"], "type": chat::FUNCTION,
+                            "function": {"name": started["name"], "arguments": ""}}]}),
                         None,
                         out,
                     );
@@ -382,7 +396,7 @@ impl Stream {
             }
             anthropic::event::CONTENT_BLOCK_DELTA => {
                 let d = &v["delta"];
-                let delta = match (d["type"].as_str(), self.tool) {
+                let delta = match (type_of(d), self.tool) {
                     (Some(anthropic::delta::TEXT), _) => d["text"].as_str().map(|t| json!({"content": t})),
                     (Some(anthropic::delta::THINKING), _) => d["thinking"]
                         .as_str()
@@ -404,7 +418,7 @@ impl Stream {
                 anthropic::update_usage(&mut self.usage, &v["usage"]);
             }
             anthropic::event::MESSAGE_STOP => self.finish(out),
-            "error" => {
+            anthropic::event::ERROR => {
                 out.push(errors::chat_chunk(&v));
                 self.finished = true;
             }

@@ -4,20 +4,21 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::anthropic::{self, block, stop};
+use crate::chat::{self, finish};
 use crate::translate::ToolNames;
 use crate::translate::shared::errors;
-use crate::{anthropic, chat};
 
 /// The stop reason: `tool_use` whenever the answer called tools, whatever
 /// the server's finish reason says (many say `stop`), unless it was cut
 /// short (the calls' arguments are then cut too).
 fn stop_reason(finish: Option<&str>, used_tools: bool) -> &'static str {
     match finish {
-        Some("length") => "max_tokens",
-        _ if used_tools => "tool_use",
-        Some("tool_calls" | "function_call") => "tool_use",
-        Some("content_filter") => "refusal",
-        _ => "end_turn",
+        Some(finish::LENGTH) => stop::MAX_TOKENS,
+        _ if used_tools => stop::TOOL_USE,
+        Some(finish::TOOL_CALLS | finish::FUNCTION_CALL) => stop::TOOL_USE,
+        Some(finish::CONTENT_FILTER) => stop::REFUSAL,
+        _ => stop::END_TURN,
     }
 }
 
@@ -133,7 +134,7 @@ impl Stream {
     /// arguments.
     fn tool(&mut self, index: u64, id: Value, name: &Value, args: &str, out: &mut Vec<Bytes>) {
         self.used_tools = true;
-        let block = json!({"type": anthropic::block::TOOL_USE, "id": id, "name": self.names.original(name), "input": {}});
+        let block = json!({"type": block::TOOL_USE, "id": id, "name": self.names.original(name), "input": {}});
         self.tool_id = id;
         let i = self.begin(Open::Tool(index), block, out);
         if !args.is_empty() {
@@ -252,7 +253,7 @@ impl Stream {
         if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
             let i = self.ensure(
                 Open::Thinking,
-                json!({"type": anthropic::block::THINKING, "thinking": "", "signature": ""}),
+                json!({"type": block::THINKING, "thinking": "", "signature": ""}),
                 out,
             );
             Self::delta(
@@ -262,7 +263,7 @@ impl Stream {
             );
         }
         if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            let i = self.ensure(Open::Text, json!({"type": "text", "text": ""}), out);
+            let i = self.ensure(Open::Text, json!({"type": block::TEXT, "text": ""}), out);
             Self::delta(
                 i,
                 json!({"type": anthropic::delta::TEXT, "text": text}),
@@ -287,23 +288,23 @@ pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> 
     let mut content = Vec::new();
     if let Some(r) = m["reasoning_content"].as_str().filter(|r| !r.is_empty()) {
         content.push(
-            json!({"type": anthropic::block::THINKING, "thinking": r, "signature": chat::REASONING_SIGNATURE}),
+            json!({"type": block::THINKING, "thinking": r, "signature": chat::REASONING_SIGNATURE}),
         );
     }
     if let Some(t) = m["content"].as_str().filter(|t| !t.is_empty()) {
-        content.push(json!({"type": "text", "text": t}));
+        content.push(json!({"type": block::TEXT, "text": t}));
     }
     for call in m["tool_calls"].as_array().into_iter().flatten() {
         let input: Value = call["function"]["arguments"]
             .as_str()
             .and_then(|a| serde_json::from_str(a).ok())
             .unwrap_or_else(|| json!({}));
-        content.push(json!({"type": anthropic::block::TOOL_USE, "id": call["id"], "name": names.original(&call["function"]["name"]), "input": input}));
+        content.push(json!({"type": block::TOOL_USE, "id": call["id"], "name": names.original(&call["function"]["name"]), "input": input}));
     }
     Some(json!({
         "id": format!("msg_{}", v["id"].as_str().unwrap_or("translated")),
-        "type": "message",
-        "role": "assistant",
+        "type": anthropic::MESSAGE,
+        "role": anthropic::role::ASSISTANT,
         "model": model,
         "content": content,
         "stop_reason": stop_reason(choice["finish_reason"].as_str(), !m["tool_calls"].as_array().is_none_or(Vec::is_empty)),

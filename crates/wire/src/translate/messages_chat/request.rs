@@ -2,12 +2,13 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::{self, block};
 use crate::translate::shared::blocks::{
     OpenAiApi, blocks, copy, media_part, thinking_effort, tool_result_media, tool_result_text,
     tools_and_choice,
 };
 use crate::translate::{ToolNames, TranslateError};
-use crate::{anthropic, chat, openai};
+use crate::{chat, openai, type_of};
 
 /// Messages → Chat Completions.
 pub(in crate::translate) fn request(
@@ -20,7 +21,7 @@ pub(in crate::translate) fn request(
     let mut messages = Vec::new();
     let system = anthropic::system_text(&v["system"]);
     if !system.is_empty() {
-        messages.push(json!({"role": "system", "content": system}));
+        messages.push(json!({"role": chat::role::SYSTEM, "content": system}));
     }
     for m in v["messages"].as_array().into_iter().flatten() {
         message(m, names, &mut messages);
@@ -34,7 +35,7 @@ pub(in crate::translate) fn request(
 /// One message → its Chat messages: the tool results it gives first (as
 /// `tool` messages, their media as the user's), then its own turn.
 fn message(m: &Value, names: &ToolNames, messages: &mut Vec<Value>) {
-    let role = m["role"].as_str().unwrap_or("user");
+    let role = m["role"].as_str().unwrap_or(anthropic::role::USER);
     let mut parts: Vec<Value> = Vec::new();
     let mut tool_calls = Vec::new();
     // Tool results become `tool` messages, which must directly follow
@@ -43,27 +44,27 @@ fn message(m: &Value, names: &ToolNames, messages: &mut Vec<Value>) {
     let mut tool_images = Vec::new();
     let mut reasoning = Vec::new();
     for b in blocks(m) {
-        match b["type"].as_str() {
-            Some("text") => parts.push(json!({"type": "text", "text": b["text"]})),
+        match type_of(&b) {
+            Some(block::TEXT) => parts.push(json!({"type": chat::part::TEXT, "text": b["text"]})),
             // What a Chat server reasoned goes back to it; no other
             // thinking means anything to it.
-            Some(anthropic::block::THINKING) if b["signature"] == chat::REASONING_SIGNATURE => {
+            Some(block::THINKING) if b["signature"] == chat::REASONING_SIGNATURE => {
                 if let Some(t) = b["thinking"].as_str() {
                     reasoning.push(t.to_string());
                 }
             }
-            Some("image" | "document") => match media_part(&b, OpenAiApi::Chat) {
+            Some(block::IMAGE | block::DOCUMENT) => match media_part(&b, OpenAiApi::Chat) {
                 Some(p) => parts.push(p),
                 None => tracing::debug!("image or document without an equivalent dropped"),
             },
-            Some(anthropic::block::TOOL_USE) => tool_calls.push(json!({
+            Some(block::TOOL_USE) => tool_calls.push(json!({
                 "id": b["id"],
-                "type": "function",
+                "type": chat::FUNCTION,
                 "function": {"name": names.short(&b["name"]), "arguments": b["input"].to_string()},
             })),
-            Some(anthropic::block::TOOL_RESULT) => {
+            Some(block::TOOL_RESULT) => {
                 tool_messages.push(json!({
-                    "role": "tool",
+                    "role": chat::role::TOOL,
                     "tool_call_id": b["tool_use_id"],
                     "content": tool_result_text(&b),
                 }));
@@ -76,7 +77,7 @@ fn message(m: &Value, names: &ToolNames, messages: &mut Vec<Value>) {
     if !tool_images.is_empty() {
         // A tool message holds text only: its images and files follow
         // as the user's.
-        messages.push(json!({"role": "user", "content": tool_images}));
+        messages.push(json!({"role": chat::role::USER, "content": tool_images}));
     }
     push_turn(role, parts, tool_calls, reasoning, messages);
 }
@@ -90,9 +91,9 @@ fn push_turn(
     reasoning: Vec<String>,
     messages: &mut Vec<Value>,
 ) {
-    if role == "assistant" {
+    if role == anthropic::role::ASSISTANT {
         let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-        let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { text.join("").into() }});
+        let mut msg = json!({"role": chat::role::ASSISTANT, "content": if text.is_empty() { Value::Null } else { text.join("").into() }});
         if !tool_calls.is_empty() {
             msg["tool_calls"] = tool_calls.into();
         }
@@ -103,7 +104,7 @@ fn push_turn(
             messages.push(msg);
         }
     } else if !parts.is_empty() {
-        let all_text = parts.iter().all(|p| p["type"] == "text");
+        let all_text = parts.iter().all(|p| type_of(p) == Some(chat::part::TEXT));
         let content = if all_text {
             parts
                 .iter()
@@ -116,7 +117,11 @@ fn push_turn(
         };
         // Claude Code's per-turn instructions (a `system` turn, under
         // its beta) stay instructions, not words of the user's.
-        let role = if role == "system" { "system" } else { "user" };
+        let role = if role == chat::role::SYSTEM {
+            chat::role::SYSTEM
+        } else {
+            chat::role::USER
+        };
         messages.push(json!({"role": role, "content": content}));
     }
 }

@@ -6,10 +6,12 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::anthropic::{self, block, stop};
+use crate::responses::{item, part};
 use crate::translate::ToolNames;
 use crate::translate::shared::blocks::text_of;
 use crate::translate::shared::{errors, search};
-use crate::{anthropic, responses};
+use crate::{responses, type_of};
 
 /// Anthropic's usage from a Responses `usage`.
 fn usage(u: &Value) -> Value {
@@ -18,10 +20,10 @@ fn usage(u: &Value) -> Value {
 
 fn stop_reason(response: &Value, used_tools: bool) -> &'static str {
     match response["incomplete_details"]["reason"].as_str() {
-        Some("max_output_tokens") => "max_tokens",
-        Some("content_filter") => "refusal",
-        _ if used_tools => "tool_use",
-        _ => "end_turn",
+        Some(responses::incomplete::MAX_OUTPUT_TOKENS) => stop::MAX_TOKENS,
+        Some(responses::incomplete::CONTENT_FILTER) => stop::REFUSAL,
+        _ if used_tools => stop::TOOL_USE,
+        _ => stop::END_TURN,
     }
 }
 
@@ -142,7 +144,7 @@ impl Stream {
             self.open(
                 key,
                 Kind::Thinking,
-                json!({"type": anthropic::block::THINKING, "thinking": "", "signature": ""}),
+                json!({"type": block::THINKING, "thinking": "", "signature": ""}),
                 out,
             );
         }
@@ -171,7 +173,7 @@ impl Stream {
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             return;
         };
-        let kind = name.or(v["type"].as_str()).unwrap_or("");
+        let kind = name.or(type_of(&v)).unwrap_or("");
         match kind {
             responses::event::CREATED | responses::event::IN_PROGRESS => {
                 self.start(&v["response"], out)
@@ -201,7 +203,7 @@ impl Stream {
                 "the upstream failed the response",
                 out,
             ),
-            "error" => self.failed(&v, "the upstream reported an error", out),
+            responses::event::ERROR => self.failed(&v, "the upstream reported an error", out),
             _ => {}
         }
     }
@@ -213,8 +215,13 @@ impl Stream {
         match kind {
             responses::event::CONTENT_PART_ADDED => {
                 self.start(&Value::Null, out);
-                if matches!(v["part"]["type"].as_str(), Some("output_text" | "refusal")) {
-                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
+                if matches!(type_of(&v["part"]), Some(part::OUTPUT_TEXT | part::REFUSAL)) {
+                    self.open(
+                        key,
+                        Kind::Text,
+                        json!({"type": block::TEXT, "text": ""}),
+                        out,
+                    );
                 }
             }
             responses::event::OUTPUT_TEXT_DELTA | responses::event::REFUSAL_DELTA => {
@@ -222,7 +229,12 @@ impl Stream {
                 // `content_part.added`: the first delta opens the block.
                 if !self.open.contains_key(&key) {
                     self.start(&Value::Null, out);
-                    self.open(key, Kind::Text, json!({"type": "text", "text": ""}), out);
+                    self.open(
+                        key,
+                        Kind::Text,
+                        json!({"type": block::TEXT, "text": ""}),
+                        out,
+                    );
                 }
                 self.delta(
                     key,
@@ -258,9 +270,9 @@ impl Stream {
     /// rather than refused.
     fn item_added(&mut self, v: &Value, out: &mut Vec<Bytes>) {
         let output_index = at(v, "output_index");
-        match v["item"]["type"].as_str() {
-            Some("function_call") => self.open_call(output_index, &v["item"], out),
-            Some("reasoning") => {
+        match type_of(&v["item"]) {
+            Some(item::FUNCTION_CALL) => self.open_call(output_index, &v["item"], out),
+            Some(item::REASONING) => {
                 self.thinking(output_index, out);
             }
             _ => {}
@@ -274,7 +286,7 @@ impl Stream {
         self.open(
             (output_index, u64::MAX),
             Kind::Tool,
-            json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
+            json!({"type": block::TOOL_USE, "id": item["call_id"], "name": self.names.original(&item["name"]), "input": {}}),
             out,
         );
     }
@@ -302,12 +314,12 @@ impl Stream {
     /// reasoning item's signature, a search) is sent, and its blocks closed.
     fn item_done(&mut self, v: &Value, out: &mut Vec<Bytes>) {
         let output_index = at(v, "output_index");
-        let item = &v["item"];
-        match item["type"].as_str() {
-            Some("function_call") => self.call_done(output_index, item, out),
-            Some("reasoning") => self.reasoning_done(output_index, item, out),
-            Some("web_search_call") => self.search_done(output_index, item, out),
-            Some("message") => self.message_done(output_index, out),
+        let done = &v["item"];
+        match type_of(done) {
+            Some(item::FUNCTION_CALL) => self.call_done(output_index, done, out),
+            Some(item::REASONING) => self.reasoning_done(output_index, done, out),
+            Some(item::WEB_SEARCH_CALL) => self.search_done(output_index, done, out),
+            Some(item::MESSAGE) => self.message_done(output_index, out),
             _ => {}
         }
     }
@@ -418,43 +430,45 @@ pub(in crate::translate) fn whole(v: &Value, model: &str, names: &ToolNames) -> 
     let output = v["output"].as_array()?;
     let mut content = Vec::new();
     let mut used_tools = false;
-    for item in output {
-        match item["type"].as_str() {
-            Some("message") => {
-                for part in item["content"].as_array().into_iter().flatten() {
-                    let text = part["text"].as_str().or(part["refusal"].as_str());
+    for o in output {
+        match type_of(o) {
+            Some(item::MESSAGE) => {
+                for p in o["content"].as_array().into_iter().flatten() {
+                    let text = p["text"].as_str().or(p["refusal"].as_str());
                     if let Some(text) = text {
-                        let citations = search::citations(text, &part["annotations"]);
-                        let mut block = json!({"type": "text", "text": text});
+                        let citations = search::citations(text, &p["annotations"]);
+                        let mut b = json!({"type": block::TEXT, "text": text});
                         if !citations.is_empty() {
-                            block["citations"] = citations.into();
+                            b["citations"] = citations.into();
                         }
-                        content.push(block);
+                        content.push(b);
                     }
                 }
             }
-            Some("function_call") => {
+            Some(item::FUNCTION_CALL) => {
                 used_tools = true;
-                let input: Value = item["arguments"]
+                let input: Value = o["arguments"]
                     .as_str()
                     .and_then(|a| serde_json::from_str(a).ok())
                     .unwrap_or_else(|| json!({}));
-                content.push(json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": names.original(&item["name"]), "input": input}));
+                content.push(json!({"type": block::TOOL_USE, "id": o["call_id"], "name": names.original(&o["name"]), "input": input}));
             }
-            Some("web_search_call") => content.extend(search::blocks_of_call(item)),
-            Some("reasoning") => {
-                let text = text_of(&item["summary"]);
-                let signature = reasoning_signature(item);
+            Some(item::WEB_SEARCH_CALL) => content.extend(search::blocks_of_call(o)),
+            Some(item::REASONING) => {
+                let text = text_of(&o["summary"]);
+                let signature = reasoning_signature(o);
                 // Even empty: the mark of another vendor's turn (see the stream).
-                content.push(json!({"type": anthropic::block::THINKING, "thinking": text, "signature": signature}));
+                content.push(
+                    json!({"type": block::THINKING, "thinking": text, "signature": signature}),
+                );
             }
             _ => {}
         }
     }
     Some(json!({
         "id": message_id(v),
-        "type": "message",
-        "role": "assistant",
+        "type": anthropic::MESSAGE,
+        "role": anthropic::role::ASSISTANT,
         "model": model,
         "content": content,
         "stop_reason": stop_reason(v, used_tools),

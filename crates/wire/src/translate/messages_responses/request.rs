@@ -2,13 +2,15 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::anthropic::{self, block};
+use crate::responses::{item, part};
 use crate::translate::shared::blocks::{
     OpenAiApi, blocks, copy, media_part, reasoning_item, thinking_effort, tool_result_media,
     tool_result_text, tools_and_choice,
 };
 use crate::translate::shared::search;
 use crate::translate::{ToolNames, TranslateError};
-use crate::{anthropic, openai, responses};
+use crate::{openai, responses, type_of};
 
 /// Messages → Responses.
 pub(in crate::translate) fn request(
@@ -35,31 +37,33 @@ pub(in crate::translate) fn request(
 /// One message → its input items: a message of its text and media, cut
 /// where a call, a call's output or a reasoning item comes between.
 fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
-    let role = m["role"].as_str().unwrap_or("user");
+    let role = m["role"].as_str().unwrap_or(anthropic::role::USER);
     let mut parts = Vec::new();
     let flush = |parts: &mut Vec<Value>, input: &mut Vec<Value>| {
         if !parts.is_empty() {
-            input.push(json!({"type": "message", "role": role, "content": std::mem::take(parts)}));
+            input.push(
+                json!({"type": item::MESSAGE, "role": role, "content": std::mem::take(parts)}),
+            );
         }
     };
     for b in blocks(m) {
-        match b["type"].as_str() {
-            Some("text") => {
-                let kind = if role == "assistant" {
-                    "output_text"
+        match type_of(&b) {
+            Some(block::TEXT) => {
+                let kind = if role == anthropic::role::ASSISTANT {
+                    part::OUTPUT_TEXT
                 } else {
-                    "input_text"
+                    part::INPUT_TEXT
                 };
                 parts.push(json!({"type": kind, "text": b["text"]}));
             }
-            Some("image" | "document") => match media_part(&b, OpenAiApi::Responses) {
+            Some(block::IMAGE | block::DOCUMENT) => match media_part(&b, OpenAiApi::Responses) {
                 Some(p) => parts.push(p),
                 None => tracing::debug!("image or document without an equivalent dropped"),
             },
-            Some(anthropic::block::TOOL_USE) => {
+            Some(block::TOOL_USE) => {
                 flush(&mut parts, input);
                 input.push(json!({
-                    "type": "function_call",
+                    "type": item::FUNCTION_CALL,
                     "call_id": b["id"],
                     "name": names.short(&b["name"]),
                     "arguments": b["input"].to_string(),
@@ -68,25 +72,25 @@ fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
             // The search the model made (its results and the text's
             // citations carry Anthropic's encryption, which OpenAI
             // cannot read: they stay behind).
-            Some(anthropic::block::SERVER_TOOL_USE) => {
+            Some(block::SERVER_TOOL_USE) => {
                 if let Some(call) = search::call_of_block(&b) {
                     flush(&mut parts, input);
                     input.push(call);
                 }
             }
-            Some(anthropic::block::TOOL_RESULT) => {
+            Some(block::TOOL_RESULT) => {
                 flush(&mut parts, input);
                 let text = tool_result_text(&b);
                 let media = tool_result_media(&b, OpenAiApi::Responses);
                 let output = if media.is_empty() {
                     Value::String(text)
                 } else {
-                    let mut o = vec![json!({"type": "input_text", "text": text})];
+                    let mut o = vec![json!({"type": part::INPUT_TEXT, "text": text})];
                     o.extend(media);
                     Value::Array(o)
                 };
                 input.push(json!({
-                    "type": "function_call_output",
+                    "type": item::FUNCTION_CALL_OUTPUT,
                     "call_id": b["tool_use_id"],
                     "output": output,
                 }));
@@ -95,7 +99,7 @@ fn message_items(m: &Value, names: &ToolNames, input: &mut Vec<Value>) {
             // (before the calls it led to); other thinking carries
             // signatures no other API can check; the rest has no
             // equivalent.
-            Some(anthropic::block::THINKING) if role == "assistant" => {
+            Some(block::THINKING) if role == anthropic::role::ASSISTANT => {
                 if let Some(item) = reasoning_item(&b) {
                     flush(&mut parts, input);
                     input.push(item);

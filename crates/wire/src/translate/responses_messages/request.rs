@@ -3,12 +3,14 @@
 use serde_json::{Map, Value, json};
 
 use super::CUSTOM_INPUT;
+use crate::anthropic::{self, block, tool_choice};
+use crate::responses::{self, item, part, role};
 use crate::translate::shared::blocks::{
     budget, document_block, image_block, push, starts_with_thinking_where_needed, text_of,
 };
 use crate::translate::shared::search;
 use crate::translate::{ToolNames, TranslateError};
-use crate::{anthropic, openai, responses};
+use crate::{openai, type_of};
 
 /// The room for the answer itself when Codex sets no `max_output_tokens`
 /// (Anthropic requires `max_tokens`): the thinking budget comes on top,
@@ -20,7 +22,7 @@ const DEFAULT_ANSWER_TOKENS: u64 = 16_384;
 /// must start with thinking).
 fn push_thinking(messages: &mut Vec<Value>, block: Value) {
     if let Some(last) = messages.last_mut()
-        && last["role"] == "assistant"
+        && last["role"] == anthropic::role::ASSISTANT
         && let Some(content) = last["content"].as_array_mut()
     {
         let at = content
@@ -30,7 +32,7 @@ fn push_thinking(messages: &mut Vec<Value>, block: Value) {
         content.insert(at, block);
         return;
     }
-    messages.push(json!({"role": "assistant", "content": [block]}));
+    messages.push(json!({"role": anthropic::role::ASSISTANT, "content": [block]}));
 }
 
 /// A freeform tool (`{type: "custom", name, description, format}`, Codex's
@@ -59,7 +61,7 @@ fn tool_result(item: &Value) -> Value {
         Value::String(s) => json!(s),
         other => Value::Array(content_blocks(other)),
     };
-    json!({"type": anthropic::block::TOOL_RESULT, "tool_use_id": item["call_id"], "content": content})
+    json!({"type": block::TOOL_RESULT, "tool_use_id": item["call_id"], "content": content})
 }
 
 /// A reasoning effort and the client's limit → (`max_tokens`, thinking
@@ -88,15 +90,17 @@ pub(super) fn limits(
 /// Content parts of a Responses message → Anthropic blocks.
 fn content_blocks(content: &Value) -> Vec<Value> {
     match content {
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::String(s) => vec![json!({"type": block::TEXT, "text": s})],
         Value::Array(parts) => parts
             .iter()
-            .filter_map(|p| match p["type"].as_str() {
-                Some("input_text" | "output_text" | "text") => {
-                    Some(json!({"type": "text", "text": p["text"]}))
+            // `text` is not Responses' own, but Chat's, which servers and
+            // clients mix in.
+            .filter_map(|p| match type_of(p) {
+                Some(part::INPUT_TEXT | part::OUTPUT_TEXT | crate::chat::part::TEXT) => {
+                    Some(json!({"type": block::TEXT, "text": p["text"]}))
                 }
-                Some("input_image") => p["image_url"].as_str().map(image_block),
-                Some("input_file") => document_block(
+                Some(part::INPUT_IMAGE) => p["image_url"].as_str().map(image_block),
+                Some(part::INPUT_FILE) => document_block(
                     p["file_data"].as_str(),
                     p["filename"].as_str(),
                     p["file_url"].as_str(),
@@ -165,7 +169,7 @@ fn system_and_messages(v: &Value) -> Result<(Vec<String>, Vec<Value>), Translate
         .collect();
     let mut messages: Vec<Value> = Vec::new();
     let items = match &v["input"] {
-        Value::String(s) => vec![json!({"type": "message", "role": "user", "content": s})],
+        Value::String(s) => vec![json!({"type": item::MESSAGE, "role": role::USER, "content": s})],
         Value::Array(a) => a.clone(),
         Value::Null => Vec::new(),
         _ => {
@@ -181,47 +185,47 @@ fn system_and_messages(v: &Value) -> Result<(Vec<String>, Vec<Value>), Translate
 }
 
 /// One input item → its place in the system prompt or the history.
-fn input_item(item: &Value, system: &mut Vec<String>, messages: &mut Vec<Value>) {
-    let kind = item["type"].as_str().unwrap_or("message");
+fn input_item(i: &Value, system: &mut Vec<String>, messages: &mut Vec<Value>) {
+    let kind = type_of(i).unwrap_or(item::MESSAGE);
     match kind {
-        "message" => {
-            let role = item["role"].as_str().unwrap_or("user");
-            if matches!(role, "system" | "developer") {
-                let text = text_of(&item["content"]);
+        item::MESSAGE => {
+            let role = i["role"].as_str().unwrap_or(role::USER);
+            if matches!(role, role::SYSTEM | role::DEVELOPER) {
+                let text = text_of(&i["content"]);
                 if !text.is_empty() {
                     system.push(text);
                 }
                 return;
             }
-            let role = if role == "assistant" {
-                "assistant"
+            let role = if role == role::ASSISTANT {
+                anthropic::role::ASSISTANT
             } else {
-                "user"
+                anthropic::role::USER
             };
-            for b in content_blocks(&item["content"]) {
+            for b in content_blocks(&i["content"]) {
                 push(messages, role, b);
             }
         }
-        "function_call" => {
-            let input = openai::arguments_object(&item["arguments"]);
+        item::FUNCTION_CALL => {
+            let input = openai::arguments_object(&i["arguments"]);
             push(
                 messages,
-                "assistant",
-                json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": item["name"], "input": input}),
+                anthropic::role::ASSISTANT,
+                json!({"type": block::TOOL_USE, "id": i["call_id"], "name": i["name"], "input": input}),
             );
         }
-        "custom_tool_call" => push(
+        item::CUSTOM_TOOL_CALL => push(
             messages,
-            "assistant",
-            json!({"type": anthropic::block::TOOL_USE, "id": item["call_id"], "name": item["name"],
-                "input": {CUSTOM_INPUT: item["input"].as_str().unwrap_or_default()}}),
+            anthropic::role::ASSISTANT,
+            json!({"type": block::TOOL_USE, "id": i["call_id"], "name": i["name"],
+                "input": {CUSTOM_INPUT: i["input"].as_str().unwrap_or_default()}}),
         ),
-        "function_call_output" | "custom_tool_call_output" => {
-            push(messages, "user", tool_result(item));
+        item::FUNCTION_CALL_OUTPUT | item::CUSTOM_TOOL_CALL_OUTPUT => {
+            push(messages, anthropic::role::USER, tool_result(i));
         }
         // Thinking weir gave Codex goes back exactly as Anthropic signed
         // it; OpenAI's own encrypted reasoning means nothing here.
-        "reasoning" => match item["encrypted_content"]
+        item::REASONING => match i["encrypted_content"]
             .as_str()
             .and_then(responses::block_of_content)
         {
@@ -239,17 +243,17 @@ fn tools(v: &Value, names: &mut ToolNames) -> Option<Vec<Value>> {
     let tools: Vec<Value> = v["tools"]
         .as_array()?
         .iter()
-        .filter_map(|t| match t["type"].as_str() {
+        .filter_map(|t| match type_of(t) {
             _ if responses::is_web_search_tool(t) => Some(search::to_anthropic_tool(
                 t,
                 v["max_tool_calls"].as_u64(),
             )),
-            Some("function") => Some(json!({
+            Some(responses::tool::FUNCTION) => Some(json!({
                 "name": t["name"],
                 "description": t["description"].as_str().unwrap_or(""),
                 "input_schema": if t["parameters"].is_object() { t["parameters"].clone() } else { json!({"type": "object", "properties": {}}) },
             })),
-            Some("custom") => {
+            Some(responses::tool::CUSTOM) => {
                 names.custom.extend(t["name"].as_str().map(str::to_string));
                 Some(custom_tool(t))
             }
@@ -263,21 +267,29 @@ fn tools(v: &Value, names: &mut ToolNames) -> Option<Vec<Value>> {
 /// (sent only with tools).
 fn tool_choice(v: &Value) -> Option<Value> {
     let mut choice = match &v["tool_choice"] {
-        Value::String(s) if s == "required" => Some(json!({"type": "any"})),
-        Value::String(s) if s == "none" => Some(json!({"type": "none"})),
-        Value::String(s) if s == "auto" => Some(json!({"type": "auto"})),
+        Value::String(s) if s == openai::tool_choice::REQUIRED => {
+            Some(json!({"type": tool_choice::ANY}))
+        }
+        Value::String(s) if s == openai::tool_choice::NONE => {
+            Some(json!({"type": tool_choice::NONE}))
+        }
+        Value::String(s) if s == openai::tool_choice::AUTO => {
+            Some(json!({"type": tool_choice::AUTO}))
+        }
         Value::Object(o)
             if matches!(
                 o.get("type").and_then(Value::as_str),
-                Some("function" | "custom")
+                Some(responses::tool::FUNCTION | responses::tool::CUSTOM)
             ) =>
         {
-            Some(json!({"type": "tool", "name": o.get("name").cloned().unwrap_or(Value::Null)}))
+            Some(
+                json!({"type": tool_choice::TOOL, "name": o.get("name").cloned().unwrap_or(Value::Null)}),
+            )
         }
         _ => None,
     };
     if v["parallel_tool_calls"] == false {
-        let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
+        let c = choice.get_or_insert_with(|| json!({"type": tool_choice::AUTO}));
         c["disable_parallel_tool_use"] = true.into();
     }
     choice
@@ -306,7 +318,7 @@ fn limits_and_sampling(
         // Thinking takes no sampling parameters.
         out.insert(
             "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": b}),
+            json!({"type": anthropic::thinking::ENABLED, "budget_tokens": b}),
         );
     } else {
         for k in ["temperature", "top_p"] {
@@ -324,9 +336,9 @@ fn limits_and_sampling(
 /// turn — the prefix that stays the same from one turn to the next.
 fn cache_breakpoints(out: &mut Map<String, Value>) {
     if let Some(Value::String(text)) = out.get("system") {
-        let mut block = json!({"type": "text", "text": text});
-        anthropic::mark_cache_breakpoint(&mut block);
-        out.insert("system".into(), json!([block]));
+        let mut system = json!({"type": block::TEXT, "text": text});
+        anthropic::mark_cache_breakpoint(&mut system);
+        out.insert("system".into(), json!([system]));
     }
     if let Some(last) = out
         .get_mut("tools")
@@ -345,13 +357,13 @@ fn cache_breakpoints(out: &mut Map<String, Value>) {
         return;
     };
     if let Value::String(text) = &m["content"] {
-        m["content"] = json!([{"type": "text", "text": text}]);
+        m["content"] = json!([{"type": block::TEXT, "text": text}]);
     }
     // A thinking block takes no cache_control: the last other block does.
-    if let Some(block) = m["content"]
+    if let Some(last) = m["content"]
         .as_array_mut()
         .and_then(|c| c.iter_mut().rev().find(|b| !anthropic::is_thinking(b)))
     {
-        anthropic::mark_cache_breakpoint(block);
+        anthropic::mark_cache_breakpoint(last);
     }
 }

@@ -4,9 +4,11 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::CUSTOM_INPUT;
+use crate::anthropic::{self, block, delta};
+use crate::responses::{self, item, part, status};
 use crate::translate::ToolNames;
 use crate::translate::shared::{errors, search};
-use crate::{Usage, anthropic, responses, sse};
+use crate::{Usage, sse, type_of};
 
 /// An output item being built from one Anthropic content block.
 struct Item {
@@ -43,58 +45,56 @@ enum ItemKind {
 }
 
 impl Item {
-    fn value(&self, status: &str) -> Value {
+    fn value(&self, state: &str) -> Value {
         match &self.kind {
             ItemKind::Message { citations } => json!({
-                "id": self.id, "type": "message", "status": status, "role": "assistant",
-                "content": if status == "completed" {
-                    json!([{"type": "output_text", "text": self.text,
+                "id": self.id, "type": item::MESSAGE, "status": state, "role": responses::role::ASSISTANT,
+                "content": if state == status::COMPLETED {
+                    json!([{"type": part::OUTPUT_TEXT, "text": self.text,
                         "annotations": search::annotations(&Value::Array(citations.clone()), &self.text)}])
                 } else { json!([]) },
             }),
             ItemKind::Search => {
-                let mut item = search::call_of_block(&json!({
+                let mut call = search::call_of_block(&json!({
                     "name": anthropic::WEB_SEARCH_NAME,
                     "input": serde_json::from_str::<Value>(&self.text).unwrap_or_default(),
                 }))
                 .unwrap_or_default();
-                item["id"] = self.id.clone().into();
-                item["status"] = status.into();
-                if status != "completed" {
-                    item.as_object_mut().map(|m| m.remove("action"));
+                call["id"] = self.id.clone().into();
+                call["status"] = state.into();
+                if state != status::COMPLETED {
+                    call.as_object_mut().map(|m| m.remove("action"));
                 }
-                item
+                call
             }
             ItemKind::Function { call_id, name } => json!({
-                "id": self.id, "type": "function_call", "status": status,
+                "id": self.id, "type": item::FUNCTION_CALL, "status": state,
                 "call_id": call_id, "name": name, "arguments": self.text,
             }),
             ItemKind::Custom { call_id, name } => json!({
-                "id": self.id, "type": "custom_tool_call", "status": status,
+                "id": self.id, "type": item::CUSTOM_TOOL_CALL, "status": state,
                 "call_id": call_id, "name": name, "input": custom_input(&self.text),
             }),
             ItemKind::Reasoning {
                 signature,
                 redacted,
             } => {
-                let mut item = json!({
-                    "id": self.id, "type": "reasoning",
-                    "summary": if status == "completed" && redacted.is_none() {
-                        json!([{"type": "summary_text", "text": self.text}])
+                let mut reasoning = json!({
+                    "id": self.id, "type": item::REASONING,
+                    "summary": if state == status::COMPLETED && redacted.is_none() {
+                        json!([{"type": part::SUMMARY_TEXT, "text": self.text}])
                     } else { json!([]) },
                 });
-                if status == "completed" {
-                    let block = match redacted {
-                        Some(data) => {
-                            json!({"type": anthropic::block::REDACTED_THINKING, "data": data})
-                        }
+                if state == status::COMPLETED {
+                    let thinking = match redacted {
+                        Some(data) => json!({"type": block::REDACTED_THINKING, "data": data}),
                         None => {
-                            json!({"type": anthropic::block::THINKING, "thinking": self.text, "signature": signature})
+                            json!({"type": block::THINKING, "thinking": self.text, "signature": signature})
                         }
                     };
-                    item["encrypted_content"] = responses::block_content(&block).into();
+                    reasoning["encrypted_content"] = responses::block_content(&thinking).into();
                 }
-                item
+                reasoning
             }
         }
     }
@@ -168,11 +168,11 @@ impl Stream {
         out.push(sse::event(kind, &data));
     }
 
-    fn response(&self, status: &str) -> Value {
+    fn response(&self, state: &str) -> Value {
         json!({
             "id": self.id, "object": "response", "created_at": self.created_at,
-            "status": status, "model": self.model, "output": self.done,
-            "usage": if status == "in_progress" { Value::Null } else { responses::usage_value(self.usage) },
+            "status": state, "model": self.model, "output": self.done,
+            "usage": if state == status::IN_PROGRESS { Value::Null } else { responses::usage_value(self.usage) },
             "error": null, "incomplete_details": null,
         })
     }
@@ -189,7 +189,7 @@ impl Stream {
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             return;
         };
-        let kind = name.or(v["type"].as_str()).unwrap_or("");
+        let kind = name.or(type_of(&v)).unwrap_or("");
         match kind {
             anthropic::event::MESSAGE_START => self.message_start(&v, out),
             anthropic::event::CONTENT_BLOCK_START => {
@@ -208,9 +208,9 @@ impl Stream {
                 anthropic::update_usage(&mut self.usage, &v["usage"]);
             }
             anthropic::event::MESSAGE_STOP => self.finish(out),
-            "error" => {
+            anthropic::event::ERROR => {
                 let (code, message) = errors::responses_failure(&v);
-                let mut r = self.response("failed");
+                let mut r = self.response(status::FAILED);
                 r["error"] = json!({"code": code, "message": message});
                 self.emit(responses::event::FAILED, json!({"response": r}), out);
                 self.finished = true;
@@ -233,53 +233,51 @@ impl Stream {
             self.id = format!("resp_{id}");
         }
         self.usage = usage;
-        let r = self.response("in_progress");
+        let r = self.response(status::IN_PROGRESS);
         self.emit(responses::event::CREATED, json!({"response": r}), out);
-        let r = self.response("in_progress");
+        let r = self.response(status::IN_PROGRESS);
         self.emit(responses::event::IN_PROGRESS, json!({"response": r}), out);
     }
 
     /// The output item a content block becomes, with the prefix of its id;
     /// none for a block Codex has no item for.
-    fn item_kind(&self, block: &Value) -> Option<(&'static str, ItemKind)> {
-        Some(match block["type"].as_str() {
-            Some("text") => (
+    fn item_kind(&self, b: &Value) -> Option<(&'static str, ItemKind)> {
+        Some(match type_of(b) {
+            Some(block::TEXT) => (
                 "msg",
                 ItemKind::Message {
-                    citations: block["citations"].as_array().cloned().unwrap_or_default(),
+                    citations: b["citations"].as_array().cloned().unwrap_or_default(),
                 },
             ),
-            Some(anthropic::block::SERVER_TOOL_USE)
-                if block["name"] == anthropic::WEB_SEARCH_NAME =>
-            {
+            Some(block::SERVER_TOOL_USE) if b["name"] == anthropic::WEB_SEARCH_NAME => {
                 ("ws", ItemKind::Search)
             }
-            Some(anthropic::block::TOOL_USE) if self.names.is_custom(&block["name"]) => (
+            Some(block::TOOL_USE) if self.names.is_custom(&b["name"]) => (
                 "ctc",
                 ItemKind::Custom {
-                    call_id: block["id"].clone(),
-                    name: block["name"].clone(),
+                    call_id: b["id"].clone(),
+                    name: b["name"].clone(),
                 },
             ),
-            Some(anthropic::block::TOOL_USE) => (
+            Some(block::TOOL_USE) => (
                 "fc",
                 ItemKind::Function {
-                    call_id: block["id"].clone(),
-                    name: block["name"].clone(),
+                    call_id: b["id"].clone(),
+                    name: b["name"].clone(),
                 },
             ),
-            Some(anthropic::block::THINKING) => (
+            Some(block::THINKING) => (
                 "rs",
                 ItemKind::Reasoning {
-                    signature: block["signature"].as_str().unwrap_or_default().into(),
+                    signature: b["signature"].as_str().unwrap_or_default().into(),
                     redacted: None,
                 },
             ),
-            Some(anthropic::block::REDACTED_THINKING) => (
+            Some(block::REDACTED_THINKING) => (
                 "rs",
                 ItemKind::Reasoning {
                     signature: String::new(),
-                    redacted: Some(block["data"].clone()),
+                    redacted: Some(b["data"].clone()),
                 },
             ),
             _ => return None,
@@ -306,21 +304,21 @@ impl Stream {
             // An input that came whole with the block's start.
             item.text = block["input"].to_string();
         }
-        let added = json!({"output_index": output_index, "item": item.value("in_progress")});
+        let added = json!({"output_index": output_index, "item": item.value(status::IN_PROGRESS)});
         self.emit(responses::event::OUTPUT_ITEM_ADDED, added, out);
         let r = self.item_ref(&item);
         match item.kind {
             ItemKind::Message { .. } => {
                 let mut e = r;
                 e["content_index"] = 0.into();
-                e["part"] = json!({"type": "output_text", "text": "", "annotations": []});
+                e["part"] = json!({"type": part::OUTPUT_TEXT, "text": "", "annotations": []});
                 self.emit(responses::event::CONTENT_PART_ADDED, e, out);
             }
             ItemKind::Search => self.emit(responses::event::WEB_SEARCH_CALL_IN_PROGRESS, r, out),
             ItemKind::Reasoning { redacted: None, .. } => {
                 let mut e = r;
                 e["summary_index"] = 0.into();
-                e["part"] = json!({"type": "summary_text", "text": ""});
+                e["part"] = json!({"type": part::SUMMARY_TEXT, "text": ""});
                 self.emit(responses::event::REASONING_SUMMARY_PART_ADDED, e, out);
             }
             _ => {}
@@ -337,38 +335,38 @@ impl Stream {
             return;
         };
         let mut e = self.item_ref(&item);
-        let piece = match (d["type"].as_str(), &mut item.kind) {
-            (Some(anthropic::delta::TEXT), ItemKind::Message { .. }) => {
+        let piece = match (type_of(d), &mut item.kind) {
+            (Some(delta::TEXT), ItemKind::Message { .. }) => {
                 e["content_index"] = 0.into();
                 e["logprobs"] = json!([]);
                 Some((responses::event::OUTPUT_TEXT_DELTA, d["text"].as_str()))
             }
             // Its annotations are sent when the text is whole: an
             // Anthropic citation spans its block.
-            (Some(anthropic::delta::CITATIONS), ItemKind::Message { citations }) => {
+            (Some(delta::CITATIONS), ItemKind::Message { citations }) => {
                 citations.push(d["citation"].clone());
                 None
             }
-            (Some(anthropic::delta::INPUT_JSON), ItemKind::Search) => {
+            (Some(delta::INPUT_JSON), ItemKind::Search) => {
                 item.text
                     .push_str(d["partial_json"].as_str().unwrap_or_default());
                 None
             }
-            (Some(anthropic::delta::INPUT_JSON), ItemKind::Function { .. }) => Some((
+            (Some(delta::INPUT_JSON), ItemKind::Function { .. }) => Some((
                 responses::event::FUNCTION_CALL_ARGUMENTS_DELTA,
                 d["partial_json"].as_str(),
             )),
-            (Some(anthropic::delta::INPUT_JSON), ItemKind::Custom { .. }) => {
+            (Some(delta::INPUT_JSON), ItemKind::Custom { .. }) => {
                 // Its text is sent whole when the block ends.
                 item.text
                     .push_str(d["partial_json"].as_str().unwrap_or_default());
                 None
             }
-            (Some(anthropic::delta::SIGNATURE), ItemKind::Reasoning { signature, .. }) => {
+            (Some(delta::SIGNATURE), ItemKind::Reasoning { signature, .. }) => {
                 signature.push_str(d["signature"].as_str().unwrap_or_default());
                 None
             }
-            (Some(anthropic::delta::THINKING), ItemKind::Reasoning { .. }) => {
+            (Some(delta::THINKING), ItemKind::Reasoning { .. }) => {
                 e["summary_index"] = 0.into();
                 Some((
                     responses::event::REASONING_SUMMARY_TEXT_DELTA,
@@ -422,11 +420,11 @@ impl Stream {
                 self.emit(responses::event::REASONING_SUMMARY_TEXT_DONE, e, out);
                 let mut e = r;
                 e["summary_index"] = 0.into();
-                e["part"] = json!({"type": "summary_text", "text": item.text});
+                e["part"] = json!({"type": part::SUMMARY_TEXT, "text": item.text});
                 self.emit(responses::event::REASONING_SUMMARY_PART_DONE, e, out);
             }
         }
-        let value = item.value("completed");
+        let value = item.value(status::COMPLETED);
         let done = json!({"output_index": item.output_index, "item": value.clone()});
         self.emit(responses::event::OUTPUT_ITEM_DONE, done, out);
         self.done.push(value);
@@ -450,7 +448,8 @@ impl Stream {
         self.emit(responses::event::OUTPUT_TEXT_DONE, e, out);
         let mut e = r;
         e["content_index"] = 0.into();
-        e["part"] = json!({"type": "output_text", "text": item.text, "annotations": annotations});
+        e["part"] =
+            json!({"type": part::OUTPUT_TEXT, "text": item.text, "annotations": annotations});
         self.emit(responses::event::CONTENT_PART_DONE, e, out);
     }
 
@@ -461,12 +460,14 @@ impl Stream {
         self.finished = true;
         // Cut at a limit Codex did not set, the answer is whole as far as
         // Codex knows: an incomplete turn it would retry.
-        if self.stop_reason.as_deref() == Some("max_tokens") && self.names.client_limit {
-            let mut r = self.response("incomplete");
-            r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        if self.stop_reason.as_deref() == Some(anthropic::stop::MAX_TOKENS)
+            && self.names.client_limit
+        {
+            let mut r = self.response(status::INCOMPLETE);
+            r["incomplete_details"] = json!({"reason": responses::incomplete::MAX_OUTPUT_TOKENS});
             self.emit(responses::event::INCOMPLETE, json!({"response": r}), out);
         } else {
-            let r = self.response("completed");
+            let r = self.response(status::COMPLETED);
             self.emit(responses::event::COMPLETED, json!({"response": r}), out);
         }
     }

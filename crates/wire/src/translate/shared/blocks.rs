@@ -6,9 +6,9 @@
 use serde_json::{Map, Value, json};
 
 use super::search;
-use crate::anthropic;
-use crate::responses;
+use crate::anthropic::{self, block, source};
 use crate::translate::{ToolNames, TranslateError};
+use crate::{chat, openai, responses, type_of};
 
 /// `thinking.budget_tokens` → a reasoning effort.
 fn effort(budget: u64) -> &'static str {
@@ -23,9 +23,11 @@ fn effort(budget: u64) -> &'static str {
 /// `enabled` thinking, or `output_config.effort` for `adaptive` thinking
 /// (Anthropic's default effort is high; its `max` is OpenAI's `high`).
 pub(in crate::translate) fn thinking_effort(v: &Value) -> Option<&'static str> {
-    match v["thinking"]["type"].as_str() {
-        Some("enabled") => Some(effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0))),
-        Some("adaptive") => Some(match v["output_config"]["effort"].as_str() {
+    match type_of(&v["thinking"]) {
+        Some(anthropic::thinking::ENABLED) => {
+            Some(effort(v["thinking"]["budget_tokens"].as_u64().unwrap_or(0)))
+        }
+        Some(anthropic::thinking::ADAPTIVE) => Some(match v["output_config"]["effort"].as_str() {
             Some("low") => "low",
             Some("medium") => "medium",
             _ => "high",
@@ -40,22 +42,24 @@ pub(in crate::translate) fn thinking_effort(v: &Value) -> Option<&'static str> {
 pub(in crate::translate) fn reasoning_item(block: &Value) -> Option<Value> {
     let (id, encrypted) = responses::reasoning_of_signature(block["signature"].as_str()?)?;
     let summary = match block["thinking"].as_str().filter(|t| !t.is_empty()) {
-        Some(text) => json!([{"type": "summary_text", "text": text}]),
+        Some(text) => json!([{"type": responses::part::SUMMARY_TEXT, "text": text}]),
         None => json!([]),
     };
-    Some(json!({"type": "reasoning", "id": id, "summary": summary, "encrypted_content": encrypted}))
+    Some(
+        json!({"type": responses::item::REASONING, "id": id, "summary": summary, "encrypted_content": encrypted}),
+    )
 }
 
 /// A data URL (or the URL) of an Anthropic image block's source.
 fn image_url(block: &Value) -> Option<String> {
     let src = &block["source"];
-    match src["type"].as_str()? {
-        "base64" => Some(format!(
+    match type_of(src)? {
+        source::BASE64 => Some(format!(
             "data:{};base64,{}",
             src["media_type"].as_str()?,
             src["data"].as_str()?
         )),
-        "url" => src["url"].as_str().map(str::to_string),
+        source::URL => src["url"].as_str().map(str::to_string),
         _ => None,
     }
 }
@@ -79,27 +83,31 @@ pub(in crate::translate) fn tool_result_text(block: &Value) -> String {
 /// `file_data`+`filename` or `file_url` on Responses, a `file` part with
 /// `file.file_data`+`file.filename` on Chat).
 pub(in crate::translate) fn media_part(block: &Value, api: OpenAiApi) -> Option<Value> {
-    match block["type"].as_str()? {
-        "image" => {
+    match type_of(block)? {
+        block::IMAGE => {
             let url = image_url(block)?;
             Some(match api {
-                OpenAiApi::Responses => json!({"type": "input_image", "image_url": url}),
-                OpenAiApi::Chat => json!({"type": "image_url", "image_url": {"url": url}}),
+                OpenAiApi::Responses => {
+                    json!({"type": responses::part::INPUT_IMAGE, "image_url": url})
+                }
+                OpenAiApi::Chat => {
+                    json!({"type": chat::part::IMAGE_URL, "image_url": {"url": url}})
+                }
             })
         }
-        "document" => {
+        block::DOCUMENT => {
             let src = &block["source"];
             let text_kind = match api {
-                OpenAiApi::Responses => "input_text",
-                OpenAiApi::Chat => "text",
+                OpenAiApi::Responses => responses::part::INPUT_TEXT,
+                OpenAiApi::Chat => chat::part::TEXT,
             };
-            match src["type"].as_str()? {
-                "text" => Some(json!({"type": text_kind, "text": src["data"].as_str()?})),
-                "content" => {
+            match type_of(src)? {
+                source::TEXT => Some(json!({"type": text_kind, "text": src["data"].as_str()?})),
+                source::CONTENT => {
                     let text = text_of(&src["content"]);
                     Some(json!({"type": text_kind, "text": text}))
                 }
-                "base64" => {
+                source::BASE64 => {
                     let data = format!(
                         "data:{};base64,{}",
                         src["media_type"].as_str()?,
@@ -108,16 +116,16 @@ pub(in crate::translate) fn media_part(block: &Value, api: OpenAiApi) -> Option<
                     let filename = block["title"].as_str().unwrap_or("document.pdf");
                     Some(match api {
                         OpenAiApi::Responses => {
-                            json!({"type": "input_file", "filename": filename, "file_data": data})
+                            json!({"type": responses::part::INPUT_FILE, "filename": filename, "file_data": data})
                         }
                         OpenAiApi::Chat => {
-                            json!({"type": "file", "file": {"filename": filename, "file_data": data}})
+                            json!({"type": chat::part::FILE, "file": {"filename": filename, "file_data": data}})
                         }
                     })
                 }
-                "url" if api == OpenAiApi::Responses => {
-                    Some(json!({"type": "input_file", "file_url": src["url"].as_str()?}))
-                }
+                source::URL if api == OpenAiApi::Responses => Some(
+                    json!({"type": responses::part::INPUT_FILE, "file_url": src["url"].as_str()?}),
+                ),
                 _ => None,
             }
         }
@@ -136,7 +144,7 @@ pub(in crate::translate) fn tool_result_media(block: &Value, api: OpenAiApi) -> 
 /// Content blocks of a message, whether given as a string or a list.
 pub(in crate::translate) fn blocks(message: &Value) -> Vec<Value> {
     match &message["content"] {
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::String(s) => vec![json!({"type": block::TEXT, "text": s})],
         Value::Array(a) => a.clone(),
         _ => Vec::new(),
     }
@@ -165,10 +173,10 @@ pub(in crate::translate) fn tools_and_choice(
         fields.insert("name".into(), name.clone());
         match api {
             OpenAiApi::Responses => {
-                fields.insert("type".into(), "function".into());
+                fields.insert("type".into(), responses::tool::FUNCTION.into());
                 Value::Object(fields)
             }
-            OpenAiApi::Chat => json!({"type": "function", "function": fields}),
+            OpenAiApi::Chat => json!({"type": chat::FUNCTION, "function": fields}),
         }
     };
     let mut tools: Vec<Value> = Vec::new();
@@ -216,11 +224,13 @@ pub(in crate::translate) fn tools_and_choice(
         out.insert("tools".into(), tools.into());
     }
     if let Some(choice) = v.get("tool_choice").filter(|c| c.is_object()) {
-        let mapped = match choice["type"].as_str() {
-            Some("any") => json!("required"),
-            Some("none") => json!("none"),
-            Some("tool") => function(&names.short(&choice["name"]), Map::new()),
-            _ => json!("auto"),
+        let mapped = match type_of(choice) {
+            Some(anthropic::tool_choice::ANY) => json!(openai::tool_choice::REQUIRED),
+            Some(anthropic::tool_choice::NONE) => json!(openai::tool_choice::NONE),
+            Some(anthropic::tool_choice::TOOL) => {
+                function(&names.short(&choice["name"]), Map::new())
+            }
+            _ => json!(openai::tool_choice::AUTO),
         };
         out.insert("tool_choice".into(), mapped);
         if choice["disable_parallel_tool_use"] == true {
@@ -277,9 +287,9 @@ pub(in crate::translate) fn image_block(url: &str) -> Value {
         .and_then(|rest| rest.split_once(";base64,"))
     {
         Some((media_type, data)) => {
-            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+            json!({"type": block::IMAGE, "source": {"type": source::BASE64, "media_type": media_type, "data": data}})
         }
-        None => json!({"type": "image", "source": {"type": "url", "url": url}}),
+        None => json!({"type": block::IMAGE, "source": {"type": source::URL, "url": url}}),
     }
 }
 
@@ -293,32 +303,32 @@ pub(in crate::translate) fn document_block(
     filename: Option<&str>,
     file_url: Option<&str>,
 ) -> Option<Value> {
-    let source = match (file_data, file_url) {
+    let src = match (file_data, file_url) {
         (Some(data), _) => {
             let (media_type, data) = data.strip_prefix("data:")?.split_once(";base64,")?;
             match media_type {
                 "application/pdf" => {
-                    json!({"type": "base64", "media_type": "application/pdf", "data": data})
+                    json!({"type": source::BASE64, "media_type": "application/pdf", "data": data})
                 }
                 "text/plain" => {
                     use base64::Engine as _;
                     let bytes = base64::engine::general_purpose::STANDARD
                         .decode(data)
                         .ok()?;
-                    json!({"type": "text", "media_type": "text/plain",
+                    json!({"type": source::TEXT, "media_type": "text/plain",
                         "data": String::from_utf8(bytes).ok()?})
                 }
                 _ => return None,
             }
         }
-        (None, Some(url)) => json!({"type": "url", "url": url}),
+        (None, Some(url)) => json!({"type": source::URL, "url": url}),
         (None, None) => return None,
     };
-    let mut block = json!({"type": "document", "source": source});
+    let mut document = json!({"type": block::DOCUMENT, "source": src});
     if let Some(name) = filename.filter(|n| !n.is_empty()) {
-        block["title"] = name.into();
+        document["title"] = name.into();
     }
-    Some(block)
+    Some(document)
 }
 
 /// Whether a tool-use continuation (the last turn gives tool results)
@@ -326,12 +336,16 @@ pub(in crate::translate) fn document_block(
 /// requires with thinking on.
 pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]) -> bool {
     let continues = messages.last().is_some_and(|m| {
-        m["role"] == "user"
+        m["role"] == anthropic::role::USER
             && m["content"]
                 .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == anthropic::block::TOOL_RESULT))
+                .is_some_and(|c| c.iter().any(|b| type_of(b) == Some(block::TOOL_RESULT)))
     });
-    let Some(last) = messages.iter().rev().find(|m| m["role"] == "assistant") else {
+    let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == anthropic::role::ASSISTANT)
+    else {
         return true;
     };
     if !continues {
@@ -341,9 +355,7 @@ pub(in crate::translate) fn starts_with_thinking_where_needed(messages: &[Value]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let calls = blocks
-        .iter()
-        .any(|b| b["type"] == anthropic::block::TOOL_USE);
+    let calls = blocks.iter().any(|b| type_of(b) == Some(block::TOOL_USE));
     !calls || blocks.first().is_some_and(anthropic::is_thinking)
 }
 

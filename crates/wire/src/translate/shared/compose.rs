@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::translate::{
     ToolNames, TranslateError, chat_messages, messages_chat, messages_responses, responses_messages,
 };
-use crate::{anthropic, chat, responses, sse};
+use crate::{anthropic, chat, responses, sse, type_of};
 
 /// Chat Completions → Responses.
 pub(in crate::translate) fn chat_to_responses(
@@ -36,16 +36,18 @@ pub(in crate::translate) fn chat_to_responses(
         out["reasoning"] = json!({"effort": effort, "summary": "auto"});
     }
     let format = &v["response_format"];
-    match format["type"].as_str() {
-        Some("json_schema") => {
+    match type_of(format) {
+        Some(chat::format::JSON_SCHEMA) => {
             let s = &format["json_schema"];
-            let mut f = json!({"type": "json_schema", "name": s["name"], "schema": s["schema"]});
+            let mut f = json!({"type": responses::format::JSON_SCHEMA, "name": s["name"], "schema": s["schema"]});
             if let Some(strict) = s.get("strict").filter(|x| x.is_boolean()) {
                 f["strict"] = strict.clone();
             }
             out["text"] = json!({"format": f});
         }
-        Some("json_object") => out["text"] = json!({"format": {"type": "json_object"}}),
+        Some(chat::format::JSON_OBJECT) => {
+            out["text"] = json!({"format": {"type": responses::format::JSON_OBJECT}})
+        }
         _ => {}
     }
     Ok((out, names))
@@ -74,15 +76,17 @@ pub(in crate::translate) fn responses_to_chat(
         None => remove(&mut out, "reasoning_effort"),
     }
     let format = &v["text"]["format"];
-    match format["type"].as_str() {
-        Some("json_schema") => {
+    match type_of(format) {
+        Some(responses::format::JSON_SCHEMA) => {
             let mut s = json!({"name": format["name"], "schema": format["schema"]});
             if let Some(strict) = format.get("strict").filter(|x| x.is_boolean()) {
                 s["strict"] = strict.clone();
             }
-            out["response_format"] = json!({"type": "json_schema", "json_schema": s});
+            out["response_format"] = json!({"type": chat::format::JSON_SCHEMA, "json_schema": s});
         }
-        Some("json_object") => out["response_format"] = json!({"type": "json_object"}),
+        Some(responses::format::JSON_OBJECT) => {
+            out["response_format"] = json!({"type": chat::format::JSON_OBJECT})
+        }
         _ => {}
     }
     Ok((out, names))

@@ -29,8 +29,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::anthropic;
+use crate::anthropic::{self, block};
+use crate::responses::{self, item, status};
 use crate::translate::TranslateError;
+use crate::type_of;
 
 /// Anthropic's `cited_text` is at most this many characters.
 const CITED_CHARS: usize = 150;
@@ -66,7 +68,7 @@ pub(in crate::translate) fn to_responses_tool(
                 .into(),
         ));
     }
-    let mut out = json!({"type": "web_search"});
+    let mut out = json!({"type": responses::tool::WEB_SEARCH});
     if let Some(domains) = tool["allowed_domains"].as_array().filter(|d| !d.is_empty()) {
         out["filters"] = json!({"allowed_domains": domains});
     }
@@ -116,8 +118,8 @@ pub(in crate::translate) fn blocks_of_call(item: &Value) -> [Value; 2] {
         item["id"].as_str().unwrap_or_default()
     );
     let action = &item["action"];
-    let content = if item["status"] == "failed" {
-        json!({"type": "web_search_tool_result_error", "error_code": "unavailable"})
+    let content = if item["status"] == status::FAILED {
+        json!({"type": block::WEB_SEARCH_TOOL_RESULT_ERROR, "error_code": "unavailable"})
     } else {
         let results: Vec<Value> = action["sources"]
             .as_array()
@@ -126,7 +128,7 @@ pub(in crate::translate) fn blocks_of_call(item: &Value) -> [Value; 2] {
             .filter_map(|s| {
                 let url = s["url"].as_str()?;
                 Some(json!({
-                    "type": "web_search_result", "url": url,
+                    "type": block::WEB_SEARCH_RESULT, "url": url,
                     "title": s["title"].as_str().unwrap_or(url),
                     "encrypted_content": anthropic::WEIR_SEARCH_MARK, "page_age": null,
                 }))
@@ -135,9 +137,9 @@ pub(in crate::translate) fn blocks_of_call(item: &Value) -> [Value; 2] {
         Value::Array(results)
     };
     [
-        json!({"type": anthropic::block::SERVER_TOOL_USE, "id": id, "name": anthropic::WEB_SEARCH_NAME,
+        json!({"type": block::SERVER_TOOL_USE, "id": id, "name": anthropic::WEB_SEARCH_NAME,
             "input": {"query": query_of(action)}}),
-        json!({"type": anthropic::block::WEB_SEARCH_TOOL_RESULT, "tool_use_id": id, "content": content}),
+        json!({"type": block::WEB_SEARCH_TOOL_RESULT, "tool_use_id": id, "content": content}),
     ]
 }
 
@@ -146,19 +148,19 @@ pub(in crate::translate) fn blocks_of_call(item: &Value) -> [Value; 2] {
 /// stored upstream); `None` for another server tool.
 pub(in crate::translate) fn call_of_block(block: &Value) -> Option<Value> {
     (block["name"] == anthropic::WEB_SEARCH_NAME).then(|| {
-        json!({"type": "web_search_call", "status": "completed",
-            "action": {"type": "search", "query": block["input"]["query"].as_str().unwrap_or_default()}})
+        json!({"type": item::WEB_SEARCH_CALL, "status": status::COMPLETED,
+            "action": {"type": responses::SEARCH_ACTION, "query": block["input"]["query"].as_str().unwrap_or_default()}})
     })
 }
 
 /// One `url_citation` annotation → an Anthropic citation, citing `cited`.
 pub(in crate::translate) fn citation(annotation: &Value, cited: &str) -> Option<Value> {
-    if annotation["type"] != "url_citation" {
+    if type_of(annotation) != Some(responses::URL_CITATION) {
         return None;
     }
     let url = annotation["url"].as_str()?;
     Some(json!({
-        "type": "web_search_result_location", "url": url,
+        "type": anthropic::CITATION_OF_SEARCH, "url": url,
         "title": annotation["title"].as_str().unwrap_or(url),
         "cited_text": cited, "encrypted_index": anthropic::WEIR_SEARCH_MARK,
     }))
@@ -197,12 +199,12 @@ pub(in crate::translate) fn citations(text: &str, annotations: &Value) -> Vec<Va
 /// the `chars` characters of the text block it is on (Anthropic cites a
 /// whole block); `None` for other citation kinds.
 pub(in crate::translate) fn annotation(citation: &Value, chars: usize) -> Option<Value> {
-    if citation["type"] != "web_search_result_location" {
+    if type_of(citation) != Some(anthropic::CITATION_OF_SEARCH) {
         return None;
     }
     let url = citation["url"].as_str()?;
     Some(json!({
-        "type": "url_citation", "start_index": 0, "end_index": chars,
+        "type": responses::URL_CITATION, "start_index": 0, "end_index": chars,
         "url": url, "title": citation["title"].as_str().unwrap_or(url),
     }))
 }
