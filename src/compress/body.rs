@@ -130,13 +130,15 @@ mod tests {
         zstd: 3,
     };
 
+    type Inner = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send>>;
+
     /// A body from a channel: the test decides when each frame arrives.
     fn channel() -> (
         http_body_util::channel::Sender<Bytes, BoxError>,
-        Compressed<Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send>>>,
+        Compressed<Inner>,
     ) {
         let (tx, rx) = http_body_util::channel::Channel::<Bytes, BoxError>::new(4);
-        let boxed: Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send>> = Box::pin(rx);
+        let boxed: Inner = Box::pin(rx);
         let encoder = Encoder::new(Coding::Gzip, LEVELS).expect("encoder");
         (tx, Compressed::new(boxed, encoder))
     }
