@@ -1,6 +1,7 @@
-//! Response compression on proxy routes, end to end: weir between a real
-//! upstream on port 0 and real clients, every compressed body decoded by
-//! a decoder that is not weir's — curl `--compressed` (libcurl's zlib,
+//! Response compression on proxy routes, end to end: weir (in-process,
+//! and once as the real binary) between a real upstream on port 0 and
+//! real clients, every compressed body decoded by a decoder that is not
+//! weir's — curl `--compressed` (libcurl's zlib,
 //! brotli and zstd), Python's zlib, the `zstd` command — except where a
 //! stream is read while it is still open (the codec crates' decoders, in
 //! this process).
@@ -655,4 +656,51 @@ async fn a_route_without_compress_sends_what_it_gets() {
     );
     assert_eq!(h["etag"], "\"v1\"");
     assert_eq!(body.as_ref(), page().as_slice());
+}
+
+#[tokio::test]
+async fn the_weir_binary_compresses_what_curl_decodes() {
+    if !curl_found() {
+        return;
+    }
+    let big = Arc::new(text(1 << 20));
+    let up = site(Arc::new(Notify::new()), big.clone()).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("weir.toml");
+    // JSON log lines: how the harness finds the listener's address.
+    let config =
+        simple_config(up.addr, "compress = {}\n").replace("[log]\n", "[log]\nformat = \"json\"\n");
+    std::fs::write(&path, config).expect("config");
+    let mut weir = common::process::Proc::run(path.to_str().expect("utf-8 path"));
+    let addr = weir.listening("web");
+    for coding in ["br", "zstd", "gzip"] {
+        let (body, head) = curl_decoded(&format!("http://{addr}/big"), coding, dir.path()).await;
+        assert!(
+            head.contains(&format!("content-encoding: {coding}\r\n")),
+            "{head}"
+        );
+        assert!(body == *big, "{coding}: decoded byte for byte");
+    }
+}
+
+#[tokio::test]
+async fn an_http2_client_gets_the_same_compressed_answer() {
+    let s = setup("").await;
+    let mut b = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new());
+    b.http2_only(true);
+    let h2 = b.build::<_, http_body_util::Full<Bytes>>(
+        hyper_util::client::legacy::connect::HttpConnector::new(),
+    );
+    for coding in ["br", "zstd", "gzip"] {
+        let req = Request::get(s.url("/page"))
+            .header("accept-encoding", coding)
+            .body(http_body_util::Full::new(Bytes::new()))
+            .expect("request");
+        let resp = h2.request(req).await.expect("response");
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        assert_eq!(encoding(resp.headers()), Some(coding));
+        assert!(!resp.headers().contains_key("content-length"));
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(decode_here(coding, &body), page(), "{coding}");
+    }
 }
