@@ -38,6 +38,7 @@ mod admin;
 mod admit;
 pub mod cli;
 mod cluster;
+mod compress;
 mod config;
 mod conn;
 mod demo;

@@ -32,6 +32,7 @@ use hyper::body::Incoming;
 
 use crate::acme::Challenges;
 use crate::admit::{self, rate::Client, rate::Refusal};
+use crate::compress;
 use crate::config::{Config, RedirectSettings};
 use crate::conn::state::CloseReason;
 use crate::conn::{self, info::ConnInfo};
@@ -218,10 +219,17 @@ impl Gateway {
         self.route_policy(route, &req, conn, host.name(), record)
             .await?;
 
+        // What the request asks of a compressing route, read before the
+        // request is consumed (one branch for a route that does not).
+        let compress = (route.config.compress.as_deref())
+            .map(|settings| (settings, compress::Asked::of(settings, &req)));
         let served = self.serve(snapshot, route, req, conn, &host, record).await;
         served.map(|mut resp| {
             route_headers(&route.config, conn.tls, resp.headers_mut());
-            resp
+            match compress {
+                Some((settings, asked)) => compress::respond(settings, &asked, resp),
+                None => resp,
+            }
         })
     }
 

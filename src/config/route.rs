@@ -40,6 +40,9 @@ pub(crate) struct RouteConfig {
     /// (`websocket` unless the route lists others); any other is ignored
     /// and the request forwarded as a plain one (RFC 9110 §7.8).
     pub(crate) upgrade_protocols: Vec<String>,
+    /// Response compression (`[route.compress]`); `None`: responses go as
+    /// they come, at the cost of one branch.
+    pub(crate) compress: Option<std::sync::Arc<super::Compression>>,
 }
 
 /// Headers a route sets on its responses.

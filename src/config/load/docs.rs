@@ -116,6 +116,14 @@ timeout = "1s"
 rise = 1
 fall = 1
 expect_status = [200]
+[route.compress]
+enabled = true
+algorithms = ["gzip"]
+types = ["text/*"]
+min_size = 1
+gzip_level = 1
+brotli_level = 1
+zstd_level = 1
 
 [[route]]
 name = "llm"

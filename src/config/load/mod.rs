@@ -12,6 +12,7 @@
 
 mod acme;
 mod cluster;
+mod compress;
 #[cfg(test)]
 mod docs;
 mod group;

@@ -106,6 +106,7 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
             shared_limits,
             headers,
             upgrade_protocols,
+            compress: kind.compress,
         });
     }
     out
@@ -251,6 +252,7 @@ struct Kind {
     response_timeout: Duration,
     preserve_host: bool,
     raw_path: bool,
+    compress: Option<Arc<Compression>>,
 }
 
 /// The route's kind and its kind-specific settings. A key only the other
@@ -301,6 +303,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 response_timeout: defaults::RESPONSE_TIMEOUT,
                 preserve_host: true,
                 raw_path: false,
+                compress: None,
             }),
             proxy_keys(),
             "remove the key; LLM routes take `[[route.upstreams]]`",
@@ -325,6 +328,7 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
     let response_timeout = timer(t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
     let preserve_host = t.bool("preserve_host").unwrap_or(true);
     let raw_path = t.bool("raw_path").unwrap_or(false);
+    let compress = compress::compress(t).ok()?;
     upstream.map(|upstream| Kind {
         kind: RouteKind::Proxy {
             upstream: Box::new(upstream),
@@ -332,6 +336,7 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
         response_timeout,
         preserve_host,
         raw_path,
+        compress,
     })
 }
 
