@@ -7,6 +7,7 @@
 //! column, key and a fix. `weir run` and `weir check` share this path, so a
 //! config that checks is a config that starts.
 
+mod env;
 mod keys;
 mod listen;
 mod llm;
@@ -16,6 +17,7 @@ pub(crate) mod reader;
 mod route;
 mod secret;
 mod server;
+mod sources;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +29,7 @@ pub use problem::Problems;
 pub(crate) use route::*;
 pub use secret::Secret;
 pub use server::*;
+pub(crate) use sources::Sources;
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};
@@ -62,6 +65,9 @@ pub(crate) mod defaults {
 pub struct Config {
     /// The file this came from (for messages and reloads).
     pub(crate) source: PathBuf,
+    /// The directories holding its files and its `include` globs' files:
+    /// what the file watcher watches.
+    pub(crate) watched: Vec<PathBuf>,
     pub(crate) server: ServerSettings,
     pub(crate) connections: ConnectionSettings,
     pub(crate) http1: Http1Settings,
@@ -80,8 +86,9 @@ pub struct Config {
 
 impl Config {
     /// Read and validate a config file.
+    /// Read and validate a config file and the files it includes.
     pub(crate) fn load(path: &Path) -> Result<Config, Problems> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let sources = Sources::read(path).map_err(|e| {
             Problems(vec![Problem {
                 file: path.to_path_buf(),
                 position: None,
@@ -90,11 +97,17 @@ impl Config {
                 fix: Some("pass an existing, readable file to --config".into()),
             }])
         })?;
-        Config::parse(path, &text)
+        Config::from_sources(&sources)
     }
 
-    /// Validate config text; `path` is used for messages and relative paths.
+    /// Validate config text; `path` is used for messages, relative paths
+    /// and the files it includes.
     pub fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
-        load::parse(path, text)
+        Config::from_sources(&Sources::from_text(path, text.to_string()))
+    }
+
+    /// Validate a config already read (see [`Sources::read`]).
+    pub(crate) fn from_sources(sources: &Sources) -> Result<Config, Problems> {
+        load::from_sources(sources)
     }
 }
