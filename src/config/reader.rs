@@ -281,6 +281,13 @@ impl<'a, 'i> Section<'a, 'i> {
         self.raw(self.name_of(key)).is_some()
     }
 
+    /// Whether `key` holds a string (for a key that takes a string or a
+    /// number; this reads the key).
+    pub(crate) fn holds_string(&self, key: impl KeyName) -> bool {
+        self.raw(self.name_of(key))
+            .is_some_and(|v| v.get_ref().as_str().is_some())
+    }
+
     pub(crate) fn key_path(&self, key: &str) -> String {
         join(&self.path, key)
     }

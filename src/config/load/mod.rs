@@ -18,6 +18,7 @@ mod group;
 mod listeners;
 mod llm;
 mod process;
+mod rate;
 mod routes;
 mod secrets;
 mod usage;
