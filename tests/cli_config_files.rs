@@ -303,3 +303,61 @@ async fn sighup_rereads_the_included_files_and_a_broken_one_says_where() {
     );
     assert_eq!(status(addr, "/three/echo").await, 200);
 }
+
+#[test]
+fn an_unknown_key_from_nginx_or_caddy_points_at_weirs_name_and_lists_only_its_kinds_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = write(
+        dir.path(),
+        "weir.toml",
+        "worker_processes = 4\n\
+         [[listener]]\naddress = \"127.0.0.1:0\"\nserver_name = \"example.com\"\n\
+         [[route]]\nupstream = \"http://127.0.0.1:9\"\ngzip = true\nproxy_pass = \"http://x\"\ncolour = 1\n\
+         [[route]]\npath = \"/v1\"\nkind = \"anthropic\"\ncolour = 1\n\
+         [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:9\"\n",
+    );
+    let err = stderr(&check_with(&root, &[]));
+    for want in [
+        format!(
+            "{root}:1:1: worker_processes: unknown key (fix: `worker_processes` is nginx's or Caddy's; weir's equivalent is `[server] workers`)"
+        ),
+        format!(
+            "{root}:4:1: listener[0].server_name: unknown key (fix: `server_name` is nginx's or Caddy's; weir's equivalent is a route's `host = "
+        ),
+        format!(
+            "{root}:7:1: route[0].gzip: unknown key (fix: `gzip` is nginx's or Caddy's; weir's equivalent is a route's `[route.compress]` table)"
+        ),
+        format!(
+            "{root}:8:1: route[0].proxy_pass: unknown key (fix: `proxy_pass` is nginx's or Caddy's; weir's equivalent is a proxy route's `upstream"
+        ),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in:\n{err}");
+    }
+    // The keys listed are those of the route's kind only.
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(".colour: unknown key"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    let (proxy, llm) = (lines[0], lines[1]);
+    assert!(
+        proxy.contains("route[0].colour") && proxy.contains(" preserve_host,"),
+        "{proxy}"
+    );
+    for llm_only in ["models", "failover_on", "sse_keepalive"] {
+        assert!(
+            !proxy.contains(&format!(" {llm_only},")),
+            "{llm_only} listed for a proxy route: {proxy}"
+        );
+        assert!(
+            llm.contains(&format!(" {llm_only}")),
+            "{llm_only} not listed for an LLM route: {llm}"
+        );
+    }
+    for proxy_only in ["preserve_host", "upstream,", "raw_path"] {
+        assert!(
+            !llm.contains(&format!(" {proxy_only}")),
+            "{proxy_only} listed for an LLM route: {llm}"
+        );
+    }
+}

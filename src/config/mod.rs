@@ -8,6 +8,7 @@
 //! config that checks is a config that starts.
 
 mod env;
+mod hints;
 mod keys;
 mod listen;
 mod llm;

@@ -215,6 +215,9 @@ pub(crate) struct Section<'a, 'i> {
     span: Range<usize>,
     /// Keys asked for, in the order the reader asked.
     asked: RefCell<Vec<&'static str>>,
+    /// Keys of another kind of table, looked at only to be refused by
+    /// name: not unknown, and not listed among the keys known here.
+    refused: RefCell<Vec<&'static str>>,
 }
 
 impl<'a, 'i> Section<'a, 'i> {
@@ -231,6 +234,7 @@ impl<'a, 'i> Section<'a, 'i> {
             path: path.to_string(),
             span,
             asked: RefCell::new(Vec::new()),
+            refused: RefCell::new(Vec::new()),
         }
     }
 
@@ -279,6 +283,17 @@ impl<'a, 'i> Section<'a, 'i> {
     /// Whether `key` is present, whatever its value (this reads the key).
     pub(crate) fn raw_present(&self, key: impl KeyName) -> bool {
         self.raw(self.name_of(key)).is_some()
+    }
+
+    /// Whether `key`, a key of another kind of this table (another route
+    /// kind's), is present; it is then the caller's to refuse by name, and
+    /// it is never listed as a key known here.
+    pub(crate) fn other_kinds_key_present(&self, key: &'static str) -> bool {
+        let mut refused = self.refused.borrow_mut();
+        if !refused.contains(&key) {
+            refused.push(key);
+        }
+        self.table.contains_key(key)
     }
 
     /// Whether `key` holds a string (for a key that takes a string or a
@@ -664,17 +679,23 @@ impl Drop for Section<'_, '_> {
     /// Report every key no getter asked for, and record the keys asked for.
     fn drop(&mut self) {
         let asked = self.asked.take();
+        let refused = self.refused.take();
         for (key, _) in self.table.iter() {
             let name: &str = key.get_ref();
-            if asked.contains(&name) {
+            if asked.contains(&name) || refused.contains(&name) {
                 continue;
             }
-            let suggestion = asked
-                .iter()
-                .map(|k| (strsim::jaro_winkler(k, name), *k))
-                .filter(|(score, _)| *score > 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(_, k)| format!("did you mean `{k}`?"))
+            // Another proxy's name for a feature weir has: say where it is.
+            let suggestion = super::hints::other_name(name)
+                .map(|weir| format!("`{name}` is nginx's or Caddy's; weir's equivalent is {weir}"))
+                .or_else(|| {
+                    asked
+                        .iter()
+                        .map(|k| (strsim::jaro_winkler(k, name), *k))
+                        .filter(|(score, _)| *score > 0.8)
+                        .max_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, k)| format!("did you mean `{k}`?"))
+                })
                 .unwrap_or_else(|| format!("known keys here: {}", asked.join(", ")));
             self.doc.report(
                 Some(key.span()),

@@ -281,7 +281,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
     };
     let kind_name = kind.as_ref().map_or("proxy", |k| k.value.as_str());
     for key in other_keys {
-        if t.raw_present(key) {
+        if t.other_kinds_key_present(key) {
             t.problem(
                 key,
                 format!("`{key}` does not apply to {kind_name} routes"),
