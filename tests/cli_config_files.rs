@@ -204,12 +204,17 @@ fn environment_values_are_expanded_in_strings_before_their_checks() {
         )),
         "{err}"
     );
-    // In an include, too.
+    // In an include, too (once).
     let err = stderr(&check_with(&root, &[]));
     assert!(
         err.contains(&format!(
             "{root}:1:11: include: the environment variable `WEIR_TEST_SITES` is not set"
         )),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("WEIR_TEST_SITES` is not set").count(),
+        1,
         "{err}"
     );
 }

@@ -335,7 +335,9 @@ fn moved_table<'t>(table: DeTable<'t>, by: usize, path: &str, doc: &Doc<'_>) -> 
     let mut out = DeTable::new();
     for (key, value) in table {
         let key_path = join(path, key.get_ref());
-        let value = moved_value(value, by, &key_path, doc);
+        // `include` was expanded (and its problems reported) when followed.
+        let expand = key_path != INCLUDE;
+        let value = moved_value(value, by, &key_path, expand, doc);
         out.insert(Spanned::new(moved(key.span(), by), key.into_inner()), value);
     }
     out
@@ -345,10 +347,12 @@ fn moved_value<'t>(
     value: Spanned<DeValue<'t>>,
     by: usize,
     path: &str,
+    expand: bool,
     doc: &Doc<'_>,
 ) -> Spanned<DeValue<'t>> {
     let span = moved(value.span(), by);
     let inner = match value.into_inner() {
+        DeValue::String(s) if !expand => DeValue::String(s),
         DeValue::String(s) => DeValue::String(match env::expand(&s) {
             Ok(std::borrow::Cow::Borrowed(_)) => s,
             Ok(std::borrow::Cow::Owned(expanded)) => expanded.into(),
@@ -361,7 +365,7 @@ fn moved_value<'t>(
         DeValue::Array(mut items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 let taken = std::mem::replace(item, Spanned::new(0..0, DeValue::Boolean(false)));
-                *item = moved_value(taken, by, &format!("{path}[{i}]"), doc);
+                *item = moved_value(taken, by, &format!("{path}[{i}]"), expand, doc);
             }
             DeValue::Array(items)
         }
