@@ -7,7 +7,6 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use common::process::*;
 use common::*;
