@@ -1,5 +1,6 @@
-//! The command line: `weir run`, `weir check`, `weir demo`, and what a
-//! package installs beside the binary (`weir man`, `weir completions`).
+//! The command line: `weir run`, `weir check`, `weir reload`, `weir demo`,
+//! and what a package installs beside the binary (`weir man`, `weir
+//! completions`).
 
 // The command line is the one place that prints.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -8,6 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod reload;
 
 use crate::config::{Config, Problems};
 use crate::demo::{self, DemoPorts};
@@ -38,6 +41,18 @@ enum Command {
     Check {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+    },
+    /// Ask the running weir to reload its configuration (through its admin
+    /// API) and print the result: the new generation, or every problem.
+    Reload {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// The admin API's address, instead of the config's `[admin] address`.
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<std::net::SocketAddr>,
+        /// A file holding the admin token, instead of the config's.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
     },
     /// Run a self-contained demo: HTTP, HTTPS (HTTP/2), admin, and a built-in upstream.
     Demo {
@@ -80,6 +95,11 @@ pub fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Reload {
+            config,
+            admin,
+            token_file,
+        } => reload_running(&config, admin, token_file.as_deref()),
         Command::Run { config } => match load(&config) {
             Ok((config, warnings)) => serve(config, warnings),
             Err(problems) => {
@@ -135,6 +155,82 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
             None
         }
     }
+}
+
+/// `weir reload`: 0 when the running weir runs the new config, 1 when it
+/// refused it (the problems are printed) or could not be asked.
+fn reload_running(
+    config: &std::path::Path,
+    admin: Option<std::net::SocketAddr>,
+    token_file: Option<&std::path::Path>,
+) -> ExitCode {
+    let target = admin_of(config, admin, token_file);
+    let outcome = target.and_then(|(addr, token)| reload::reload(addr, &token));
+    match outcome {
+        Ok(reload::Outcome::Reloaded {
+            generation,
+            restart_needed,
+        }) => {
+            println!("reloaded: generation {generation}");
+            for field in restart_needed {
+                println!("note: `{field}` changed and takes effect only after a restart");
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(reload::Outcome::Refused(problems)) => {
+            eprintln!("reload refused; the running config stays:");
+            for p in problems {
+                eprintln!("  {p}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("weir reload: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The admin API to ask and its token: from the flags, else from the
+/// config's `[admin]` table.
+fn admin_of(
+    config: &std::path::Path,
+    admin: Option<std::net::SocketAddr>,
+    token_file: Option<&std::path::Path>,
+) -> Result<(std::net::SocketAddr, crate::config::Secret), String> {
+    let flag_token = match token_file {
+        Some(f) => Some(crate::config::Secret(
+            std::fs::read_to_string(f)
+                .map_err(|e| format!("{}: {e}", f.display()))?
+                .trim()
+                .to_string(),
+        )),
+        None => None,
+    };
+    if let (Some(addr), Some(token)) = (admin, &flag_token) {
+        return Ok((addr, token.clone()));
+    }
+    // The config as this shell sees it: a `${VAR}` only the service's
+    // environment sets is a problem here, hence the flags.
+    let loaded = Config::load(config).map_err(|p| {
+        format!("{p}the admin address and token are read from the config: fix it, or pass --admin and --token-file")
+    })?;
+    let settings = loaded.admin.as_ref();
+    let addr = admin.or(settings.map(|a| a.address)).ok_or_else(|| {
+        "the config has no `[admin]` table: add one with a `token_file`, or send SIGHUP (`systemctl reload weir`)".to_string()
+    })?;
+    let token = flag_token
+        .or_else(|| settings.and_then(|a| a.token.clone()))
+        .ok_or_else(|| {
+            "`[admin]` has no token: set `token_file` (or pass --token-file)".to_string()
+        })?;
+    if addr.port() == 0 {
+        return Err(
+            "`[admin] address` has port 0: pass the running admin API's address with --admin"
+                .into(),
+        );
+    }
+    Ok((addr, token))
 }
 
 /// Load and validate a config, including the descriptor budget under this

@@ -106,7 +106,7 @@ struct RouteState {
     /// settings (and the shared upstream settings) are unchanged.
     llm: Option<(LlmKey, Arc<LlmRoute>)>,
     /// The rate limit, by its quota and whether the fleet shares it.
-    rate: Option<((u32, u32, bool), Arc<RateLimit>)>,
+    rate: Option<((crate::config::RateQuota, bool), Arc<RateLimit>)>,
 }
 
 #[derive(PartialEq)]
@@ -283,16 +283,14 @@ impl Snapshot {
             };
             let rate = match (r.rate_limit, &state.rate) {
                 (None, _) => None,
-                (Some(q), Some((k, limit))) if *k == (q.0, q.1, cluster.is_some()) => {
-                    Some(limit.clone())
-                }
+                (Some(q), Some((k, limit))) if *k == (q, cluster.is_some()) => Some(limit.clone()),
                 (Some(q), _) => {
-                    let mut limit = RateLimit::new(q.0, q.1, rate::MAX_KEYS);
+                    let mut limit = RateLimit::every(q.interval, q.burst, rate::MAX_KEYS);
                     if let Some(cluster) = cluster {
                         limit = limit.sharing(cluster, &r.name);
                     }
                     let limit = Arc::new(limit);
-                    state.rate = Some(((q.0, q.1, cluster.is_some()), limit.clone()));
+                    state.rate = Some(((q, cluster.is_some()), limit.clone()));
                     Some(limit)
                 }
             };

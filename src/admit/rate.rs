@@ -1,4 +1,5 @@
-//! Per-client rate limits: requests per second plus a burst, per client —
+//! Per-client rate limits: a rate (one request per interval: `10/s` is one
+//! per 100 ms, `10/min` one per 6 s) plus a burst, per client —
 //! its IP (an IPv6 client per /64), or on an LLM route with client tokens
 //! its token — by GCRA (the `governor` crate; no hand-written bucket).
 //!
@@ -36,8 +37,9 @@ pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A route's per-client limit.
 pub struct RateLimit {
-    /// Requests per second and burst, as configured.
-    per_second: u32,
+    /// The time one request's budget takes to refill, and the burst, as
+    /// configured.
+    interval: Duration,
     burst: u32,
     /// The fleet's limit, when the route shares it.
     shared: Option<Shared>,
@@ -131,43 +133,53 @@ impl RateLimit {
     /// `per_second` sustained, `burst` at once (at least 1 each).
     pub fn new(per_second: u32, burst: u32, max_keys: usize) -> Self {
         let rate = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
-        Self::with_quota(Quota::per_second(rate), per_second, burst, max_keys)
+        let interval = Duration::from_secs(1) / rate.get();
+        Self::with_quota(Quota::per_second(rate), interval, burst, max_keys)
+    }
+
+    /// One request per `interval` sustained (`10/min`: 6 s), `burst` at
+    /// once. For a whole number per second this is [`RateLimit::new`]'s
+    /// quota: governor's per-second quota is the same interval.
+    pub(crate) fn every(interval: Duration, burst: u32, max_keys: usize) -> Self {
+        let interval = interval.max(Duration::from_nanos(1));
+        let quota = Quota::with_period(interval).unwrap_or(Quota::per_second(NonZeroU32::MAX));
+        Self::with_quota(quota, interval, burst, max_keys)
     }
 
     /// `per_minute` sustained, `burst` at once.
     pub(crate) fn per_minute(per_minute: u32, burst: u32, max_keys: usize) -> Self {
         let rate = NonZeroU32::new(per_minute.max(1)).unwrap_or(NonZeroU32::MIN);
-        Self::with_quota(Quota::per_minute(rate), per_minute, burst, max_keys)
+        let interval = Duration::from_secs(60) / rate.get();
+        Self::with_quota(Quota::per_minute(rate), interval, burst, max_keys)
     }
 
-    /// This (per-second) limit decided for the fleet by `cluster` under
-    /// `route`'s keys.
+    /// This limit decided for the fleet by `cluster` under `route`'s keys.
     pub(crate) fn sharing(mut self, cluster: &Arc<Cluster>, route: &str) -> Self {
-        let share = RateLimit::share_of(self.per_second, self.burst, 1, self.max_keys);
+        let share = RateLimit::share_of(self.interval, self.burst, 1, self.max_keys);
         self.shared = Some(Shared {
             key: cluster.rate_prefix(route),
-            gcra: Gcra::new(self.per_second, self.burst),
+            gcra: Gcra::every(self.interval, self.burst),
             cluster: cluster.clone(),
             share: ArcSwap::from_pointee((1, share)),
         });
         self
     }
 
-    /// One instance's share of a fleet of `n`: 1/n of the rate, and of
-    /// the burst (rounded up: at least 1).
-    fn share_of(per_second: u32, burst: u32, n: u32, max_keys: usize) -> Self {
+    /// One instance's share of a fleet of `n`: 1/n of the rate (an
+    /// interval n times as long), and of the burst (rounded up: at least 1).
+    fn share_of(interval: Duration, burst: u32, n: u32, max_keys: usize) -> Self {
         let n = n.max(1);
-        let period = Duration::from_secs_f64(f64::from(n) / f64::from(per_second.max(1)));
+        let period = interval.checked_mul(n).unwrap_or(Duration::MAX);
         let quota = Quota::with_period(period).unwrap_or(Quota::per_second(NonZeroU32::MIN));
-        Self::with_quota(quota, per_second, burst.div_ceil(n), max_keys)
+        Self::with_quota(quota, interval, burst.div_ceil(n), max_keys)
     }
 
-    fn with_quota(quota: Quota, per_second: u32, burst: u32, max_keys: usize) -> Self {
+    fn with_quota(quota: Quota, interval: Duration, burst: u32, max_keys: usize) -> Self {
         let allowed = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
         let quota = quota.allow_burst(allowed);
         let log_quota = Quota::with_period(LOG_EVERY).unwrap_or(Quota::per_second(NonZeroU32::MIN));
         RateLimit {
-            per_second,
+            interval,
             burst,
             shared: None,
             quota,
@@ -207,7 +219,7 @@ impl RateLimit {
         };
         let mut share = shared.share.load_full();
         if share.0 != instances {
-            let fresh = RateLimit::share_of(self.per_second, self.burst, instances, self.max_keys);
+            let fresh = RateLimit::share_of(self.interval, self.burst, instances, self.max_keys);
             shared.share.store(Arc::new((instances, fresh)));
             share = shared.share.load_full();
         }
@@ -290,6 +302,20 @@ mod tests {
             assert!(r.check(v6a).is_ok());
         }
         assert!(r.check(v6b).is_err(), "same /64, same budget");
+    }
+
+    #[test]
+    fn a_rate_per_minute_refills_one_request_every_interval() {
+        // 10/min with a burst of 1: the next request waits 6 s.
+        let r = RateLimit::every(Duration::from_secs(6), 1, 1000);
+        let a = Client::ip("192.0.2.1".parse().expect("ip"));
+        assert!(r.check(a).is_ok());
+        assert_eq!(r.check(a).expect_err("within 6 s").retry_after, 6);
+        // A whole number per second is the same quota as before.
+        assert_eq!(
+            RateLimit::every(Duration::from_secs(1) / 3, 2, 10).quota,
+            RateLimit::new(3, 2, 10).quota
+        );
     }
 
     #[test]

@@ -116,10 +116,17 @@ pub struct Gcra {
 impl Gcra {
     /// `per_second` sustained, `burst` at once (at least 1 each).
     pub fn new(per_second: u32, burst: u32) -> Self {
-        let interval_us = (1_000_000 / u64::from(per_second.max(1))).max(1);
+        Gcra::every(std::time::Duration::from_secs(1) / per_second.max(1), burst)
+    }
+
+    /// One request per `interval` sustained, `burst` at once (at least 1).
+    pub fn every(interval: std::time::Duration, burst: u32) -> Self {
+        let interval_us = u64::try_from(interval.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
         Gcra {
             interval_us,
-            tolerance_us: interval_us * u64::from(burst.max(1) - 1),
+            tolerance_us: interval_us.saturating_mul(u64::from(burst.max(1) - 1)),
         }
     }
 }

@@ -8,6 +8,8 @@
 //! config that checks is a config that starts.
 
 mod compress;
+mod env;
+mod hints;
 mod keys;
 mod listen;
 mod llm;
@@ -17,6 +19,7 @@ pub(crate) mod reader;
 mod route;
 mod secret;
 mod server;
+mod sources;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +32,7 @@ pub use problem::Problems;
 pub(crate) use route::*;
 pub use secret::Secret;
 pub use server::*;
+pub(crate) use sources::Sources;
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};
@@ -64,6 +68,9 @@ pub(crate) mod defaults {
 pub struct Config {
     /// The file this came from (for messages and reloads).
     pub(crate) source: PathBuf,
+    /// The directories holding its files and its `include` globs' files:
+    /// what the file watcher watches.
+    pub(crate) watched: Vec<PathBuf>,
     pub(crate) server: ServerSettings,
     pub(crate) connections: ConnectionSettings,
     pub(crate) http1: Http1Settings,
@@ -82,8 +89,9 @@ pub struct Config {
 
 impl Config {
     /// Read and validate a config file.
+    /// Read and validate a config file and the files it includes.
     pub(crate) fn load(path: &Path) -> Result<Config, Problems> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let sources = Sources::read(path).map_err(|e| {
             Problems(vec![Problem {
                 file: path.to_path_buf(),
                 position: None,
@@ -92,11 +100,17 @@ impl Config {
                 fix: Some("pass an existing, readable file to --config".into()),
             }])
         })?;
-        Config::parse(path, &text)
+        Config::from_sources(&sources)
     }
 
-    /// Validate config text; `path` is used for messages and relative paths.
+    /// Validate config text; `path` is used for messages, relative paths
+    /// and the files it includes.
     pub fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
-        load::parse(path, text)
+        Config::from_sources(&Sources::from_text(path, text.to_string()))
+    }
+
+    /// Validate a config already read (see [`Sources::read`]).
+    pub(crate) fn from_sources(sources: &Sources) -> Result<Config, Problems> {
+        load::from_sources(sources)
     }
 }

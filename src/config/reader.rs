@@ -34,9 +34,12 @@ pub(crate) type KeysRead = BTreeMap<String, BTreeSet<&'static str>>;
 
 /// The source text and the problems found in it so far.
 pub(crate) struct Doc<'s> {
-    file: PathBuf,
+    /// Each file of the config with its range in `text` (the files end to
+    /// end: see [`super::sources`]), the config given first.
+    files: Vec<(PathBuf, Range<usize>)>,
     text: &'s str,
-    problems: RefCell<Vec<Problem>>,
+    /// Each problem with the offset it is at, to sort them by.
+    problems: RefCell<Vec<(Option<usize>, Problem)>>,
     /// What is accepted but should be fixed (a secret file others can
     /// read): printed by `weir check`, logged at start and reload.
     warnings: RefCell<Vec<String>>,
@@ -47,9 +50,15 @@ pub(crate) struct Doc<'s> {
 }
 
 impl<'s> Doc<'s> {
+    /// A config of one file.
     pub(crate) fn new(file: &Path, text: &'s str) -> Self {
+        Doc::of_files(vec![(file.to_path_buf(), 0..text.len())], text)
+    }
+
+    /// A config of several files laid end to end in `text`.
+    pub(crate) fn of_files(files: Vec<(PathBuf, Range<usize>)>, text: &'s str) -> Self {
         Doc {
-            file: file.to_path_buf(),
+            files,
             text,
             problems: RefCell::new(Vec::new()),
             warnings: RefCell::new(Vec::new()),
@@ -64,12 +73,31 @@ impl<'s> Doc<'s> {
         self.keys_read.borrow().clone()
     }
 
-    /// Directory that relative paths in the config are resolved against.
-    pub(crate) fn base_dir(&self) -> PathBuf {
-        self.file
+    /// Directory that a relative path written at `offset` is resolved
+    /// against: that of the file it is written in.
+    pub(crate) fn dir_at(&self, offset: usize) -> PathBuf {
+        self.file_at(offset)
+            .0
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default()
+    }
+
+    /// The file `offset` is in, with its range (the first file when none).
+    fn file_at(&self, offset: usize) -> (&Path, Range<usize>) {
+        let found = self
+            .files
+            .iter()
+            .find(|(_, r)| r.contains(&offset) || r.end == offset)
+            .or(self.files.first());
+        found.map_or((Path::new(""), 0..0), |(p, r)| (p.as_path(), r.clone()))
+    }
+
+    /// `file:line` of an offset, for a message that points at a second place.
+    pub(crate) fn place(&self, offset: usize) -> String {
+        let (file, _) = self.file_at(offset);
+        let (line, _) = self.position(offset);
+        format!("{}:{line}", file.display())
     }
 
     /// The text written at `span`.
@@ -77,13 +105,15 @@ impl<'s> Doc<'s> {
         self.text.get(span).unwrap_or("the value")
     }
 
+    /// Line and column of an offset in the file it is in.
     fn position(&self, offset: usize) -> (usize, usize) {
+        let (_, range) = self.file_at(offset);
         // An offset inside a character counts from that character's start.
-        let mut end = offset.min(self.text.len());
-        while !self.text.is_char_boundary(end) {
+        let mut end = offset.min(self.text.len()).max(range.start);
+        while end > range.start && !self.text.is_char_boundary(end) {
             end -= 1;
         }
-        let before = self.text.get(..end).unwrap_or_default();
+        let before = self.text.get(range.start..end).unwrap_or_default();
         let line = before.matches('\n').count() + 1;
         let col = before
             .rfind('\n')
@@ -100,14 +130,19 @@ impl<'s> Doc<'s> {
         message: String,
         fix: Option<String>,
     ) {
-        let position = span.map(|s| self.position(s.start));
-        self.problems.borrow_mut().push(Problem {
-            file: self.file.clone(),
-            position,
-            key: key.to_string(),
-            message,
-            fix,
-        });
+        let offset = span.map(|s| s.start);
+        let file = self.file_at(offset.unwrap_or(0)).0.to_path_buf();
+        let position = offset.map(|o| self.position(o));
+        self.problems.borrow_mut().push((
+            offset,
+            Problem {
+                file,
+                position,
+                key: key.to_string(),
+                message,
+                fix,
+            },
+        ));
     }
 
     /// Record a warning: the config loads, but says what to fix.
@@ -123,11 +158,11 @@ impl<'s> Doc<'s> {
         !self.problems.borrow().is_empty()
     }
 
-    /// Every problem, in the order they appear in the file.
+    /// Every problem, in the order they appear in the files.
     pub(crate) fn into_problems(self) -> Vec<Problem> {
         let mut problems = self.problems.into_inner();
-        problems.sort_by_key(|p| p.position);
-        problems
+        problems.sort_by_key(|(offset, _)| *offset);
+        problems.into_iter().map(|(_, p)| p).collect()
     }
 }
 
@@ -180,6 +215,9 @@ pub(crate) struct Section<'a, 'i> {
     span: Range<usize>,
     /// Keys asked for, in the order the reader asked.
     asked: RefCell<Vec<&'static str>>,
+    /// Keys of another kind of table, looked at only to be refused by
+    /// name: not unknown, and not listed among the keys known here.
+    refused: RefCell<Vec<&'static str>>,
 }
 
 impl<'a, 'i> Section<'a, 'i> {
@@ -196,6 +234,7 @@ impl<'a, 'i> Section<'a, 'i> {
             path: path.to_string(),
             span,
             asked: RefCell::new(Vec::new()),
+            refused: RefCell::new(Vec::new()),
         }
     }
 
@@ -244,6 +283,24 @@ impl<'a, 'i> Section<'a, 'i> {
     /// Whether `key` is present, whatever its value (this reads the key).
     pub(crate) fn raw_present(&self, key: impl KeyName) -> bool {
         self.raw(self.name_of(key)).is_some()
+    }
+
+    /// Whether `key`, a key of another kind of this table (another route
+    /// kind's), is present; it is then the caller's to refuse by name, and
+    /// it is never listed as a key known here.
+    pub(crate) fn other_kinds_key_present(&self, key: &'static str) -> bool {
+        let mut refused = self.refused.borrow_mut();
+        if !refused.contains(&key) {
+            refused.push(key);
+        }
+        self.table.contains_key(key)
+    }
+
+    /// Whether `key` holds a string (for a key that takes a string or a
+    /// number; this reads the key).
+    pub(crate) fn holds_string(&self, key: impl KeyName) -> bool {
+        self.raw(self.name_of(key))
+            .is_some_and(|v| v.get_ref().as_str().is_some())
     }
 
     pub(crate) fn key_path(&self, key: &str) -> String {
@@ -622,17 +679,23 @@ impl Drop for Section<'_, '_> {
     /// Report every key no getter asked for, and record the keys asked for.
     fn drop(&mut self) {
         let asked = self.asked.take();
+        let refused = self.refused.take();
         for (key, _) in self.table.iter() {
             let name: &str = key.get_ref();
-            if asked.contains(&name) {
+            if asked.contains(&name) || refused.contains(&name) {
                 continue;
             }
-            let suggestion = asked
-                .iter()
-                .map(|k| (strsim::jaro_winkler(k, name), *k))
-                .filter(|(score, _)| *score > 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(_, k)| format!("did you mean `{k}`?"))
+            // Another proxy's name for a feature weir has: say where it is.
+            let suggestion = super::hints::other_name(name)
+                .map(|weir| format!("`{name}` is nginx's or Caddy's; weir's equivalent is {weir}"))
+                .or_else(|| {
+                    asked
+                        .iter()
+                        .map(|k| (strsim::jaro_winkler(k, name), *k))
+                        .filter(|(score, _)| *score > 0.8)
+                        .max_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, k)| format!("did you mean `{k}`?"))
+                })
                 .unwrap_or_else(|| format!("known keys here: {}", asked.join(", ")));
             self.doc.report(
                 Some(key.span()),
@@ -704,7 +767,10 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-/// Parse TOML text into a spanned table, reporting every syntax error.
+/// Parse TOML text into a spanned table, reporting every syntax error (a
+/// config's files are parsed by [`super::sources`]; this is the readers'
+/// tests').
+#[cfg(test)]
 pub(crate) fn parse<'i>(doc: &Doc<'_>, text: &'i str) -> Option<Spanned<DeTable<'i>>> {
     let (table, errors) = DeTable::parse_recoverable(text);
     if errors.is_empty() {

@@ -30,8 +30,8 @@ pub(crate) struct RouteConfig {
     pub(crate) strip_prefix: bool,
     /// Requests in flight on this route; 0 = only the global bound.
     pub(crate) max_concurrent_requests: usize,
-    /// Per-client rate limit: (requests per second, burst).
-    pub(crate) rate_limit: Option<(u32, u32)>,
+    /// Per-client rate limit.
+    pub(crate) rate_limit: Option<RateQuota>,
     /// The rate limit and the per-token concurrency are the fleet's
     /// (through `[cluster]`), not this process's.
     pub(crate) shared_limits: bool,
@@ -181,4 +181,12 @@ impl Default for UpstreamSettings {
             resolve_interval: keys::upstream::RESOLVE_INTERVAL.duration(),
         }
     }
+}
+
+/// A per-client rate: one request per `interval` sustained (`"10/min"`:
+/// 6 s; `rate_limit_per_second = 10`: 100 ms), `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RateQuota {
+    pub(crate) interval: Duration,
+    pub(crate) burst: u32,
 }

@@ -53,7 +53,7 @@ pub enum StartError {
 pub struct Running {
     reloadable: Arc<Reloadable>,
     handover: Vec<(String, std::net::TcpListener)>,
-    _watcher: Option<notify::RecommendedWatcher>,
+    _watcher: Option<Arc<std::sync::Mutex<notify::RecommendedWatcher>>>,
     listeners: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     admin_state: Arc<AdminState>,

@@ -31,7 +31,7 @@ use super::start_acme;
 use super::{Running, StartError};
 use crate::acme::{self, Challenges};
 use crate::admin;
-use crate::config::Config;
+use crate::config::{Config, Sources};
 use crate::conn::ConnSettings;
 use crate::conn::deadline::Deadlines;
 use crate::conn::registry::Registry;
@@ -58,8 +58,8 @@ pub(super) struct Reloadable {
     pub(super) registry: Arc<Registry>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) current: Mutex<Config>,
-    /// The file text the running config came from; held while a reload
-    /// runs, so reloads happen one at a time.
+    /// What the running config's files held ([`Sources::fingerprint`]);
+    /// held while a reload runs, so reloads happen one at a time.
     pub(super) text: Mutex<Option<Vec<u8>>>,
     /// What the file held when a reload last failed: the watcher tries a
     /// file once per change, not on every event in its directory.
@@ -213,21 +213,23 @@ impl Reloadable {
     fn reload_file(&self, trigger: Trigger) -> Option<Result<Reloaded, Vec<String>>> {
         let mut text = self.text.locked();
         let source = self.current.locked().source.clone();
-        let read = std::fs::read(&source);
+        // The file and every file it includes, as they are now.
+        let sources = Sources::read(&source);
+        let read = match &sources {
+            Ok(s) => Ok(s.fingerprint()),
+            Err(e) => Err(std::io::Error::from(e.kind())),
+        };
         if trigger == Trigger::Watcher && self.seen_before(text.as_ref(), &read) {
             return None;
         }
         crate::systemd::reloading();
         let seen = FileSeen::of(&read);
-        let result = read
+        let result = sources
             .map_err(|e| vec![format!("{}: cannot read the file: {e}", source.display())])
-            .and_then(|bytes| {
-                let config = std::str::from_utf8(&bytes)
-                    .map_err(|e| vec![format!("{}: not UTF-8: {e}", source.display())])
-                    .and_then(|t| {
-                        Config::parse(&source, t)
-                            .map_err(|p| p.0.iter().map(ToString::to_string).collect())
-                    })?;
+            .and_then(|sources| {
+                let bytes = sources.fingerprint();
+                let config = Config::from_sources(&sources)
+                    .map_err(|p| p.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
                 budget::check(&config, budget::raise_nofile_limit())
                     .map_err(|p| vec![p.to_string()])?;
                 for w in &config.warnings {
@@ -282,13 +284,8 @@ impl Reloadable {
 /// must be kept alive.
 pub(super) fn watch_config(
     reloadable: Arc<Reloadable>,
-    path: PathBuf,
-) -> Option<notify::RecommendedWatcher> {
-    use notify::Watcher;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    dirs: &[PathBuf],
+) -> Option<Arc<Mutex<notify::RecommendedWatcher>>> {
     let changed = Arc::new(tokio::sync::Notify::new());
     let signal = changed.clone();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -304,10 +301,10 @@ pub(super) fn watch_config(
             return None;
         }
     };
-    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
-        tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the config directory; reload with SIGHUP");
-        return None;
-    }
+    let mut watching = Vec::new();
+    watch_dirs(&mut watcher, &mut watching, dirs);
+    let watcher = Arc::new(Mutex::new(watcher));
+    let kept = Arc::downgrade(&watcher);
     tokio::spawn(async move {
         loop {
             changed.notified().await;
@@ -319,9 +316,34 @@ pub(super) fn watch_config(
                 }
             }
             reload(reloadable.clone(), Trigger::Watcher).await;
+            // An include may name a directory the last config did not.
+            let Some(watcher) = kept.upgrade() else { break };
+            let dirs = reloadable.current.locked().watched.clone();
+            watch_dirs(&mut watcher.locked(), &mut watching, &dirs);
         }
     });
     Some(watcher)
+}
+
+/// Watch each of `dirs` not watched yet (a directory that is not there is
+/// skipped with a warning: the other files are still watched).
+fn watch_dirs(
+    watcher: &mut notify::RecommendedWatcher,
+    watching: &mut Vec<PathBuf>,
+    dirs: &[PathBuf],
+) {
+    use notify::Watcher;
+    for dir in dirs {
+        if watching.contains(dir) {
+            continue;
+        }
+        match watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            Ok(()) => watching.push(dir.clone()),
+            Err(e) => {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot watch a config directory; reload with SIGHUP");
+            }
+        }
+    }
 }
 
 /// How long the config directory must be quiet before a change is read.

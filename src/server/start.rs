@@ -147,14 +147,18 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         registry: registry.clone(),
         metrics: metrics.clone(),
         current: std::sync::Mutex::new(config.clone()),
-        text: std::sync::Mutex::new(std::fs::read(&config.source).ok()),
+        text: std::sync::Mutex::new(
+            crate::config::Sources::read(&config.source)
+                .ok()
+                .map(|s| s.fingerprint()),
+        ),
         rejected: std::sync::Mutex::new(None),
         started: std::time::Instant::now(),
         loaded_at: unix_now().into(),
         listeners: listeners.clone(),
     });
     let watcher = if config.server.watch_config && config.source.is_file() {
-        watch_config(reloadable.clone(), config.source.clone())
+        watch_config(reloadable.clone(), &config.watched)
     } else {
         None
     };

@@ -131,7 +131,7 @@ pub(super) fn acme_settings(
         ok = false;
     }
     let state_dir = match a.string(&STATE_DIR) {
-        Some(d) => a.doc().base_dir().join(&d.value),
+        Some(d) => a.doc().dir_at(d.span.start).join(&d.value),
         None => PathBuf::from(STATE_DIR.text()),
     };
     if let Err(e) = writable_dir(&state_dir) {

@@ -187,7 +187,8 @@ upstreams = ["a"]
 /// table, under the heading that names the table (`` ## `[server]` ``,
 /// `` ### `[[route.upstreams]]` ``). A deeper heading without a table
 /// name (`### LLM routes`) continues the table above it; the top-level
-/// table's keys are the headings' first names.
+/// table's keys are the headings' first names (a table's, or a key's:
+/// `` ## `include` ``).
 fn documented(docs: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut current: Option<String> = None;
@@ -201,6 +202,15 @@ fn documented(docs: &str) -> BTreeMap<String, BTreeSet<String>> {
                         out.entry(String::new()).or_default().insert(table.clone());
                     }
                     current = Some(table);
+                }
+                // `` ## `include` ``: a top-level key of its own.
+                None if heading.starts_with("# ") && first_code(heading).is_some() => {
+                    if let Some(key) = first_code(heading) {
+                        out.entry(String::new())
+                            .or_default()
+                            .insert(key.to_string());
+                    }
+                    current = None;
                 }
                 // `## Descriptor budget` ends the tables; `### LLM routes`
                 // continues `[[route]]`.

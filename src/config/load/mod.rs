@@ -19,6 +19,7 @@ mod group;
 mod listeners;
 mod llm;
 mod process;
+mod rate;
 mod routes;
 mod secrets;
 mod usage;
@@ -30,11 +31,20 @@ use std::time::Duration;
 
 use super::keys::{self, Key, MAX_SEMAPHORE_PERMITS, MAX_SIZE, TIMER, TIMER_OR_ZERO};
 use super::reader::{self, At, Doc, KeyName, Problems, Section};
+use super::sources::Sources;
 use super::*;
 
+/// One file's text (and the files it includes, read from disk).
+#[cfg(test)]
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
-    let doc = Doc::new(path, text);
-    match read(&doc, path, text) {
+    from_sources(&Sources::from_text(path, text.to_string()))
+}
+
+/// A config's files, as one validated config.
+pub(super) fn from_sources(sources: &Sources) -> Result<Config, Problems> {
+    let (text, files) = sources.joined();
+    let doc = Doc::of_files(files.clone(), &text);
+    match read(&doc, sources, &text, &files) {
         Some(config) if !doc.has_problems() => Ok(config),
         _ => Err(Problems(doc.into_problems())),
     }
@@ -43,15 +53,22 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, Problems> {
 /// Every key the loader asks for in `text`, per table (for the docs test).
 #[cfg(test)]
 fn keys_read(path: &Path, text: &str) -> reader::KeysRead {
-    let doc = Doc::new(path, text);
-    let _ = read(&doc, path, text);
+    let sources = Sources::from_text(path, text.to_string());
+    let (text, files) = sources.joined();
+    let doc = Doc::of_files(files.clone(), &text);
+    let _ = read(&doc, &sources, &text, &files);
     doc.keys_read()
 }
 
 /// Read the whole document. The top-level section is dropped on return,
 /// which reports its unknown keys, before the caller looks at the problems.
-fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
-    let root = reader::parse(doc, text)?;
+fn read(
+    doc: &Doc<'_>,
+    sources: &Sources,
+    text: &str,
+    files: &[(PathBuf, std::ops::Range<usize>)],
+) -> Option<Config> {
+    let root = sources.document(doc, text, files)?;
     let top = Section::new(doc, root.get_ref(), "", root.span());
     let server = process::server(&top);
     let connections = process::connections(&top);
@@ -63,8 +80,11 @@ fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
     let routes = routes::routes(&top, cluster.is_some());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
+    // Followed when the files were read (see `sources`).
+    top.raw_present(super::sources::INCLUDE);
     Some(Config {
-        source: path.to_path_buf(),
+        source: files.first().map(|(p, _)| p.clone()).unwrap_or_default(),
+        watched: sources.dirs().to_vec(),
         server,
         connections,
         http1,
@@ -140,7 +160,7 @@ fn required_socket_addr(
 fn path_opt(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> {
     let s = t.string(key)?;
     Some(At {
-        value: t.doc().base_dir().join(&s.value),
+        value: t.doc().dir_at(s.span.start).join(&s.value),
         span: s.span,
         key: s.key,
     })

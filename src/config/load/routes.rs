@@ -55,7 +55,7 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         let max_concurrent_requests = t
             .uint_in("max_concurrent_requests", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0) as usize;
-        let rate_limit = rate_limit(&t);
+        let rate_limit = super::rate::rate_limit(&t);
         let shared_limits = limit_scope(&t, cluster);
         let headers = response_headers(&t);
         let upgrade_protocols = upgrade_protocols(&t);
@@ -167,33 +167,6 @@ fn limit_scope(t: &Section<'_, '_>, cluster: bool) -> bool {
             );
             false
         }
-    }
-}
-
-/// Per-client rate limit: (requests per second, burst).
-fn rate_limit(t: &Section<'_, '_>) -> Option<(u32, u32)> {
-    match (
-        t.uint_in("rate_limit_per_second", u64::from(u32::MAX)),
-        t.uint_in("rate_limit_burst", u64::from(u32::MAX)),
-    ) {
-        (Some(0), _) => {
-            t.problem(
-                "rate_limit_per_second",
-                "must be at least 1",
-                Some("remove the key for no limit".into()),
-            );
-            None
-        }
-        (Some(rps), burst) => Some((rps as u32, burst.unwrap_or(rps).max(1) as u32)),
-        (None, Some(_)) => {
-            t.problem(
-                "rate_limit_burst",
-                "a burst needs `rate_limit_per_second`",
-                Some("add `rate_limit_per_second = 10`".into()),
-            );
-            None
-        }
-        (None, None) => None,
     }
 }
 
@@ -311,7 +284,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
     };
     let kind_name = kind.as_ref().map_or("proxy", |k| k.value.as_str());
     for key in other_keys {
-        if t.raw_present(key) {
+        if t.other_kinds_key_present(key) {
             t.problem(
                 key,
                 format!("`{key}` does not apply to {kind_name} routes"),

@@ -79,7 +79,7 @@ pub(super) fn warn_if_readable_by_others(doc: &Doc<'_>, path: &std::path::Path) 
 
 /// The secret in the file `f` names (relative to the config's directory).
 fn from_file(doc: &Doc<'_>, f: &At<String>, fix: String) -> Result<Secret, Reported> {
-    let path = doc.base_dir().join(&f.value);
+    let path = doc.dir_at(f.span.start).join(&f.value);
     warn_if_readable_by_others(doc, &path);
     match std::fs::read_to_string(&path) {
         Ok(s) if !s.trim().is_empty() => Ok(Secret(s.trim().to_string())),
@@ -180,7 +180,7 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<Secret>> {
     let file = t.string("client_tokens_file");
     let env = t.string("client_tokens_env");
     if let Some(f) = &file {
-        let path = t.doc().base_dir().join(&f.value);
+        let path = t.doc().dir_at(f.span.start).join(&f.value);
         warn_if_readable_by_others(t.doc(), &path);
         match std::fs::read_to_string(&path) {
             Ok(text) => tokens.extend(
