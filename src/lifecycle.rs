@@ -212,14 +212,31 @@ impl Gateway {
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
-        let forwarded = path_forwarded(path, route)?;
-        let req = with_path(req, forwarded)?;
+        // From here an error may be answered with the route's page.
+        let pages = route.config.error_pages.as_deref();
+        let forwarded = path_forwarded(path, route).map_err(|r| r.with_page(pages))?;
+        let served: Result<Response<Payload>, Rescue> = async {
+            let mut req = with_path(req, forwarded)?;
 
-        self.route_policy(route, &req, conn, host.name(), record)
-            .await?;
+            self.route_policy(route, &req, conn, host.name(), record)
+                .await?;
+            if let Some(access) = &route.access {
+                let asking = crate::access::Asking {
+                    peer: conn.peer.ip(),
+                    trusted_proxies: &snapshot.trusted_proxies,
+                    route: &route.name,
+                    host: host.name(),
+                };
+                access.check(req.headers_mut(), &asking).await?;
+            }
 
-        let served = self.serve(snapshot, route, req, conn, &host, record).await;
-        served.map(|mut resp| {
+            self.serve(snapshot, route, req, conn, &host, record).await
+        }
+        .await;
+        served.map_err(|r| r.with_page(pages)).map(|mut resp| {
+            if let Some(pages) = pages.filter(|p| p.intercept_upstream) {
+                resp = crate::respond::intercept_error_page(resp, pages);
+            }
             route_headers(&route.config, conn.tls, resp.headers_mut());
             resp
         })

@@ -155,6 +155,8 @@ pub(crate) struct Standing {
     /// a restart, like the other process-wide parts).
     pub(crate) cluster: Option<Arc<Cluster>>,
     routes: Mutex<HashMap<String, RouteState>>,
+    /// Basic auth's failures and verified credentials per route.
+    access: crate::access::Standing,
     generation: Mutex<u64>,
 }
 
@@ -181,6 +183,7 @@ impl Standing {
             tunnel_cap: TunnelCap::new(0),
             metrics,
             routes: Mutex::new(HashMap::new()),
+            access: crate::access::Standing::new(),
             generation: Mutex::new(0),
         }
     }
@@ -303,6 +306,7 @@ impl Snapshot {
                 target,
                 rate,
                 gate: state.gate.clone(),
+                access: standing.access.route(r),
                 config: r.clone(),
             });
             kept.insert(r.name.clone(), state);
@@ -311,6 +315,7 @@ impl Snapshot {
         // snapshots still serving them, then drop.
         *states = kept;
         drop(states);
+        standing.access.retain(&config.routes);
         // Clients that are gone take their ledgers with them.
         *ledgers = kept_ledgers;
         drop(ledgers);

@@ -7,6 +7,7 @@
 //! column, key and a fix. `weir run` and `weir check` share this path, so a
 //! config that checks is a config that starts.
 
+mod access;
 mod keys;
 mod listen;
 mod llm;
@@ -20,6 +21,7 @@ mod upstream;
 
 use std::path::{Path, PathBuf};
 
+pub(crate) use access::*;
 pub use listen::*;
 pub(crate) use llm::*;
 pub(crate) use problem::Problem;

@@ -40,6 +40,10 @@ pub(crate) struct RouteConfig {
     /// (`websocket` unless the route lists others); any other is ignored
     /// and the request forwarded as a plain one (RFC 9110 §7.8).
     pub(crate) upgrade_protocols: Vec<String>,
+    /// Address rules and basic auth; `None`: anyone may ask.
+    pub(crate) access: Option<Arc<super::Access>>,
+    /// Files served for the errors weir answers on this route.
+    pub(crate) error_pages: Option<Arc<super::ErrorPages>>,
 }
 
 /// Headers a route sets on its responses.

@@ -10,6 +10,7 @@
 //! not declared yet are named in the getter that reads them (see
 //! [`reader`]). The helpers shared by several parts are here.
 
+mod access;
 mod acme;
 mod cluster;
 #[cfg(test)]

@@ -59,6 +59,8 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         let shared_limits = limit_scope(&t, cluster);
         let headers = response_headers(&t);
         let upgrade_protocols = upgrade_protocols(&t);
+        let llm = matches!(&kind, Some(k) if matches!(k.kind, RouteKind::Llm(_)));
+        let (access, error_pages) = (access::access(&t, llm), access::error_pages(&t, llm));
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
@@ -106,6 +108,8 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
             shared_limits,
             headers,
             upgrade_protocols,
+            access,
+            error_pages,
         });
     }
     out
