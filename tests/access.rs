@@ -461,3 +461,70 @@ fn broken_access_settings_are_config_problems_with_their_place() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_listener_closes_a_denied_clients_connection_at_accept() {
+    let up = demo_upstream().await;
+    let text = simple_config(up, "").replace(
+        "address = \"127.0.0.1:0\"\n[[route]]",
+        "address = \"127.0.0.1:0\"\naccess = [\"allow 127.0.0.1\", \"deny all\"]\n[[route]]",
+    );
+    let weir = Weir::start(&text).await;
+    let addr = weir.addr("web");
+    assert!(
+        get_from("127.0.0.1", addr, b"")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let denied = get_from("127.0.0.2", addr, b"").await;
+    assert_eq!(denied, "", "closed without a byte of answer");
+    assert!(
+        eventually_metric(
+            &weir,
+            "weir_connections_refused_total{reason=\"denied\"}",
+            1
+        )
+        .await,
+        "{}",
+        metrics(&weir).await
+    );
+}
+
+#[tokio::test]
+async fn a_listener_behind_proxy_protocol_checks_the_client_the_header_names() {
+    let up = demo_upstream().await;
+    let text = simple_config(up, "").replace(
+        "address = \"127.0.0.1:0\"\n[[route]]",
+        "address = \"127.0.0.1:0\"\nproxy_protocol_from = [\"127.0.0.1\"]\n\
+         access = [\"allow 10.0.0.0/8\", \"deny all\"]\n[[route]]",
+    );
+    let weir = Weir::start(&text).await;
+    let addr = weir.addr("web");
+    let allowed = get_from(
+        "127.0.0.1",
+        addr,
+        b"PROXY TCP4 10.1.2.3 10.0.0.9 5000 80\r\n",
+    )
+    .await;
+    assert!(
+        allowed.starts_with("HTTP/1.1 200"),
+        "the balancer itself is not checked: {allowed}"
+    );
+    let denied = get_from(
+        "127.0.0.1",
+        addr,
+        b"PROXY TCP4 192.0.2.1 10.0.0.9 5000 80\r\n",
+    )
+    .await;
+    assert_eq!(denied, "", "the client it names is denied: closed");
+    let direct = get_from("127.0.0.2", addr, b"").await;
+    assert_eq!(direct, "", "a direct client outside the rules: closed");
+    assert!(
+        eventually_metric(
+            &weir,
+            "weir_connections_refused_total{reason=\"denied\"}",
+            2
+        )
+        .await
+    );
+}

@@ -649,6 +649,13 @@ pub(crate) mod listener {
         default: Default::Empty,
         meaning: "load balancers that open every connection with a PROXY header",
     };
+    pub(crate) const ACCESS: Key = Key {
+        table: T,
+        name: "access",
+        kind: Kind::List,
+        default: Default::Empty,
+        meaning: "allow/deny rules by client address, checked before TLS",
+    };
 }
 
 /// `[listener.tls]`.
@@ -846,6 +853,7 @@ pub(crate) const ALL: &[&Key] = &[
     &listener::REDIRECT_HTTPS,
     &listener::HTTPS_PORT,
     &listener::PROXY_PROTOCOL_FROM,
+    &listener::ACCESS,
     &tls::CERTIFICATES,
     &tls::ACME,
     &certificate::CERT,

@@ -40,7 +40,7 @@ pub(super) fn access(t: &Section<'_, '_>, llm: bool) -> Option<Arc<Access>> {
 
 /// `access = ["allow 10.0.0.0/8", "deny all"]`: nginx's `allow`/`deny`,
 /// in order, the first match deciding. `None` when unset or empty.
-pub(super) fn address_rules(t: &Section<'_, '_>, key: &'static str) -> Option<AddressRules> {
+pub(super) fn address_rules(t: &Section<'_, '_>, key: impl KeyName) -> Option<AddressRules> {
     let mut rules = Vec::new();
     for entry in t.string_list(key)? {
         match address_rule(&entry.value) {
