@@ -147,6 +147,10 @@ impl conn::Handler for Gateway {
             .await
         {
             Ok(resp) => resp,
+            // Before routing, the server's pages; after, the route chose.
+            Err(rescue) if record.route.is_none() && snapshot.error_pages.is_some() => rescue
+                .with_page(snapshot.error_pages.as_deref())
+                .answer(shape, metrics, None),
             Err(rescue) => rescue.answer(shape, metrics, record.route.as_ref()),
         };
         if last_on_connection {

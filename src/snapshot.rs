@@ -60,6 +60,8 @@ pub(crate) struct Snapshot {
     /// The whole time an LLM route may take to read a request body.
     pub(crate) body_read_timeout: Duration,
     pub(crate) tunnel_limits: TunnelLimits,
+    /// Pages for weir's answers before a route is known.
+    pub(crate) error_pages: Option<Arc<crate::config::ErrorPages>>,
 }
 
 /// The upstream CA file and its contents, read once per snapshot: the
@@ -334,6 +336,7 @@ impl Snapshot {
                 period: c.body_rate_period,
             }),
             body_read_timeout: config.server.body_read_timeout,
+            error_pages: config.server.error_pages.clone(),
             tunnel_limits: TunnelLimits {
                 idle: c.tunnel_idle_timeout,
                 max_lifetime: (!c.tunnel_max_lifetime.is_zero()).then_some(c.tunnel_max_lifetime),

@@ -528,3 +528,38 @@ async fn a_listener_behind_proxy_protocol_checks_the_client_the_header_names() {
         .await
     );
 }
+
+#[tokio::test]
+async fn server_pages_answer_before_routing_and_are_every_plain_routes_default() {
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "404.html", "<h1>no such site</h1>");
+    write(dir.path(), "5xx.html", "<h1>busy</h1>");
+    let text = format!(
+        "[log]\naccess_log = false\n[server]\nerror_pages = [\"404 404.html\", \"5xx 5xx.html\"]\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"site\"\nhost = \"site.example\"\nupstream = \"http://{up}\"\n\
+         max_concurrent_requests = 1\n"
+    );
+    let weir = Weir::start_in(dir, &text).await;
+    let addr = weir.addr("web");
+    let (status, headers, body) =
+        get_with(&format!("http://{addr}/"), &[("host", "other.example")]).await;
+    assert_eq!(
+        (status.as_u16(), body.as_str()),
+        (404, "<h1>no such site</h1>")
+    );
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+
+    // The route's gate is full: its 503 (Retry-After kept) takes the
+    // inherited page.
+    let _held = held_stream(
+        &format!("http://{addr}/sse?n=1000&interval_ms=50"),
+        &[("host", "site.example")],
+    )
+    .await;
+    let (status, headers, body) =
+        get_with(&format!("http://{addr}/echo"), &[("host", "site.example")]).await;
+    assert_eq!((status.as_u16(), body.as_str()), (503, "<h1>busy</h1>"));
+    assert_eq!(headers["retry-after"], "1");
+}

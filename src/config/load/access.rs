@@ -253,7 +253,11 @@ fn password_hash(hash: &str) -> Result<PasswordHash, String> {
 /// `error_pages = ["404 errors/404.html", "500 502 503 errors/5xx.html",
 /// "4xx errors/4xx.html"]` (nginx's `error_page` lines) and
 /// `intercept_upstream_errors`.
-pub(super) fn error_pages(t: &Section<'_, '_>, llm: bool) -> Option<Arc<ErrorPages>> {
+pub(super) fn error_pages(
+    t: &Section<'_, '_>,
+    llm: bool,
+    server: Option<&Arc<ErrorPages>>,
+) -> Option<Arc<ErrorPages>> {
     let list = t.string_list("error_pages");
     let intercept = t.bool("intercept_upstream_errors");
     if llm {
@@ -269,6 +273,16 @@ pub(super) fn error_pages(t: &Section<'_, '_>, llm: bool) -> Option<Arc<ErrorPag
         return None;
     }
     let Some(list) = list else {
+        // nginx's inheritance: a route without its own takes the server's.
+        if let Some(server) = server {
+            return Some(match intercept {
+                Some(intercept_upstream) => Arc::new(ErrorPages {
+                    pages: server.pages.clone(),
+                    intercept_upstream,
+                }),
+                None => server.clone(),
+            });
+        }
         if intercept == Some(true) {
             t.problem(
                 "intercept_upstream_errors",
@@ -278,6 +292,28 @@ pub(super) fn error_pages(t: &Section<'_, '_>, llm: bool) -> Option<Arc<ErrorPag
         }
         return None;
     };
+    let pages = page_list(t, list)?;
+    Some(Arc::new(ErrorPages {
+        pages,
+        intercept_upstream: intercept.unwrap_or(false),
+    }))
+}
+
+/// `[server] error_pages`: the pages before routing, and the default of
+/// every plain route (a route's own list replaces them, as in nginx).
+pub(super) fn server_error_pages(
+    t: &Section<'_, '_>,
+    key: impl KeyName,
+) -> Option<Arc<ErrorPages>> {
+    let pages = page_list(t, t.string_list(key)?)?;
+    Some(Arc::new(ErrorPages {
+        pages,
+        intercept_upstream: false,
+    }))
+}
+
+/// Each `error_pages` line's pages, its file read; `None` when empty.
+fn page_list(t: &Section<'_, '_>, list: Vec<At<String>>) -> Option<Vec<(StatusMatch, ErrorPage)>> {
     let mut pages = Vec::new();
     for entry in list {
         match error_page_line(t.doc().base_dir().as_path(), &entry.value) {
@@ -289,12 +325,7 @@ pub(super) fn error_pages(t: &Section<'_, '_>, llm: bool) -> Option<Arc<ErrorPag
             ),
         }
     }
-    (!pages.is_empty()).then(|| {
-        Arc::new(ErrorPages {
-            pages,
-            intercept_upstream: intercept.unwrap_or(false),
-        })
-    })
+    (!pages.is_empty()).then_some(pages)
 }
 
 /// One `error_pages` line: its statuses, each with the file's page.

@@ -60,7 +60,7 @@ fn read(doc: &Doc<'_>, path: &Path, text: &str) -> Option<Config> {
     let log = process::log(&top);
     let admin = process::admin(&top);
     let cluster = cluster::cluster(&top);
-    let routes = routes::routes(&top, cluster.is_some());
+    let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
     Some(Config {
