@@ -52,10 +52,11 @@ pub(crate) struct Rescue {
     /// message per status).
     pub(crate) message: Option<Arc<str>>,
     /// `WWW-Authenticate` for a 401 (basic auth's challenge).
-    pub(crate) challenge: Option<HeaderValue>,
+    /// (Boxed, as the page: a `Rescue` is every failure's `Err`, kept small.)
+    pub(crate) challenge: Option<Box<HeaderValue>>,
     /// The route's error page for this status, served instead of weir's
     /// generated body (plain shapes only).
-    pub(crate) page: Option<ErrorPage>,
+    pub(crate) page: Option<Box<ErrorPage>>,
 }
 
 impl Rescue {
@@ -75,7 +76,7 @@ impl Rescue {
     /// The same answer, with this `WWW-Authenticate` challenge.
     pub(crate) fn challenging(self, challenge: HeaderValue) -> Self {
         Rescue {
-            challenge: Some(challenge),
+            challenge: Some(Box::new(challenge)),
             ..self
         }
     }
@@ -84,7 +85,7 @@ impl Rescue {
     pub(crate) fn with_page(self, pages: Option<&ErrorPages>) -> Self {
         let page = pages
             .and_then(|p| p.for_status(self.status.as_u16()))
-            .cloned();
+            .map(|p| Box::new(p.clone()));
         Rescue { page, ..self }
     }
 
@@ -218,7 +219,7 @@ impl Rescue {
         };
         if let Some(challenge) = self.challenge {
             resp.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, challenge);
+                .insert(header::WWW_AUTHENTICATE, *challenge);
         }
         if let Some(page) = self.page
             && matches!(shape, ErrorShape::Text | ErrorShape::Json)
