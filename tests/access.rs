@@ -563,3 +563,54 @@ async fn server_pages_answer_before_routing_and_are_every_plain_routes_default()
     assert_eq!((status.as_u16(), body.as_str()), (503, "<h1>busy</h1>"));
     assert_eq!(headers["retry-after"], "1");
 }
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_rules_see_its_forwarded_client() {
+    let up = demo_upstream().await;
+    let text = format!(
+        "[server]\ntrusted_proxies = [\"127.0.0.1\"]\n{}",
+        simple_config(up, "access = [\"allow 10.0.0.0/8\", \"deny all\"]\n")
+    );
+    let weir = Weir::start(&text).await;
+    let url = weir.url("web", "/echo");
+    let status = |xff: &'static str| {
+        let url = url.clone();
+        async move { get_with(&url, &[("x-forwarded-for", xff)]).await.0 }
+    };
+    assert_eq!(status("10.1.2.3").await, 200);
+    assert_eq!(
+        status("10.1.2.3, 192.0.2.1").await,
+        403,
+        "the right-most untrusted hop"
+    );
+    let direct = get_from("127.0.0.2", weir.addr("web"), b"").await;
+    assert!(
+        direct.starts_with("HTTP/1.1 403"),
+        "an untrusted peer is itself: {direct}"
+    );
+}
+
+#[tokio::test]
+async fn a_401_page_keeps_the_challenge() {
+    if !tools_present() {
+        return;
+    }
+    let up = demo_upstream().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    htpasswd(&dir.path().join("users"), true, "alice", "wonderland");
+    write(dir.path(), "401.html", "<h1>who are you?</h1>");
+    let text = simple_config(
+        up,
+        "error_pages = [\"401 401.html\"]\n[route.basic_auth]\nusers_file = \"users\"\n",
+    );
+    let weir = Weir::start_in(dir, &text).await;
+    let (status, headers, body) = get_with(&weir.url("web", "/echo"), &[]).await;
+    assert_eq!(
+        (status.as_u16(), body.as_str()),
+        (401, "<h1>who are you?</h1>")
+    );
+    assert_eq!(
+        headers["www-authenticate"],
+        "Basic realm=\"restricted\", charset=\"UTF-8\""
+    );
+}
