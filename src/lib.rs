@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod access;
 mod acme;
 mod admin;
 mod admit;

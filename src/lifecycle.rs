@@ -148,6 +148,10 @@ impl conn::Handler for Gateway {
             .await
         {
             Ok(resp) => resp,
+            // Before routing, the server's pages; after, the route chose.
+            Err(rescue) if record.route.is_none() && snapshot.error_pages.is_some() => rescue
+                .with_page(snapshot.error_pages.as_deref())
+                .answer(shape, metrics, None),
             Err(rescue) => rescue.answer(shape, metrics, record.route.as_ref()),
         };
         if last_on_connection {
@@ -213,18 +217,35 @@ impl Gateway {
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
-        let forwarded = path_forwarded(path, route)?;
-        let req = with_path(req, forwarded)?;
-
-        self.route_policy(route, &req, conn, host.name(), record)
-            .await?;
-
+        // From here an error may be answered with the route's page.
+        let pages = route.config.error_pages.as_deref();
+        let forwarded = path_forwarded(path, route).map_err(|r| r.with_page(pages))?;
         // What the request asks of a compressing route, read before the
         // request is consumed (one branch for a route that does not).
         let compress = (route.config.compress.as_deref())
             .map(|settings| (settings, compress::Asked::of(settings, &req)));
-        let served = self.serve(snapshot, route, req, conn, &host, record).await;
-        served.map(|mut resp| {
+        let served: Result<Response<Payload>, Rescue> = async {
+            let mut req = with_path(req, forwarded)?;
+
+            self.route_policy(route, &req, conn, host.name(), record)
+                .await?;
+            if let Some(access) = &route.access {
+                let asking = crate::access::Asking {
+                    peer: conn.peer.ip(),
+                    trusted_proxies: &snapshot.trusted_proxies,
+                    route: &route.name,
+                    host: host.name(),
+                };
+                access.check(req.headers_mut(), &asking).await?;
+            }
+
+            self.serve(snapshot, route, req, conn, &host, record).await
+        }
+        .await;
+        served.map_err(|r| r.with_page(pages)).map(|mut resp| {
+            if let Some(pages) = pages.filter(|p| p.intercept_upstream) {
+                resp = crate::respond::intercept_error_page(resp, pages);
+            }
             route_headers(&route.config, conn.tls, resp.headers_mut());
             match compress {
                 Some((settings, asked)) => compress::respond(settings, &asked, resp),

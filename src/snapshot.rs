@@ -60,6 +60,8 @@ pub(crate) struct Snapshot {
     /// The whole time an LLM route may take to read a request body.
     pub(crate) body_read_timeout: Duration,
     pub(crate) tunnel_limits: TunnelLimits,
+    /// Pages for weir's answers before a route is known.
+    pub(crate) error_pages: Option<Arc<crate::config::ErrorPages>>,
 }
 
 /// The upstream CA file and its contents, read once per snapshot: the
@@ -155,6 +157,8 @@ pub(crate) struct Standing {
     /// a restart, like the other process-wide parts).
     pub(crate) cluster: Option<Arc<Cluster>>,
     routes: Mutex<HashMap<String, RouteState>>,
+    /// Basic auth's failures and verified credentials per route.
+    access: crate::access::Standing,
     generation: Mutex<u64>,
 }
 
@@ -181,6 +185,7 @@ impl Standing {
             tunnel_cap: TunnelCap::new(0),
             metrics,
             routes: Mutex::new(HashMap::new()),
+            access: crate::access::Standing::new(),
             generation: Mutex::new(0),
         }
     }
@@ -301,6 +306,7 @@ impl Snapshot {
                 target,
                 rate,
                 gate: state.gate.clone(),
+                access: standing.access.route(r),
                 config: r.clone(),
             });
             kept.insert(r.name.clone(), state);
@@ -309,6 +315,7 @@ impl Snapshot {
         // snapshots still serving them, then drop.
         *states = kept;
         drop(states);
+        standing.access.retain(&config.routes);
         // Clients that are gone take their ledgers with them.
         *ledgers = kept_ledgers;
         drop(ledgers);
@@ -327,6 +334,7 @@ impl Snapshot {
                 period: c.body_rate_period,
             }),
             body_read_timeout: config.server.body_read_timeout,
+            error_pages: config.server.error_pages.clone(),
             tunnel_limits: TunnelLimits {
                 idle: c.tunnel_idle_timeout,
                 max_lifetime: (!c.tunnel_max_lifetime.is_zero()).then_some(c.tunnel_max_lifetime),

@@ -159,6 +159,13 @@ pub(crate) mod server {
         default: Default::Duration(secs(1)),
         meaning: "in a drain, how long an idle HTTP/1.1 connection is kept open",
     };
+    pub(crate) const ERROR_PAGES: Key = Key {
+        table: T,
+        name: "error_pages",
+        kind: Kind::List,
+        default: Default::Empty,
+        meaning: "error pages for answers before routing and for routes without their own",
+    };
     pub(crate) const TRUSTED_PROXIES: Key = Key {
         table: T,
         name: "trusted_proxies",
@@ -649,6 +656,13 @@ pub(crate) mod listener {
         default: Default::Empty,
         meaning: "load balancers that open every connection with a PROXY header",
     };
+    pub(crate) const ACCESS: Key = Key {
+        table: T,
+        name: "access",
+        kind: Kind::List,
+        default: Default::Empty,
+        meaning: "allow/deny rules by client address, checked before TLS",
+    };
 }
 
 /// `[listener.tls]`.
@@ -790,6 +804,7 @@ pub(crate) const ALL: &[&Key] = &[
     &server::SHUTDOWN_TIMEOUT,
     &server::DRAIN_GRACE,
     &server::TRUSTED_PROXIES,
+    &server::ERROR_PAGES,
     &server::WORKERS,
     &server::WATCH_CONFIG,
     &server::TOKEN_ID_KEY_FILE,
@@ -846,6 +861,7 @@ pub(crate) const ALL: &[&Key] = &[
     &listener::REDIRECT_HTTPS,
     &listener::HTTPS_PORT,
     &listener::PROXY_PROTOCOL_FROM,
+    &listener::ACCESS,
     &tls::CERTIFICATES,
     &tls::ACME,
     &certificate::CERT,

@@ -20,6 +20,9 @@ pub(crate) struct ListenerConfig {
     /// Sources that must open every connection with a PROXY protocol
     /// header (v1 or v2); empty: the feature is off on this listener.
     pub(crate) proxy_protocol_from: Vec<IpNet>,
+    /// Address rules checked at accept (after the PROXY header), before
+    /// TLS; a denied client's connection is closed.
+    pub(crate) access: Option<super::AddressRules>,
 }
 
 #[derive(Debug, Clone)]

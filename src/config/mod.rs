@@ -7,6 +7,7 @@
 //! column, key and a fix. `weir run` and `weir check` share this path, so a
 //! config that checks is a config that starts.
 
+mod access;
 mod compress;
 mod env;
 mod hints;
@@ -24,6 +25,7 @@ mod upstream;
 
 use std::path::{Path, PathBuf};
 
+pub(crate) use access::*;
 pub(crate) use compress::{Coding, Compression, Levels, TypePattern, default as compress_default};
 pub use listen::*;
 pub(crate) use llm::*;

@@ -43,6 +43,10 @@ pub(crate) struct RouteConfig {
     /// Response compression (`[route.compress]`); `None`: responses go as
     /// they come, at the cost of one branch.
     pub(crate) compress: Option<std::sync::Arc<super::Compression>>,
+    /// Address rules and basic auth; `None`: anyone may ask.
+    pub(crate) access: Option<Arc<super::Access>>,
+    /// Files served for the errors weir answers on this route.
+    pub(crate) error_pages: Option<Arc<super::ErrorPages>>,
 }
 
 /// Headers a route sets on its responses.

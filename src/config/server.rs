@@ -56,6 +56,9 @@ pub(crate) struct ServerSettings {
     pub(crate) drain_grace: Duration,
     /// Peers whose X-Forwarded-* headers are believed and appended to.
     pub(crate) trusted_proxies: Vec<IpNet>,
+    /// Pages for what weir answers before a route is known (no route, a
+    /// shed, a bad Host), and for plain routes without their own.
+    pub(crate) error_pages: Option<std::sync::Arc<super::ErrorPages>>,
     /// Runtime worker threads; 0 means one per core.
     pub(crate) workers: usize,
     /// Process-wide bound on requests in flight; 0 disables the gate.
@@ -195,6 +198,7 @@ impl Default for ServerSettings {
             shutdown_timeout: server::SHUTDOWN_TIMEOUT.duration(),
             drain_grace: server::DRAIN_GRACE.duration(),
             trusted_proxies: Vec::new(),
+            error_pages: None,
             workers: server::WORKERS.uint() as usize,
             max_concurrent_requests: server::MAX_CONCURRENT_REQUESTS.uint() as usize,
             max_buffered_body_bytes: server::MAX_BUFFERED_BODY_BYTES.size(),

@@ -203,10 +203,12 @@ impl Listener {
             ..
         } = self;
         let log = Arc::new(std::sync::Mutex::new(LogDedup::default()));
+        let access = config.access.clone().map(Arc::new);
         let proxy_protocol = (!config.proxy_protocol_from.is_empty()).then(|| {
             Arc::new(ProxyProtocol {
                 from: config.proxy_protocol_from.clone(),
                 log: Default::default(),
+                access: access.clone(),
             })
         });
         sockets
@@ -218,6 +220,7 @@ impl Listener {
                     config.redirect_https,
                     tls.clone(),
                     proxy_protocol.clone(),
+                    access.clone(),
                     shared.clone(),
                     log.clone(),
                 )
@@ -253,6 +256,8 @@ struct ProxyProtocol {
     from: Vec<ipnet::IpNet>,
     /// Refusals are logged once per kind per 10 s for the listener.
     log: std::sync::Mutex<LogDedup>,
+    /// The listener's address rules, for the client a header names.
+    access: Option<Arc<crate::config::AddressRules>>,
 }
 
 impl ProxyProtocol {
@@ -320,6 +325,9 @@ async fn serve_proxied<H: Handler>(
     if trusted {
         // LOCAL and UNKNOWN: the balancer's own connection.
         let client = client.unwrap_or(info.peer);
+        if denied(proxy.access.as_deref(), client, &listener, &shared.metrics) {
+            return;
+        }
         if info.slot.attribute(client.ip()).is_err() {
             shared.metrics.connection_refused("per_ip");
             tracing::debug!(peer = %client, balancer = %info.peer, listener = %listener, reason = "per_ip", "connection refused");
@@ -338,13 +346,34 @@ async fn serve_proxied<H: Handler>(
     .await;
 }
 
+/// Whether the listener's address rules refuse `client`: then counted
+/// (`weir_connections_refused_total{reason="denied"}`) and to be closed.
+fn denied(
+    rules: Option<&crate::config::AddressRules>,
+    client: SocketAddr,
+    listener: &str,
+    metrics: &crate::telemetry::Metrics,
+) -> bool {
+    let Some(rules) = rules else {
+        return false;
+    };
+    if rules.allows(client.ip()) {
+        return false;
+    }
+    metrics.connection_refused("denied");
+    tracing::debug!(peer = %client, listener, reason = "denied", "connection refused");
+    true
+}
+
 /// Accept until shutdown begins.
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop<H: Handler>(
     socket: std::net::TcpListener,
     name: Arc<str>,
     redirect: Option<crate::config::RedirectSettings>,
     tls: Option<TlsAcceptor>,
     proxy_protocol: Option<Arc<ProxyProtocol>>,
+    access: Option<Arc<crate::config::AddressRules>>,
     shared: Arc<Shared<H>>,
     log: Arc<std::sync::Mutex<LogDedup>>,
 ) {
@@ -375,6 +404,10 @@ async fn accept_loop<H: Handler>(
         // A balancer's connection is counted per IP under the client its
         // PROXY header names, once read.
         let trusted = proxy_protocol.as_ref().is_some_and(|p| p.trusts(peer.ip()));
+        // A balancer's client is checked once its header names it.
+        if !trusted && denied(access.as_deref(), peer, &name, &shared.metrics) {
+            return;
+        }
         let admitted = if trusted {
             shared
                 .registry
@@ -503,6 +536,7 @@ mod tests {
                 "2001:db8::/32".parse().expect("net"),
             ],
             log: Default::default(),
+            access: None,
         };
         let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
         assert!(p.trusts(ip("10.1.2.3")));

@@ -5,11 +5,13 @@
 
 mod body;
 mod error;
+mod pages;
 mod record;
 mod rescue;
 
 pub(crate) use body::{BoxError, Guard, Payload, StreamBody};
 pub(crate) use error::{ErrorShape, error_response, render};
+pub(crate) use pages::intercept as intercept_error_page;
 pub(crate) use record::{
     AccessLine, InFlight, KindRecord, MAX_MODEL_FIELD, Outcome, Recorded, RequestRecord, bounded,
 };

@@ -18,6 +18,7 @@ use http::{Response, StatusCode};
 use super::Payload;
 use super::error::{ErrorShape, GrpcCode, MAX_RETRY_AFTER, grpc_response, render};
 use crate::admit::rate::{self, Limited};
+use crate::config::{ErrorPage, ErrorPages};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 
 /// What a failure counts as, besides the request's own status.
@@ -50,6 +51,12 @@ pub(crate) struct Rescue {
     /// Weir's own words for LLM routes (plain routes keep the fixed
     /// message per status).
     pub(crate) message: Option<Arc<str>>,
+    /// `WWW-Authenticate` for a 401 (basic auth's challenge).
+    /// (Boxed, as the page: a `Rescue` is every failure's `Err`, kept small.)
+    pub(crate) challenge: Option<Box<HeaderValue>>,
+    /// The route's error page for this status, served instead of weir's
+    /// generated body (plain shapes only).
+    pub(crate) page: Option<Box<ErrorPage>>,
 }
 
 impl Rescue {
@@ -61,7 +68,25 @@ impl Rescue {
             retry_after: None,
             counted: Counted::Request,
             message: None,
+            challenge: None,
+            page: None,
         }
+    }
+
+    /// The same answer, with this `WWW-Authenticate` challenge.
+    pub(crate) fn challenging(self, challenge: HeaderValue) -> Self {
+        Rescue {
+            challenge: Some(Box::new(challenge)),
+            ..self
+        }
+    }
+
+    /// The same answer, with the route's page for its status, if any.
+    pub(crate) fn with_page(self, pages: Option<&ErrorPages>) -> Self {
+        let page = pages
+            .and_then(|p| p.for_status(self.status.as_u16()))
+            .map(|p| Box::new(p.clone()));
+        Rescue { page, ..self }
     }
 
     /// The same answer, and close the connection after it.
@@ -192,6 +217,15 @@ impl Rescue {
                 self.retry_after,
             ),
         };
+        if let Some(challenge) = self.challenge {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, *challenge);
+        }
+        if let Some(page) = self.page
+            && matches!(shape, ErrorShape::Text | ErrorShape::Json)
+        {
+            resp = super::pages::serve(resp, &page);
+        }
         if self.close {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
+use crate::access::RouteAccess;
 use crate::admit::Gate;
 use crate::admit::rate::RateLimit;
 use crate::config::{HostPattern, RouteConfig};
@@ -36,6 +37,8 @@ pub(crate) struct Route<T = Target> {
     pub(crate) rate: Option<Arc<RateLimit>>,
     /// Its request metrics, resolved when the table is built.
     pub(crate) metrics: Arc<RouteMetrics>,
+    /// Its address rules and basic auth, if it has any.
+    pub(crate) access: Option<Arc<RouteAccess>>,
 }
 
 /// What a route does with the requests it matches: one variant per route
@@ -204,6 +207,7 @@ mod tests {
                     config: c,
                     target: (),
                     rate: None,
+                    access: None,
                 })
                 .collect(),
         )

@@ -417,7 +417,14 @@ pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
     ("cluster", |a, b| a.cluster != b.cluster),
 ];
 
-type ListenerFixed<'a> = (&'a str, SocketAddr, bool, Option<u16>, &'a [ipnet::IpNet]);
+type ListenerFixed<'a> = (
+    &'a str,
+    SocketAddr,
+    bool,
+    Option<u16>,
+    &'a [ipnet::IpNet],
+    Option<&'a crate::config::AddressRules>,
+);
 
 fn listeners(c: &Config) -> Vec<ListenerFixed<'_>> {
     c.listeners
@@ -429,6 +436,7 @@ fn listeners(c: &Config) -> Vec<ListenerFixed<'_>> {
                 l.tls.is_some(),
                 l.redirect_https.map(|r| r.https_port),
                 l.proxy_protocol_from.as_slice(),
+                l.access.as_ref(),
             )
         })
         .collect()

@@ -93,6 +93,12 @@ hsts_include_subdomains = true
 hsts_preload = true
 server_header = "remove"
 http_version = "2"
+access = ["allow 10.0.0.0/8", "deny all"]
+error_pages = ["404 404.html"]
+intercept_upstream_errors = true
+[route.basic_auth]
+users_file = "users.htpasswd"
+realm = "staff"
 
 [[route]]
 name = "group"

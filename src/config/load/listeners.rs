@@ -63,6 +63,7 @@ pub(super) fn listeners(
         }
         let name = t.string(&listener::NAME).map(|n| n.value);
         let proxy_protocol_from = ip_networks(&t, &listener::PROXY_PROTOCOL_FROM);
+        let access = super::access::address_rules(&t, &listener::ACCESS);
         if let Some(address) = address {
             out.push(ListenerConfig {
                 name: name.unwrap_or_else(|| address.to_string()),
@@ -72,6 +73,7 @@ pub(super) fn listeners(
                     https_port: https_port.unwrap_or(listener::HTTPS_PORT.uint() as u16),
                 }),
                 proxy_protocol_from,
+                access,
             });
         }
     }

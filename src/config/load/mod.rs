@@ -10,6 +10,7 @@
 //! not declared yet are named in the getter that reads them (see
 //! [`reader`]). The helpers shared by several parts are here.
 
+mod access;
 mod acme;
 mod cluster;
 mod compress;
@@ -77,7 +78,7 @@ fn read(
     let log = process::log(&top);
     let admin = process::admin(&top);
     let cluster = cluster::cluster(&top);
-    let routes = routes::routes(&top, cluster.is_some());
+    let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
     // Followed when the files were read (see `sources`).

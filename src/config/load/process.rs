@@ -31,6 +31,7 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
         s.watch_config = b;
     }
     s.trusted_proxies = ip_networks(&t, &server::TRUSTED_PROXIES);
+    s.error_pages = access::server_error_pages(&t, &server::ERROR_PAGES);
     if let Ok(Some((key, _))) = secrets::secret(
         &t,
         &server::TOKEN_ID_KEY_ENV,

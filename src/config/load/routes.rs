@@ -10,7 +10,11 @@ use super::*;
 /// browsers cap what they keep).
 const HSTS_MAX_AGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(2 * 31_557_600);
 
-pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
+pub(super) fn routes(
+    top: &Section<'_, '_>,
+    cluster: bool,
+    server_pages: Option<&Arc<ErrorPages>>,
+) -> Vec<RouteConfig> {
     let sections = top.tables("route");
     if !top.raw_present("route") {
         top.problem(
@@ -59,6 +63,11 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         let shared_limits = limit_scope(&t, cluster);
         let headers = response_headers(&t);
         let upgrade_protocols = upgrade_protocols(&t);
+        let llm = matches!(&kind, Some(k) if matches!(k.kind, RouteKind::Llm(_)));
+        let (access, error_pages) = (
+            access::access(&t, llm),
+            access::error_pages(&t, llm, server_pages),
+        );
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
@@ -107,6 +116,8 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
             headers,
             upgrade_protocols,
             compress: kind.compress,
+            access,
+            error_pages,
         });
     }
     out
