@@ -16,6 +16,7 @@ pub(crate) mod reader;
 mod route;
 mod secret;
 mod server;
+mod statics;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub use problem::Problems;
 pub(crate) use route::*;
 pub use secret::Secret;
 pub use server::*;
+pub(crate) use statics::{Precompressed, StaticSettings};
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};

@@ -20,6 +20,7 @@ mod llm;
 mod process;
 mod routes;
 mod secrets;
+mod statics;
 mod usage;
 
 use std::net::SocketAddr;
