@@ -132,6 +132,7 @@ fn tree() -> Tree {
     std::fs::write(outside.join("secret.txt"), SECRET).expect("secret");
     std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("leak.txt")).expect("link");
     std::os::unix::fs::symlink("notes.txt", root.join("inlink.txt")).expect("link");
+    std::os::unix::fs::symlink(".env", root.join("env.txt")).expect("link");
     Tree {
         _dir: dir,
         root,
@@ -472,6 +473,7 @@ fn hidden_names_bad_paths_and_other_methods() {
         "an escaped dot is a dot"
     );
     assert_eq!(ask(w.addr, "GET", "/.git/config", "").status, 404);
+    assert_eq!(ask(w.addr, "GET", "/env.txt", "").status, 404, "a plain name for a hidden file");
     for bad in ["/a%00b", "/a%2fb"] {
         assert_eq!(ask(w.addr, "GET", bad, "").status, 400, "{bad}");
     }
