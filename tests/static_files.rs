@@ -473,7 +473,11 @@ fn hidden_names_bad_paths_and_other_methods() {
         "an escaped dot is a dot"
     );
     assert_eq!(ask(w.addr, "GET", "/.git/config", "").status, 404);
-    assert_eq!(ask(w.addr, "GET", "/env.txt", "").status, 404, "a plain name for a hidden file");
+    assert_eq!(
+        ask(w.addr, "GET", "/env.txt", "").status,
+        404,
+        "a plain name for a hidden file"
+    );
     for bad in ["/a%00b", "/a%2fb"] {
         assert_eq!(ask(w.addr, "GET", bad, "").status, 400, "{bad}");
     }

@@ -29,10 +29,10 @@ pub(super) fn file<B>(
     let modified = file.modified.and_then(preconditions::epoch_seconds);
     let etag = format!("\"{:x}-{:x}\"", modified.unwrap_or(0), file.len);
     let mut validators = HeaderMap::new();
-    if let Some(t) = file.modified.filter(|_| modified.is_some()) {
-        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t)) {
-            validators.insert(header::LAST_MODIFIED, v);
-        }
+    if let Some(t) = file.modified.filter(|_| modified.is_some())
+        && let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t))
+    {
+        validators.insert(header::LAST_MODIFIED, v);
     }
     if let Ok(v) = HeaderValue::from_str(&etag) {
         validators.insert(header::ETAG, v);

@@ -26,7 +26,7 @@ pub(super) fn accepted(headers: &HeaderMap, offered: &[Precompressed]) -> Vec<Pr
         let coding = parts.next().unwrap_or_default().trim();
         let wanted = parts
             .filter_map(|p| p.trim().strip_prefix("q=").or(p.trim().strip_prefix("Q=")))
-            .all(|q| q.trim().parse::<f32>().map_or(false, |q| q > 0.0));
+            .all(|q| q.trim().parse::<f32>().is_ok_and(|q| q > 0.0));
         if coding == "*" {
             any = Some(wanted);
             continue;
