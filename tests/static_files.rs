@@ -613,3 +613,47 @@ fn the_file_slots_bound_static_work_and_a_client_that_hangs_up_frees_its_slot() 
     }
     assert_eq!(ask(w.addr, "GET", "/notes.txt", "").status, 200);
 }
+
+fn chromium() -> Option<PathBuf> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+#[test]
+fn a_browser_runs_the_single_page_app_at_a_deep_link() {
+    let found = chromium();
+    if !can_run(
+        found.is_some(),
+        "chromium is not installed",
+        "apt-get install chromium",
+        "WEIR_REQUIRE_CHROMIUM",
+    ) {
+        return;
+    }
+    let t = tree();
+    let w = weir(&t.root, "", "fallback = \"/index.html\"");
+    let profile = tempfile::tempdir().expect("profile");
+    let out = Command::new(found.expect("found"))
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("http://{}/some/deep/link?tab=2", w.addr))
+        .stdin(Stdio::null())
+        .output()
+        .expect("chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    // The fallback gave the app's page; the page's script (a real file
+    // beside it) ran and wrote what the browser's location says.
+    assert!(
+        dom.contains("<div id=\"app\">rendered by /some/deep/link</div>"),
+        "the DOM chromium built:\n{dom}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
