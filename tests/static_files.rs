@@ -478,6 +478,13 @@ fn hidden_names_bad_paths_and_other_methods() {
         404,
         "a plain name for a hidden file"
     );
+    // A FIFO is never opened (opening one blocks until a writer comes).
+    let fifo = Command::new("mkfifo")
+        .arg(t.root.join("pipe.txt"))
+        .status()
+        .expect("mkfifo");
+    assert!(fifo.success());
+    assert_eq!(ask(w.addr, "GET", "/pipe.txt", "").status, 404);
     for bad in ["/a%00b", "/a%2fb"] {
         assert_eq!(ask(w.addr, "GET", bad, "").status, 400, "{bad}");
     }
@@ -510,6 +517,35 @@ fn a_single_page_app_gets_its_index_for_every_unknown_path() {
     );
     assert_eq!(ask(w.addr, "GET", "/nodir/", "").status, 403);
     assert_eq!(ask(w.addr, "GET", "/sub", "").status, 301);
+}
+
+#[test]
+fn a_prefix_maps_as_nginx_root_or_with_strip_prefix_as_alias() {
+    let t = tree();
+    let alias = weir(&t.root, "", "path = \"/assets\"\nstrip_prefix = true");
+    let css = ask(alias.addr, "GET", "/assets/style.css", "");
+    assert_eq!(
+        (css.status, css.body.as_slice()),
+        (200, &b"body { color: #333 }\n"[..])
+    );
+    assert_eq!(
+        ask(alias.addr, "GET", "/assets/", "").body,
+        std::fs::read(t.root.join("index.html")).expect("index")
+    );
+    assert_eq!(
+        ask(alias.addr, "GET", "/assets/sub", "").header("location"),
+        Some("/assets/sub/")
+    );
+    let root = weir(&t.root, "", "path = \"/sub\"");
+    assert_eq!(
+        ask(root.addr, "GET", "/sub/page.html", "").body,
+        b"<p>page</p>\n"
+    );
+    assert_eq!(
+        ask(root.addr, "GET", "/style.css", "").status,
+        404,
+        "no route"
+    );
 }
 
 #[test]

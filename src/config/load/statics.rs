@@ -191,6 +191,14 @@ mod tests {
         ] {
             assert!(joined.contains(expected), "{expected}: {joined}");
         }
+        let p = problems(&format!(
+            "[server]\nmax_open_static_files = 0\n{}",
+            config(dir.path(), "")
+        ));
+        assert!(
+            p[0].contains("server.max_open_static_files: must be at least 1"),
+            "{p:?}"
+        );
         let p = problems("[[listener]]\naddress = \"127.0.0.1:0\"\n[[route]]\nkind = \"static\"\n");
         assert!(
             p[0].contains("route[0].root: a static route needs the directory it serves"),
