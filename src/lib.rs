@@ -52,6 +52,7 @@ mod respond;
 mod route;
 mod server;
 mod snapshot;
+mod statics;
 mod sync;
 mod systemd;
 mod telemetry;

@@ -44,6 +44,7 @@ use crate::respond::{
 use crate::route::normal::{self, Host};
 use crate::route::{Route, Target};
 use crate::snapshot::{BuildError, Snapshot, Standing};
+use crate::statics;
 use crate::telemetry::Metrics;
 
 /// The request handler: the current snapshot, swappable as a whole, and
@@ -66,6 +67,7 @@ impl Gateway {
         let standing = Standing::new(
             config.server.max_concurrent_requests,
             config.server.max_buffered_body_bytes,
+            config.server.max_open_static_files,
             metrics,
             records,
             config.cluster.as_ref(),
@@ -399,6 +401,7 @@ impl Gateway {
                 };
                 llm::serve(llm, req, cx).await
             }
+            Target::Static(site) => statics::serve(site, &req).await,
         }
     }
 }

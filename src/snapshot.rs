@@ -34,6 +34,7 @@ use crate::llm::ledger::Ledger;
 use crate::llm::{Books, ByteBudget, LlmRoute, Offload};
 use crate::pki::{self, PkiError};
 use crate::route::{Route, Router, Target};
+use crate::statics::{FileSlots, StaticSite};
 use crate::sync::Locked;
 use crate::telemetry::{Metrics, RecordSink};
 use crate::upstream::{BodyRate, Upstream};
@@ -150,6 +151,8 @@ pub(crate) struct Standing {
     pub(crate) offload: Offload,
     /// Where LLM routes' usage records go (fixed at start).
     pub(crate) records: RecordSink,
+    /// Files static routes hold open, process-wide (fixed at start).
+    pub(crate) static_files: FileSlots,
     /// Budget ledgers by route and client name: a reload that changes a
     /// budget, or anything else of the route, keeps what was used.
     ledgers: Mutex<HashMap<(String, String), Arc<Ledger>>>,
@@ -167,6 +170,7 @@ impl Standing {
     pub(crate) fn new(
         max_concurrent_requests: usize,
         max_buffered_body_bytes: u64,
+        max_open_static_files: usize,
         metrics: Arc<Metrics>,
         records: RecordSink,
         cluster: Option<&ClusterSettings>,
@@ -176,6 +180,7 @@ impl Standing {
             body_budget: ByteBudget::new(max_buffered_body_bytes),
             offload: Offload::per_core(),
             records,
+            static_files: FileSlots::new(max_open_static_files),
             ledgers: Mutex::new(HashMap::new()),
             admitter: Admitter::new(
                 max_concurrent_requests,
@@ -285,6 +290,11 @@ impl Snapshot {
                     };
                     Target::Llm(llm)
                 }
+                RouteKind::Static(settings) => Target::Static(Arc::new(StaticSite::new(
+                    settings.clone(),
+                    r,
+                    standing.static_files.clone(),
+                ))),
             };
             let rate = match (r.rate_limit, &state.rate) {
                 (None, _) => None,

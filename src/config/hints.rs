@@ -40,7 +40,10 @@ const OTHER_NAMES: &[(&str, &str)] = &[
     ("add_header", "a route's `response_headers` rules"),
     ("proxy_set_header", "a route's `request_headers` rules"),
     ("proxy_hide_header", "a route's `response_headers` rules"),
-    ("return", "a redirect route: `redirect = \"https://example.com{path}\"` with `redirect_status`"),
+    (
+        "return",
+        "a redirect route: `redirect = \"https://example.com{path}\"` with `redirect_status`",
+    ),
     (
         "rewrite",
         "a proxy route's `rewrite_regex` and `rewrite_to`, or `replace_prefix`",
@@ -53,10 +56,22 @@ const OTHER_NAMES: &[(&str, &str)] = &[
     ),
     ("auth_basic", "a route's `basic_auth`"),
     ("auth_basic_user_file", "a route's `basic_auth`"),
-    ("error_page", "a route's `error_pages` (or `[server] error_pages`)"),
-    ("proxy_intercept_errors", "a route's `intercept_upstream_errors`"),
-    ("allow", "a route's (or listener's) `access = [\"allow 10.0.0.0/8\", \"deny all\"]`"),
-    ("deny", "a route's (or listener's) `access = [\"allow 10.0.0.0/8\", \"deny all\"]`"),
+    (
+        "error_page",
+        "a route's `error_pages` (or `[server] error_pages`)",
+    ),
+    (
+        "proxy_intercept_errors",
+        "a route's `intercept_upstream_errors`",
+    ),
+    (
+        "allow",
+        "a route's (or listener's) `access = [\"allow 10.0.0.0/8\", \"deny all\"]`",
+    ),
+    (
+        "deny",
+        "a route's (or listener's) `access = [\"allow 10.0.0.0/8\", \"deny all\"]`",
+    ),
     ("index", "a static route's `index`"),
     ("autoindex", "nothing: weir serves no directory listing"),
     ("expires", "a static route's `cache_control`"),
@@ -97,7 +112,10 @@ const OTHER_NAMES: &[(&str, &str)] = &[
         "header",
         "a route's `request_headers` and `response_headers` rules",
     ),
-    ("redir", "a redirect route: `redirect = \"https://example.com{path}\"` with `redirect_status`"),
+    (
+        "redir",
+        "a redirect route: `redirect = \"https://example.com{path}\"` with `redirect_status`",
+    ),
     ("file_server", "a route with `kind = \"static\"`"),
     ("basicauth", "a route's `basic_auth`"),
     ("handle_errors", "a route's `error_pages`"),

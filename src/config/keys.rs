@@ -220,6 +220,13 @@ pub(crate) mod server {
         default: Default::Uint(1024),
         meaning: "requests in flight, process-wide; 0: no gate",
     };
+    pub(crate) const MAX_OPEN_STATIC_FILES: Key = Key {
+        table: T,
+        name: "max_open_static_files",
+        kind: Kind::Uint { max: 65_536 },
+        default: Default::Uint(256),
+        meaning: "files static routes may have open at once, process-wide (503 past it)",
+    };
     pub(crate) const BODY_READ_TIMEOUT: Key = Key {
         table: T,
         name: "body_read_timeout",
@@ -811,6 +818,7 @@ pub(crate) const ALL: &[&Key] = &[
     &server::TOKEN_ID_KEY_ENV,
     &server::MAX_BUFFERED_BODY_BYTES,
     &server::MAX_CONCURRENT_REQUESTS,
+    &server::MAX_OPEN_STATIC_FILES,
     &server::BODY_READ_TIMEOUT,
     &connections::MAX,
     &connections::MAX_PER_IP,

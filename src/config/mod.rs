@@ -21,6 +21,7 @@ mod route;
 mod secret;
 mod server;
 mod sources;
+mod statics;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ pub(crate) use route::*;
 pub use secret::Secret;
 pub use server::*;
 pub(crate) use sources::Sources;
+pub(crate) use statics::{Precompressed, StaticSettings};
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};

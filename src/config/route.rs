@@ -74,6 +74,8 @@ pub(crate) enum RouteKind {
     Proxy { upstream: Box<UpstreamGroup> },
     /// An LLM API gateway route.
     Llm(Arc<LlmSettings>),
+    /// Files from a directory (`crate::statics`).
+    Static(Arc<super::StaticSettings>),
 }
 
 /// A proxy route's servers and how one is chosen.

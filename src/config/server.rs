@@ -66,6 +66,8 @@ pub(crate) struct ServerSettings {
     /// Process-wide bound on request bytes held in memory by LLM routes
     /// (they read a body whole to route by model); 0 = no bound.
     pub(crate) max_buffered_body_bytes: u64,
+    /// Files static routes may hold open at once, process-wide.
+    pub(crate) max_open_static_files: usize,
     /// The whole time an LLM route may take to read a request body.
     pub(crate) body_read_timeout: Duration,
     /// Reload when the config file changes (besides SIGHUP and the admin API).
@@ -202,6 +204,7 @@ impl Default for ServerSettings {
             workers: server::WORKERS.uint() as usize,
             max_concurrent_requests: server::MAX_CONCURRENT_REQUESTS.uint() as usize,
             max_buffered_body_bytes: server::MAX_BUFFERED_BODY_BYTES.size(),
+            max_open_static_files: server::MAX_OPEN_STATIC_FILES.uint() as usize,
             body_read_timeout: server::BODY_READ_TIMEOUT.duration(),
             watch_config: server::WATCH_CONFIG.flag(),
         }

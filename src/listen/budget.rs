@@ -82,6 +82,9 @@ impl Need {
             .map(|r| match &r.kind {
                 crate::config::RouteKind::Proxy { .. } => 1,
                 crate::config::RouteKind::Llm(llm) => llm.upstreams.len() as u64,
+                // A file open is a request in flight's one descriptor,
+                // counted with the upstream sockets above.
+                crate::config::RouteKind::Static(_) => 0,
             })
             .sum();
         Need {

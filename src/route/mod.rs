@@ -21,6 +21,7 @@ use crate::admit::rate::RateLimit;
 use crate::config::{HostPattern, RouteConfig};
 use crate::llm::LlmRoute;
 use crate::respond::ErrorShape;
+use crate::statics::StaticSite;
 use crate::telemetry::RouteMetrics;
 use crate::upstream::Upstream;
 
@@ -49,6 +50,8 @@ pub(crate) enum Target {
     Proxy(Arc<Upstream>),
     /// An LLM API route: model routing, failover, streaming relay.
     Llm(Arc<LlmRoute>),
+    /// Files from a directory.
+    Static(Arc<StaticSite>),
 }
 
 impl Target {
@@ -56,7 +59,7 @@ impl Target {
     /// it checks itself once it knows more.
     pub(crate) fn at_entry(&self) -> AtEntry {
         match self {
-            Target::Proxy(_) => AtEntry {
+            Target::Proxy(_) | Target::Static(_) => AtEntry {
                 rate_by_address: true,
                 refuse_declared_body: true,
             },
@@ -76,7 +79,7 @@ impl Target {
         match self {
             Target::Proxy(upstream) => Some(&upstream.label),
             // Which upstream serves is decided per request.
-            Target::Llm(_) => None,
+            Target::Llm(_) | Target::Static(_) => None,
         }
     }
 
@@ -84,7 +87,7 @@ impl Target {
     /// answers in its own protocol.
     pub(crate) fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
         match self {
-            Target::Proxy(_) => ErrorShape::for_plain_route(request_headers),
+            Target::Proxy(_) | Target::Static(_) => ErrorShape::for_plain_route(request_headers),
             Target::Llm(llm) => ErrorShape::Llm(llm.settings.protocol),
         }
     }

@@ -410,6 +410,7 @@ pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
     setting!(server.max_concurrent_requests),
     setting!(server.workers),
     setting!(server.max_buffered_body_bytes),
+    setting!(server.max_open_static_files),
     setting!(server.shutdown_timeout),
     setting!(server.watch_config),
     ("admin", |a, b| admin(a) != admin(b)),

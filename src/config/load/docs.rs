@@ -132,6 +132,18 @@ brotli_level = 1
 zstd_level = 1
 
 [[route]]
+name = "static"
+path = "/static"
+kind = "static"
+root = "."
+index = ["index.html"]
+fallback = "/index.html"
+follow_symlinks = true
+serve_hidden = true
+precompressed = ["br", "gzip"]
+cache_control = "no-cache"
+
+[[route]]
 name = "llm"
 path = "/llm"
 kind = "anthropic"
@@ -330,6 +342,7 @@ fn with_line(table: &str, line: &str) -> Vec<String> {
     const LISTENER: &str = "[[listener]]\naddress = \"127.0.0.1:0\"\n";
     const PROXY: &str = "[[route]]\nupstream = \"http://127.0.0.1:1\"\n";
     const LLM: &str = "[[route]]\nkind = \"anthropic\"\n";
+    const STATIC: &str = "[[route]]\nkind = \"static\"\nroot = \"/\"\n";
     const LLM_UPSTREAM: &str = "[[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n";
     match table {
         "server" | "connections" | "http1" | "http2" | "log" | "upstream" => {
@@ -343,6 +356,7 @@ fn with_line(table: &str, line: &str) -> Vec<String> {
             format!("{LISTENER}{PROXY}{line}\n"),
             format!("{LISTENER}{LLM}{line}\n{LLM_UPSTREAM}"),
             format!("{LISTENER}{PROXY}hsts_max_age = \"1d\"\n{line}\n"),
+            format!("{LISTENER}{STATIC}{line}\n"),
         ],
         "route.upstreams" => vec![
             format!("{LISTENER}{LLM}{LLM_UPSTREAM}{line}\n"),

@@ -23,6 +23,7 @@ mod process;
 mod rate;
 mod routes;
 mod secrets;
+mod statics;
 mod usage;
 
 use std::net::SocketAddr;

@@ -24,6 +24,15 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
     if let Some(n) = t.size(&server::MAX_BUFFERED_BODY_BYTES) {
         s.max_buffered_body_bytes = n;
     }
+    match t.uint(&server::MAX_OPEN_STATIC_FILES) {
+        Some(0) => t.problem(
+            server::MAX_OPEN_STATIC_FILES.name,
+            "must be at least 1: no static file could be served",
+            Some("remove the key for the default, 256".into()),
+        ),
+        Some(n) => s.max_open_static_files = n as usize,
+        None => {}
+    }
     if let Some(d) = t.duration(&server::BODY_READ_TIMEOUT) {
         s.body_read_timeout = d;
     }

@@ -253,7 +253,15 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
             llm::llm_settings(s, Protocol::Anthropic);
         })
     };
+    let static_keys = || {
+        Section::keys_read_by(|s| {
+            statics::static_settings(s);
+        })
+    };
     let kind = t.string("kind");
+    if kind.as_ref().is_some_and(|k| k.value == "static") {
+        return static_kind(t, proxy_keys().into_iter().chain(llm_keys()));
+    }
     let protocol = match kind.as_ref().map(|k| k.value.as_str()) {
         None | Some("proxy") => None,
         Some(other) if Protocol::from_name(other).is_some() => Protocol::from_name(other),
@@ -263,13 +271,17 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 "kind",
                 format!("unknown route kind `{other}`"),
                 Some(format!(
-                    "use \"proxy\" (the default), {}",
+                    "use \"proxy\" (the default), \"static\", {}",
                     super::names(kinds)
                 )),
             );
             // Which kind's keys apply is unknown: take any kind's (asking
             // for a key accepts it); other keys are still unknown.
-            for key in proxy_keys().into_iter().chain(llm_keys()) {
+            for key in proxy_keys()
+                .into_iter()
+                .chain(llm_keys())
+                .chain(static_keys())
+            {
                 t.raw_present(key);
             }
             return None;
@@ -294,7 +306,26 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
         ),
     };
     let kind_name = kind.as_ref().map_or("proxy", |k| k.value.as_str());
-    for key in other_keys {
+    not_of_this_kind(t, kind_name, other_keys, fix);
+    for key in static_keys() {
+        not_of_this_kind(
+            t,
+            kind_name,
+            [key],
+            "set `kind = \"static\"` for a route that serves files, or remove the key",
+        );
+    }
+    read
+}
+
+/// A key of another kind set on this route: an error that names the kind.
+fn not_of_this_kind(
+    t: &Section<'_, '_>,
+    kind_name: &str,
+    keys: impl IntoIterator<Item = &'static str>,
+    fix: &str,
+) {
+    for key in keys {
         if t.other_kinds_key_present(key) {
             t.problem(
                 key,
@@ -303,7 +334,31 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
             );
         }
     }
-    read
+}
+
+/// A static route: its own keys; every proxy and LLM key is refused.
+fn static_kind(
+    t: &Section<'_, '_>,
+    other_keys: impl IntoIterator<Item = &'static str>,
+) -> Option<Kind> {
+    let read = statics::static_settings(t);
+    // Files are compressed on the fly as proxied bodies are (a sibling
+    // `precompressed` on disk wins: it comes with its Content-Encoding).
+    let compress = compress::compress(t);
+    not_of_this_kind(
+        t,
+        "static",
+        other_keys.into_iter().filter(|k| *k != "compress"),
+        "remove the key; a static route serves `root`",
+    );
+    let compress = compress.ok()?;
+    read.map(|s| Kind {
+        kind: RouteKind::Static(Arc::new(s)),
+        response_timeout: defaults::RESPONSE_TIMEOUT,
+        preserve_host: true,
+        raw_path: false,
+        compress,
+    })
 }
 
 /// The keys only proxy routes read.
@@ -413,7 +468,7 @@ mod tests {
                 "w.toml:7:17: route[0].preserve_host: `preserve_host` does not apply to anthropic routes \
                  (fix: remove the key; LLM routes take `[[route.upstreams]]`)",
                 "w.toml:13:8: route[1].kind: unknown route kind `gemini` \
-                 (fix: use \"proxy\" (the default), \"anthropic\" or \"openai\")",
+                 (fix: use \"proxy\" (the default), \"static\", \"anthropic\" or \"openai\")",
                 "w.toml:16:1: route[1].upstraem: unknown key (fix: did you mean `upstream`?)",
                 "w.toml:21:10: route[2].models: `models` does not apply to proxy routes \
                  (fix: set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key)",
