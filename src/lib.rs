@@ -48,6 +48,7 @@ mod pki;
 mod proxy;
 mod respond;
 mod route;
+mod rules;
 mod server;
 mod snapshot;
 mod sync;

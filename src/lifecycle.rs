@@ -42,6 +42,7 @@ use crate::respond::{
 };
 use crate::route::normal::{self, Host};
 use crate::route::{Route, Target};
+use crate::rules;
 use crate::snapshot::{BuildError, Snapshot, Standing};
 use crate::telemetry::Metrics;
 
@@ -131,6 +132,7 @@ impl conn::Handler for Gateway {
             in_flight: Some(in_flight),
             admission: None,
             kind: None,
+            request_id: None,
         };
 
         // Until a route is known, errors take the plain shape.
@@ -212,17 +214,41 @@ impl Gateway {
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
-        let forwarded = path_forwarded(path, route)?;
-        let req = with_path(req, forwarded)?;
+        let arrival = rules::Arrival {
+            host: host.authority(),
+            peer: conn.peer,
+            tls: conn.tls,
+            trusted_proxies: &snapshot.trusted_proxies,
+        };
+        let facts = rules::facts(route.config.rules.as_deref(), &req, &path.path, &arrival);
+        record.request_id = facts.as_ref().and_then(|f| f.request_id.clone());
 
-        self.route_policy(route, &req, conn, host.name(), record)
-            .await?;
-
-        let served = self.serve(snapshot, route, req, conn, &host, record).await;
-        served.map(|mut resp| {
+        let forwarded = path_forwarded(path, route);
+        let served = async {
+            let forwarded = forwarded?;
+            let forwarded = match route.config.rules.as_deref() {
+                Some(rules) => rules::path::rewritten(rules, forwarded, req.uri().path()),
+                None => forwarded,
+            };
+            let req = with_path(req, forwarded)?;
+            self.route_policy(route, &req, conn, host.name(), record)
+                .await?;
+            self.serve(snapshot, route, req, conn, &host, facts.as_ref(), record)
+                .await
+        }
+        .await;
+        let served = served.map(|mut resp| {
             route_headers(&route.config, conn.tls, resp.headers_mut());
             resp
-        })
+        });
+        // Response rules hold for weir's own answers too (nginx's `always`).
+        let (Some(facts), Some(rules)) = (&facts, route_header_rules(route)) else {
+            return served;
+        };
+        let metrics = &self.standing.metrics;
+        let mut resp = served.unwrap_or_else(|r| r.answer(*shape, metrics, record.route.as_ref()));
+        rules::headers::to_client(resp.headers_mut(), rules, facts);
+        Ok(resp)
     }
 
     /// Phases before routing: framing, ACME's http-01 answers, the Host,
@@ -316,7 +342,9 @@ impl Gateway {
 
     /// Phase: serve, by route kind — the one place route kinds are
     /// dispatched. `host` is the Host as checked and normalised: its name
-    /// routed, its authority is what goes upstream.
+    /// routed, its authority is what goes upstream; `facts` are there when
+    /// the route has header rules.
+    #[allow(clippy::too_many_arguments)]
     async fn serve(
         &self,
         snapshot: &Snapshot,
@@ -324,6 +352,7 @@ impl Gateway {
         req: Request<Incoming>,
         conn: &ConnInfo,
         host: &Host<'_>,
+        facts: Option<&rules::Facts>,
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, Rescue> {
         match &route.target {
@@ -335,6 +364,7 @@ impl Gateway {
                     tunnel_limits: snapshot.tunnel_limits,
                     tunnel_cap: &self.standing.tunnel_cap,
                     metrics: &self.standing.metrics,
+                    rules: route_header_rules(route).zip(facts),
                 };
                 proxy::forward(
                     req,
@@ -370,8 +400,16 @@ impl Gateway {
                 };
                 llm::serve(llm, req, cx).await
             }
+            Target::Redirect(redirect) => {
+                rules::redirect::answer(redirect, &req, host.authority(), conn.peer, conn.tls)
+            }
         }
     }
+}
+
+/// A route's header rules, if it has any.
+fn route_header_rules(route: &Route) -> Option<&crate::config::HeaderRules> {
+    route.config.rules.as_ref()?.headers.as_ref()
 }
 
 /// The response headers a route sets on what it serves: HSTS on HTTPS,

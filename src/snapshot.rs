@@ -280,6 +280,7 @@ impl Snapshot {
                     };
                     Target::Llm(llm)
                 }
+                RouteKind::Redirect(redirect) => Target::Redirect(redirect.clone()),
             };
             let rate = match (r.rate_limit, &state.rate) {
                 (None, _) => None,

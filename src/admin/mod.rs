@@ -88,6 +88,7 @@ impl Status {
                 let kind = match &r.kind {
                     RouteKind::Proxy { .. } => "proxy",
                     RouteKind::Llm(l) => l.protocol.name(),
+                    RouteKind::Redirect(_) => "redirect",
                 };
                 serde_json::json!({
                     "name": r.name,

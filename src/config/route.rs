@@ -40,6 +40,8 @@ pub(crate) struct RouteConfig {
     /// (`websocket` unless the route lists others); any other is ignored
     /// and the request forwarded as a plain one (RFC 9110 §7.8).
     pub(crate) upgrade_protocols: Vec<String>,
+    /// Header rules, request id, path rewrite (`crate::rules`).
+    pub(crate) rules: Option<Arc<super::RouteRules>>,
 }
 
 /// Headers a route sets on its responses.
@@ -67,6 +69,8 @@ pub(crate) enum RouteKind {
     Proxy { upstream: Box<UpstreamGroup> },
     /// An LLM API gateway route.
     Llm(Arc<LlmSettings>),
+    /// Answer every request with a redirect (`crate::rules::redirect`).
+    Redirect(Arc<super::RedirectRoute>),
 }
 
 /// A proxy route's servers and how one is chosen.

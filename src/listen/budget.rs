@@ -82,6 +82,7 @@ impl Need {
             .map(|r| match &r.kind {
                 crate::config::RouteKind::Proxy { .. } => 1,
                 crate::config::RouteKind::Llm(llm) => llm.upstreams.len() as u64,
+                crate::config::RouteKind::Redirect(_) => 0,
             })
             .sum();
         Need {

@@ -46,6 +46,8 @@ pub(crate) enum Target {
     Proxy(Arc<Upstream>),
     /// An LLM API route: model routing, failover, streaming relay.
     Llm(Arc<LlmRoute>),
+    /// Answer every request with a redirect (`crate::rules::redirect`).
+    Redirect(Arc<crate::config::RedirectRoute>),
 }
 
 impl Target {
@@ -53,7 +55,7 @@ impl Target {
     /// it checks itself once it knows more.
     pub(crate) fn at_entry(&self) -> AtEntry {
         match self {
-            Target::Proxy(_) => AtEntry {
+            Target::Proxy(_) | Target::Redirect(_) => AtEntry {
                 rate_by_address: true,
                 refuse_declared_body: true,
             },
@@ -73,7 +75,7 @@ impl Target {
         match self {
             Target::Proxy(upstream) => Some(&upstream.label),
             // Which upstream serves is decided per request.
-            Target::Llm(_) => None,
+            Target::Llm(_) | Target::Redirect(_) => None,
         }
     }
 
@@ -81,7 +83,7 @@ impl Target {
     /// answers in its own protocol.
     pub(crate) fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
         match self {
-            Target::Proxy(_) => ErrorShape::for_plain_route(request_headers),
+            Target::Proxy(_) | Target::Redirect(_) => ErrorShape::for_plain_route(request_headers),
             Target::Llm(llm) => ErrorShape::Llm(llm.settings.protocol),
         }
     }

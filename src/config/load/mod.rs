@@ -19,6 +19,7 @@ mod listeners;
 mod llm;
 mod process;
 mod routes;
+mod rules;
 mod secrets;
 mod usage;
 

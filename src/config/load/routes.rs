@@ -59,9 +59,18 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
         let shared_limits = limit_scope(&t, cluster);
         let headers = response_headers(&t);
         let upgrade_protocols = upgrade_protocols(&t);
+        let response_rules = rules::response_headers(&t);
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
+        if strip_prefix && kind.rules.replace_prefix.is_some() {
+            t.problem(
+                "replace_prefix",
+                "`replace_prefix` already removes the matched prefix",
+                Some("remove `strip_prefix`".into()),
+            );
+        }
+        let route_rules = with_response_rules(kind.rules, response_rules);
         let name = name.unwrap_or_else(|| match hosts.first() {
             Some(h) => format!("{h}{path}"),
             None => format!("*{path}"),
@@ -106,9 +115,23 @@ pub(super) fn routes(top: &Section<'_, '_>, cluster: bool) -> Vec<RouteConfig> {
             shared_limits,
             headers,
             upgrade_protocols,
+            rules: route_rules,
         });
     }
     out
+}
+
+/// A route's rules with its response header rules, or `None` when it
+/// has no rule at all.
+fn with_response_rules(
+    mut rules: RouteRules,
+    response: Vec<HeaderRule>,
+) -> Option<Arc<RouteRules>> {
+    if !response.is_empty() {
+        rules.headers.get_or_insert_default().response = response;
+    }
+    let any = rules.headers.is_some() || rules.rewrite.is_some() || rules.replace_prefix.is_some();
+    any.then(|| Arc::new(rules))
 }
 
 /// The `Upgrade` protocols a route tunnels: `["websocket"]` unless set.
@@ -251,6 +274,8 @@ struct Kind {
     response_timeout: Duration,
     preserve_host: bool,
     raw_path: bool,
+    /// What a proxy route's rules read (request headers, rewrite).
+    rules: RouteRules,
 }
 
 /// The route's kind and its kind-specific settings. A key only the other
@@ -267,7 +292,13 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
             llm::llm_settings(s, Protocol::Anthropic);
         })
     };
+    let redirect_keys = || {
+        Section::keys_read_by(|s| {
+            rules::redirect(s);
+        })
+    };
     let kind = t.string("kind");
+    let redirecting = t.raw_present("redirect");
     let protocol = match kind.as_ref().map(|k| k.value.as_str()) {
         None | Some("proxy") => None,
         Some(other) if Protocol::from_name(other).is_some() => Protocol::from_name(other),
@@ -283,16 +314,31 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
             );
             // Which kind's keys apply is unknown: take any kind's (asking
             // for a key accepts it); other keys are still unknown.
-            for key in proxy_keys().into_iter().chain(llm_keys()) {
+            for key in proxy_keys()
+                .into_iter()
+                .chain(llm_keys())
+                .chain(redirect_keys())
+            {
                 t.raw_present(key);
             }
             return None;
         }
     };
     let (read, other_keys, fix) = match protocol {
+        None if redirecting => (
+            rules::redirect(t).map(|r| Kind {
+                kind: RouteKind::Redirect(Arc::new(r)),
+                response_timeout: defaults::RESPONSE_TIMEOUT,
+                preserve_host: true,
+                raw_path: false,
+                rules: RouteRules::default(),
+            }),
+            [proxy_keys(), llm_keys()].concat(),
+            "a redirect route answers every request itself: remove the key, or `redirect`",
+        ),
         None => (
             proxy(t),
-            llm_keys(),
+            [llm_keys(), redirect_keys()].concat(),
             "set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key",
         ),
         Some(protocol) => (
@@ -301,12 +347,16 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 response_timeout: defaults::RESPONSE_TIMEOUT,
                 preserve_host: true,
                 raw_path: false,
+                rules: RouteRules::default(),
             }),
-            proxy_keys(),
+            [proxy_keys(), redirect_keys()].concat(),
             "remove the key; LLM routes take `[[route.upstreams]]`",
         ),
     };
-    let kind_name = kind.as_ref().map_or("proxy", |k| k.value.as_str());
+    let kind_name = match (&kind, redirecting) {
+        (None, true) => "redirect",
+        (k, _) => k.as_ref().map_or("proxy", |k| k.value.as_str()),
+    };
     for key in other_keys {
         if t.raw_present(key) {
             t.problem(
@@ -325,6 +375,14 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
     let response_timeout = timer(t, "response_timeout").unwrap_or(defaults::RESPONSE_TIMEOUT);
     let preserve_host = t.bool("preserve_host").unwrap_or(true);
     let raw_path = t.bool("raw_path").unwrap_or(false);
+    let rules = rules::proxy_rules(t);
+    if raw_path && rules.rewrite.is_some() {
+        t.problem(
+            "rewrite_regex",
+            "a rewrite changes the routed path, and `raw_path` forwards the client's untouched",
+            Some("remove `raw_path`, or the rewrite".into()),
+        );
+    }
     upstream.map(|upstream| Kind {
         kind: RouteKind::Proxy {
             upstream: Box::new(upstream),
@@ -332,6 +390,7 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
         response_timeout,
         preserve_host,
         raw_path,
+        rules,
     })
 }
 
