@@ -338,7 +338,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
         ),
         None => (
             proxy(t),
-            [llm_keys(), redirect_keys()].concat(),
+            llm_keys(),
             "set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key",
         ),
         Some(protocol) => (
@@ -349,7 +349,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 raw_path: false,
                 rules: RouteRules::default(),
             }),
-            [proxy_keys(), redirect_keys()].concat(),
+            proxy_keys(),
             "remove the key; LLM routes take `[[route.upstreams]]`",
         ),
     };
@@ -357,8 +357,18 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
         (None, true) => "redirect",
         (k, _) => k.as_ref().map_or("proxy", |k| k.value.as_str()),
     };
-    for key in other_keys {
-        if t.raw_present(key) {
+    refuse_keys(t, &other_keys, kind_name, fix);
+    if protocol.is_some() || !redirecting {
+        let fix = "add `redirect = \"https://…\"` for a redirect route, or remove the key";
+        refuse_keys(t, &redirect_keys(), kind_name, fix);
+    }
+    read
+}
+
+/// Keys of another route kind, each a problem that names the kind.
+fn refuse_keys(t: &Section<'_, '_>, keys: &[&'static str], kind_name: &str, fix: &str) {
+    for key in keys {
+        if t.raw_present(*key) {
             t.problem(
                 key,
                 format!("`{key}` does not apply to {kind_name} routes"),
@@ -366,7 +376,6 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
             );
         }
     }
-    read
 }
 
 /// The keys only proxy routes read.
