@@ -327,3 +327,25 @@ fn bad_rules_are_config_problems_with_their_lines() {
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
 }
+
+#[tokio::test]
+async fn response_rules_hold_on_llm_routes_and_keep_the_protocols_error_shape() {
+    let down = common::llm::refusing().await;
+    let weir = Weir::start(&common::llm::llm_config(
+        "anthropic",
+        &[("down", down)],
+        "[route.response_headers]\nset = [\"X-Frame-Options: DENY\"]\n",
+    ))
+    .await;
+    let (status, h, body) = common::llm::post(
+        &weir,
+        "/v1/messages",
+        common::llm::messages_body("m", false),
+        &[],
+    )
+    .await;
+    assert!(status.is_server_error(), "{status} {body}");
+    assert_eq!(h["x-frame-options"], "DENY");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["type"], "error", "the Anthropic envelope: {body}");
+}
