@@ -214,13 +214,15 @@ impl Gateway {
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
-        let arrival = rules::Arrival {
-            host: host.authority(),
-            peer: conn.peer,
-            tls: conn.tls,
-            trusted_proxies: &snapshot.trusted_proxies,
-        };
-        let facts = rules::facts(route.config.rules.as_deref(), &req, &path.path, &arrival);
+        let facts = route.config.rules.as_deref().and_then(|r| {
+            let arrival = rules::Arrival {
+                host: host.authority(),
+                peer: conn.peer,
+                tls: conn.tls,
+                trusted_proxies: &snapshot.trusted_proxies,
+            };
+            rules::facts(r, &req, &path.path, &arrival)
+        });
         record.request_id = facts.as_ref().and_then(|f| f.request_id.clone());
 
         let forwarded = path_forwarded(path, route);

@@ -48,15 +48,16 @@ pub(crate) struct Arrival<'a> {
     pub(crate) trusted_proxies: &'a [ipnet::IpNet],
 }
 
-/// The facts of a request on a route with header rules (else `None`:
-/// nothing is taken), its id resolved when the rules need one.
+/// The facts of a request on a route with rules, when they include header
+/// rules (else `None`: nothing is taken), its id resolved when the rules
+/// need one.
 pub(crate) fn facts<B>(
-    rules: Option<&RouteRules>,
+    rules: &RouteRules,
     req: &http::Request<B>,
     routed: &str,
     arrival: &Arrival<'_>,
 ) -> Option<Facts> {
-    let headers = rules?.headers.as_ref()?;
+    let headers = rules.headers.as_ref()?;
     let request_id = headers.needs_request_id().then(|| {
         let name = headers
             .request_id_header
