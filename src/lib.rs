@@ -50,6 +50,7 @@ mod pki;
 mod proxy;
 mod respond;
 mod route;
+mod rules;
 mod server;
 mod snapshot;
 mod statics;

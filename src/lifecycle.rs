@@ -43,6 +43,7 @@ use crate::respond::{
 };
 use crate::route::normal::{self, Host};
 use crate::route::{Route, Target};
+use crate::rules;
 use crate::snapshot::{BuildError, Snapshot, Standing};
 use crate::statics;
 use crate::telemetry::Metrics;
@@ -134,6 +135,7 @@ impl conn::Handler for Gateway {
             in_flight: Some(in_flight),
             admission: None,
             kind: None,
+            request_id: None,
         };
 
         // Until a route is known, errors take the plain shape.
@@ -219,16 +221,31 @@ impl Gateway {
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
+        let facts = route.config.rules.as_deref().and_then(|r| {
+            let arrival = rules::Arrival {
+                host: host.authority(),
+                peer: conn.peer,
+                tls: conn.tls,
+                trusted_proxies: &snapshot.trusted_proxies,
+            };
+            rules::facts(r, &req, &path.path, &arrival)
+        });
+        record.request_id = facts.as_ref().and_then(|f| f.request_id.clone());
+
         // From here an error may be answered with the route's page.
         let pages = route.config.error_pages.as_deref();
-        let forwarded = path_forwarded(path, route).map_err(|r| r.with_page(pages))?;
+        let forwarded = path_forwarded(path, route);
         // What the request asks of a compressing route, read before the
         // request is consumed (one branch for a route that does not).
         let compress = (route.config.compress.as_deref())
             .map(|settings| (settings, compress::Asked::of(settings, &req)));
         let served: Result<Response<Payload>, Rescue> = async {
+            let forwarded = forwarded?;
+            let forwarded = match route.config.rules.as_deref() {
+                Some(rules) => rules::path::rewritten(rules, forwarded, req.uri().path()),
+                None => forwarded,
+            };
             let mut req = with_path(req, forwarded)?;
-
             self.route_policy(route, &req, conn, host.name(), record)
                 .await?;
             if let Some(access) = &route.access {
@@ -240,11 +257,11 @@ impl Gateway {
                 };
                 access.check(req.headers_mut(), &asking).await?;
             }
-
-            self.serve(snapshot, route, req, conn, &host, record).await
+            self.serve(snapshot, route, req, conn, &host, facts.as_ref(), record)
+                .await
         }
         .await;
-        served.map_err(|r| r.with_page(pages)).map(|mut resp| {
+        let served = served.map_err(|r| r.with_page(pages)).map(|mut resp| {
             if let Some(pages) = pages.filter(|p| p.intercept_upstream) {
                 resp = crate::respond::intercept_error_page(resp, pages);
             }
@@ -253,7 +270,15 @@ impl Gateway {
                 Some((settings, asked)) => compress::respond(settings, &asked, resp),
                 None => resp,
             }
-        })
+        });
+        // Response rules hold for weir's own answers too (nginx's `always`).
+        let (Some(facts), Some(rules)) = (&facts, route_header_rules(route)) else {
+            return served;
+        };
+        let metrics = &self.standing.metrics;
+        let mut resp = served.unwrap_or_else(|r| r.answer(*shape, metrics, record.route.as_ref()));
+        rules::headers::to_client(resp.headers_mut(), rules, facts);
+        Ok(resp)
     }
 
     /// Phases before routing: framing, ACME's http-01 answers, the Host,
@@ -347,7 +372,9 @@ impl Gateway {
 
     /// Phase: serve, by route kind — the one place route kinds are
     /// dispatched. `host` is the Host as checked and normalised: its name
-    /// routed, its authority is what goes upstream.
+    /// routed, its authority is what goes upstream; `facts` are there when
+    /// the route has header rules.
+    #[allow(clippy::too_many_arguments)]
     async fn serve(
         &self,
         snapshot: &Snapshot,
@@ -355,6 +382,7 @@ impl Gateway {
         req: Request<Incoming>,
         conn: &ConnInfo,
         host: &Host<'_>,
+        facts: Option<&rules::Facts>,
         record: &mut RequestRecord,
     ) -> Result<Response<Payload>, Rescue> {
         match &route.target {
@@ -366,6 +394,7 @@ impl Gateway {
                     tunnel_limits: snapshot.tunnel_limits,
                     tunnel_cap: &self.standing.tunnel_cap,
                     metrics: &self.standing.metrics,
+                    rules: route_header_rules(route).zip(facts),
                 };
                 proxy::forward(
                     req,
@@ -402,8 +431,16 @@ impl Gateway {
                 llm::serve(llm, req, cx).await
             }
             Target::Static(site) => statics::serve(site, &req).await,
+            Target::Redirect(redirect) => {
+                rules::redirect::answer(redirect, &req, host.authority(), conn.peer, conn.tls)
+            }
         }
     }
+}
+
+/// A route's header rules, if it has any.
+fn route_header_rules(route: &Route) -> Option<&crate::config::HeaderRules> {
+    route.config.rules.as_ref()?.headers.as_ref()
 }
 
 /// The response headers a route sets on what it serves: HSTS on HTTPS,

@@ -295,6 +295,7 @@ impl Snapshot {
                     r,
                     standing.static_files.clone(),
                 ))),
+                RouteKind::Redirect(redirect) => Target::Redirect(redirect.clone()),
             };
             let rate = match (r.rate_limit, &state.rate) {
                 (None, _) => None,

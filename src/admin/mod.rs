@@ -89,6 +89,7 @@ impl Status {
                     RouteKind::Proxy { .. } => "proxy",
                     RouteKind::Llm(l) => l.protocol.name(),
                     RouteKind::Static(_) => "static",
+                    RouteKind::Redirect(_) => "redirect",
                 };
                 serde_json::json!({
                     "name": r.name,

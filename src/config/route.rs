@@ -47,6 +47,8 @@ pub(crate) struct RouteConfig {
     pub(crate) access: Option<Arc<super::Access>>,
     /// Files served for the errors weir answers on this route.
     pub(crate) error_pages: Option<Arc<super::ErrorPages>>,
+    /// Header rules, request id, path rewrite (`crate::rules`).
+    pub(crate) rules: Option<Arc<super::RouteRules>>,
 }
 
 /// Headers a route sets on its responses.
@@ -76,6 +78,8 @@ pub(crate) enum RouteKind {
     Llm(Arc<LlmSettings>),
     /// Files from a directory (`crate::statics`).
     Static(Arc<super::StaticSettings>),
+    /// Answer every request with a redirect (`crate::rules::redirect`).
+    Redirect(Arc<super::RedirectRoute>),
 }
 
 /// A proxy route's servers and how one is chosen.

@@ -85,6 +85,7 @@ impl Need {
                 // A file open is a request in flight's one descriptor,
                 // counted with the upstream sockets above.
                 crate::config::RouteKind::Static(_) => 0,
+                crate::config::RouteKind::Redirect(_) => 0,
             })
             .sum();
         Need {

@@ -21,9 +21,10 @@ use tokio::time::Instant;
 
 use crate::admit::Admission;
 use crate::admit::tunnels::{CapTicket, TunnelCap, TunnelLimits};
-use crate::config::{HashKey, RouteConfig};
+use crate::config::{HashKey, HeaderRules, RouteConfig};
 use crate::conn::info::ConnInfo;
 use crate::respond::{Counted, Guard, Payload, Rescue};
+use crate::rules::Facts;
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 use crate::upstream::balance::{self, AllOut, Outcome};
 
@@ -36,6 +37,8 @@ pub(crate) struct ClientSide<'a> {
     pub(crate) tunnel_cap: &'a Arc<TunnelCap>,
     /// For the tunnels, which outlive the request.
     pub(crate) metrics: &'a Arc<Metrics>,
+    /// The route's header rules and the request's facts, if it has rules.
+    pub(crate) rules: Option<(&'a HeaderRules, &'a Facts)>,
 }
 
 /// Why forwarding failed, and what the client is told.
@@ -85,11 +88,17 @@ fn upstream_uri(
     authority: &http::uri::Authority,
     uri: &Uri,
 ) -> Result<Uri, ProxyError> {
-    let stripping = route.strip_prefix && route.path != "/";
+    // `replace_prefix` strips the prefix and puts its own in place.
+    let replacement = route
+        .rules
+        .as_ref()
+        .and_then(|r| r.replace_prefix.as_deref());
+    let stripping = (route.strip_prefix || replacement.is_some()) && route.path != "/";
     // The common case, nothing to rewrite: the client's path and query are
     // reused as parsed (shared bytes), not rebuilt and parsed again.
     if up.base_path.is_empty()
         && !stripping
+        && replacement.is_none()
         && let Some(pq) = uri.path_and_query().filter(|pq| pq.path().starts_with('/'))
     {
         return Uri::builder()
@@ -100,19 +109,26 @@ fn upstream_uri(
             .map_err(|_| ProxyError::BadRequest);
     }
     let mut path = uri.path();
-    if stripping {
-        path = path
-            .strip_prefix(route.path.trim_end_matches('/'))
-            .unwrap_or(path);
+    let mut stripped = route.path == "/";
+    if stripping && let Some(rest) = path.strip_prefix(route.path.trim_end_matches('/')) {
+        path = rest;
+        stripped = true;
     }
     let mut pq = String::with_capacity(
         up.base_path.len() + path.len() + 1 + uri.query().map_or(0, str::len),
     );
     pq.push_str(&up.base_path);
-    if !path.starts_with('/') {
-        pq.push('/');
+    match replacement.filter(|_| stripped) {
+        // What is left of a prefix match is empty or starts with `/`:
+        // `/api` goes as `/v2`, `/api/x` as `/v2/x`.
+        Some(prefix) => pq.push_str(prefix),
+        None if !path.starts_with('/') => pq.push('/'),
+        None => {}
     }
     pq.push_str(path);
+    if pq.is_empty() {
+        pq.push('/');
+    }
     if let Some(q) = uri.query() {
         pq.push('?');
         pq.push_str(q);
@@ -289,6 +305,9 @@ impl<'a> Outgoing<'a> {
             _ => {
                 h.remove(header::HOST);
             }
+        }
+        if let Some((rules, facts)) = client.rules {
+            crate::rules::headers::to_upstream(h, rules, facts);
         }
         let body = RequestBody::new(body, route.max_request_body, client.body_rate);
         let grpc_deadline = headers::grpc_timeout(&parts.headers).map(|t| Instant::now() + t);

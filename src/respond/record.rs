@@ -54,6 +54,8 @@ pub(crate) struct RequestRecord {
     /// What the route kind keeps of its own (LLM routes: model, tokens,
     /// usage), filled in as the response streams.
     pub(crate) kind: Option<Arc<dyn KindRecord>>,
+    /// The request's id, when its route gave it one (`crate::rules`).
+    pub(crate) request_id: Option<http::HeaderValue>,
 }
 
 /// What a route kind keeps about a request beyond this record, and does
@@ -79,6 +81,8 @@ pub(crate) struct AccessLine<'a> {
     pub(crate) elapsed: std::time::Duration,
     pub(crate) route: &'a str,
     pub(crate) outcome: Outcome,
+    /// When its route gave the request one; an absent field otherwise.
+    pub(crate) request_id: Option<&'a str>,
 }
 
 impl AccessLine<'_> {
@@ -99,6 +103,7 @@ impl AccessLine<'_> {
             route = self.route,
             upstream = upstream.unwrap_or("-"),
             outcome = ?self.outcome,
+            request_id = self.request_id,
         );
     }
 }
@@ -165,6 +170,7 @@ impl RequestRecord {
             elapsed,
             route,
             outcome,
+            request_id: self.request_id.as_ref().and_then(|id| id.to_str().ok()),
         };
         match &self.kind {
             Some(kind) => kind.ended(&line),
@@ -373,6 +379,7 @@ mod tests {
                 status: 200,
                 route: None,
                 route_metrics: None,
+                request_id: None,
                 upstream: None,
                 metrics: self.metrics.clone(),
                 access_log: false,

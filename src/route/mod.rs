@@ -52,6 +52,8 @@ pub(crate) enum Target {
     Llm(Arc<LlmRoute>),
     /// Files from a directory.
     Static(Arc<StaticSite>),
+    /// Answer every request with a redirect (`crate::rules::redirect`).
+    Redirect(Arc<crate::config::RedirectRoute>),
 }
 
 impl Target {
@@ -59,7 +61,7 @@ impl Target {
     /// it checks itself once it knows more.
     pub(crate) fn at_entry(&self) -> AtEntry {
         match self {
-            Target::Proxy(_) | Target::Static(_) => AtEntry {
+            Target::Proxy(_) | Target::Static(_) | Target::Redirect(_) => AtEntry {
                 rate_by_address: true,
                 refuse_declared_body: true,
             },
@@ -79,7 +81,7 @@ impl Target {
         match self {
             Target::Proxy(upstream) => Some(&upstream.label),
             // Which upstream serves is decided per request.
-            Target::Llm(_) | Target::Static(_) => None,
+            Target::Llm(_) | Target::Static(_) | Target::Redirect(_) => None,
         }
     }
 
@@ -87,7 +89,9 @@ impl Target {
     /// answers in its own protocol.
     pub(crate) fn error_shape(&self, request_headers: &HeaderMap) -> ErrorShape {
         match self {
-            Target::Proxy(_) | Target::Static(_) => ErrorShape::for_plain_route(request_headers),
+            Target::Proxy(_) | Target::Static(_) | Target::Redirect(_) => {
+                ErrorShape::for_plain_route(request_headers)
+            }
             Target::Llm(llm) => ErrorShape::Llm(llm.settings.protocol),
         }
     }

@@ -144,6 +144,30 @@ precompressed = ["br", "gzip"]
 cache_control = "no-cache"
 
 [[route]]
+name = "rules"
+path = "/rules"
+upstream = "http://127.0.0.1:3"
+request_id_header = "X-Request-Id"
+rewrite_regex = "^/rules/old/(.*)$"
+rewrite_to = "/new/${1}"
+replace_prefix = "/v2"
+[route.request_headers]
+remove = ["X-Debug"]
+set = ["X-Real-Client: {client_ip}"]
+add = ["X-Via: weir"]
+[route.response_headers]
+remove = ["X-Powered-By"]
+set = ["X-Frame-Options: DENY"]
+add = ["X-Request-Id: {request_id}"]
+
+[[route]]
+name = "redirect"
+path = "/old"
+redirect = "https://example.com{path}"
+redirect_status = 308
+redirect_keep_query = false
+
+[[route]]
 name = "llm"
 path = "/llm"
 kind = "anthropic"

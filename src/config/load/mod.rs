@@ -22,6 +22,7 @@ mod llm;
 mod process;
 mod rate;
 mod routes;
+mod rules;
 mod secrets;
 mod statics;
 mod usage;

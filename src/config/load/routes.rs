@@ -68,9 +68,18 @@ pub(super) fn routes(
             access::access(&t, llm),
             access::error_pages(&t, llm, server_pages),
         );
+        let response_rules = rules::response_headers(&t);
         let (Some(path), Some(kind)) = (path, kind) else {
             continue;
         };
+        if strip_prefix && kind.rules.replace_prefix.is_some() {
+            t.problem(
+                "replace_prefix",
+                "`replace_prefix` already removes the matched prefix",
+                Some("remove `strip_prefix`".into()),
+            );
+        }
+        let route_rules = with_response_rules(kind.rules, response_rules);
         let name = name.unwrap_or_else(|| match hosts.first() {
             Some(h) => format!("{h}{path}"),
             None => format!("*{path}"),
@@ -118,9 +127,23 @@ pub(super) fn routes(
             compress: kind.compress,
             access,
             error_pages,
+            rules: route_rules,
         });
     }
     out
+}
+
+/// A route's rules with its response header rules, or `None` when it
+/// has no rule at all.
+fn with_response_rules(
+    mut rules: RouteRules,
+    response: Vec<HeaderRule>,
+) -> Option<Arc<RouteRules>> {
+    if !response.is_empty() {
+        rules.headers.get_or_insert_default().response = response;
+    }
+    let any = rules.headers.is_some() || rules.rewrite.is_some() || rules.replace_prefix.is_some();
+    any.then(|| Arc::new(rules))
 }
 
 /// The `Upgrade` protocols a route tunnels: `["websocket"]` unless set.
@@ -237,6 +260,8 @@ struct Kind {
     preserve_host: bool,
     raw_path: bool,
     compress: Option<Arc<Compression>>,
+    /// What a proxy route's rules read (request headers, rewrite).
+    rules: RouteRules,
 }
 
 /// The route's kind and its kind-specific settings. A key only the other
@@ -259,9 +284,16 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
         })
     };
     let kind = t.string("kind");
+    let redirect_keys = || {
+        Section::keys_read_by(|s| {
+            rules::redirect(s);
+        })
+    };
     if kind.as_ref().is_some_and(|k| k.value == "static") {
-        return static_kind(t, proxy_keys().into_iter().chain(llm_keys()));
+        let others = [proxy_keys(), llm_keys(), redirect_keys()].concat();
+        return static_kind(t, others);
     }
+    let redirecting = t.raw_present("redirect");
     let protocol = match kind.as_ref().map(|k| k.value.as_str()) {
         None | Some("proxy") => None,
         Some(other) if Protocol::from_name(other).is_some() => Protocol::from_name(other),
@@ -281,6 +313,7 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 .into_iter()
                 .chain(llm_keys())
                 .chain(static_keys())
+                .chain(redirect_keys())
             {
                 t.raw_present(key);
             }
@@ -288,6 +321,18 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
         }
     };
     let (read, other_keys, fix) = match protocol {
+        None if redirecting => (
+            rules::redirect(t).map(|r| Kind {
+                kind: RouteKind::Redirect(Arc::new(r)),
+                response_timeout: defaults::RESPONSE_TIMEOUT,
+                preserve_host: true,
+                raw_path: false,
+                compress: None,
+                rules: RouteRules::default(),
+            }),
+            [proxy_keys(), llm_keys(), static_keys()].concat(),
+            "a redirect route answers every request itself: remove the key, or `redirect`",
+        ),
         None => (
             proxy(t),
             llm_keys(),
@@ -300,20 +345,30 @@ fn route_kind(t: &Section<'_, '_>) -> Option<Kind> {
                 preserve_host: true,
                 raw_path: false,
                 compress: None,
+                rules: RouteRules::default(),
             }),
             proxy_keys(),
             "remove the key; LLM routes take `[[route.upstreams]]`",
         ),
     };
-    let kind_name = kind.as_ref().map_or("proxy", |k| k.value.as_str());
+    let kind_name = match (&kind, redirecting) {
+        (None, true) => "redirect",
+        (k, _) => k.as_ref().map_or("proxy", |k| k.value.as_str()),
+    };
     not_of_this_kind(t, kind_name, other_keys, fix);
-    for key in static_keys() {
-        not_of_this_kind(
-            t,
-            kind_name,
-            [key],
-            "set `kind = \"static\"` for a route that serves files, or remove the key",
-        );
+    if protocol.is_some() || !redirecting {
+        let fix = "add `redirect = \"https://…\"` for a redirect route, or remove the key";
+        not_of_this_kind(t, kind_name, redirect_keys(), fix);
+    }
+    if !redirecting {
+        for key in static_keys() {
+            not_of_this_kind(
+                t,
+                kind_name,
+                [key],
+                "set `kind = \"static\"` for a route that serves files, or remove the key",
+            );
+        }
     }
     read
 }
@@ -358,6 +413,7 @@ fn static_kind(
         preserve_host: true,
         raw_path: false,
         compress,
+        rules: RouteRules::default(),
     })
 }
 
@@ -368,6 +424,14 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
     let preserve_host = t.bool("preserve_host").unwrap_or(true);
     let raw_path = t.bool("raw_path").unwrap_or(false);
     let compress = compress::compress(t).ok()?;
+    let rules = rules::proxy_rules(t);
+    if raw_path && rules.rewrite.is_some() {
+        t.problem(
+            "rewrite_regex",
+            "a rewrite changes the routed path, and `raw_path` forwards the client's untouched",
+            Some("remove `raw_path`, or the rewrite".into()),
+        );
+    }
     upstream.map(|upstream| Kind {
         kind: RouteKind::Proxy {
             upstream: Box::new(upstream),
@@ -376,6 +440,7 @@ fn proxy(t: &Section<'_, '_>) -> Option<Kind> {
         preserve_host,
         raw_path,
         compress,
+        rules,
     })
 }
 
