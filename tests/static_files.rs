@@ -13,66 +13,12 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::can_run;
+use common::nginx::{Answer, Nginx, ask, nginx_found};
 use common::process::{Proc, write_config};
-
-/// An answer as it came off the socket.
-#[derive(Debug, Clone)]
-struct Answer {
-    status: u16,
-    /// Lower-case names, in order.
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One request on its own connection (`Connection: close`), read to the
-/// end; `extra` is more header lines, each ending in `\r\n`.
-fn ask(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Answer {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let req =
-        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n");
-    s.write_all(req.as_bytes()).expect("send");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read");
-    parse(&raw)
-}
-
-fn parse(raw: &[u8]) -> Answer {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a whole head");
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Answer {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    }
-}
 
 /// The tree both servers serve, and a directory beside it.
 struct Tree {
@@ -168,69 +114,16 @@ fn weir(root: &Path, server: &str, keys: &str) -> WeirSite {
     }
 }
 
-struct Nginx {
-    child: Child,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const NGINX: &str = "/usr/sbin/nginx";
-
 /// Debian's nginx serving `root`, set as an operator moving to weir would
 /// compare it: mime.types, `if_modified_since before` (RFC 9110's rule,
 /// which weir follows; nginx's default is `exact`), `max_ranges 1` (weir
 /// serves one range), `absolute_redirect off` (weir's Location is a path).
 fn nginx(root: &Path) -> Nginx {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let d = dir.path().display();
-    let conf = dir.path().join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
-             error_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
-             http {{\n  include /etc/nginx/mime.types;\n  default_type application/octet-stream;\n\
-             access_log off;\n  server_tokens off;\n  if_modified_since before;\n  max_ranges 1;\n\
-             absolute_redirect off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-             fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-             server {{\n    listen 127.0.0.1:{port};\n    root {};\n    index index.html;\n  }}\n}}\n",
-            root.display()
-        ),
-    )
-    .expect("nginx.conf");
-    let child = Command::new(NGINX)
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf)
-        .arg("-e")
-        .arg(dir.path().join("startup.log"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nginx");
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nginx did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Nginx {
-        child,
-        addr,
-        _dir: dir,
-    }
+    Nginx::start(&format!(
+        "  if_modified_since before;\n  max_ranges 1;\n  absolute_redirect off;\n\
+         server {{\n    listen 127.0.0.1:{{port}};\n    root {};\n    index index.html;\n  }}\n",
+        root.display()
+    ))
 }
 
 /// The headers whose values must be the same from both servers (when
@@ -290,15 +183,6 @@ fn compare(
         n.body.len()
     );
     w
-}
-
-fn nginx_found() -> bool {
-    can_run(
-        Path::new(NGINX).exists() && Path::new("/etc/nginx/mime.types").exists(),
-        "nginx is not installed",
-        "apt-get install nginx",
-        "WEIR_REQUIRE_NGINX",
-    )
 }
 
 #[test]

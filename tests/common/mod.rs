@@ -21,6 +21,7 @@ pub mod h2raw;
 pub mod keepalive;
 pub mod llm;
 pub mod load;
+pub mod nginx;
 pub mod process;
 pub mod provider;
 pub mod redis;
