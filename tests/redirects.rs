@@ -111,7 +111,7 @@ async fn rewrites_replace_the_routed_path_and_keep_the_query() {
     let weir = Weir::start(&format!(
         "{LISTENER}\
          [[route]]\npath = \"/old\"\nupstream = \"http://{u}\"\n\
-         rewrite_regex = \"^/old/(?P<rest>.*)$\"\nrewrite_to = \"/new/${{rest}}\"\n\
+         rewrite_regex = \"^/old/(?P<rest>.*)$\"\nrewrite_to = \"/new/$${{rest}}\"\n\
          [[route]]\npath = \"/api\"\nupstream = \"http://{u}/base\"\nreplace_prefix = \"/v2\"\n\
          [[route]]\npath = \"/both\"\nupstream = \"http://{u}\"\nstrip_prefix = true\n\
          rewrite_regex = \"^/both/v1/\"\nrewrite_to = \"/both/v2/\"\n\
