@@ -37,7 +37,7 @@ pub use server::*;
 pub(crate) use sources::Sources;
 pub(crate) use upstream::UpstreamHttp;
 
-pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};
+pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget, ServerUrl};
 
 /// The defaults of the keys not declared in [`keys`] yet (a declared
 /// key's default is in its declaration).

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use super::balance::{Group, Member};
 use super::server::{Dialing, Server, server_label};
-use crate::config::{UpstreamGroup, UpstreamSettings};
+use crate::config::{ServerUrl, UpstreamGroup, UpstreamSettings};
 use crate::telemetry::Metrics;
 
 /// The shortest time between two lookups, whatever the TTL says (a TTL of
@@ -46,10 +46,11 @@ pub(crate) const MAX_ADDRS_PER_NAME: usize = 64;
 
 /// One configured server and what its name last resolved to.
 struct Entry {
-    uri: http::Uri,
+    uri: ServerUrl,
     weight: u32,
     backup: bool,
-    /// The name to look up; none for an address or an `https://` URL.
+    /// The name to look up; none for an address, an `https://` URL or a
+    /// unix socket.
     name: Option<String>,
     /// The last good answer (none: no answer yet).
     addrs: Option<Vec<IpAddr>>,
@@ -59,7 +60,7 @@ struct Entry {
 
 /// A server the group should have.
 struct Want<'a> {
-    uri: &'a http::Uri,
+    uri: &'a ServerUrl,
     addr: Option<IpAddr>,
     label: String,
 }
@@ -77,7 +78,12 @@ pub(crate) fn spawn(
         .servers
         .iter()
         .map(|m| Entry {
-            name: name_of(&m.target),
+            name: m
+                .target
+                .socket
+                .is_none()
+                .then(|| name_of(&m.target.uri))
+                .flatten(),
             uri: m.target.clone(),
             weight: m.weight,
             backup: m.backup,
