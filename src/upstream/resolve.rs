@@ -78,12 +78,7 @@ pub(crate) fn spawn(
         .servers
         .iter()
         .map(|m| Entry {
-            name: m
-                .target
-                .socket
-                .is_none()
-                .then(|| name_of(&m.target.uri))
-                .flatten(),
+            name: name_of(&m.target),
             uri: m.target.clone(),
             weight: m.weight,
             backup: m.backup,
@@ -113,9 +108,11 @@ pub(crate) fn spawn(
     runtime.spawn(task.run());
 }
 
-/// The name to look up in `uri`, if it is an `http://` URL with a name.
-fn name_of(uri: &http::Uri) -> Option<String> {
-    if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+/// The name to look up in `url`, if it is an `http://` URL with a name: a
+/// unix socket's `http://localhost` is not one.
+fn name_of(url: &ServerUrl) -> Option<String> {
+    let uri = &url.uri;
+    if url.socket.is_some() || uri.scheme() != Some(&http::uri::Scheme::HTTP) {
         return None;
     }
     let host = uri.host()?;
@@ -312,7 +309,7 @@ mod tests {
 
     #[test]
     fn only_http_names_are_looked_up() {
-        let name = |u: &str| name_of(&u.parse().expect("uri"));
+        let name = |u: &str| name_of(&ServerUrl::from(u.parse::<http::Uri>().expect("uri")));
         assert_eq!(
             name("http://app.internal:8080"),
             Some("app.internal".into())
@@ -324,5 +321,7 @@ mod tests {
             None,
             "the certificate is checked against the name"
         );
+        let socket = ServerUrl::unix(std::path::Path::new("/run/app.sock").into());
+        assert_eq!(name_of(&socket), None, "a unix socket is not resolved");
     }
 }
