@@ -54,14 +54,22 @@ pub(crate) enum Dial {
 
 /// A connection to the unix socket at `path`. A socket that is not there
 /// (the app not started, or gone) or refuses is a connect failure, as a
-/// refused TCP connect is.
+/// refused TCP connect is; past `connect_timeout` it is an I/O error of
+/// kind `TimedOut`, which the proxy answers as a TCP connect timeout.
 pub(crate) async fn unix(
     path: &Path,
     connect_timeout: Duration,
 ) -> Result<TokioIo<UnixStream>, BoxError> {
+    let failed = |kind: std::io::ErrorKind, why: &dyn std::fmt::Display| -> BoxError {
+        std::io::Error::new(
+            kind,
+            format!("connecting to unix:{}: {why}", path.display()),
+        )
+        .into()
+    };
     match tokio::time::timeout(connect_timeout, UnixStream::connect(path)).await {
         Ok(Ok(stream)) => Ok(TokioIo::new(stream)),
-        Ok(Err(e)) => Err(format!("connecting to unix:{}: {e}", path.display()).into()),
-        Err(_) => Err(format!("connecting to unix:{} timed out", path.display()).into()),
+        Ok(Err(e)) => Err(failed(e.kind(), &e)),
+        Err(_) => Err(failed(std::io::ErrorKind::TimedOut, &"timed out")),
     }
 }
