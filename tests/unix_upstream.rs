@@ -195,6 +195,49 @@ async fn a_missing_socket_is_a_refused_connect_until_the_app_starts() {
 }
 
 #[tokio::test]
+async fn in_a_group_a_missing_socket_is_passed_over_and_taken_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (gone, live) = (dir.path().join("gone.sock"), dir.path().join("live.sock"));
+    let app = unix_upstream(&live, "live").await;
+    let weir = Weir::start(&config(
+        &format!(
+            "servers = [\"unix:{}\", \"unix:{}\"]\nbalance = \"round_robin\"\neject_after = 2",
+            gone.display(),
+            live.display()
+        ),
+        "",
+    ))
+    .await;
+    let payload = Bytes::from(vec![b'y'; 50_000]);
+    for _ in 0..6 {
+        let resp = send(
+            http::Method::POST,
+            &weir.url("web", "/upload"),
+            &[],
+            payload.clone(),
+        )
+        .await;
+        let (status, _, text) = split(resp).await;
+        assert_eq!(status, 200, "a POST whose socket was missing goes on");
+        assert!(text.starts_with("live POST /upload"), "{text}");
+        assert!(
+            text.ends_with(&format!("body=50000:{}", 50_000 % 251)),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        metric(
+            &weir,
+            "weir_upstream_errors_total{route=\"main\",kind=\"Connect\"}"
+        )
+        .await,
+        Some(2),
+        "refused twice, then out of the rotation, as a refused TCP server"
+    );
+    assert!(app.connections() >= 1);
+}
+
+#[tokio::test]
 async fn the_health_check_dials_the_socket_and_follows_it_going_and_coming_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a, b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
