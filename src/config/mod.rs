@@ -41,7 +41,7 @@ pub(crate) use sources::Sources;
 pub(crate) use statics::{Precompressed, StaticSettings};
 pub(crate) use upstream::UpstreamHttp;
 
-pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget};
+pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget, ServerUrl};
 
 /// The defaults of the keys not declared in [`keys`] yet (a declared
 /// key's default is in its declaration).

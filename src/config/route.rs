@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::upstream::UpstreamHttp;
-use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, keys};
+use super::{Ejection, HostPattern, LlmSettings, Member, Policy, RetryBudget, ServerUrl, keys};
 
 #[derive(Debug, Clone)]
 pub(crate) struct RouteConfig {
@@ -85,7 +85,7 @@ pub(crate) enum RouteKind {
 /// A proxy route's servers and how one is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UpstreamGroup {
-    pub(crate) servers: Vec<Member<http::Uri>>,
+    pub(crate) servers: Vec<Member<ServerUrl>>,
     pub(crate) policy: Policy,
     /// What a request is hashed by, for [`Policy::Hash`].
     pub(crate) hash_key: Option<HashKey>,
@@ -146,7 +146,7 @@ impl UpstreamGroup {
     pub(crate) fn one(uri: http::Uri) -> Self {
         UpstreamGroup {
             servers: vec![Member {
-                target: uri,
+                target: uri.into(),
                 weight: 1,
                 backup: false,
             }],

@@ -3,6 +3,8 @@
 //! they are balanced, ejected and retried. Data only: the behaviour is
 //! `upstream::balance`'s. A leaf the route and LLM files both read.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which HTTP versions weir speaks to an upstream (`http_version`).
@@ -126,6 +128,44 @@ impl Policy {
 
     pub(crate) fn from_name(name: &str) -> Option<Policy> {
         Policy::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// Where a proxy route's server is: a URL, or a unix domain socket
+/// (`unix:/run/app.sock`), spoken to in HTTP/1.1 as `http://localhost`:
+/// that URL is what the rest of the upstream side sees (the `Host` sent
+/// when the client's is not, the health check's URL), and only the dialer
+/// looks at the socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerUrl {
+    pub(crate) uri: http::Uri,
+    /// The socket's path, made absolute against the config file's
+    /// directory; none for a TCP server.
+    pub(crate) socket: Option<Arc<Path>>,
+}
+
+impl ServerUrl {
+    /// The URL a unix-socket server is spoken to as.
+    pub(crate) fn unix(path: Arc<Path>) -> Self {
+        ServerUrl {
+            uri: http::Uri::from_static("http://localhost/"),
+            socket: Some(path),
+        }
+    }
+}
+
+impl From<http::Uri> for ServerUrl {
+    fn from(uri: http::Uri) -> Self {
+        ServerUrl { uri, socket: None }
+    }
+}
+
+impl std::fmt::Display for ServerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.socket {
+            Some(path) => write!(f, "unix:{}", path.display()),
+            None => self.uri.fmt(f),
+        }
     }
 }
 

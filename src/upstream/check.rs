@@ -6,6 +6,8 @@
 //! checks pass. The task ends when its group is dropped (the route was
 //! removed or changed by a reload). A group whose servers change with DNS
 //! is checked as it is at each round; a server's streak follows its label.
+//! A unix-socket server is checked on a connection of its own each round
+//! (the client below dials TCP only).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -19,6 +21,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 use super::balance::Group;
+use super::dial::Dial;
+use super::pool::H1Pool;
 use super::server::Server;
 use crate::config::HealthCheck;
 
@@ -95,8 +99,26 @@ async fn probe(client: &CheckClient, server: &Server, check: &HealthCheck) -> bo
     let Ok(req) = req.body(Empty::new()) else {
         return false;
     };
-    match tokio::time::timeout(check.timeout, client.request(req)).await {
-        Ok(Ok(resp)) => check.passes(resp.status().as_u16()),
-        _ => false,
-    }
+    let status = match &server.socket {
+        None => tokio::time::timeout(check.timeout, client.request(req))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|resp| resp.status()),
+        Some(path) => {
+            // A pool that keeps nothing: the connection closes after the
+            // check.
+            let dial = Dial::Unix {
+                path: path.clone(),
+                connect_timeout: check.timeout,
+            };
+            let once = H1Pool::new(dial, req.uri().clone(), check.timeout, 0);
+            tokio::time::timeout(check.timeout, once.request(req))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|resp| resp.status())
+        }
+    };
+    status.is_some_and(|s| check.passes(s.as_u16()))
 }

@@ -10,7 +10,7 @@
 //! connection goes back on it from the task that already drives it.
 //!
 //! A connection's life: dialled by the route's connector (TCP nodelay,
-//! connect timeout, TLS for `https://`), its hyper connection driven by a
+//! connect timeout, TLS for `https://`) or to its unix socket, its hyper connection driven by a
 //! task on the worker's runtime. A request takes the sender off the stack
 //! (or dials), hands hyper the request and leaves the sender with that
 //! task, which puts it back on the stack once hyper is ready for another
@@ -36,14 +36,14 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{Builder, SendRequest};
 use tokio::time::Instant;
 
-use super::dial::Connector;
+use super::dial::{self, Dial};
 use super::error::SendError;
 use crate::sync::Locked;
 
 /// The HTTP/1.1 connections of one worker to one server.
 pub(crate) struct H1Pool<B> {
     inner: Arc<Inner<B>>,
-    connector: Connector,
+    dial: Dial,
     /// Where connections go, whatever authority a request names.
     server: Uri,
     /// The `Host` a request without one is given when it names the
@@ -84,13 +84,8 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     /// A pool whose connections reach `server` (scheme and authority)
-    /// through `connector`.
-    pub(crate) fn new(
-        connector: Connector,
-        server: Uri,
-        idle_timeout: Duration,
-        max_idle: usize,
-    ) -> Self {
+    /// as `dial` says.
+    pub(crate) fn new(dial: Dial, server: Uri, idle_timeout: Duration, max_idle: usize) -> Self {
         let host = host_of(&server);
         H1Pool {
             inner: Arc::new(Inner {
@@ -101,7 +96,7 @@ where
                 idle_timeout,
                 max_idle,
             }),
-            connector,
+            dial,
             server,
             host,
             handshake: Builder::new(),
@@ -186,10 +181,31 @@ where
 
     /// A new connection, its task spawned on this worker's runtime.
     async fn dial(&self) -> Result<(SendRequest<B>, Arc<Parked<B>>), SendError> {
-        let mut connector = self.connector.clone();
-        let io = tower_service::Service::call(&mut connector, self.server.clone())
-            .await
-            .map_err(SendError::Connect)?;
+        match &self.dial {
+            Dial::Tcp(connector) => {
+                let mut connector = connector.clone();
+                let io = tower_service::Service::call(&mut connector, self.server.clone())
+                    .await
+                    .map_err(SendError::Connect)?;
+                self.handshake(io).await
+            }
+            Dial::Unix {
+                path,
+                connect_timeout,
+            } => {
+                let io = dial::unix(path, *connect_timeout)
+                    .await
+                    .map_err(SendError::Connect)?;
+                self.handshake(io).await
+            }
+        }
+    }
+
+    /// HTTP/1.1 on a connection just made, its task spawned.
+    async fn handshake<I>(&self, io: I) -> Result<(SendRequest<B>, Arc<Parked<B>>), SendError>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
         let (tx, conn) = self
             .handshake
             .handshake(io)

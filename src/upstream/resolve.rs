@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use super::balance::{Group, Member};
 use super::server::{Dialing, Server, server_label};
-use crate::config::{UpstreamGroup, UpstreamSettings};
+use crate::config::{ServerUrl, UpstreamGroup, UpstreamSettings};
 use crate::telemetry::Metrics;
 
 /// The shortest time between two lookups, whatever the TTL says (a TTL of
@@ -46,10 +46,11 @@ pub(crate) const MAX_ADDRS_PER_NAME: usize = 64;
 
 /// One configured server and what its name last resolved to.
 struct Entry {
-    uri: http::Uri,
+    uri: ServerUrl,
     weight: u32,
     backup: bool,
-    /// The name to look up; none for an address or an `https://` URL.
+    /// The name to look up; none for an address, an `https://` URL or a
+    /// unix socket.
     name: Option<String>,
     /// The last good answer (none: no answer yet).
     addrs: Option<Vec<IpAddr>>,
@@ -59,7 +60,7 @@ struct Entry {
 
 /// A server the group should have.
 struct Want<'a> {
-    uri: &'a http::Uri,
+    uri: &'a ServerUrl,
     addr: Option<IpAddr>,
     label: String,
 }
@@ -107,9 +108,11 @@ pub(crate) fn spawn(
     runtime.spawn(task.run());
 }
 
-/// The name to look up in `uri`, if it is an `http://` URL with a name.
-fn name_of(uri: &http::Uri) -> Option<String> {
-    if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+/// The name to look up in `url`, if it is an `http://` URL with a name: a
+/// unix socket's `http://localhost` is not one.
+fn name_of(url: &ServerUrl) -> Option<String> {
+    let uri = &url.uri;
+    if url.socket.is_some() || uri.scheme() != Some(&http::uri::Scheme::HTTP) {
         return None;
     }
     let host = uri.host()?;
@@ -306,7 +309,7 @@ mod tests {
 
     #[test]
     fn only_http_names_are_looked_up() {
-        let name = |u: &str| name_of(&u.parse().expect("uri"));
+        let name = |u: &str| name_of(&ServerUrl::from(u.parse::<http::Uri>().expect("uri")));
         assert_eq!(
             name("http://app.internal:8080"),
             Some("app.internal".into())
@@ -318,5 +321,7 @@ mod tests {
             None,
             "the certificate is checked against the name"
         );
+        let socket = ServerUrl::unix(std::path::Path::new("/run/app.sock").into());
+        assert_eq!(name_of(&socket), None, "a unix socket is not resolved");
     }
 }

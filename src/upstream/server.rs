@@ -17,6 +17,7 @@
 //! be the client's host, which HTTP/2 sends as `:authority` (the Host of
 //! HTTP/2), while the pool and the connection stay the server's.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -27,9 +28,9 @@ use tokio::time::Instant;
 
 use super::balance::Change;
 use super::body::Attempt;
-use super::dial::{Connector, connector};
+use super::dial::{Connector, Dial, connector};
 use super::pool::H1Pool;
-use crate::config::{UpstreamHttp, UpstreamSettings};
+use crate::config::{ServerUrl, UpstreamHttp, UpstreamSettings};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::worker::PerWorker;
 
@@ -82,7 +83,7 @@ where
     B::Error: Into<super::error::BoxError>,
 {
     H1Pool::new(
-        connector(connect_timeout, tls, UpstreamHttp::Http1),
+        Dial::Tcp(connector(connect_timeout, tls, UpstreamHttp::Http1)),
         server,
         settings.pool_idle_timeout,
         settings.pool_max_idle_per_host,
@@ -141,14 +142,36 @@ pub(crate) struct Dialing {
 
 impl Dialing {
     /// The clients that dial `scheme://authority`, whatever authority a
-    /// request names.
-    fn clients(&self, scheme: &http::uri::Scheme, authority: &http::uri::Authority) -> Clients {
+    /// request names; or, with `socket`, HTTP/1.1 pools that dial it.
+    fn clients(
+        &self,
+        scheme: &http::uri::Scheme,
+        authority: &http::uri::Authority,
+        socket: Option<&Arc<Path>>,
+    ) -> Clients {
         let server = http::Uri::builder()
             .scheme(scheme.clone())
             .authority(authority.clone())
             .path_and_query("/")
             .build()
             .unwrap_or_default();
+        if let Some(path) = socket {
+            let dial = Dial::Unix {
+                path: path.clone(),
+                connect_timeout: self.connect_timeout,
+            };
+            return Clients {
+                requests: PerWorker::new(self.workers, || {
+                    UpstreamClient::Http1(Box::new([H1Pool::new(
+                        dial.clone(),
+                        server.clone(),
+                        self.settings.pool_idle_timeout,
+                        self.settings.pool_max_idle_per_host,
+                    )]))
+                }),
+                upgrades: None,
+            };
+        }
         let make = |http: UpstreamHttp| {
             PerWorker::new(self.workers, || match http {
                 UpstreamHttp::Http1 => UpstreamClient::Http1(Box::new([h1_pool(
@@ -204,6 +227,8 @@ pub(crate) struct Server {
     pub(crate) host: Option<http::uri::Authority>,
     /// The server URL's path without a trailing slash ("" for the root).
     pub(crate) base_path: String,
+    /// A unix-socket server's path (its URL is then `http://localhost`).
+    pub(crate) socket: Option<Arc<Path>>,
     /// The server URL as configured, and the address it resolved to, for
     /// logs and metrics; unique in its group.
     pub(crate) label: Arc<str>,
@@ -216,19 +241,20 @@ impl Server {
     /// The server `uri` names, or with `addr`, one of the addresses its
     /// name resolved to; its clients made as `dial` says.
     pub(super) fn new(
-        uri: &http::Uri,
+        url: &ServerUrl,
         addr: Option<std::net::IpAddr>,
         route: &Arc<str>,
         metrics: &Metrics,
         dial: &Dialing,
     ) -> Self {
+        let uri = &url.uri;
         // Validated by config loading: upstream URLs always have a host.
         let named = uri
             .authority()
             .cloned()
             .unwrap_or_else(|| http::uri::Authority::from_static("invalid"));
         let scheme = uri.scheme().cloned().unwrap_or(http::uri::Scheme::HTTP);
-        let label: Arc<str> = server_label(uri, addr).into();
+        let label: Arc<str> = server_label(url, addr).into();
         let (authority, host) = match addr {
             None => (named, None),
             Some(ip) => {
@@ -244,7 +270,7 @@ impl Server {
                 (authority, Some(named))
             }
         };
-        let clients = dial.clients(&scheme, &authority);
+        let clients = dial.clients(&scheme, &authority, url.socket.as_ref());
         Server {
             clients,
             metrics: metrics.server_metrics(route, &label),
@@ -252,6 +278,7 @@ impl Server {
             authority,
             host,
             base_path: uri.path().trim_end_matches('/').to_string(),
+            socket: url.socket.clone(),
             label,
         }
     }
@@ -280,9 +307,9 @@ impl Server {
 
 /// How a server shows in logs and metrics: its URL, and the address its
 /// name resolved to.
-pub(super) fn server_label(uri: &http::Uri, addr: Option<std::net::IpAddr>) -> String {
+pub(super) fn server_label(url: &ServerUrl, addr: Option<std::net::IpAddr>) -> String {
     match addr {
-        None => uri.to_string(),
-        Some(ip) => format!("{uri} ({ip})"),
+        None => url.to_string(),
+        Some(ip) => format!("{url} ({ip})"),
     }
 }

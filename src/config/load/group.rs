@@ -30,14 +30,14 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
     // Read on after a problem here: the other keys' problems are
     // reported in the same run.
     let servers = match (upstream, servers) {
-        (Some(u), None) => upstream_uri(t, &u).map(|target| {
+        (Some(u), None) => server_url(t, &u).map(|target| {
             vec![Member {
                 target,
                 weight: 1,
                 backup: false,
             }]
         }),
-        (None, Some(items)) => servers_of(t, items),
+        (None, Some(items)) => servers_of(t, items, server_url),
         (Some(_), Some(_)) => {
             t.problem(
                 "servers",
@@ -66,6 +66,17 @@ pub(super) fn group(t: &Section<'_, '_>) -> Option<UpstreamGroup> {
             None
         }
     };
+    let unix = servers
+        .as_ref()
+        .is_some_and(|s| s.iter().any(|m| m.target.socket.is_some()));
+    if unix && http == Some(UpstreamHttp::Http2) {
+        t.problem(
+            "http_version",
+            "HTTP/2 over a unix socket is not supported: weir speaks HTTP/1.1 over it",
+            Some("remove `http_version`, or reach the server over TCP".into()),
+        );
+        ok = false;
+    }
     let servers = servers.filter(|_| ok)?;
     let (policy, hash_key, ejection) = rules?;
     Some(UpstreamGroup {
@@ -207,17 +218,20 @@ pub(super) fn http_version(t: &Section<'_, '_>) -> Option<UpstreamHttp> {
 }
 
 /// The `servers` list: URLs, or tables with `url`, `weight`, `backup`.
-pub(super) fn servers_of(
+/// Each URL is read by `parse`: a proxy route's may name a unix socket,
+/// an LLM upstream's may not.
+pub(super) fn servers_of<T: PartialEq + std::fmt::Display>(
     t: &Section<'_, '_>,
     items: Vec<Item<'_, '_>>,
-) -> Option<Vec<Member<http::Uri>>> {
+    parse: impl Fn(&Section<'_, '_>, &At<String>) -> Option<T>,
+) -> Option<Vec<Member<T>>> {
     let mut ok = true;
-    let mut out: Vec<Member<http::Uri>> = Vec::new();
+    let mut out: Vec<Member<T>> = Vec::new();
     for item in items {
         let (url, weight, backup, at) = match item {
             Item::String(url) => {
                 let at = (url.key.clone(), Some(url.span.clone()));
-                (upstream_uri(t, &url), 1, false, at)
+                (parse(t, &url), 1, false, at)
             }
             Item::Table(s) => {
                 let url = s.string("url");
@@ -232,7 +246,7 @@ pub(super) fn servers_of(
                     ok = false;
                 }
                 let uri = match &url {
-                    Some(u) => upstream_uri(&s, u),
+                    Some(u) => parse(&s, u),
                     None => {
                         s.problem(
                             "url",
@@ -467,6 +481,67 @@ mod tests {
             },
             UpstreamGroup::one("http://127.0.0.1:4".parse().expect("uri"))
         );
+    }
+
+    #[test]
+    fn a_unix_socket_server_is_read_in_both_spellings_relative_to_the_config() {
+        let c = parse(
+            Path::new("/etc/weir/w.toml"),
+            &format!(
+                "{LISTENER}[[route]]\npath = \"/a\"\nupstream = \"unix:/run/app.sock\"\n\
+                 [[route]]\npath = \"/b\"\nservers = [\"unix//run/b.sock\", \"unix:b2.sock\", \
+                 {{ url = \"unix:/run/c.sock\", backup = true }}, \"http://127.0.0.1:1\"]\n"
+            ),
+        )
+        .expect("valid");
+        let servers = |i: usize| -> Vec<String> {
+            let RouteKind::Proxy { upstream } = &c.routes[i].kind else {
+                panic!("a proxy route");
+            };
+            upstream
+                .servers
+                .iter()
+                .map(|m| m.target.to_string())
+                .collect()
+        };
+        assert_eq!(servers(0), ["unix:/run/app.sock"]);
+        assert_eq!(
+            servers(1),
+            [
+                "unix:/run/b.sock",
+                "unix:/etc/weir/b2.sock",
+                "unix:/run/c.sock",
+                "http://127.0.0.1:1/"
+            ]
+        );
+    }
+
+    #[test]
+    fn unix_socket_problems_are_named() {
+        let long = "x".repeat(120);
+        let p = problems(&format!(
+            "{LISTENER}[[route]]\npath = \"/a\"\nupstream = \"https://unix:/run/app.sock:\"\n\
+             [[route]]\npath = \"/b\"\nservers = [\"unix://run/app.sock\", \"unix:\", \"http://unix:/run/app.sock:\", \"unix:/{long}\"]\n\
+             [[route]]\npath = \"/c\"\nupstream = \"unix:/run/app.sock\"\nhttp_version = \"2\"\n\
+             [[route]]\npath = \"/d\"\nservers = [\"unix:/run/a.sock\", \"unix:/run/a.sock\"]\n\
+             [[route]]\npath = \"/e\"\nkind = \"anthropic\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"unix:/run/llm.sock\"\n\
+             [[route.upstreams]]\nname = \"b\"\nservers = [\"unix:/run/llm.sock\"]\n"
+        ));
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].upstream: `https://unix:/run/app.sock:`: TLS over a unix socket is not supported",
+            "route[1].servers[0]: `unix://run/app.sock` does not name a socket path (fix: write it like \"unix:/run/app.sock\")",
+            "route[1].servers[1]: `unix:` does not name a socket path",
+            "route[1].servers[2]: `http://unix:/run/app.sock:` is nginx's spelling of a unix socket",
+            "route[1].servers[3]: the socket path /xxx",
+            "route[2].http_version: HTTP/2 over a unix socket is not supported",
+            "route[3].servers[1]: `unix:/run/a.sock` is listed twice",
+            "route[4].upstreams[0].url: `unix:/run/llm.sock`: unix-socket upstreams are for proxy routes only",
+            "route[4].upstreams[1].servers[0]: `unix:/run/llm.sock`: unix-socket upstreams are for proxy routes only",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
     }
 
     #[test]

@@ -203,7 +203,7 @@ fn upstream(
                 backup: false,
             }]
         }),
-        (None, Some(items)) => super::group::servers_of(u, items),
+        (None, Some(items)) => super::group::servers_of(u, items, upstream_uri),
         (Some(_), Some(_)) => {
             u.problem(
                 "servers",

@@ -203,6 +203,17 @@ fn required_path(t: &Section<'_, '_>, key: impl KeyName) -> Option<At<PathBuf>> 
 fn upstream_uri(t: &Section<'_, '_>, u: &At<String>) -> Option<http::Uri> {
     let fix =
         Some("write it like \"http://127.0.0.1:3000\" or \"https://backend.internal\"".to_string());
+    if u.value.starts_with("unix:") || u.value.starts_with("unix/") {
+        u.problem(
+            t.doc(),
+            format!(
+                "`{}`: unix-socket upstreams are for proxy routes only",
+                u.value
+            ),
+            Some("reach this upstream over TCP: \"http://127.0.0.1:8000\"".into()),
+        );
+        return None;
+    }
     let uri = match u.value.parse::<http::Uri>() {
         Ok(uri) => uri,
         Err(e) => {
@@ -234,6 +245,59 @@ fn upstream_uri(t: &Section<'_, '_>, u: &At<String>) -> Option<http::Uri> {
         return None;
     }
     Some(uri)
+}
+
+/// The longest unix socket path the kernel takes (`sun_path` is 108
+/// bytes on Linux, with its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// A proxy route's server: a URL as [`upstream_uri`] reads it, or a unix
+/// socket, `unix:/run/app.sock` (Caddy's `unix//run/app.sock` too), a
+/// relative path resolved against the config file's directory. Whether the
+/// socket exists is not asked: the app behind it may start later.
+fn server_url(t: &Section<'_, '_>, u: &At<String>) -> Option<ServerUrl> {
+    let fix = || Some("write it like \"unix:/run/app.sock\"".to_string());
+    let v = u.value.as_str();
+    let path = match (v.strip_prefix("unix:"), v.strip_prefix("unix/")) {
+        (Some(p), _) | (None, Some(p)) => p,
+        (None, None) => {
+            let tls = ["https://unix:", "unix+https:", "https+unix:", "unixs:"];
+            if tls.iter().any(|p| v.starts_with(p)) {
+                u.problem(
+                    t.doc(),
+                    format!("`{v}`: TLS over a unix socket is not supported"),
+                    Some("speak plain HTTP over the socket: \"unix:/run/app.sock\"".into()),
+                );
+                return None;
+            }
+            if v.starts_with("http://unix:") {
+                u.problem(
+                    t.doc(),
+                    format!("`{v}` is nginx's spelling of a unix socket"),
+                    fix(),
+                );
+                return None;
+            }
+            return upstream_uri(t, u).map(ServerUrl::from);
+        }
+    };
+    if path.is_empty() || path.starts_with("//") || path.contains('\0') {
+        u.problem(t.doc(), format!("`{v}` does not name a socket path"), fix());
+        return None;
+    }
+    let path = t.doc().dir_at(u.span.start).join(path);
+    if path.as_os_str().len() > MAX_SOCKET_PATH {
+        u.problem(
+            t.doc(),
+            format!(
+                "the socket path {} is longer than the {MAX_SOCKET_PATH} bytes a unix socket address holds",
+                path.display()
+            ),
+            Some("use a shorter path (an absolute one, or a shorter directory)".into()),
+        );
+        return None;
+    }
+    Some(ServerUrl::unix(path.into()))
 }
 
 /// `"a", "b" or "c"`: the values a key takes, in a fix.
