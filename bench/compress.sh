@@ -22,8 +22,7 @@ CONNS=${CONNS:-32}
 command -v nginx >/dev/null || apt-get install -y -q nginx >/dev/null
 command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null
 if [[ -z "${WEIR_BIN:-}" ]]; then
-    flock /work/cargo.lock cargo build --profile dist --bin weir 2>/dev/null \
-        || cargo build --profile dist --bin weir
+    cargo build --profile dist --bin weir
     WEIR_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/dist/weir"
 fi
 

@@ -23,6 +23,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -30,7 +32,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::acme::Challenges;
 use crate::config::ListenerConfig;
 use crate::conn::info::ConnInfo;
-use crate::conn::registry::{Refused, Registry};
+use crate::conn::registry::{Refused, Registry, Slot};
 use crate::conn::state::Phase;
 use crate::conn::tls::Certificates;
 use crate::conn::{self, ConnSettings, Handler};
@@ -214,16 +216,15 @@ impl Listener {
         sockets
             .into_iter()
             .map(|socket| {
-                accept_loop(
-                    socket,
-                    name.clone(),
-                    config.redirect_https,
-                    tls.clone(),
-                    proxy_protocol.clone(),
-                    access.clone(),
-                    shared.clone(),
-                    log.clone(),
-                )
+                let accepting = Accepting {
+                    name: name.clone(),
+                    redirect: config.redirect_https,
+                    tls: tls.clone(),
+                    proxy_protocol: proxy_protocol.clone(),
+                    access: access.clone(),
+                    shared: shared.clone(),
+                };
+                accept_loop(socket, accepting, log.clone())
             })
             .collect()
     }
@@ -365,18 +366,149 @@ fn denied(
     true
 }
 
-/// Accept until shutdown begins.
-#[allow(clippy::too_many_arguments)]
-async fn accept_loop<H: Handler>(
-    socket: std::net::TcpListener,
+/// What a listener gives each of its accept loops.
+struct Accepting<H: Handler> {
     name: Arc<str>,
     redirect: Option<crate::config::RedirectSettings>,
     tls: Option<TlsAcceptor>,
     proxy_protocol: Option<Arc<ProxyProtocol>>,
     access: Option<Arc<crate::config::AddressRules>>,
     shared: Arc<Shared<H>>,
+}
+
+/// What an accept loop does with each connection it accepts: the
+/// listener's settings and the counters it bumps, resolved once on the
+/// loop's worker (the per-worker counter is that worker's).
+struct Acceptor<H: Handler> {
+    name: Arc<str>,
+    redirect: Option<crate::config::RedirectSettings>,
+    tls: Option<TlsAcceptor>,
+    proxy_protocol: Option<Arc<ProxyProtocol>>,
+    access: Option<Arc<crate::config::AddressRules>>,
+    shared: Arc<Shared<H>>,
+    open_gauge: Gauge,
+    accepted: Counter,
+    worker_accepted: Counter,
+}
+
+impl<H: Handler> Acceptor<H> {
+    fn new(a: Accepting<H>) -> Self {
+        let metrics = &a.shared.metrics;
+        Acceptor {
+            open_gauge: metrics.open_connections(&a.name),
+            accepted: metrics.connections_accepted(&a.name),
+            worker_accepted: metrics.worker_accepted(crate::worker::index()),
+            name: a.name,
+            redirect: a.redirect,
+            tls: a.tls,
+            proxy_protocol: a.proxy_protocol,
+            access: a.access,
+            shared: a.shared,
+        }
+    }
+
+    /// One accepted connection: counted, checked against the address
+    /// rules, given a slot (or refused), and served on a task of its own.
+    fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        self.accepted.inc();
+        self.worker_accepted.inc();
+        // A balancer's connection is counted per IP under the client its
+        // PROXY header names, once read; its client is checked then too.
+        let trusted = (self.proxy_protocol.as_ref()).is_some_and(|p| p.trusts(peer.ip()));
+        if !trusted
+            && denied(
+                self.access.as_deref(),
+                peer,
+                &self.name,
+                &self.shared.metrics,
+            )
+        {
+            return;
+        }
+        let Some(slot) = self.slot(peer, trusted) else {
+            return;
+        };
+        let shared = &self.shared;
+        let info = ConnInfo {
+            peer,
+            tls: self.tls.is_some(),
+            redirect: self.redirect,
+            slot: Arc::new(slot),
+            shutdown: shared.shutdown.clone(),
+            peer_text: std::sync::OnceLock::new(),
+        };
+        match &self.proxy_protocol {
+            None => {
+                tokio::spawn(conn::serve(
+                    stream,
+                    info,
+                    self.tls.clone(),
+                    shared.handler.clone(),
+                    shared.metrics.clone(),
+                    shared.settings.load_full(),
+                ));
+            }
+            Some(proxy) => {
+                tokio::spawn(serve_proxied(
+                    stream,
+                    info,
+                    trusted,
+                    proxy.clone(),
+                    self.name.clone(),
+                    self.tls.clone(),
+                    shared.clone(),
+                ));
+            }
+        }
+    }
+
+    /// A connection slot from the registry (at the cap, an unproductive
+    /// connection is reclaimed for it), or `None`: refused, and counted.
+    fn slot(&self, peer: SocketAddr, trusted: bool) -> Option<Slot> {
+        let phase = if self.tls.is_some() {
+            Phase::Handshake
+        } else {
+            Phase::ReadingHead
+        };
+        let (registry, name, gauge) = (
+            &self.shared.registry,
+            self.name.clone(),
+            self.open_gauge.clone(),
+        );
+        let admitted = if trusted {
+            registry.admit_unattributed(peer.ip(), name, phase, gauge)
+        } else {
+            registry.admit(peer.ip(), name, phase, gauge)
+        };
+        match admitted {
+            Ok((slot, evicted)) => {
+                if let Some(victim) = evicted {
+                    tracing::debug!(peer = %victim.peer(), listener = %victim.listener, "reclaimed an unproductive connection at the cap");
+                }
+                Some(slot)
+            }
+            Err(refused) => {
+                let reason = match refused {
+                    Refused::Full => "full",
+                    Refused::PerIp => "per_ip",
+                };
+                self.shared.metrics.connection_refused(reason);
+                tracing::debug!(%peer, listener = %self.name, reason, "connection refused");
+                None
+            }
+        }
+    }
+}
+
+/// Accept until shutdown begins.
+async fn accept_loop<H: Handler>(
+    socket: std::net::TcpListener,
+    accepting: Accepting<H>,
     log: Arc<std::sync::Mutex<LogDedup>>,
 ) {
+    let acceptor = Acceptor::new(accepting);
+    let name = acceptor.name.clone();
+    let shared = acceptor.shared.clone();
     let socket = match TcpListener::from_std(socket) {
         Ok(s) => s,
         Err(e) => {
@@ -390,90 +522,13 @@ async fn accept_loop<H: Handler>(
     accepts.wake_on(shared.registry.freed());
     accepts.log_with(log);
     let mut stop = shared.stop_accepting.clone();
-    let open_gauge = shared.metrics.open_connections(&name);
-    let accepted = shared.metrics.connections_accepted(&name);
-    let worker_accepted = shared.metrics.worker_accepted(crate::worker::index());
-    let serve = |stream: tokio::net::TcpStream, peer: std::net::SocketAddr| {
-        accepted.inc();
-        worker_accepted.inc();
-        let phase = if tls.is_some() {
-            Phase::Handshake
-        } else {
-            Phase::ReadingHead
-        };
-        // A balancer's connection is counted per IP under the client its
-        // PROXY header names, once read.
-        let trusted = proxy_protocol.as_ref().is_some_and(|p| p.trusts(peer.ip()));
-        // A balancer's client is checked once its header names it.
-        if !trusted && denied(access.as_deref(), peer, &name, &shared.metrics) {
-            return;
-        }
-        let admitted = if trusted {
-            shared
-                .registry
-                .admit_unattributed(peer.ip(), name.clone(), phase, open_gauge.clone())
-        } else {
-            shared
-                .registry
-                .admit(peer.ip(), name.clone(), phase, open_gauge.clone())
-        };
-        let slot = match admitted {
-            Ok((slot, evicted)) => {
-                if let Some(victim) = evicted {
-                    tracing::debug!(peer = %victim.peer(), listener = %victim.listener, "reclaimed an unproductive connection at the cap");
-                }
-                slot
-            }
-            Err(refused) => {
-                let reason = match refused {
-                    Refused::Full => "full",
-                    Refused::PerIp => "per_ip",
-                };
-                shared.metrics.connection_refused(reason);
-                tracing::debug!(%peer, listener = %name, reason, "connection refused");
-                drop(stream);
-                return;
-            }
-        };
-        let info = ConnInfo {
-            peer,
-            tls: tls.is_some(),
-            redirect,
-            slot: Arc::new(slot),
-            shutdown: shared.shutdown.clone(),
-            peer_text: std::sync::OnceLock::new(),
-        };
-        match &proxy_protocol {
-            None => {
-                tokio::spawn(conn::serve(
-                    stream,
-                    info,
-                    tls.clone(),
-                    shared.handler.clone(),
-                    shared.metrics.clone(),
-                    shared.settings.load_full(),
-                ));
-            }
-            Some(proxy) => {
-                tokio::spawn(serve_proxied(
-                    stream,
-                    info,
-                    trusted,
-                    proxy.clone(),
-                    name.clone(),
-                    tls.clone(),
-                    shared.clone(),
-                ));
-            }
-        }
-    };
     loop {
         let (stream, peer) = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
             accepted = accepts.next() => accepted,
         };
-        serve(stream, peer);
+        acceptor.serve(stream, peer);
     }
     // Connections the kernel has completed but not handed over yet would
     // be reset when the socket closes — some with a request written. They
@@ -482,7 +537,7 @@ async fn accept_loop<H: Handler>(
     // `net.ipv4.tcp_migrate_req = 1` moves it to another socket on the
     // port.)
     let shed = accepts.shed;
-    take_backlog(accepts.into_listener(), &name, serve);
+    take_backlog(accepts.into_listener(), &name, |s, p| acceptor.serve(s, p));
     if shed > 0 {
         tracing::warn!(listener = %name, shed, "connections closed at once while out of descriptors");
     }
