@@ -12,7 +12,7 @@
 //!   credential is looked at;
 //! - **a cache of what was verified**: a browser sends the same credential
 //!   with every request; a pair verified in the last [`CACHE_TTL`] is
-//!   found by its keyed hash (HMAC-SHA256 under a key made at start, so
+//!   found by its keyed hash (HMAC-SHA256 under a key made on first use, so
 //!   the cache holds no password and cannot be precomputed against).
 //!
 //! The user name is compared in constant time against every user (by
@@ -56,7 +56,10 @@ type Tag = [u8; 32];
 pub(crate) struct Verifier {
     permits: Arc<Semaphore>,
     waiting: AtomicUsize,
-    key: hmac::Key,
+    /// Made on first use: aws-lc seeds its generator from jitter entropy
+    /// (hundreds of millions of instructions), which a process with no
+    /// basic-auth route must not pay at every start and reload.
+    key: std::sync::OnceLock<hmac::Key>,
 }
 
 impl Verifier {
@@ -67,19 +70,21 @@ impl Verifier {
     }
 
     pub(crate) fn with_permits(permits: usize) -> Self {
-        let rng = aws_lc_rs::rand::SystemRandom::new();
-        let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng).unwrap_or_else(|_| {
-            hmac::Key::new(hmac::HMAC_SHA256, &fastrand::u64(..).to_le_bytes())
-        });
         Verifier {
             permits: Arc::new(Semaphore::new(permits.max(1))),
             waiting: AtomicUsize::new(0),
-            key,
+            key: std::sync::OnceLock::new(),
         }
     }
 
     fn tag(&self, parts: &[&[u8]]) -> Tag {
-        let mut ctx = hmac::Context::with_key(&self.key);
+        let key = self.key.get_or_init(|| {
+            let rng = aws_lc_rs::rand::SystemRandom::new();
+            hmac::Key::generate(hmac::HMAC_SHA256, &rng).unwrap_or_else(|_| {
+                hmac::Key::new(hmac::HMAC_SHA256, &fastrand::u64(..).to_le_bytes())
+            })
+        });
+        let mut ctx = hmac::Context::with_key(key);
         for p in parts {
             // Lengths first, so ("ab","c") and ("a","bc") differ.
             ctx.update(&(p.len() as u64).to_le_bytes());
