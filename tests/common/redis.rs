@@ -185,15 +185,20 @@ impl Redis {
     /// One inline command, its first reply line (`None`: no server; a
     /// plain server only).
     pub fn command(&self, command: &str) -> Option<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        self.exchange(command).ok()
+    }
+
+    /// [`Redis::command`] with what went wrong when nothing came back.
+    fn exchange(&self, command: &str) -> std::io::Result<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
         // Generous: two cores running Pebble and several instances can keep
         // a test's own command waiting.
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        s.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.write_all(format!("{command}\r\n").as_bytes())?;
         let mut buf = [0u8; 512];
-        let n = s.read(&mut buf).ok()?;
+        let n = s.read(&mut buf)?;
         let text = String::from_utf8_lossy(&buf[..n]).to_string();
-        Some(text.lines().next().unwrap_or("").to_string())
+        Ok(text.lines().next().unwrap_or("").to_string())
     }
 
     /// The value of `key` (a string), `None` when it is not set.
@@ -212,8 +217,23 @@ impl Redis {
     }
 
     /// An integer reply (`ZCARD key`, `EXISTS key`).
+    ///
+    /// A server that is running answers: a connection refused or a reply
+    /// that does not come (a loaded machine; CI saw one once) is tried
+    /// again for 30 s before the test fails with what went wrong (a `DEL`
+    /// whose first reply was lost then answers `0`, and says so).
     pub fn int(&self, command: &str) -> i64 {
-        let reply = self.command(command).expect("redis answers");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let reply = loop {
+            match self.exchange(command) {
+                Ok(reply) => break reply,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("redis {command}: {e}; trying again");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("redis does not answer {command}: {e}"),
+            }
+        };
         reply
             .strip_prefix(':')
             .and_then(|n| n.parse().ok())
