@@ -1,7 +1,7 @@
 //! The endpoints that need no generation: `count_tokens` (forwarded to an
 //! upstream that can count, else estimated here) and `GET /v1/models`
-//! (relayed from an upstream of the route's own API, else the configured
-//! models listed here).
+//! (the route's own model names, and what its default upstreams list,
+//! in the client's format).
 
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
@@ -15,8 +15,9 @@ use super::{Context, LlmRoute};
 use crate::config::Choice;
 use crate::respond::{Payload, Rescue};
 use crate::upstream::balance::{Outcome, Pick, Reason};
-use weir_wire::Endpoint;
+use http_body_util::{BodyExt, Limited};
 use weir_wire::translate::tokens;
+use weir_wire::{Endpoint, Protocol};
 
 /// `count_tokens`: the first upstream that answers; an upstream without
 /// the endpoint (404/405) means 501 `not_supported`, which makes Claude
@@ -127,23 +128,69 @@ async fn count_locally(llm: &LlmRoute, body: &bytes::Bytes) -> Result<Response<P
     Ok(resp)
 }
 
-/// `GET /v1/models`: the first of the route's upstreams that answers.
+/// `GET /v1/models`: the names this route answers to, in the client's
+/// list format — its configured model names (aliases) in config order,
+/// then, when names it does not list pass through to its
+/// `default_upstreams`, what the first of those that answers lists. An
+/// upstream's list is never relayed as it is: its ids need not be names
+/// the route answers to, and agents fill their model pickers from it.
 pub(crate) async fn models(
     llm: &LlmRoute,
     request: &Outgoing,
     cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
+    let mut names: Vec<&str> = settings.models.iter().map(|(m, _)| m.as_str()).collect();
+    let listed = match passed_through(settings).next() {
+        Some(_) => listed_by_default(llm, request, cx).await,
+        None => Ok(Vec::new()),
+    };
+    let listed = match listed {
+        Ok(listed) => listed,
+        Err(rescue) if names.is_empty() => return Err(rescue),
+        Err(_) => {
+            tracing::warn!(
+                route = &**cx.route_name,
+                "no default upstream listed its models: listing the configured names only"
+            );
+            Vec::new()
+        }
+    };
+    let mut seen: std::collections::HashSet<&str> = names.iter().copied().collect();
+    names.extend(
+        listed
+            .iter()
+            .map(String::as_str)
+            .filter(|id| seen.insert(id)),
+    );
+    Ok(model_list(settings.protocol, names.into_iter()))
+}
+
+/// The default choices that pass the client's model name through: a
+/// choice that names its own model serves every name as that one, so its
+/// upstream's list says nothing of what the route answers to.
+fn passed_through(settings: &crate::config::LlmSettings) -> impl Iterator<Item = &Choice> {
+    settings
+        .default_upstreams
+        .iter()
+        .filter(|c| c.model.is_none())
+}
+
+/// The model ids of the first default upstream that lists them (in its
+/// own API's format: both are read), in the order a request would try
+/// them.
+async fn listed_by_default(
+    llm: &LlmRoute,
+    request: &Outgoing,
+    cx: &Context<'_>,
+) -> Result<Vec<String>, Rescue> {
+    let settings = &llm.settings;
     let mut tried = 0;
-    for upstream in &llm.upstreams {
+    for choice in passed_through(settings) {
+        let upstream = &llm.upstreams[choice.upstream];
         let Ok(mut pick) = upstream.group.pick(None, &[], Instant::now()) else {
             continue;
         };
-        // Only an upstream of the route's own API lists models in the
-        // client's format.
-        if !settings.protocol.is_native(upstream.config.api) {
-            continue;
-        }
         let prepared = request
             .for_upstream(upstream, Endpoint::Models, None, &llm.offload)
             .await;
@@ -156,25 +203,26 @@ pub(crate) async fn models(
         tried += 1;
         let sent = send(upstream, req, settings.first_byte_timeout).await;
         answered(upstream, &mut pick, &sent, cx);
-        if let Sent::Response(resp) = sent {
-            let served_by = settings
-                .served_by_header
-                .then_some(upstream.config.name.as_str());
-            return Ok(relay_verbatim(resp, served_by));
+        if let Sent::Response(resp) = sent
+            && resp.status().is_success()
+        {
+            let read = Limited::new(resp.into_body(), MAX_MODEL_LIST).collect();
+            if let Ok(Ok(body)) = tokio::time::timeout(settings.first_byte_timeout, read).await {
+                return Ok(weir_wire::listed_models(&body.to_bytes()));
+            }
         }
     }
-    if tried == 0 {
-        return Ok(local_models(settings));
-    }
     Err(Rescue::status(StatusCode::BAD_GATEWAY)
-        .saying(format!("no upstream answered ({tried} attempted)")))
+        .saying(format!("no upstream listed its models ({tried} attempted)")))
 }
 
-/// The route's configured models in its protocol's list format, when no
-/// upstream of its own API can list them.
-fn local_models(settings: &crate::config::LlmSettings) -> Response<Payload> {
-    let names = settings.models.iter().map(|(m, _)| m.as_str());
-    let body = settings.protocol.model_list(names);
+/// The most of an upstream's model list read: a few hundred entries of
+/// metadata are tens of KiB.
+const MAX_MODEL_LIST: usize = 4 * 1024 * 1024;
+
+/// `names` in `protocol`'s list format.
+fn model_list<'a>(protocol: Protocol, names: impl Iterator<Item = &'a str>) -> Response<Payload> {
+    let body = protocol.model_list(names);
     let mut resp = Response::new(Payload::text(body.to_string()));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -193,7 +193,8 @@ pub(crate) async fn serve(
     let (endpoint, api_path) = find_endpoint(&llm.settings, &req, &cx)?;
     let presented = admit_client(llm, &req, endpoint, &account, &mut cx).await?;
     let declared = declared_length(&req, &cx)?;
-    let (mut request, incoming) = outgoing_request(req, api_path, presented.strip);
+    let (mut request, incoming) =
+        outgoing_request(req, api_path, presented.strip, llm.settings.protocol);
     if !endpoint.routes_by_model() {
         return local::models(llm, &request, &cx).await;
     }
@@ -348,6 +349,7 @@ fn outgoing_request(
     req: Request<Incoming>,
     api_path: String,
     strip: outgoing::Carriers,
+    protocol: weir_wire::Protocol,
 ) -> (outgoing::Outgoing, Incoming) {
     let (parts, incoming) = req.into_parts();
     let path_and_query = match parts.uri.query() {
@@ -356,6 +358,7 @@ fn outgoing_request(
     };
     let request = outgoing::Outgoing {
         parts,
+        protocol,
         path_and_query,
         strip,
         body: bytes::Bytes::new(),

@@ -12,13 +12,16 @@ use bytes::Bytes;
 use http::Response;
 use http::header::{self, HeaderValue};
 use http_body_util::Full;
-use weir_wire::Endpoint;
 use weir_wire::body::splice;
 use weir_wire::translate::{Pair, ToolNames, TranslateError, native};
+use weir_wire::{Endpoint, Protocol};
 
 /// The request as it will be sent upstream, attempt after attempt.
 pub(crate) struct Outgoing {
     pub(crate) parts: http::request::Parts,
+    /// The client's API family: its headers are another family's to adopt
+    /// when even an untranslated request (`GET /v1/models`) crosses over.
+    pub(crate) protocol: Protocol,
     pub(crate) path_and_query: String,
     /// The header that carried weir's own client token: never forwarded.
     pub(crate) strip: Carriers,
@@ -138,7 +141,7 @@ impl Outgoing {
             .keys
             .iter()
             .all(|k| k.credential == Credential::Passthrough);
-        if pair.is_some() {
+        if pair.is_some() || !self.protocol.is_native(upstream.config.api) {
             upstream.config.api.adopt_headers(&mut headers, passthrough);
         }
         // Streams must arrive as plain SSE for weir to read their events.

@@ -141,6 +141,37 @@ impl Protocol {
     }
 }
 
+/// The most model ids taken from one upstream's list: real lists hold a
+/// few dozen to a few hundred.
+pub const MAX_LISTED_MODELS: usize = 1000;
+
+/// The longest model id taken from an upstream's list, in bytes.
+const MAX_LISTED_MODEL_ID: usize = 256;
+
+/// The model ids of a `GET /v1/models` answer, in its order: both APIs
+/// list them as `data[].id` (Anthropic's entries are `{type: "model",
+/// id, …}`, OpenAI's `{object: "model", id, …}`). Entries without a
+/// string id, or with one past 256 bytes, are left out; at most
+/// [`MAX_LISTED_MODELS`] are taken. A body that is not such a list
+/// lists nothing.
+pub fn listed_models(body: &[u8]) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        data: Vec<serde_json::Value>,
+    }
+    let Ok(list) = serde_json::from_slice::<List>(body) else {
+        return Vec::new();
+    };
+    list.data
+        .iter()
+        .filter_map(|entry| entry.get("id")?.as_str())
+        .filter(|id| !id.is_empty() && id.len() <= MAX_LISTED_MODEL_ID)
+        .take(MAX_LISTED_MODELS)
+        .map(str::to_string)
+        .collect()
+}
+
 /// The API an LLM upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpstreamApi {
@@ -694,5 +725,26 @@ mod tests {
         assert!(!UpstreamApi::OpenAi.is_specific());
         assert!(Protocol::OpenAi.is_native(UpstreamApi::OpenAiChat));
         assert!(!Protocol::Anthropic.is_native(UpstreamApi::OpenAiChat));
+    }
+
+    #[test]
+    fn listed_models_are_read_from_either_apis_list() {
+        let anthropic = br#"{"data":[{"type":"model","id":"claude-sonnet-4-5","display_name":"Claude"},{"type":"model","id":"claude-haiku-4-5"}],"has_more":false}"#;
+        assert_eq!(
+            listed_models(anthropic),
+            ["claude-sonnet-4-5", "claude-haiku-4-5"]
+        );
+        let openai = br#"{"object":"list","data":[{"id":"gpt-5","object":"model"},{"id":7},{"object":"model"},{"id":""}]}"#;
+        assert_eq!(listed_models(openai), ["gpt-5"]);
+        let long = format!(
+            r#"{{"data":[{{"id":"{}"}},{{"id":"ok"}}]}}"#,
+            "m".repeat(257)
+        );
+        assert_eq!(listed_models(long.as_bytes()), ["ok"]);
+        assert!(listed_models(b"not json").is_empty());
+        assert!(listed_models(br#"{"data":{"id":"x"}}"#).is_empty());
+        let many: Vec<String> = (0..1500).map(|i| format!(r#"{{"id":"m{i}"}}"#)).collect();
+        let many = format!(r#"{{"data":[{}]}}"#, many.join(","));
+        assert_eq!(listed_models(many.as_bytes()).len(), MAX_LISTED_MODELS);
     }
 }
