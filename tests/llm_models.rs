@@ -119,3 +119,94 @@ async fn a_default_upstream_that_cannot_list_leaves_the_configured_names() {
     assert_eq!(status, 502, "{v}");
     assert_eq!(v["type"], "error", "{v}");
 }
+
+/// weir with one route of `kind` over `up`, a client `alice` who may use
+/// `claude-*` only and a client `bob` who may use every model, and two
+/// model names.
+async fn two_clients(kind: &str, up: &MockLlm) -> Weir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["alice", "bob"] {
+        std::fs::write(dir.path().join(name), format!("tok-{name}\n")).expect("token");
+    }
+    let route = "[[route.models]]\nname = \"claude-fast\"\nupstreams = [\"up\"]\n\
+                 [[route.models]]\nname = \"gpt-fast\"\nupstreams = [\"up\"]\n\
+                 [[route.clients]]\nname = \"alice\"\ntoken_file = \"alice\"\nmodels = [\"claude-*\"]\n\
+                 [[route.clients]]\nname = \"bob\"\ntoken_file = \"bob\"\n";
+    let text = llm_config(kind, &[("up", up.url())], route);
+    Weir::start_in(dir, &text).await
+}
+
+#[tokio::test]
+async fn a_client_asking_for_a_model_it_may_not_use_is_refused_before_any_upstream() {
+    let up = serving(&["hi"]).await;
+    let weir = two_clients("anthropic", &up).await;
+    let alice = [
+        ("anthropic-version", "2023-06-01"),
+        ("x-api-key", "tok-alice"),
+    ];
+    let bob = [
+        ("anthropic-version", "2023-06-01"),
+        ("x-api-key", "tok-bob"),
+    ];
+
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        messages_body("gpt-fast", false),
+        &alice,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["type"], "permission_error", "{body}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("gpt-fast"),
+        "{body}"
+    );
+    assert!(up.seen().is_empty(), "refused before any upstream");
+
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        messages_body("claude-fast", false),
+        &alice,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = post(
+        &weir,
+        "/v1/messages",
+        messages_body("gpt-fast", false),
+        &bob,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Each client's list holds what it may use.
+    let (status, v) = list(&weir, &alice).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(ids(&v), ["claude-fast"], "{v}");
+    let (_, v) = list(&weir, &bob).await;
+    assert_eq!(ids(&v), ["claude-fast", "gpt-fast"], "{v}");
+}
+
+#[tokio::test]
+async fn a_codex_client_refused_a_model_reads_openais_permission_error() {
+    let up = serving(&["hi"]).await;
+    let weir = two_clients("openai", &up).await;
+    let alice = [("authorization", "Bearer tok-alice")];
+    let (status, _, body) = post(
+        &weir,
+        "/v1/responses",
+        responses_body("gpt-fast", false),
+        &alice,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["error"]["code"], "permission_denied", "{body}");
+    assert!(up.seen().is_empty());
+}

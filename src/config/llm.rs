@@ -105,6 +105,44 @@ pub(crate) struct ClientToken {
     pub(crate) name: String,
     pub(crate) token: Secret,
     pub(crate) budget: Budget,
+    /// The models it may ask for.
+    pub(crate) models: AllowedModels,
+}
+
+/// The model names a client token may ask for (the names the client
+/// sends, before any `name:model-id` mapping): each pattern a name, or
+/// with `*` standing for any run of characters (`claude-*`). None = every
+/// model the route serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AllowedModels(pub(crate) Vec<String>);
+
+impl AllowedModels {
+    pub(crate) fn allows(&self, model: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|p| matches_pattern(p, model))
+    }
+}
+
+/// Whether `name` matches `pattern`, where `*` is any run of characters
+/// and nothing else is special. Each piece between stars is taken at its
+/// leftmost place after the one before, which finds a match if there is
+/// one: linear in the two lengths.
+fn matches_pattern(pattern: &str, name: &str) -> bool {
+    let mut pieces = pattern.split('*');
+    let first = pieces.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some(last) = pieces.next_back() else {
+        // No star: the whole name.
+        return rest.is_empty();
+    };
+    for piece in pieces {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
 }
 
 /// What one client token may use; `None` = no bound. Spend is in the price
@@ -152,5 +190,34 @@ impl LlmSettings {
             .find(|(m, _)| m == model)
             .map(|(_, c)| c.as_slice())
             .or_else(|| (!self.default_upstreams.is_empty()).then_some(&self.default_upstreams[..]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_patterns_match_as_globs_with_only_stars() {
+        let allowed = |patterns: &[&str], name: &str| {
+            AllowedModels(patterns.iter().map(|p| p.to_string()).collect()).allows(name)
+        };
+        assert!(allowed(&[], "anything"));
+        assert!(allowed(&["claude-*"], "claude-sonnet-4-5"));
+        assert!(allowed(&["claude-*"], "claude-"));
+        assert!(!allowed(&["claude-*"], "gpt-5"));
+        assert!(allowed(&["gpt-5*", "claude-*"], "gpt-5.5"));
+        assert!(allowed(&["gpt-5"], "gpt-5"));
+        assert!(!allowed(&["gpt-5"], "gpt-5.5"));
+        assert!(!allowed(&["gpt-5"], "xgpt-5"));
+        assert!(allowed(&["*"], ""));
+        assert!(allowed(&["*-mini"], "gpt-5-mini"));
+        assert!(!allowed(&["*-mini"], "gpt-5-mini-2"));
+        assert!(allowed(&["c*o*e"], "claude-opus-thinking-e"));
+        assert!(allowed(&["a**b"], "ab"));
+        // The suffix is not the prefix read again.
+        assert!(!allowed(&["ab*ba"], "aba"));
+        assert!(allowed(&["ab*ba"], "abba"));
+        assert!(allowed(&["*é*"], "modèle-é"));
     }
 }

@@ -12,7 +12,7 @@ use super::failover::finish;
 use super::outgoing::{Outgoing, Prepared, Sent, send};
 use super::upstream::LlmUpstream;
 use super::{Context, LlmRoute};
-use crate::config::Choice;
+use crate::config::{AllowedModels, Choice};
 use crate::respond::{Payload, Rescue};
 use crate::upstream::balance::{Outcome, Pick, Reason};
 use http_body_util::{BodyExt, Limited};
@@ -133,10 +133,12 @@ async fn count_locally(llm: &LlmRoute, body: &bytes::Bytes) -> Result<Response<P
 /// then, when names it does not list pass through to its
 /// `default_upstreams`, what the first of those that answers lists. An
 /// upstream's list is never relayed as it is: its ids need not be names
-/// the route answers to, and agents fill their model pickers from it.
+/// the route answers to, and agents fill their model pickers from it. A
+/// client token with a model list sees only the names it may use.
 pub(crate) async fn models(
     llm: &LlmRoute,
     request: &Outgoing,
+    allowed: Option<&AllowedModels>,
     cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let settings = &llm.settings;
@@ -163,6 +165,10 @@ pub(crate) async fn models(
             .map(String::as_str)
             .filter(|id| seen.insert(id)),
     );
+    // A client sees the names it may use.
+    if let Some(allowed) = allowed {
+        names.retain(|name| allowed.allows(name));
+    }
     Ok(model_list(settings.protocol, names.into_iter()))
 }
 

@@ -55,7 +55,7 @@ use crate::admit::auth_failures::AuthFailures;
 use crate::admit::rate::{Client, RateLimit, Refusal};
 use crate::admit::{Admission, TokenGate};
 use crate::cluster::Cluster;
-use crate::config::{Choice, LlmSettings, RouteConfig, UpstreamSettings};
+use crate::config::{AllowedModels, Choice, LlmSettings, RouteConfig, UpstreamSettings};
 use crate::respond::{Payload, Rescue};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, Metrics};
@@ -196,7 +196,8 @@ pub(crate) async fn serve(
     let (mut request, incoming) =
         outgoing_request(req, api_path, presented.strip, llm.settings.protocol);
     if !endpoint.routes_by_model() {
-        return local::models(llm, &request, &cx).await;
+        let allowed = client_models(&llm.settings, presented.token);
+        return local::models(llm, &request, allowed, &cx).await;
     }
     let client = match presented.token {
         Some(index) => body::BodyClient::token(cx.route_name, index),
@@ -211,6 +212,7 @@ pub(crate) async fn serve(
             model.name
         )));
     };
+    may_use(&llm.settings, presented.token, &model.name)?;
     if endpoint.api().is_some() {
         let deferred = presented.deferred;
         reserve_budget(llm, &account, &request, &model, choices, deferred, &mut cx).await?;
@@ -229,6 +231,29 @@ pub(crate) async fn serve(
     // The body's budget reservation ends with the attempts.
     drop(read);
     result
+}
+
+/// The models the presenting client token may ask for (every model when
+/// the route has no tokens).
+fn client_models(settings: &LlmSettings, token: Option<usize>) -> Option<&AllowedModels> {
+    token
+        .and_then(|i| settings.client_tokens.get(i))
+        .map(|c| &c.models)
+}
+
+/// Step 4's first check: a model the client token may not use is refused
+/// before any budget or upstream, in the client's shape.
+fn may_use(settings: &LlmSettings, token: Option<usize>, model: &str) -> Result<(), Rescue> {
+    let Some(client) = token.and_then(|i| settings.client_tokens.get(i)) else {
+        return Ok(());
+    };
+    if client.models.allows(model) {
+        return Ok(());
+    }
+    Err(Rescue::status(StatusCode::FORBIDDEN).saying(format!(
+        "client `{}` may not use model `{model}`",
+        client.name
+    )))
 }
 
 /// Step 1, endpoint: the path as it is, or under the route's mount point,

@@ -192,6 +192,7 @@ token_file = "alice-token"
 tokens_per_minute = 100
 tokens_per_day = 1000
 spend_per_day = 0.5
+models = ["m*"]
 [[route.prices]]
 model = "m"
 input = 3.0

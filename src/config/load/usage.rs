@@ -58,6 +58,7 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
         let name = c.string("name");
         let token = secrets::secret(&c, "token_env", "token_file", "the client token");
         let keys = budget_keys(&c);
+        let models = allowed_models(&c);
         let Some(name) = name else {
             c.problem(
                 "name",
@@ -114,6 +115,13 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
             name: name.value,
             token,
             budget: budget(keys, route_budget),
+            models: match models {
+                Some(models) => models,
+                None => {
+                    ok = false;
+                    continue;
+                }
+            },
         });
     }
     let unnamed = unnamed?;
@@ -134,6 +142,7 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
             name: fingerprint(&token, t.doc().token_id_key.borrow().as_ref()),
             token,
             budget: route_budget,
+            models: AllowedModels::default(),
         });
     }
     if out.is_empty() && !route_budget.is_unbounded() {
@@ -149,6 +158,51 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
         ok = false;
     }
     ok.then_some(out)
+}
+
+/// The most model patterns one client may list, and the longest.
+const MAX_MODEL_PATTERNS: usize = 256;
+const MAX_MODEL_PATTERN: usize = 256;
+
+/// A client's `models`: the patterns of the model names it may ask for
+/// (none = every model); `None` when one is not a usable pattern.
+fn allowed_models(c: &Section<'_, '_>) -> Option<AllowedModels> {
+    let Some(list) = c.string_list("models") else {
+        return (!c.raw_present("models")).then(AllowedModels::default);
+    };
+    let mut ok = true;
+    if list.is_empty() {
+        c.problem(
+            "models",
+            "an empty list would let this client use no model",
+            Some(
+                "list the models it may use (`[\"claude-*\"]`), or leave `models` out for all"
+                    .into(),
+            ),
+        );
+        ok = false;
+    }
+    if list.len() > MAX_MODEL_PATTERNS {
+        c.problem(
+            "models",
+            &format!("{} patterns; at most {MAX_MODEL_PATTERNS}", list.len()),
+            Some("use `*` to cover a family of models (`gpt-5*`)".into()),
+        );
+        ok = false;
+    }
+    for pattern in &list {
+        if pattern.value.is_empty() || pattern.value.len() > MAX_MODEL_PATTERN {
+            pattern.problem(
+                c.doc(),
+                format!("`{}` is not a model pattern", pattern.value),
+                Some(format!(
+                    "a model name, or one with `*` for any characters, 1 to {MAX_MODEL_PATTERN} bytes"
+                )),
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| AllowedModels(list.into_iter().map(|p| p.value).collect()))
 }
 
 /// A client name: what metrics and records show, so short and plain.
@@ -377,6 +431,35 @@ mod tests {
             "route[0].prices[0].output: expected a number, found string",
             "route[0].prices[1].model: missing",
             "route[0].tokens_per_day: a budget is counted per client token",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn a_clients_model_list_is_kept_and_every_problem_in_it_named() {
+        let s = llm(
+            "",
+            "[[route.clients]]\nname = \"alice\"\ntoken_file = \"alice\"\nmodels = [\"claude-*\", \"gpt-5\"]\n",
+        );
+        assert_eq!(s.client_tokens[0].models.0, ["claude-*", "gpt-5"]);
+        assert!(s.client_tokens[0].models.allows("claude-opus-4-1"));
+        assert!(!s.client_tokens[0].models.allows("gpt-5-mini"));
+        let long = "m".repeat(257);
+        let p = problems(&format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"openai\"\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\
+             [[route.clients]]\nname = \"a\"\ntoken_env = \"PATH\"\nmodels = []\n\
+             [[route.clients]]\nname = \"b\"\ntoken_env = \"HOME\"\nmodels = [\"\", \"{long}\"]\n\
+             [[route.clients]]\nname = \"c\"\ntoken_env = \"PWD\"\nmodels = 3\n",
+        ));
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].clients[0].models: an empty list would let this client use no model",
+            "route[0].clients[1].models[0]: `` is not a model pattern",
+            "route[0].clients[1].models[1]: `mmm",
+            "route[0].clients[2].models: expected a list of strings",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
         }
