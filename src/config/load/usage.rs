@@ -185,7 +185,7 @@ fn allowed_models(c: &Section<'_, '_>) -> Option<AllowedModels> {
     if list.len() > MAX_MODEL_PATTERNS {
         c.problem(
             "models",
-            &format!("{} patterns; at most {MAX_MODEL_PATTERNS}", list.len()),
+            format!("{} patterns; at most {MAX_MODEL_PATTERNS}", list.len()),
             Some("use `*` to cover a family of models (`gpt-5*`)".into()),
         );
         ok = false;
