@@ -227,12 +227,16 @@ async fn a_second_frame_while_one_runs_gets_an_error_frame() {
     let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
     ws.send(create(&[user("Count")], None)).await.expect("send");
     assert_eq!(next(&mut ws).await["type"], "response.created");
+    // A client saying it has handled a response is not a second one.
+    let processed = json!({"type": "response.processed", "response_id": "resp_0"});
+    ws.send(Message::text(processed.to_string())).await.expect("send");
     ws.send(create(&[user("Again")], None)).await.expect("send");
     let mut events = Vec::new();
     let mut busy = None;
     loop {
         let event = next(&mut ws).await;
         if event["type"] == "error" {
+            assert!(busy.is_none(), "one error frame, for the one create: {event}");
             busy = Some(event);
             continue;
         }

@@ -121,7 +121,7 @@ pub(super) async fn relay(
             }
             message = socket.next() => match message {
                 None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return Err(Gone),
-                Some(Ok(Message::Text(text))) if !text.contains(ws::PROCESSED) => {
+                Some(Ok(Message::Text(text))) if !processed(&text) => {
                     send(socket, busy()).await?;
                 }
                 Some(Ok(_)) => {}
@@ -142,6 +142,16 @@ pub(super) async fn relay(
     // record ends as a finished answer, not a client gone.
     let _ = tokio::time::timeout(DRAIN, async { while body.frame().await.is_some() {} }).await;
     Ok(answered)
+}
+
+/// Whether a client frame is a `response.processed` (nothing to answer).
+fn processed(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Kind<'_>>(text).is_ok_and(|k| k.kind == ws::PROCESSED)
 }
 
 /// A second `response.create` while one runs.

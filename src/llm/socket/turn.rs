@@ -103,15 +103,7 @@ pub(super) async fn serve(
     let mut frame = match parsed {
         Ok(Ok(frame)) => frame,
         Ok(Err(why)) => return send(socket, invalid(why)).await,
-        Err(_) => {
-            let error = ws::error(
-                "server_error",
-                "server_is_overloaded",
-                "the gateway is busy; retry shortly",
-                None,
-            );
-            return send(socket, error_frame(503, error)).await;
-        }
+        Err(_) => return send(socket, overloaded()).await,
     };
     match frame.kind.as_str() {
         ws::CREATE => {}
@@ -133,10 +125,10 @@ pub(super) async fn serve(
             return send(socket, not_found(frame.previous.as_deref())).await;
         }
     };
+    let bytes = carried.saturating_add(len as u64);
     if frame.generate {
-        respond(bridge, socket, kept, frame.body, input).await
+        respond(bridge, socket, kept, (frame.body, input), bytes).await
     } else {
-        let bytes = carried.saturating_add(len as u64);
         warm_up(bridge, socket, kept, &frame.body, input, bytes).await
     }
 }
@@ -210,24 +202,30 @@ fn keep(bridge: &Bridge, kept: &mut Kept, id: String, items: Vec<Value>, bytes: 
     }
 }
 
-/// A `response.create` that generates: one request through the pipeline,
-/// its answer relayed; the conversation kept when it completed.
+/// A `response.create` that generates (the frame's body and its complete
+/// input, about `size` bytes): one request through the pipeline, its
+/// answer relayed; the conversation kept when it completed.
 async fn respond(
     bridge: &Bridge,
     socket: &mut Socket,
     kept: &mut Kept,
-    mut request: Map<String, Value>,
-    input: Vec<Value>,
+    (request, input): (Map<String, Value>, Vec<Value>),
+    size: u64,
 ) -> Result<(), Gone> {
-    request.insert("input".into(), Value::Array(input));
-    request.insert("stream".into(), Value::Bool(true));
-    let Ok(bytes) = serde_json::to_vec(&request) else {
-        return send(socket, invalid("the frame could not be made a request")).await;
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
+    let offload = &bridge.open.llm.offload;
+    let built = offload
+        .run_inline_up_to(weir_wire::body::SCAN_INLINE_MAX, size, move || {
+            build(request, input)
+        })
+        .await;
+    let (bytes, mut items) = match built {
+        Ok(Some(built)) => built,
+        Ok(None) => return send(socket, invalid("the frame could not be made a request")).await,
+        Err(_) => return send(socket, overloaded()).await,
     };
     let sent = bytes.len() as u64;
-    let mut items = conversation::items(request.remove("input"));
-    drop(request);
-    let answered = exchange(bridge, socket, Bytes::from(bytes)).await?;
+    let answered = exchange(bridge, socket, bytes).await?;
     bridge.open.llm.metrics.websocket_response(answered.outcome);
     if let (true, Some(id)) = (answered.completed, answered.id) {
         items.extend(answered.output);
@@ -235,6 +233,27 @@ async fn respond(
         keep(bridge, kept, id, items, bytes);
     }
     Ok(())
+}
+
+/// The body of the `POST` a frame stands for (its complete input, a
+/// stream asked for), and its input items given back to be kept.
+fn build(mut request: Map<String, Value>, input: Vec<Value>) -> Option<(Bytes, Vec<Value>)> {
+    request.insert("input".into(), Value::Array(input));
+    request.insert("stream".into(), Value::Bool(true));
+    let bytes = serde_json::to_vec(&request).ok()?;
+    Some((
+        Bytes::from(bytes),
+        conversation::items(request.remove("input")),
+    ))
+}
+
+/// Every slot for CPU-heavy work is taken.
+fn overloaded() -> Message {
+    let why = "the gateway is busy with other large requests; retry shortly";
+    error_frame(
+        503,
+        ws::error("server_error", "server_is_overloaded", why, None),
+    )
 }
 
 /// One request through the pipeline, recorded as an HTTP one is, and its

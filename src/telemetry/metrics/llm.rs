@@ -130,7 +130,7 @@ impl LlmFamilies {
         );
         registry.register(
             "llm_websocket_responses",
-            "Responses answered over the WebSocket transport, by outcome (completed, failed, incomplete, error, warmup, busy, previous_response_not_found)",
+            "Responses answered over the WebSocket transport, by outcome (completed, failed, incomplete, error, warmup, previous_response_not_found)",
             m.websocket_responses.clone(),
         );
         registry.register(
