@@ -65,13 +65,7 @@ pub(crate) fn asks_upgrade(llm: &LlmRoute, mount: &str, req: &Request<Incoming>)
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    let connection_upgrade = req
-        .headers()
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let connection_upgrade = weir_wire::fields::connection_upgrade(req.headers());
     let path = req.uri().path();
     let responses = |p: &str| {
         Endpoint::find(llm.settings.protocol, &http::Method::POST, p) == Some(Endpoint::Responses)
