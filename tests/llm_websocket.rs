@@ -229,14 +229,19 @@ async fn a_second_frame_while_one_runs_gets_an_error_frame() {
     assert_eq!(next(&mut ws).await["type"], "response.created");
     // A client saying it has handled a response is not a second one.
     let processed = json!({"type": "response.processed", "response_id": "resp_0"});
-    ws.send(Message::text(processed.to_string())).await.expect("send");
+    ws.send(Message::text(processed.to_string()))
+        .await
+        .expect("send");
     ws.send(create(&[user("Again")], None)).await.expect("send");
     let mut events = Vec::new();
     let mut busy = None;
     loop {
         let event = next(&mut ws).await;
         if event["type"] == "error" {
-            assert!(busy.is_none(), "one error frame, for the one create: {event}");
+            assert!(
+                busy.is_none(),
+                "one error frame, for the one create: {event}"
+            );
             busy = Some(event);
             continue;
         }
@@ -359,4 +364,40 @@ async fn the_connection_age_limit_ends_it_with_websocket_connection_limit_reache
         matches!(close, Ok(Some(Ok(Message::Close(_)))) | Ok(None)),
         "then the connection closes: {close:?}"
     );
+}
+
+/// Between turns a connection holds no request slot: with one slot in
+/// the whole process, an HTTP request is served while the socket is open,
+/// and the socket's next turn is served after it. Pings are answered.
+#[tokio::test]
+async fn an_idle_socket_holds_no_request_slot() {
+    let up = text_provider(ProviderApi::Responses).await;
+    let top = "[server]\nmax_concurrent_requests = 1\n";
+    let weir = weir_over_provider(&up, "openai", top, "").await;
+    let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    let body = json!({
+        "model": "gpt-5-codex",
+        "input": [user("over HTTP")],
+        "store": false,
+    });
+    let served = eventually_async(Duration::from_secs(3), || async {
+        post(&weir, "/v1/responses", &body, &[]).await.0 == 200
+    })
+    .await;
+    assert!(
+        served,
+        "the open socket must not hold the only request slot"
+    );
+    ws.send(Message::Ping("are you there".into()))
+        .await
+        .expect("ping");
+    let pong = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(
+        matches!(&pong, Ok(Some(Ok(Message::Pong(p)))) if p.as_ref() == b"are you there"),
+        "{pong:?}"
+    );
+    ws.send(create(&[user("Say hello")], None))
+        .await
+        .expect("send");
+    completed_id(&until_terminal(&mut ws).await);
 }
