@@ -234,6 +234,11 @@ async fn codex_over_websocket_with_the_built_in_provider() {
     };
     let refused = common::metric_at(admin, &series("upgrades", "refused")).await;
     assert_eq!(refused, None, "no upgrade refused");
+    // Codex warms the connection up and continues with
+    // previous_response_id: weir expanded every continuation.
+    let lost = series("responses", "previous_response_not_found");
+    let lost = common::metric_at(admin, &lost).await;
+    assert_eq!(lost, None, "a continuation was not found");
     let completed = common::metric_at(admin, &series("responses", "completed")).await;
     let completed = completed.unwrap_or(0);
     assert!(

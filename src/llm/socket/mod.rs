@@ -54,6 +54,9 @@ use crate::telemetry::{Metrics, RouteMetrics};
 /// endpoint allows (60 minutes).
 const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 
+/// The read and write buffers of a connection.
+const BUFFER: usize = 16 << 10;
+
 type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 /// Whether `req` asks to open the WebSocket transport: an HTTP/1.1
@@ -104,9 +107,7 @@ pub(crate) struct Opening {
 struct Bridge {
     open: Opening,
     peer: std::net::IpAddr,
-    /// The client token the upgrade presented, and the headers that
-    /// carried it.
-    token: Option<(usize, outgoing::Carriers)>,
+    token: Token,
     /// The upgrade request's head without its WebSocket fields: what each
     /// turn's `POST` carries upstream.
     head: http::request::Parts,
@@ -148,10 +149,19 @@ pub(crate) fn accept(
                 return;
             }
         };
-        let limit = bridge.open.route.max_request_body.map(|l| l as usize);
-        let config = WebSocketConfig::default()
-            .max_message_size(limit)
-            .max_frame_size(limit);
+        let limit =
+            (bridge.open.route.max_request_body).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+        // Buffers of 16 KiB, not tungstenite's 128 KiB each: an idle
+        // connection costs little, and events are small.
+        // A frame is bounded as a body is (else by tungstenite's 64 MiB).
+        let mut config = WebSocketConfig::default()
+            .read_buffer_size(BUFFER)
+            .write_buffer_size(BUFFER);
+        if let Some(limit) = limit {
+            config = config
+                .max_message_size(Some(limit))
+                .max_frame_size(Some(limit));
+        }
         let socket =
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
                 .await;
@@ -168,15 +178,18 @@ pub(crate) fn accept(
     Ok(resp)
 }
 
+/// The client token an upgrade presented (by index) and the headers that
+/// carried it; `None` on a route without tokens.
+type Token = Option<(usize, outgoing::Carriers)>;
+
 /// The checks before a 101: the client token, the WebSocket fields, a
 /// place under the tunnel cap. The `Sec-WebSocket-Accept` value and the
 /// token found.
-#[allow(clippy::type_complexity)]
 fn handshake(
     open: &Opening,
     req: &Request<Incoming>,
     cx: &Context<'_>,
-) -> Result<(HeaderValue, Option<(usize, outgoing::Carriers)>), Rescue> {
+) -> Result<(HeaderValue, Token), Rescue> {
     let token = super::authenticate(&open.llm, req.headers(), cx)?;
     let key = req.headers().get("sec-websocket-key");
     let version_13 = req
