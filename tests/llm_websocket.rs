@@ -31,6 +31,15 @@ async fn weir_over_provider(up: &Provider, protocol: &str, top: &str, route: &st
     Weir::start_in(dir, &format!("{top}\n{config}")).await
 }
 
+/// A text provider speaking Responses, weir over it (with `top` config
+/// and `route` keys), and a WebSocket open on the route.
+async fn connected(top: &str, route: &str) -> (Provider, Weir, Ws) {
+    let up = text_provider(ProviderApi::Responses).await;
+    let weir = weir_over_provider(&up, "openai", top, route).await;
+    let ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    (up, weir, ws)
+}
+
 async fn text_provider(api: ProviderApi) -> Provider {
     Provider::spawn(api, Options::default().script(Script::Text(ANSWER.into()))).await
 }
@@ -129,9 +138,7 @@ fn completed_id(events: &[Value]) -> String {
 
 #[tokio::test]
 async fn a_turn_is_relayed_event_by_event_to_its_terminal_event() {
-    let up = text_provider(ProviderApi::Responses).await;
-    let weir = weir_over_provider(&up, "openai", "", "").await;
-    let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    let (up, weir, mut ws) = connected("", "").await;
     ws.send(create(&[user("Say hello")], None))
         .await
         .expect("send");
@@ -260,9 +267,7 @@ async fn a_second_frame_while_one_runs_gets_an_error_frame() {
 
 #[tokio::test]
 async fn previous_response_id_continues_the_conversation_kept_by_the_bridge() {
-    let up = text_provider(ProviderApi::Responses).await;
-    let weir = weir_over_provider(&up, "openai", "", "").await;
-    let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    let (up, _weir, mut ws) = connected("", "").await;
     ws.send(create(&[user("first")], None)).await.expect("send");
     let first = completed_id(&until_terminal(&mut ws).await);
     ws.send(create(&[user("second")], Some(&first)))
@@ -299,9 +304,7 @@ async fn previous_response_id_continues_the_conversation_kept_by_the_bridge() {
 
 #[tokio::test]
 async fn a_warm_up_is_answered_without_an_upstream_and_can_be_continued() {
-    let up = text_provider(ProviderApi::Responses).await;
-    let weir = weir_over_provider(&up, "openai", "", "").await;
-    let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    let (up, weir, mut ws) = connected("", "").await;
     let mut warm = json!({
         "type": "response.create",
         "model": "gpt-5-codex",
@@ -352,10 +355,7 @@ async fn an_upstream_429_becomes_an_error_frame_with_its_status_and_headers() {
 
 #[tokio::test]
 async fn the_connection_age_limit_ends_it_with_websocket_connection_limit_reached() {
-    let up = text_provider(ProviderApi::Responses).await;
-    let top = "[connections]\ntunnel_max_lifetime = \"1s\"\n";
-    let weir = weir_over_provider(&up, "openai", top, "").await;
-    let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    let (_up, _weir, mut ws) = connected("[connections]\ntunnel_max_lifetime = \"1s\"\n", "").await;
     let ended = next(&mut ws).await;
     assert_eq!(ended["type"], "error");
     assert_eq!(ended["error"]["code"], "websocket_connection_limit_reached");
@@ -371,10 +371,7 @@ async fn the_connection_age_limit_ends_it_with_websocket_connection_limit_reache
 /// and the socket's next turn is served after it. Pings are answered.
 #[tokio::test]
 async fn an_idle_socket_holds_no_request_slot() {
-    let up = text_provider(ProviderApi::Responses).await;
-    let top = "[server]\nmax_concurrent_requests = 1\n";
-    let weir = weir_over_provider(&up, "openai", top, "").await;
-    let mut ws = open(&weir, "/v1/responses", None).await.expect("upgrade");
+    let (_up, weir, mut ws) = connected("[server]\nmax_concurrent_requests = 1\n", "").await;
     let body = json!({
         "model": "gpt-5-codex",
         "input": [user("over HTTP")],
@@ -400,4 +397,39 @@ async fn an_idle_socket_holds_no_request_slot() {
         .await
         .expect("send");
     completed_id(&until_terminal(&mut ws).await);
+}
+
+/// The conversation a connection keeps is bounded by the route's body
+/// limit: past it nothing is kept, and a continuation is answered
+/// `previous_response_not_found` (Codex then sends the whole input).
+#[tokio::test]
+async fn a_conversation_past_the_body_limit_is_not_kept() {
+    let (up, _weir, mut ws) = connected("", "max_request_body = \"3KiB\"\n").await;
+    // A request under the limit whose answer takes the whole past it.
+    let long = "word ".repeat(500);
+    ws.send(create(&[user(&long)], None)).await.expect("send");
+    let first = completed_id(&until_terminal(&mut ws).await);
+    ws.send(create(&[user("more")], Some(&first)))
+        .await
+        .expect("send");
+    let refused = next(&mut ws).await;
+    assert_eq!(
+        refused["error"]["code"], "previous_response_not_found",
+        "{refused}"
+    );
+    assert_eq!(up.journal().len(), 1);
+}
+
+/// A connection with no frame for `tunnel_idle_timeout` between turns is
+/// closed (1001), not left holding its slot.
+#[tokio::test]
+async fn an_idle_connection_is_closed_after_the_tunnel_idle_timeout() {
+    let (_up, weir, mut ws) = connected("[connections]\ntunnel_idle_timeout = \"1s\"\n", "").await;
+    let closed = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    let Ok(Some(Ok(Message::Close(Some(frame))))) = closed else {
+        panic!("a close frame within 5 s: {closed:?}");
+    };
+    assert_eq!(u16::from(frame.code), 1001);
+    let idle = "weir_tunnels_closed_total{reason=\"idle_timeout\"}";
+    assert!(eventually_metric(&weir, idle, 1).await);
 }
