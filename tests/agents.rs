@@ -214,12 +214,28 @@ async fn fails_over_mid_conversation(
 /// (none from an HTTP fallback).
 #[tokio::test]
 async fn codex_over_websocket_with_the_built_in_provider() {
+    codex_over_websocket(ProviderApi::Responses, "openai").await;
+}
+
+/// The same, each response translated to an Anthropic upstream.
+#[tokio::test]
+async fn codex_over_websocket_to_anthropic() {
+    codex_over_websocket(ProviderApi::Anthropic, "anthropic").await;
+}
+
+/// The same, each response translated to a Chat Completions upstream.
+#[tokio::test]
+async fn codex_over_websocket_to_chat() {
+    codex_over_websocket(ProviderApi::Chat, "openai_chat").await;
+}
+
+async fn codex_over_websocket(api: ProviderApi, protocol: &str) {
     let Some(bin) = agents::find(Agent::Codex) else {
         return;
     };
     let (command, output) = round_trip();
-    let up = emulator(ProviderApi::Responses, &command).await;
-    let (mut weir, addr, _dir) = agents::weir("openai", &[("up", &up, "openai")]);
+    let up = emulator(api, &command).await;
+    let (mut weir, addr, _dir) = agents::weir("openai", &[("up", &up, protocol)]);
     let admin = weir.admin();
     let config = agents::codex_builtin_config(addr);
     let run = agents::run_with(Agent::Codex, &bin, addr, PROMPT, config).await;
