@@ -433,3 +433,31 @@ async fn an_idle_connection_is_closed_after_the_tunnel_idle_timeout() {
     let idle = "weir_tunnels_closed_total{reason=\"idle_timeout\"}";
     assert!(eventually_metric(&weir, idle, 1).await);
 }
+
+/// A continuation that fails leaves the conversation it continued kept:
+/// the client's retry with the same `previous_response_id` is expanded.
+#[tokio::test]
+async fn a_failed_continuation_can_be_retried_with_the_same_previous_response_id() {
+    let (up, _weir, mut ws) = connected("", "").await;
+    ws.send(create(&[user("first")], None)).await.expect("send");
+    let first = completed_id(&until_terminal(&mut ws).await);
+    up.fail_next(1, Failure::new(500));
+    ws.send(create(&[user("second")], Some(&first)))
+        .await
+        .expect("send");
+    let failed = next(&mut ws).await;
+    assert_eq!(failed["type"], "error", "{failed}");
+    ws.send(create(&[user("second")], Some(&first)))
+        .await
+        .expect("send");
+    completed_id(&until_terminal(&mut ws).await);
+    let journal = up.journal();
+    let last = journal.last().expect("requests");
+    assert_eq!(last.verdict, Verdict::Accepted);
+    let input = last.body["input"].as_array().expect("input");
+    assert_eq!(
+        input.len(),
+        4,
+        "first, its answer's two items, second: {input:#?}"
+    );
+}

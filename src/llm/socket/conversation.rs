@@ -29,24 +29,39 @@ struct Last {
 /// Why a continuation cannot be expanded.
 pub(super) struct NotFound;
 
+/// What a continuation was expanded from: the response it continued, how
+/// many of the items are that response's conversation, their size. Kept
+/// again when the new response does not complete, so that the client's
+/// retry of it continues the same response.
+pub(super) struct Previous {
+    pub(super) id: String,
+    pub(super) count: usize,
+    pub(super) bytes: u64,
+}
+
 impl Kept {
     /// The complete input for a request continuing `previous` (if any)
-    /// with `input`, and the size of what was kept of it; the kept state
-    /// is taken either way (a response in flight replaces it).
+    /// with `input`, and what it continued; the kept state is taken
+    /// either way (a response in flight replaces it).
     pub(super) fn expand(
         &mut self,
         previous: Option<&str>,
         input: Vec<Value>,
-    ) -> Result<(Vec<Value>, u64), NotFound> {
+    ) -> Result<(Vec<Value>, Option<Previous>), NotFound> {
         let last = self.last.take();
         let Some(previous) = previous else {
-            return Ok((input, 0));
+            return Ok((input, None));
         };
         match last {
             Some(last) if last.id == previous => {
                 let mut items = last.items;
+                let continued = Previous {
+                    id: last.id,
+                    count: items.len(),
+                    bytes: last.bytes,
+                };
                 items.extend(input);
-                Ok((items, last.bytes))
+                Ok((items, Some(continued)))
             }
             _ => Err(NotFound),
         }
@@ -93,10 +108,14 @@ mod tests {
     fn a_continuation_of_the_last_response_gets_the_whole_conversation() {
         let mut kept = Kept::default();
         kept.keep("resp_1".into(), vec![json!(1), json!(2)], 7, held());
-        let Ok((all, 7)) = kept.expand(Some("resp_1"), vec![json!(3)]) else {
-            panic!("the last response is kept, with its size");
+        let Ok((all, Some(previous))) = kept.expand(Some("resp_1"), vec![json!(3)]) else {
+            panic!("the last response is kept");
         };
         assert_eq!(all, vec![json!(1), json!(2), json!(3)]);
+        assert_eq!(
+            (previous.id.as_str(), previous.count, previous.bytes),
+            ("resp_1", 2, 7)
+        );
         assert!(kept.expand(Some("resp_1"), vec![]).is_err(), "taken once");
     }
 
@@ -106,7 +125,7 @@ mod tests {
         kept.keep("resp_1".into(), vec![json!(1)], 1, held());
         assert!(kept.expand(Some("resp_0"), vec![]).is_err());
         kept.keep("resp_1".into(), vec![json!(1)], 1, held());
-        let Ok((alone, 0)) = kept.expand(None, vec![json!(9)]) else {
+        let Ok((alone, None)) = kept.expand(None, vec![json!(9)]) else {
             panic!("a fresh request");
         };
         assert_eq!(alone, vec![json!(9)]);

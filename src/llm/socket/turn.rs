@@ -14,11 +14,14 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use weir_wire::Endpoint;
 use weir_wire::responses::websocket as ws;
 
-use super::conversation::{self, Kept, NotFound};
+use super::conversation::{self, Kept, NotFound, Previous};
 use super::relay::Answered;
 use super::{Bridge, Gone, Socket, error_frame, send};
 use crate::llm::{Context, Presented, SharedLlmFacts, Turn, body, outgoing, usage};
 use crate::respond::{ErrorShape, Payload, Recorded, RequestRecord, Rescue};
+
+/// The most of a client's string an error message repeats.
+const MAX_ECHOED: usize = 256;
 
 /// The upgrade request's head as each turn's `POST` carries it: its
 /// WebSocket fields removed, a JSON body announced.
@@ -117,7 +120,7 @@ pub(super) async fn serve(
         }
     }
     let input = std::mem::take(&mut frame.input);
-    let (input, carried) = match kept.expand(frame.previous.as_deref(), input) {
+    let (input, continued) = match kept.expand(frame.previous.as_deref(), input) {
         Ok(expanded) => expanded,
         Err(NotFound) => {
             llm.metrics
@@ -125,9 +128,11 @@ pub(super) async fn serve(
             return send(socket, not_found(frame.previous.as_deref())).await;
         }
     };
+    let carried = continued.as_ref().map_or(0, |p| p.bytes);
     let bytes = carried.saturating_add(len as u64);
     if frame.generate {
-        respond(bridge, socket, kept, (frame.body, input), bytes).await
+        let request = (frame.body, input, continued);
+        respond(bridge, socket, kept, request, bytes).await
     } else {
         warm_up(bridge, socket, kept, &frame.body, input, bytes).await
     }
@@ -135,10 +140,8 @@ pub(super) async fn serve(
 
 /// The error Codex answers by sending the whole conversation again.
 fn not_found(previous: Option<&str>) -> Message {
-    let message = format!(
-        "Previous response with id '{}' not found.",
-        previous.unwrap_or_default()
-    );
+    let id = crate::respond::bounded(previous.unwrap_or_default(), MAX_ECHOED);
+    let message = format!("Previous response with id '{id}' not found.");
     let error = ws::error(
         "invalid_request_error",
         "previous_response_not_found",
@@ -165,7 +168,8 @@ async fn warm_up(
         .unwrap_or_default();
     if llm.settings.choices(model).is_none() {
         llm.metrics.websocket_response("error");
-        let message = format!("model `{model}` is not served by this route");
+        let shown = crate::respond::bounded(model, MAX_ECHOED);
+        let message = format!("model `{shown}` is not served by this route");
         let error = ws::error(
             "invalid_request_error",
             "model_not_found",
@@ -202,14 +206,16 @@ fn keep(bridge: &Bridge, kept: &mut Kept, id: String, items: Vec<Value>, bytes: 
     }
 }
 
-/// A `response.create` that generates (the frame's body and its complete
-/// input, about `size` bytes): one request through the pipeline, its
-/// answer relayed; the conversation kept when it completed.
+/// A `response.create` that generates (the frame's body, its complete
+/// input and what it continued; about `size` bytes): one request through
+/// the pipeline, its answer relayed; the conversation kept when it
+/// completed, else the one it continued kept again (the client retries
+/// with the same `previous_response_id`).
 async fn respond(
     bridge: &Bridge,
     socket: &mut Socket,
     kept: &mut Kept,
-    (request, input): (Map<String, Value>, Vec<Value>),
+    (request, input, continued): (Map<String, Value>, Vec<Value>, Option<Previous>),
     size: u64,
 ) -> Result<(), Gone> {
     let size = usize::try_from(size).unwrap_or(usize::MAX);
@@ -227,10 +233,17 @@ async fn respond(
     let sent = bytes.len() as u64;
     let answered = exchange(bridge, socket, bytes).await?;
     bridge.open.llm.metrics.websocket_response(answered.outcome);
-    if let (true, Some(id)) = (answered.completed, answered.id) {
-        items.extend(answered.output);
-        let bytes = sent.saturating_add(answered.output_bytes);
-        keep(bridge, kept, id, items, bytes);
+    match (answered.completed, answered.id, continued) {
+        (true, Some(id), _) => {
+            items.extend(answered.output);
+            let bytes = sent.saturating_add(answered.output_bytes);
+            keep(bridge, kept, id, items, bytes);
+        }
+        (_, _, Some(previous)) => {
+            items.truncate(previous.count);
+            keep(bridge, kept, previous.id, items, previous.bytes);
+        }
+        _ => {}
     }
     Ok(())
 }
