@@ -412,22 +412,13 @@ impl Gateway {
                 .await
                 .map_err(|e| e.rescue())
             }
+            Target::Llm(llm) if llm::asks_websocket(llm, &route.config.path, &req) => {
+                self.open_websocket(snapshot, route, llm, req, conn, host, record)
+            }
             Target::Llm(llm) => {
                 let facts = llm::SharedLlmFacts::default();
                 record.kind = Some(Arc::new(llm::LlmRecord(facts.clone())));
-                let cx = llm::Context {
-                    route_name: &route.name,
-                    route: &route.config,
-                    body_rate: snapshot.body_rate,
-                    body_read_timeout: snapshot.body_read_timeout,
-                    metrics: &self.standing.metrics,
-                    facts: &facts,
-                    admission: &mut record.admission,
-                    started: record.start,
-                    rate: route.rate.as_ref(),
-                    peer: conn.peer.ip(),
-                    host: host.name(),
-                };
+                let cx = self.llm_context(snapshot, route, conn, host, &facts, record);
                 llm::serve(llm, req, cx).await
             }
             Target::Static(site) => statics::serve(site, &req).await,
@@ -435,6 +426,69 @@ impl Gateway {
                 rules::redirect::answer(redirect, &req, host.authority(), conn.peer, conn.tls)
             }
         }
+    }
+}
+
+impl Gateway {
+    /// What an LLM route's request needs from the lifecycle.
+    fn llm_context<'a>(
+        &'a self,
+        snapshot: &Snapshot,
+        route: &'a Route,
+        conn: &ConnInfo,
+        host: &'a Host<'_>,
+        facts: &'a llm::SharedLlmFacts,
+        record: &'a mut RequestRecord,
+    ) -> llm::Context<'a> {
+        llm::Context {
+            route_name: &route.name,
+            route: &route.config,
+            body_rate: snapshot.body_rate,
+            body_read_timeout: snapshot.body_read_timeout,
+            metrics: &self.standing.metrics,
+            facts,
+            admission: &mut record.admission,
+            started: record.start,
+            rate: route.rate.as_ref(),
+            peer: conn.peer.ip(),
+            host: host.name(),
+        }
+    }
+
+    /// Codex's WebSocket transport on an `openai` route: the upgrade
+    /// checked and answered by `llm`, which admits each turn after it as
+    /// a request of its own.
+    #[allow(clippy::too_many_arguments)]
+    fn open_websocket(
+        &self,
+        snapshot: &Snapshot,
+        route: &Route,
+        llm: &Arc<llm::LlmRoute>,
+        req: Request<Incoming>,
+        conn: &ConnInfo,
+        host: &Host<'_>,
+        record: &mut RequestRecord,
+    ) -> Result<Response<Payload>, Rescue> {
+        let facts = llm::SharedLlmFacts::default();
+        let cx = self.llm_context(snapshot, route, conn, host, &facts, record);
+        let opening = llm::Opening {
+            llm: llm.clone(),
+            route_name: route.name.clone(),
+            route: route.config.clone(),
+            route_metrics: route.metrics.clone(),
+            gate: route.gate.clone(),
+            rate: route.rate.clone(),
+            admitter: self.standing.admitter.clone(),
+            metrics: self.standing.metrics.clone(),
+            access_log: snapshot.access_log,
+            body_read_timeout: snapshot.body_read_timeout,
+            host: host.name().to_string(),
+            slot: conn.slot.clone(),
+            shutdown: conn.shutdown.clone(),
+            limits: snapshot.tunnel_limits,
+            cap: self.standing.tunnel_cap.take(conn.peer.ip()),
+        };
+        llm::accept_websocket(opening, req, &cx)
     }
 }
 

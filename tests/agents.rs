@@ -206,3 +206,64 @@ async fn fails_over_mid_conversation(
     let answer = run.answer(agent);
     assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
 }
+
+/// Codex's simplest setup: its built-in provider pointed at weir by
+/// `openai_base_url`, which opens the Responses-over-WebSocket transport
+/// first. A tool round trip completes over it: weir accepted every
+/// upgrade, and every upstream request came from a WebSocket response
+/// (none from an HTTP fallback).
+#[tokio::test]
+async fn codex_over_websocket_with_the_built_in_provider() {
+    codex_over_websocket(ProviderApi::Responses, "openai").await;
+}
+
+/// The same, each response translated to an Anthropic upstream.
+#[tokio::test]
+async fn codex_over_websocket_to_anthropic() {
+    codex_over_websocket(ProviderApi::Anthropic, "anthropic").await;
+}
+
+/// The same, each response translated to a Chat Completions upstream.
+#[tokio::test]
+async fn codex_over_websocket_to_chat() {
+    codex_over_websocket(ProviderApi::Chat, "openai_chat").await;
+}
+
+async fn codex_over_websocket(api: ProviderApi, protocol: &str) {
+    let Some(bin) = agents::find(Agent::Codex) else {
+        return;
+    };
+    let (command, output) = round_trip();
+    let up = emulator(api, &command).await;
+    let (mut weir, addr, _dir) = agents::weir("openai", &[("up", &up, protocol)]);
+    let admin = weir.admin();
+    let config = agents::codex_builtin_config(addr);
+    let run = agents::run_with(Agent::Codex, &bin, addr, PROMPT, config).await;
+    agents::dump(&[&up]);
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "{:#?}", up.journal());
+    let answer = run.answer(Agent::Codex);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+    let series = |family: &str, outcome: &str| {
+        format!("weir_llm_websocket_{family}_total{{route=\"llm\",outcome=\"{outcome}\"}}")
+    };
+    let refused = common::metric_at(admin, &series("upgrades", "refused")).await;
+    assert_eq!(refused, None, "no upgrade refused");
+    // Codex warms the connection up and continues with
+    // previous_response_id: weir expanded every continuation.
+    let lost = series("responses", "previous_response_not_found");
+    let lost = common::metric_at(admin, &lost).await;
+    assert_eq!(lost, None, "a continuation was not found");
+    let completed = common::metric_at(admin, &series("responses", "completed")).await;
+    let completed = completed.unwrap_or(0);
+    assert!(
+        completed >= 2,
+        "a tool round trip is two responses: {completed}"
+    );
+    assert_eq!(
+        up.journal().len() as u64,
+        completed,
+        "every upstream request came through the WebSocket, none from an HTTP fallback"
+    );
+}

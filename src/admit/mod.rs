@@ -269,7 +269,9 @@ impl Admission {
     }
 }
 
-/// The process-wide gate plus the metrics every admission reports to.
+/// The process-wide gate plus the metrics every admission reports to (a
+/// clone shares them: a WebSocket connection admits each of its turns).
+#[derive(Clone)]
 pub(crate) struct Admitter {
     global: Gate,
     in_flight: Gauge,

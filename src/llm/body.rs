@@ -281,6 +281,36 @@ async fn read_into(
     })
 }
 
+/// Bytes that arrived whole some other way (a WebSocket frame, or the
+/// conversation a WebSocket connection keeps), held in the budget under
+/// `client` as a read body is: refused when the budget is spent, or
+/// nearly spent and `client` holds the most of it.
+pub(crate) fn hold(
+    bytes: Bytes,
+    budget: &ByteBudget,
+    client: BodyClient,
+) -> Result<ReadBody, ReadError> {
+    let reservation = reserve(bytes.len() as u64, budget, client)?;
+    Ok(ReadBody {
+        bytes,
+        _reservation: reservation,
+    })
+}
+
+/// `bytes` held in the budget under `client`, as [`hold`] holds them.
+pub(crate) fn reserve(
+    bytes: u64,
+    budget: &ByteBudget,
+    client: BodyClient,
+) -> Result<Reservation, ReadError> {
+    if !budget.fits_at_all(bytes) {
+        return Err(ReadError::OverBudget);
+    }
+    let mut reservation = budget.reservation(Some(client));
+    reservation.cover(bytes)?;
+    Ok(reservation)
+}
+
 /// An upstream's whole (non-streamed) answer, as far as it was read.
 pub(crate) enum Answer {
     /// All of it, held under the budget.

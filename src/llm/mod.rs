@@ -32,6 +32,7 @@ mod local;
 mod offload;
 mod outgoing;
 mod relay;
+mod socket;
 mod tenants;
 pub(crate) mod upstream;
 pub(crate) mod usage;
@@ -47,6 +48,7 @@ pub(crate) use body::ByteBudget;
 use body::ReadError;
 pub(crate) use facts::{LlmRecord, SharedLlmFacts};
 pub(crate) use offload::Offload;
+pub(crate) use socket::{Opening, accept as accept_websocket, asks_upgrade as asks_websocket};
 use upstream::LlmUpstream;
 pub(crate) use usage::Books;
 use weir_wire::body::{Model, ModelError};
@@ -193,17 +195,56 @@ pub(crate) async fn serve(
     let (endpoint, api_path) = find_endpoint(&llm.settings, &req, &cx)?;
     let presented = admit_client(llm, &req, endpoint, &account, &mut cx).await?;
     let declared = declared_length(&req, &cx)?;
-    let (mut request, incoming) =
+    let (request, incoming) =
         outgoing_request(req, api_path, presented.strip, llm.settings.protocol);
     if !endpoint.routes_by_model() {
         let allowed = client_models(&llm.settings, presented.token);
         return local::models(llm, &request, allowed, &cx).await;
     }
-    let client = match presented.token {
-        Some(index) => body::BodyClient::token(cx.route_name, index),
-        None => body::BodyClient::address(cx.peer),
-    };
+    let client = presented.body_client(&cx);
     let read = read_body(llm, incoming, (declared, client), &cx).await?;
+    let turn = Turn {
+        request,
+        read,
+        endpoint,
+        deferred: presented.deferred,
+        token: presented.token,
+    };
+    generate(llm, turn, &account, cx).await
+}
+
+/// A request whose body is read whole (over HTTP, or one WebSocket
+/// frame's, [`socket`]), and what steps 4 and 5 need to know of its
+/// client token.
+struct Turn {
+    request: outgoing::Outgoing,
+    /// The body and its place in the byte budget, held until the
+    /// attempts end.
+    read: body::ReadBody,
+    endpoint: Endpoint,
+    /// The client token whose limits wait for the body (step 2).
+    deferred: Option<usize>,
+    /// The client token presented, when the route has tokens: whose
+    /// model list step 4 checks.
+    token: Option<usize>,
+}
+
+/// Steps 4 and 5 for a body read whole: model, budget, failover and the
+/// relay. The one seam both an HTTP request and a WebSocket
+/// `response.create` frame enter the pipeline by.
+async fn generate(
+    llm: &LlmRoute,
+    turn: Turn,
+    account: &usage::Account,
+    mut cx: Context<'_>,
+) -> Result<Response<Payload>, Rescue> {
+    let Turn {
+        mut request,
+        read,
+        endpoint,
+        deferred,
+        token,
+    } = turn;
     request.body = read.bytes.clone();
     let (model, entry) = read_model(llm, &request.body, &cx).await?;
     let Some(choices) = llm.settings.choices(&model.name) else {
@@ -212,10 +253,9 @@ pub(crate) async fn serve(
             model.name
         )));
     };
-    may_use(&llm.settings, presented.token, &model.name)?;
+    may_use(&llm.settings, token, &model.name)?;
     if endpoint.api().is_some() {
-        let deferred = presented.deferred;
-        reserve_budget(llm, &account, &request, &model, choices, deferred, &mut cx).await?;
+        reserve_budget(llm, account, &request, &model, choices, deferred, &mut cx).await?;
     }
     request.model_span = Some(model.span);
     request.weir_state = model.weir_state;
@@ -297,6 +337,16 @@ struct Presented {
     token: Option<usize>,
 }
 
+impl Presented {
+    /// Who the body's bytes are counted under in the budget.
+    fn body_client(&self, cx: &Context<'_>) -> body::BodyClient {
+        match self.token {
+            Some(index) => body::BodyClient::token(cx.route_name, index),
+            None => body::BodyClient::address(cx.peer),
+        }
+    }
+}
+
 /// Step 2, client token, before a byte of the body is read: a valid one
 /// (else 401), then its rate and its concurrency (one decision when the
 /// fleet shares them), unless those wait for the body.
@@ -307,26 +357,53 @@ async fn admit_client(
     account: &usage::Account,
     cx: &mut Context<'_>,
 ) -> Result<Presented, Rescue> {
+    let authenticated = authenticate(llm, req.headers(), cx);
+    let Some((index, strip)) = authenticated.map_err(|r| r.closing_if_body(req))? else {
+        return Ok(Presented::default());
+    };
+    account.identify(index, cx.facts);
+    limit_token(llm, (index, strip), endpoint, account, cx)
+        .await
+        .map_err(|r| r.closing_if_body(req))
+}
+
+/// The client token `headers` present, by index, and the headers that
+/// carried it; `None` on a route without tokens. 401 for none valid, 429
+/// for an address that keeps failing. A WebSocket upgrade is checked
+/// here too, before it is accepted.
+fn authenticate(
+    llm: &LlmRoute,
+    headers: &http::HeaderMap,
+    cx: &Context<'_>,
+) -> Result<Option<(usize, outgoing::Carriers)>, Rescue> {
     let settings = &llm.settings;
     if settings.client_tokens.is_empty() {
-        return Ok(Presented::default());
+        return Ok(None);
     }
     // An address that keeps failing is refused before its token is
     // looked at (so guessing is limited, not just answered differently).
     if let Some(secs) = llm.auth_failures.refused(cx.peer) {
         return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
             .retry_after(secs)
-            .saying("too many failed client token authentications from this address")
-            .closing_if_body(req));
+            .saying("too many failed client token authentications from this address"));
     }
-    let Some((index, carriers)) = client_token(settings, req.headers()) else {
+    let Some(found) = client_token(settings, headers) else {
         llm.auth_failures.failed(cx.peer);
         return Err(Rescue::status(StatusCode::UNAUTHORIZED)
-            .saying("a valid client token is required (x-api-key or Authorization: Bearer)")
-            .closing_if_body(req));
+            .saying("a valid client token is required (x-api-key or Authorization: Bearer)"));
     };
-    account.identify(index, cx.facts);
-    let strip = carriers;
+    Ok(Some(found))
+}
+
+/// Step 2's limits for client token `index`: its rate and its
+/// concurrency, or, when the fleet keeps its budget, deferred to step 4.
+async fn limit_token(
+    llm: &LlmRoute,
+    (index, strip): (usize, outgoing::Carriers),
+    endpoint: Endpoint,
+    account: &usage::Account,
+    cx: &mut Context<'_>,
+) -> Result<Presented, Rescue> {
     if endpoint.api().is_some() && account.budget_is_shared() {
         let deferred = Some(index);
         return Ok(Presented {
@@ -343,7 +420,7 @@ async fn admit_client(
         cx.admission.as_mut(),
     )
     .await
-    .map_err(|r| limit_refusal(r, cx).closing_if_body(req))?;
+    .map_err(|r| limit_refusal(r, cx))?;
     Ok(Presented {
         strip,
         deferred: None,
@@ -407,28 +484,37 @@ async fn read_body(
     let body = RequestBody::new(incoming, cx.route.max_request_body, cx.body_rate);
     body::read(body, declared, &llm.budget, client, cx.body_read_timeout)
         .await
-        .map_err(|e| match e {
-            ReadError::TooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
-                .saying("request body exceeds this route's limit")
-                .closing(),
-            ReadError::TooSlow => Rescue::status(StatusCode::REQUEST_TIMEOUT)
-                .saying("request body arrived too slowly")
-                .closing()
-                .counting(crate::respond::Counted::ConnectionClosed("body_rate")),
-            ReadError::Unreadable => Rescue::status(StatusCode::BAD_REQUEST)
-                .saying("request body could not be read")
-                .closing(),
-            ReadError::TimedOut => Rescue::status(StatusCode::REQUEST_TIMEOUT)
-                .saying("request body took longer than the gateway allows")
-                .closing()
-                .counting(crate::respond::Counted::ConnectionClosed("body_read_timeout")),
-            ReadError::OverBudget => Rescue::shed("llm_body_budget")
-                .saying("the gateway is holding too many request bodies; retry shortly")
-                .closing(),
-            ReadError::Heaviest => Rescue::shed("llm_body_heaviest")
-                .saying("the gateway is holding too many of this client's request bodies; retry shortly")
-                .closing(),
-        })
+        .map_err(read_refusal)
+}
+
+/// The answer to a body that could not be read, or held.
+fn read_refusal(e: ReadError) -> Rescue {
+    match e {
+        ReadError::TooLarge => Rescue::status(StatusCode::PAYLOAD_TOO_LARGE)
+            .saying("request body exceeds this route's limit")
+            .closing(),
+        ReadError::TooSlow => Rescue::status(StatusCode::REQUEST_TIMEOUT)
+            .saying("request body arrived too slowly")
+            .closing()
+            .counting(crate::respond::Counted::ConnectionClosed("body_rate")),
+        ReadError::Unreadable => Rescue::status(StatusCode::BAD_REQUEST)
+            .saying("request body could not be read")
+            .closing(),
+        ReadError::TimedOut => Rescue::status(StatusCode::REQUEST_TIMEOUT)
+            .saying("request body took longer than the gateway allows")
+            .closing()
+            .counting(crate::respond::Counted::ConnectionClosed(
+                "body_read_timeout",
+            )),
+        ReadError::OverBudget => Rescue::shed("llm_body_budget")
+            .saying("the gateway is holding too many request bodies; retry shortly")
+            .closing(),
+        ReadError::Heaviest => Rescue::shed("llm_body_heaviest")
+            .saying(
+                "the gateway is holding too many of this client's request bodies; retry shortly",
+            )
+            .closing(),
+    }
 }
 
 /// Step 4, model: found by a scan at memchr speed (~6 GB/s: 256 KiB in
@@ -504,6 +590,17 @@ async fn reserve_budget(
         (Some(want), None) => account.reserve(want, cx.facts),
         (None, _) => Ok(()),
     }
+}
+
+/// A route without client tokens limits its clients by address (an HTTP
+/// request is limited at the route's entry; a WebSocket turn here).
+async fn limit_address(cx: &Context<'_>) -> Result<(), Rescue> {
+    let Some(rate) = cx.rate else {
+        return Ok(());
+    };
+    crate::admit::limit_client(Some(&**rate), Client::ip(cx.peer), None, None, None)
+        .await
+        .map_err(|r| limit_refusal(r, cx))
 }
 
 /// The answer to a client token over one of its limits.

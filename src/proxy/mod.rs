@@ -151,14 +151,7 @@ fn requested_upgrade(req: &Request<Incoming>, allowed: &[String]) -> Option<Head
     if req.version() != Version::HTTP_11 {
         return None;
     }
-    let connection_upgrade = req
-        .headers()
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-    if !connection_upgrade {
+    if !weir_wire::fields::connection_upgrade(req.headers()) {
         return None;
     }
     let asked = req.headers().get(header::UPGRADE)?;

@@ -141,6 +141,17 @@ impl Run {
 /// provider. The environment is cleared: no proxy, no real key, nothing of
 /// the developer's configuration reaches the CLI.
 pub async fn run(agent: Agent, bin: &Path, weir: SocketAddr, prompt: &str) -> Run {
+    run_with(agent, bin, weir, prompt, codex_config(weir)).await
+}
+
+/// [`run`] with Codex's `config.toml` given (unused for Claude Code).
+pub async fn run_with(
+    agent: Agent,
+    bin: &Path,
+    weir: SocketAddr,
+    prompt: &str,
+    codex_toml: String,
+) -> Run {
     let _slot = SLOTS.acquire().await.expect("semaphore");
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
@@ -166,9 +177,11 @@ pub async fn run(agent: Agent, bin: &Path, weir: SocketAddr, prompt: &str) -> Ru
         Agent::Codex => {
             let codex_home = home.join(".codex");
             std::fs::create_dir_all(&codex_home).expect("codex home");
-            std::fs::write(codex_home.join("config.toml"), codex_config(weir)).expect("config");
+            std::fs::write(codex_home.join("config.toml"), codex_toml).expect("config");
             cmd.env("CODEX_HOME", &codex_home)
                 .env("WEIR_CLIENT_KEY", "sk-weir-client")
+                // The built-in provider's key (`codex_builtin_config`).
+                .env("OPENAI_API_KEY", "sk-weir-client")
                 .args(["exec", "--skip-git-repo-check"])
                 .args(["--sandbox", "danger-full-access", "--output-last-message"])
                 .arg(&last)
@@ -288,6 +301,22 @@ pub const CLAUDE_QUIET: &[(&str, &str)] = &[
 /// OpenTelemetry; the plugin features, which otherwise `git ls-remote`
 /// github.com at startup). `gpt-5.5` is in Codex's built-in model list, so
 /// it gets that model's tools rather than "fallback metadata".
+/// Codex on its built-in `openai` provider pointed at weir by
+/// `openai_base_url` (no custom provider): the setup whose provider speaks
+/// the Responses-over-WebSocket transport first.
+pub fn codex_builtin_config(weir: SocketAddr) -> String {
+    let custom = codex_config(weir);
+    let common = custom.split("[analytics]").nth(1).unwrap_or_default();
+    format!(
+        r#"model = "gpt-5.5"
+model_reasoning_effort = "medium"
+check_for_update_on_startup = false
+openai_base_url = "http://{weir}/v1"
+
+[analytics]{common}"#
+    )
+}
+
 pub fn codex_config(weir: SocketAddr) -> String {
     format!(
         r#"model = "gpt-5.5"

@@ -1,9 +1,10 @@
 //! Request header fields weir reads in more than one place, each parsed
 //! one way: a bearer credential (the scheme is case-insensitive, RFC 9110
-//! §11.1) and a declared `Content-Length`.
+//! §11.1), a declared `Content-Length`, and whether `Connection` names
+//! `upgrade`.
 
 use http::HeaderMap;
-use http::header::{CONTENT_LENGTH, HeaderValue};
+use http::header::{CONNECTION, CONTENT_LENGTH, HeaderValue};
 
 /// The token of an `Authorization: Bearer <token>` value, trimmed.
 pub fn bearer(value: &HeaderValue) -> Option<&str> {
@@ -24,6 +25,17 @@ pub fn content_length(headers: &HeaderMap) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// Whether a `Connection` field (on any of its lines) names the
+/// `upgrade` option (RFC 9110 §7.6.1, §7.8).
+pub fn connection_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 #[cfg(test)]

@@ -333,3 +333,79 @@ pub(crate) mod role {
     pub(crate) const SYSTEM: &str = "system";
     pub(crate) const DEVELOPER: &str = "developer";
 }
+
+/// Codex's Responses-over-WebSocket transport: the client sends each
+/// request as one text frame, the server answers each event of its stream
+/// as one text frame (the event's JSON, as the SSE `data`).
+pub mod websocket {
+    use serde_json::{Value, json};
+
+    /// A frame asking for a response: the Responses body and this `type`.
+    pub const CREATE: &str = "response.create";
+    /// A frame saying the client has handled a response: nothing to answer.
+    pub const PROCESSED: &str = "response.processed";
+    /// The event that starts a response, and the one that completes it.
+    pub const CREATED: &str = super::event::CREATED;
+    pub const COMPLETED: &str = super::event::COMPLETED;
+    /// The event that carries one whole output item.
+    pub const OUTPUT_ITEM_DONE: &str = super::event::OUTPUT_ITEM_DONE;
+    /// An error event (in-band over SSE; over WebSocket, with the HTTP
+    /// status and headers it stands for).
+    pub const ERROR: &str = super::event::ERROR;
+
+    /// Whether an event of type `kind` ends a response.
+    pub fn is_terminal(kind: &str) -> bool {
+        matches!(
+            kind,
+            super::event::COMPLETED
+                | super::event::FAILED
+                | super::event::INCOMPLETE
+                | super::event::ERROR
+        )
+    }
+
+    /// What ended a response, as a bounded label.
+    pub fn outcome(kind: &str) -> &'static str {
+        match kind {
+            super::event::COMPLETED => "completed",
+            super::event::FAILED => "failed",
+            super::event::INCOMPLETE => "incomplete",
+            _ => "error",
+        }
+    }
+
+    /// The two events that answer a warm-up (`generate: false`): a
+    /// response with no output, completed at once.
+    pub fn warmup(id: &str, model: &str, created_at: u64) -> [Value; 2] {
+        let response = |status: &str| {
+            json!({
+                "id": id,
+                "object": "response",
+                "created_at": created_at,
+                "status": status,
+                "model": model,
+                "output": [],
+                "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+            })
+        };
+        [
+            json!({"type": CREATED, "sequence_number": 0, "response": response("in_progress")}),
+            json!({"type": COMPLETED, "sequence_number": 1, "response": response("completed")}),
+        ]
+    }
+
+    /// An error frame in the shape Codex maps to an HTTP error:
+    /// `{"type":"error","status":…,"error":{…},"headers":{…}}`.
+    pub fn error_frame(
+        status: u16,
+        error: Value,
+        headers: serde_json::Map<String, Value>,
+    ) -> Value {
+        json!({"type": ERROR, "status": status, "error": error, "headers": headers})
+    }
+
+    /// An error object: `type`, `code`, `message` (and `param`).
+    pub fn error(kind: &str, code: &str, message: &str, param: Option<&str>) -> Value {
+        json!({"type": kind, "code": code, "message": message, "param": param})
+    }
+}

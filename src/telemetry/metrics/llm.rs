@@ -32,6 +32,14 @@ struct LlmFailoverLabels {
     reason: &'static str,
 }
 
+/// The WebSocket transport's upgrades and responses, by outcome (a fixed
+/// set of names).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteOutcomeLabels {
+    route: RouteName,
+    outcome: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LlmModelLabels {
     route: RouteName,
@@ -96,6 +104,8 @@ pub(super) struct LlmFamilies {
     first_token: HistogramFamily<LlmModelLabels>,
     tokens: Family<LlmTokenLabels, Counter>,
     cooldown_until: Family<LlmUpstreamLabels, Gauge>,
+    websocket_upgrades: Family<RouteOutcomeLabels, Counter>,
+    websocket_responses: Family<RouteOutcomeLabels, Counter>,
 }
 
 impl LlmFamilies {
@@ -110,7 +120,19 @@ impl LlmFamilies {
             first_token: Family::new_with_constructor(latency_histogram),
             tokens: Family::default(),
             cooldown_until: Family::default(),
+            websocket_upgrades: Family::default(),
+            websocket_responses: Family::default(),
         };
+        registry.register(
+            "llm_websocket_upgrades",
+            "WebSocket upgrades asked of an OpenAI route's /v1/responses (Codex's transport), by outcome (accepted, refused)",
+            m.websocket_upgrades.clone(),
+        );
+        registry.register(
+            "llm_websocket_responses",
+            "Responses answered over the WebSocket transport, by outcome (completed, failed, incomplete, error, warmup, previous_response_not_found)",
+            m.websocket_responses.clone(),
+        );
         registry.register(
             "llm_requests",
             "LLM requests by route, model, serving upstream and outcome (completed, upstream_error, client_cancel, relayed_error, rejected)",
@@ -241,6 +263,26 @@ impl LlmRouteMetrics {
     }
 
     /// The time to a request's first content.
+    /// A WebSocket upgrade on this route was accepted or refused.
+    pub(crate) fn websocket_upgrade(&self, outcome: &'static str) {
+        let route = self.route.clone();
+        let labels = RouteOutcomeLabels { route, outcome };
+        self.families
+            .websocket_upgrades
+            .get_or_create(&labels)
+            .inc();
+    }
+
+    /// A response.create frame was answered, with `outcome`.
+    pub(crate) fn websocket_response(&self, outcome: &'static str) {
+        let route = self.route.clone();
+        let labels = RouteOutcomeLabels { route, outcome };
+        self.families
+            .websocket_responses
+            .get_or_create(&labels)
+            .inc();
+    }
+
     pub(crate) fn first_token(&self, model: usize, seconds: f64) {
         let resolve = || {
             let labels = LlmModelLabels {
