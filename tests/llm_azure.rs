@@ -103,9 +103,11 @@ const CLAUDE_HEADERS: &[(&str, &str)] = &[
     ("anthropic-version", "2023-06-01"),
 ];
 
-/// Every request the resource got carried weir's key in `api-key`, and
-/// neither the client's credential nor another header for a key.
-fn only_weirs_key(p: &Provider, name: &str) {
+/// Every request the resource got carried its key (`azure-key-{name}`,
+/// weir's, or the client's own passed through) in `api-key`, and no
+/// `Authorization` or `x-api-key`: with weir's key, the client's
+/// credential never reaches Azure.
+fn only_the_key_in_api_key(p: &Provider, name: &str) {
     let journal = p.journal();
     assert!(!journal.is_empty(), "{name} was asked");
     for e in journal {
@@ -148,7 +150,7 @@ async fn codex_responses_are_relayed_natively_on_the_v1_api() {
         sent.body["model"], "my-gpt5",
         "the deployment stands for the model"
     );
-    only_weirs_key(&az, "az");
+    only_the_key_in_api_key(&az, "az");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,7 +199,7 @@ async fn an_anthropic_client_is_translated_to_azure_responses_streamed_and_whole
         assert_eq!(e.path, "/openai/v1/responses");
         assert!(e.headers.get("anthropic-version").is_none(), "{e:?}");
     }
-    only_weirs_key(&az, "az");
+    only_the_key_in_api_key(&az, "az");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +225,42 @@ async fn the_deployment_path_carries_the_api_version() {
             "/openai/deployments/my-gpt5/chat/completions?api-version=2024-10-21"
         );
     }
-    only_weirs_key(&az, "az");
+    only_the_key_in_api_key(&az, "az");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_on_a_dated_version_goes_to_its_responses_path() {
+    let az = resource(ProviderApi::Responses, "az", Some("2025-04-01-preview")).await;
+    let keys = "protocol = \"azure\"\napi_version = \"2025-04-01-preview\"";
+    let weir = weir_over("openai", &[("az", &az, keys)]).await;
+    let (status, _, body) = post(&weir, "/v1/responses", codex_request(true), CODEX_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    az.assert_all_accepted();
+    let sent = &az.journal()[0];
+    assert_eq!(
+        sent.path,
+        "/openai/responses?api-version=2025-04-01-preview"
+    );
+    assert_eq!(sent.body["model"], "my-gpt5");
+}
+
+/// Without a key of weir's, the client's own credential is Azure's: an
+/// Anthropic client's `x-api-key` arrives as `api-key`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_own_key_passes_through_as_api_key() {
+    let az = resource(ProviderApi::Responses, "az", None).await;
+    let models = "[[route.models]]\nname = \"gpt-5\"\nupstreams = [\"az:my-gpt5\"]\n";
+    let keys = "protocol = \"azure_responses\"".to_string();
+    let config = llm_config_with("anthropic", &[("az", az.base_url(), keys)], models);
+    let weir = Weir::start(&config).await;
+    let headers = [
+        ("x-api-key", "azure-key-az"),
+        ("anthropic-version", "2023-06-01"),
+    ];
+    let (status, _, body) = post(&weir, "/v1/messages", claude_request(false), &headers).await;
+    assert_eq!(status, 200, "{body}");
+    az.assert_all_accepted();
+    only_the_key_in_api_key(&az, "az");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +290,7 @@ async fn a_rate_limited_resource_fails_over_and_is_held_out() {
     assert_eq!(first.journal().len(), 1, "{:?}", first.journal());
     assert_eq!(second.journal().len(), 2);
     second.assert_all_accepted();
-    only_weirs_key(&first, "first");
+    only_the_key_in_api_key(&first, "first");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

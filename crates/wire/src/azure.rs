@@ -19,7 +19,7 @@
 //!   (`finish_reason: "content_filter"`, a Responses `content_filter`
 //!   incomplete reason) is the OpenAI APIs' own and is read there.
 
-use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 
 use super::Api;
@@ -122,15 +122,8 @@ pub(super) fn key_header(key: &str) -> (HeaderName, String) {
 /// `api-key`. A passed-through `Authorization: Bearer` stays: Azure
 /// takes Entra ID tokens there.
 pub(super) fn adopt_headers(headers: &mut HeaderMap, passthrough: bool) {
-    super::remove_prefixed(headers, "anthropic-");
-    if passthrough
-        && !headers.contains_key(AUTHORIZATION)
-        && let Some(key) = headers.remove("x-api-key")
-        && let Ok(key) = key.to_str()
-        && let Ok(v) = HeaderValue::from_str(key.trim())
-    {
-        headers.insert(KEY_HEADER, v);
-    }
+    let name = HeaderName::from_static(KEY_HEADER);
+    super::openai::adopt_key(headers, passthrough, name, str::to_string);
 }
 
 /// Whether an error answer (of status 400) is the content filter refusing
@@ -149,6 +142,7 @@ pub fn refuses_prompt(body: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::{AUTHORIZATION, HeaderValue};
 
     #[test]
     fn versions_name_a_surface() {
