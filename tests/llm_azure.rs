@@ -263,6 +263,37 @@ async fn a_clients_own_key_passes_through_as_api_key() {
     only_the_key_in_api_key(&az, "az");
 }
 
+/// A Chat Completions client on an `azure` upstream: its own API, at the
+/// v1 path, the deployment spliced in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_client_is_relayed_natively_to_azure_chat() {
+    let az = resource(ProviderApi::Chat, "az", None).await;
+    let weir = weir_over("openai", &[("az", &az, "protocol = \"azure\"")]).await;
+    let chat = json!({"model": "gpt-5", "stream": true,
+        "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "Say hi."}]});
+    let (status, _, body) = post(&weir, "/v1/chat/completions", chat, CODEX_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+    az.assert_all_accepted();
+    assert_eq!(az.journal()[0].path, "/openai/v1/chat/completions");
+    assert_eq!(az.journal()[0].body["model"], "my-gpt5");
+    only_the_key_in_api_key(&az, "az");
+}
+
+/// Azure's model list names base models, not deployments: the route
+/// lists the models it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_list_is_the_routes_not_azures() {
+    let az = resource(ProviderApi::Responses, "az", None).await;
+    let weir = weir_over("openai", &[("az", &az, "protocol = \"azure\"")]).await;
+    let (status, _, body) = get_with(&weir.url("web", "/v1/models"), CODEX_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(list["data"][0]["id"], "gpt-5", "{list}");
+    assert!(az.journal().is_empty(), "{:?}", az.journal());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limited_resource_fails_over_and_is_held_out() {
     let first = resource(ProviderApi::Responses, "first", None).await;

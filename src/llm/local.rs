@@ -140,8 +140,9 @@ pub(crate) async fn models(
             continue;
         };
         // Only an upstream of the route's own API lists models in the
-        // client's format.
-        if !settings.protocol.is_native(upstream.config.api) {
+        // client's format, and only one that lists the ids clients send.
+        let api = upstream.config.api;
+        if !settings.protocol.is_native(api) || !api.lists_models() {
             continue;
         }
         let prepared = request

@@ -210,6 +210,13 @@ impl UpstreamApi {
         )
     }
 
+    /// Whether the upstream's `GET /v1/models` lists the ids its clients
+    /// ask for. Azure's lists the resource's base models, not the
+    /// deployments a route sends: the route's own list is the truth.
+    pub fn lists_models(self) -> bool {
+        !self.is_azure()
+    }
+
     /// Whether an error answer says the upstream's policy refused the
     /// prompt itself (Azure's content filter): every upstream under the
     /// same policy would, so it is the client's answer, never failed over.
@@ -735,6 +742,7 @@ mod tests {
         assert!(UpstreamApi::Azure.refuses_prompt(StatusCode::BAD_REQUEST, filtered));
         assert!(!UpstreamApi::OpenAi.refuses_prompt(StatusCode::BAD_REQUEST, filtered));
         assert!(!UpstreamApi::Azure.refuses_prompt(StatusCode::FORBIDDEN, filtered));
+        assert!(UpstreamApi::OpenAi.lists_models() && !UpstreamApi::Azure.lists_models());
         assert!(Protocol::OpenAi.is_native(UpstreamApi::OpenAiChat));
         assert!(!Protocol::Anthropic.is_native(UpstreamApi::OpenAiChat));
     }
