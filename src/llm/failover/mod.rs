@@ -310,6 +310,11 @@ impl Failover<'_, '_> {
                 // The upstream's policy refused the prompt, not what weir
                 // made of it: so would every upstream under that policy,
                 // and sending it on would route around the policy.
+                tracing::info!(
+                    route = &**self.cx.route_name,
+                    upstream = %self.llm.metrics.upstream_label(turn.choice.upstream),
+                    "the upstream's content policy refused the prompt; answered to the client, not failed over"
+                );
                 return Verdict::Relay(self.relay_failure(failed));
             }
             // This upstream could not take what weir made of the request;
