@@ -54,6 +54,9 @@ pub(crate) struct LlmUpstreamConfig {
     pub(crate) accepts: Accepts,
     /// The HTTP versions weir speaks to it.
     pub(crate) http: UpstreamHttp,
+    /// An Azure OpenAI upstream's API surface (v1, or a dated
+    /// `api-version`'s deployment paths); None for every other API.
+    pub(crate) azure: Option<weir_wire::azure::Surface>,
 }
 
 /// One step of a model's failover order: an upstream (index into

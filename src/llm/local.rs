@@ -197,6 +197,11 @@ async fn listed_by_default(
         let Ok(mut pick) = upstream.group.pick(None, &[], Instant::now()) else {
             continue;
         };
+        // Azure lists its base models, not the deployments a request
+        // names: its list says nothing of what the route answers to.
+        if !upstream.config.api.lists_models() {
+            continue;
+        }
         let prepared = request
             .for_upstream(upstream, Endpoint::Models, None, &llm.offload)
             .await;

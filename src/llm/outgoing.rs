@@ -111,6 +111,29 @@ pub(crate) enum Sent {
 }
 
 impl Outgoing {
+    /// The path (and query) of this request on `upstream`: an Azure
+    /// upstream's surface's (the deployment is the model id sent), the
+    /// translated API's, or the client's own. None when the upstream has
+    /// no path for it.
+    fn upstream_path(
+        &self,
+        upstream: &LlmUpstream,
+        endpoint: Endpoint,
+        pair: Option<Pair>,
+        model: Option<&str>,
+    ) -> Option<String> {
+        let api = pair.map_or(endpoint.api(), |p| Some(p.upstream_api()));
+        if let Some(surface) = &upstream.config.azure {
+            let deployment = model.or(self.model.as_deref()).unwrap_or_default();
+            return surface.path(api, deployment);
+        }
+        Some(match pair {
+            // The client's query (`?beta=true`) means nothing to the other API.
+            Some(p) => p.upstream_api().path().to_string(),
+            None => self.path_and_query.clone(),
+        })
+    }
+
     /// The request for `upstream`, with the model it knows the requested
     /// one by, translated when it speaks another API than the client.
     pub(crate) async fn for_upstream(
@@ -123,10 +146,8 @@ impl Outgoing {
         let Ok(pair) = Pair::between(endpoint, upstream.config.api) else {
             return Prepared::Skip;
         };
-        let path = match pair {
-            // The client's query (`?beta=true`) means nothing to the other API.
-            Some(p) => p.upstream_api().path().to_string(),
-            None => self.path_and_query.clone(),
+        let Some(path) = self.upstream_path(upstream, endpoint, pair, model) else {
+            return Prepared::Skip;
         };
         let mut headers = self.parts.headers.clone();
         clean_request(&mut headers);

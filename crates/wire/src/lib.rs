@@ -3,7 +3,8 @@
 //! weir speaks three wire APIs: [`anthropic`] Messages (Claude Code),
 //! [`responses`] OpenAI Responses (Codex) and [`chat`] OpenAI Chat
 //! Completions (vLLM, Ollama, OpenRouter…), with what the two OpenAI APIs
-//! share in [`openai`]. Each module owns everything about its API:
+//! share in [`openai`], and what Azure OpenAI serves them with of its own
+//! (paths, key header, content-filter refusals) in [`azure`]. Each module owns everything about its API:
 //! endpoints, the credential header, the error envelope and its
 //! status ↔ error-type table, how stream events are classed, where usage
 //! is reported, the keep-alive and in-band error bytes, and the limits the
@@ -35,6 +36,7 @@
 pub const WEIR_STATE_MARK: &str = "weir.";
 
 pub mod anthropic;
+pub mod azure;
 pub mod body;
 pub mod chat;
 pub mod fields;
@@ -184,15 +186,24 @@ pub enum UpstreamApi {
     /// OpenAI Chat Completions only (vLLM, Ollama, OpenRouter, most
     /// self-hosted servers).
     OpenAiChat,
+    /// Azure OpenAI, Responses and Chat Completions both ([`azure`]).
+    Azure,
+    /// Azure OpenAI, Responses only.
+    AzureResponses,
+    /// Azure OpenAI, Chat Completions only.
+    AzureChat,
 }
 
 impl UpstreamApi {
     /// Every upstream API, with the name the config uses for it.
-    pub const ALL: [UpstreamApi; 4] = [
+    pub const ALL: [UpstreamApi; 7] = [
         UpstreamApi::Anthropic,
         UpstreamApi::OpenAiResponses,
         UpstreamApi::OpenAiChat,
         UpstreamApi::OpenAi,
+        UpstreamApi::AzureResponses,
+        UpstreamApi::AzureChat,
+        UpstreamApi::Azure,
     ];
 
     pub fn name(self) -> &'static str {
@@ -201,6 +212,9 @@ impl UpstreamApi {
             UpstreamApi::OpenAi => "openai",
             UpstreamApi::OpenAiResponses => "openai_responses",
             UpstreamApi::OpenAiChat => "openai_chat",
+            UpstreamApi::Azure => "azure",
+            UpstreamApi::AzureResponses => "azure_responses",
+            UpstreamApi::AzureChat => "azure_chat",
         }
     }
 
@@ -213,10 +227,32 @@ impl UpstreamApi {
     pub fn apis(self) -> &'static [Api] {
         match self {
             UpstreamApi::Anthropic => &[Api::Messages],
-            UpstreamApi::OpenAi => &[Api::Responses, Api::Chat],
-            UpstreamApi::OpenAiResponses => &[Api::Responses],
-            UpstreamApi::OpenAiChat => &[Api::Chat],
+            UpstreamApi::OpenAi | UpstreamApi::Azure => &[Api::Responses, Api::Chat],
+            UpstreamApi::OpenAiResponses | UpstreamApi::AzureResponses => &[Api::Responses],
+            UpstreamApi::OpenAiChat | UpstreamApi::AzureChat => &[Api::Chat],
         }
+    }
+
+    /// Whether this is Azure OpenAI: its paths are an [`azure::Surface`]'s.
+    pub fn is_azure(self) -> bool {
+        matches!(
+            self,
+            UpstreamApi::Azure | UpstreamApi::AzureResponses | UpstreamApi::AzureChat
+        )
+    }
+
+    /// Whether the upstream's `GET /v1/models` lists the ids its clients
+    /// ask for. Azure's lists the resource's base models, not the
+    /// deployments a route sends: the route's own list is the truth.
+    pub fn lists_models(self) -> bool {
+        !self.is_azure()
+    }
+
+    /// Whether an error answer says the upstream's policy refused the
+    /// prompt itself (Azure's content filter): every upstream under the
+    /// same policy would, so it is the client's answer, never failed over.
+    pub fn refuses_prompt(self, status: StatusCode, body: &[u8]) -> bool {
+        status == StatusCode::BAD_REQUEST && self.is_azure() && azure::refuses_prompt(body)
     }
 
     /// Whether this names one wire API, so a client of another family can
@@ -238,6 +274,7 @@ impl UpstreamApi {
     pub fn key_header(self, key: &str) -> (http::HeaderName, String) {
         match self {
             UpstreamApi::Anthropic => anthropic::key_header(key),
+            api if api.is_azure() => azure::key_header(key),
             _ => openai::key_header(key),
         }
     }
@@ -249,6 +286,7 @@ impl UpstreamApi {
     pub fn adopt_headers(self, headers: &mut HeaderMap, passthrough: bool) {
         match self {
             UpstreamApi::Anthropic => anthropic::adopt_headers(headers, passthrough),
+            api if api.is_azure() => azure::adopt_headers(headers, passthrough),
             _ => openai::adopt_headers(headers, passthrough),
         }
     }
@@ -723,6 +761,19 @@ mod tests {
         assert!(!UpstreamApi::OpenAiChat.serves(Endpoint::CountTokens));
         assert!(UpstreamApi::Anthropic.serves(Endpoint::CountTokens));
         assert!(!UpstreamApi::OpenAi.is_specific());
+        assert!(!UpstreamApi::Azure.is_specific());
+        assert!(UpstreamApi::AzureChat.serves(Endpoint::ChatCompletions));
+        assert!(!UpstreamApi::AzureResponses.serves(Endpoint::ChatCompletions));
+        assert!(Protocol::OpenAi.is_native(UpstreamApi::AzureResponses));
+        assert_eq!(
+            UpstreamApi::AzureChat.key_header("k").0.as_str(),
+            azure::KEY_HEADER
+        );
+        let filtered = br#"{"error":{"code":"content_filter"}}"#;
+        assert!(UpstreamApi::Azure.refuses_prompt(StatusCode::BAD_REQUEST, filtered));
+        assert!(!UpstreamApi::OpenAi.refuses_prompt(StatusCode::BAD_REQUEST, filtered));
+        assert!(!UpstreamApi::Azure.refuses_prompt(StatusCode::FORBIDDEN, filtered));
+        assert!(UpstreamApi::OpenAi.lists_models() && !UpstreamApi::Azure.lists_models());
         assert!(Protocol::OpenAi.is_native(UpstreamApi::OpenAiChat));
         assert!(!Protocol::Anthropic.is_native(UpstreamApi::OpenAiChat));
     }

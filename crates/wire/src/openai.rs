@@ -201,14 +201,29 @@ pub(super) fn key_header(key: &str) -> (HeaderName, String) {
 /// A request arriving from an Anthropic client: `anthropic-*` headers
 /// dropped, a passed-through `x-api-key` moved to `Authorization: Bearer`.
 pub(super) fn adopt_headers(headers: &mut HeaderMap, passthrough: bool) {
+    adopt_key(headers, passthrough, AUTHORIZATION, |key| {
+        format!("Bearer {key}")
+    });
+}
+
+/// A request arriving from an Anthropic client to a service of the
+/// OpenAI APIs: `anthropic-*` headers dropped, a passed-through
+/// `x-api-key` moved to `name` as `value(key)` (unless the client sent an
+/// `Authorization` of its own).
+pub(super) fn adopt_key(
+    headers: &mut HeaderMap,
+    passthrough: bool,
+    name: HeaderName,
+    value: impl Fn(&str) -> String,
+) {
     super::remove_prefixed(headers, "anthropic-");
     if passthrough
         && !headers.contains_key(AUTHORIZATION)
         && let Some(key) = headers.remove("x-api-key")
         && let Ok(key) = key.to_str()
-        && let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+        && let Ok(v) = HeaderValue::from_str(&value(key.trim()))
     {
-        headers.insert(AUTHORIZATION, v);
+        headers.insert(name, v);
     }
 }
 

@@ -210,6 +210,11 @@ reasoning = "auto"
 max_tokens_field = "both"
 http_version = "auto"
 [[route.upstreams]]
+name = "az"
+url = "https://r.openai.azure.com"
+protocol = "azure_chat"
+api_version = "v1"
+[[route.upstreams]]
 name = "b"
 servers = ["http://127.0.0.1:7", { url = "http://127.0.0.1:8", weight = 2, backup = true }]
 keys = ["env:WEIR_TEST_SURELY_UNSET_VARIABLE", "file:api-key"]
@@ -386,6 +391,7 @@ fn with_line(table: &str, line: &str) -> Vec<String> {
         "route.upstreams" => vec![
             format!("{LISTENER}{LLM}{LLM_UPSTREAM}{line}\n"),
             format!("{LISTENER}{LLM}{LLM_UPSTREAM}protocol = \"openai_chat\"\n{line}\n"),
+            format!("{LISTENER}{LLM}{LLM_UPSTREAM}protocol = \"azure_chat\"\n{line}\n"),
         ],
         _ => Vec::new(),
     }

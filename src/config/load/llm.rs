@@ -3,6 +3,7 @@
 
 use super::*;
 use weir_wire::Api;
+use weir_wire::azure::Surface;
 use weir_wire::openai::{MaxTokensField, Reasoning};
 
 pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> {
@@ -34,6 +35,17 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
                 None => (entry.value.as_str(), None),
             };
             match upstreams.iter().position(|u| u.name == name) {
+                Some(upstream) if !deployment_fits(&upstreams[upstream], model.as_deref()) => {
+                    entry.problem(
+                        t.doc(),
+                        format!(
+                            "`{}` cannot be an Azure OpenAI deployment name",
+                            model.unwrap_or_default()
+                        ),
+                        Some("a deployment is named by 1 to 64 letters, digits, `-`, `_` and `.`: write `upstream:deployment`".into()),
+                    );
+                    good = false;
+                }
                 Some(upstream) => out.push(Choice { upstream, model }),
                 None => {
                     entry.problem(
@@ -122,6 +134,14 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         None => defaults::LLM_FAILOVER_ON.to_vec(),
     };
     let served_by_header = t.bool("served_by_header").unwrap_or(false);
+    if failover_on.contains(&400) && upstreams.iter().any(|u| u.api.is_azure()) {
+        t.problem(
+            "failover_on",
+            "400 on a route with an Azure OpenAI upstream: Azure answers a prompt its content filter refused with 400, and weir never sends a refused prompt on to another upstream",
+            Some("remove 400 from `failover_on`".into()),
+        );
+        ok = false;
+    }
     let settings = LlmSettings {
         protocol,
         upstreams,
@@ -161,6 +181,7 @@ fn upstream(
     );
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
+    let azure = azure_surface(u, api);
     let http = super::group::http_version(u);
     let reasoning = named(
         u,
@@ -281,10 +302,18 @@ fn upstream(
             }
         }
     }
-    match (servers, keys, api, rules, http) {
-        (Some(servers), Some(keys), Some(api), Some((policy, hash_key, ejection)), Some(http))
-            if ok =>
-        {
+    if let (Some(servers), Some(Some(_))) = (&servers, &azure) {
+        ok &= azure_servers(u, servers);
+    }
+    match (servers, keys, api, rules, http, azure) {
+        (
+            Some(servers),
+            Some(keys),
+            Some(api),
+            Some((policy, hash_key, ejection)),
+            Some(http),
+            Some(azure),
+        ) if ok => {
             let host = servers
                 .first()
                 .and_then(|s| s.target.host())
@@ -304,10 +333,79 @@ fn upstream(
                 api,
                 accepts,
                 http,
+                azure,
             })
         }
         _ => None,
     }
+}
+
+/// Whether `model`, the id a model entry sends `upstream`, can name an
+/// Azure deployment (any id can name another upstream's model).
+fn deployment_fits(upstream: &LlmUpstreamConfig, model: Option<&str>) -> bool {
+    !upstream.api.is_azure() || model.is_none_or(weir_wire::azure::is_deployment_name)
+}
+
+/// An Azure OpenAI upstream's surface, from its `api_version` (the v1 API
+/// when unset): `Some(None)` for an upstream of another API (which must
+/// not set it), `None` when reported.
+fn azure_surface(u: &Section<'_, '_>, api: Option<UpstreamApi>) -> Option<Option<Surface>> {
+    let version = u.string("api_version");
+    let azure = api.is_some_and(UpstreamApi::is_azure);
+    match version {
+        None if azure => Some(Some(Surface::V1)),
+        None => Some(None),
+        Some(v) if !azure => {
+            if api.is_some() {
+                v.problem(
+                    u.doc(),
+                    "`api_version` is read only on an Azure OpenAI upstream",
+                    Some(
+                        "remove it, or set `protocol = \"azure_responses\"`, \"azure_chat\" or \"azure\""
+                            .into(),
+                    ),
+                );
+            }
+            None
+        }
+        Some(v) => match Surface::from_version(&v.value) {
+            Ok(surface) => Some(Some(surface)),
+            Err(why) => {
+                v.problem(
+                    u.doc(),
+                    why,
+                    Some("use \"v1\" (the default), or the dated version your deployments are called with, such as \"2024-10-21\"".into()),
+                );
+                None
+            }
+        },
+    }
+}
+
+/// An Azure upstream's endpoints are resources: weir adds the `/openai/…`
+/// paths itself, so a URL with a path would send every request to the
+/// wrong place. Whether they are.
+fn azure_servers(u: &Section<'_, '_>, servers: &[Member<http::Uri>]) -> bool {
+    let Some(bad) = servers
+        .iter()
+        .find(|s| !s.target.path().trim_end_matches('/').is_empty())
+    else {
+        return true;
+    };
+    let key = if u.raw_present("url") {
+        "url"
+    } else {
+        "servers"
+    };
+    u.problem(
+        key,
+        format!(
+            "`{}`: an Azure OpenAI upstream is its resource's URL, without a path (weir adds `/openai/v1/…` or the deployment path)",
+            bad.target
+        ),
+        Some("write it like \"https://my-resource.openai.azure.com\"".into()),
+    );
+    false
 }
 
 /// A key whose value is one of `names`: `Some(None)` when unset,
@@ -376,9 +474,11 @@ struct Refused {
 /// that would do.
 fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamApi, Refused> {
     route.upstream_api(asked).map_err(|message| {
+        // The APIs of the service asked for: OpenAI's, or Azure's.
+        let azure = asked.is_some_and(UpstreamApi::is_azure);
         let apis: Vec<&str> = UpstreamApi::ALL
             .into_iter()
-            .filter(|a| a.is_specific() && !route.is_native(*a))
+            .filter(|a| a.is_specific() && !route.is_native(*a) && a.is_azure() == azure)
             .map(UpstreamApi::name)
             .collect();
         let quoted: Vec<String> = apis.iter().map(|n| format!("\"{n}\"")).collect();
@@ -618,6 +718,76 @@ mod tests {
               (fix: use \"openai_responses\" or \"openai_chat\")"
             ]
         );
+    }
+
+    #[test]
+    fn an_azure_upstream_reads_its_surface_and_sends_its_key_in_api_key() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("k"), "azure-key\n").expect("key");
+        let c = parse(
+            &dir.path().join("w.toml"),
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"openai\"\n\
+             [[route.upstreams]]\nname = \"az\"\nurl = \"https://res.openai.azure.com/\"\n\
+             protocol = \"azure\"\napi_key_file = \"k\"\n\
+             [[route.upstreams]]\nname = \"old\"\nurl = \"https://res.openai.azure.com\"\n\
+             protocol = \"azure_chat\"\napi_version = \"2024-10-21\"\n\
+             [[route.upstreams]]\nname = \"openai\"\nurl = \"https://api.openai.com\"\n\
+             [[route.models]]\nname = \"gpt-5\"\nupstreams = [\"az:my-gpt5.1_a\", \"old:dep\"]\n",
+        )
+        .expect("valid");
+        let RouteKind::Llm(llm) = &c.routes[0].kind else {
+            panic!("an LLM route");
+        };
+        let surfaces: Vec<_> = llm.upstreams.iter().map(|u| u.azure.clone()).collect();
+        assert_eq!(
+            surfaces,
+            [
+                Some(Surface::V1),
+                Some(Surface::Dated("2024-10-21".into())),
+                None
+            ]
+        );
+        assert_eq!(llm.upstreams[0].api, UpstreamApi::Azure);
+        assert_eq!(llm.upstreams[0].api.key_header("k").0.as_str(), "api-key");
+        assert_eq!(
+            llm.upstreams[0].keys[0].credential,
+            Credential::Key(Secret("azure-key".into()))
+        );
+    }
+
+    #[test]
+    fn every_azure_problem_is_named_with_its_place_and_fix() {
+        let p = problems(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+             [[route]]\nkind = \"anthropic\"\nfailover_on = [400, 429]\n\
+             [[route.upstreams]]\nname = \"a\"\nurl = \"https://r.openai.azure.com\"\nprotocol = \"azure\"\n\
+             [[route.upstreams]]\nname = \"b\"\nurl = \"https://r.openai.azure.com/openai/v1\"\nprotocol = \"azure_chat\"\n\
+             [[route.upstreams]]\nname = \"c\"\nurl = \"https://r.openai.azure.com\"\nprotocol = \"azure_chat\"\n\
+             api_version = \"2024-13\"\n\
+             [[route.upstreams]]\nname = \"d\"\nurl = \"http://127.0.0.1:1\"\nprotocol = \"openai_chat\"\n\
+             api_version = \"v1\"\n\
+             [[route.upstreams]]\nname = \"e\"\nurl = \"https://r.openai.azure.com\"\nprotocol = \"azure_responses\"\n\
+             [[route.models]]\nname = \"m\"\nupstreams = [\"e:gpt/5\", \"d:any/id\"]\n",
+        );
+        let joined = p.join("\n");
+        for needle in [
+            "route[0].failover_on: 400 on a route with an Azure OpenAI upstream",
+            "(fix: remove 400 from `failover_on`)",
+            "route[0].upstreams[0].protocol: `azure` names more than one API",
+            "(fix: use \"azure_responses\" or \"azure_chat\")",
+            "route[0].upstreams[1].url: `https://r.openai.azure.com/openai/v1`: an Azure OpenAI upstream is its resource's URL, without a path",
+            "route[0].upstreams[2].api_version: `2024-13` is not an Azure OpenAI API version",
+            "route[0].upstreams[3].api_version: `api_version` is read only on an Azure OpenAI upstream",
+            "route[0].models[0].upstreams[0]: `gpt/5` cannot be an Azure OpenAI deployment name",
+        ] {
+            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+        }
+        assert!(
+            !joined.contains("any/id"),
+            "any id names another upstream's model"
+        );
+        assert!(p.iter().all(|l| l.starts_with("w.toml:")), "{joined}");
     }
 
     #[test]

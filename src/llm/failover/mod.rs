@@ -301,13 +301,26 @@ impl Failover<'_, '_> {
         // Every way on from here ends this upstream's turn.
         let translation = turn.draft.take().and_then(|d| d.translation);
         if translation.is_some() && refused_as_translated(status) {
+            let (parts, body) = resp.into_parts();
+            let raw = read_error_body(body, self.llm.settings.first_byte_timeout).await;
+            let refused = turn.upstream.config.api.refuses_prompt(status, &raw);
+            let rank = Rank::TranslationRefused;
+            let failed = Answered::of(parts, raw, rank, translation.as_ref());
+            if refused {
+                // The upstream's policy refused the prompt, not what weir
+                // made of it: so would every upstream under that policy,
+                // and sending it on would route around the policy.
+                tracing::info!(
+                    route = &**self.cx.route_name,
+                    upstream = %self.llm.metrics.upstream_label(turn.choice.upstream),
+                    "the upstream's content policy refused the prompt; answered to the client, not failed over"
+                );
+                return Verdict::Relay(self.relay_failure(failed));
+            }
             // This upstream could not take what weir made of the request;
             // another may take the client's own, and an earlier 429/529
             // says more to the client than this 400 does.
             self.note("translated_refused");
-            let rank = Rank::TranslationRefused;
-            let settings = &self.llm.settings;
-            let failed = Answered::read(resp, rank, translation.as_ref(), settings).await;
             return Verdict::NextUpstream(Some(failed));
         }
         self.relay(resp, pick, translation, turn.choice).await
@@ -537,6 +550,11 @@ impl Failover<'_, '_> {
         counts: &Attempts,
     ) -> Result<Response<Payload>, Rescue> {
         let b = exhausted(best, counts, self.endpoint, Instant::now())?;
+        Ok(self.relay_failure(b))
+    }
+
+    /// A failed attempt's answer as the client's: an error relayed.
+    fn relay_failure(&self, b: Answered) -> Response<Payload> {
         self.llm.metrics.request(self.model, None, "relayed_error");
         self.cx.facts.locked().outcome = Some("relayed_error");
         let mut resp = Response::new(Payload::text(b.body));
@@ -544,7 +562,7 @@ impl Failover<'_, '_> {
         *resp.headers_mut() = b.headers;
         remove_hop_by_hop(resp.headers_mut());
         resp.headers_mut().remove(header::CONTENT_LENGTH);
-        Ok(resp)
+        resp
     }
 
     /// Count a member or upstream passed over, and why, in the model's

@@ -65,8 +65,19 @@ impl Answered {
         translation: Option<&Translation>,
         settings: &LlmSettings,
     ) -> Answered {
-        let (mut parts, body) = resp.into_parts();
-        let mut body = read_error_body(body, settings.first_byte_timeout).await;
+        let (parts, body) = resp.into_parts();
+        let body = read_error_body(body, settings.first_byte_timeout).await;
+        Answered::of(parts, body, rank, translation)
+    }
+
+    /// A failed attempt's answer already read (`body` as the upstream
+    /// sent it), its error in the client's envelope.
+    pub(super) fn of(
+        mut parts: http::response::Parts,
+        mut body: Bytes,
+        rank: Rank,
+        translation: Option<&Translation>,
+    ) -> Answered {
         if let Some(t) = translation {
             body = t.pair.error(parts.status, &body);
             json_content(&mut parts.headers);

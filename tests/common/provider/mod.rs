@@ -41,6 +41,9 @@
 //!   into the shapes some real servers send. Scripted failures
 //!   ([`Provider::fail_turn`], [`Provider::fail_next`]) replace the answer
 //!   of an accepted request ([`Verdict::Failed`]).
+//! - With [`Options::azure`], a Responses or Chat emulator is an Azure
+//!   OpenAI resource ([`azure`]): Azure's paths, `api-key` and
+//!   deployments, then the same API's rules.
 //! - The provider is stateless like the real ones: a "turn" is read from
 //!   the request's history (1 + the assistant turns in it), and the
 //!   round-trip script recognises the result of its own tool call there.
@@ -53,6 +56,7 @@
 #![allow(dead_code)]
 
 pub mod anthropic;
+pub mod azure;
 pub mod chat;
 pub mod responses;
 mod script;
@@ -102,6 +106,8 @@ pub struct Options {
     pub shape: Shape,
     /// The largest request body accepted (413 above it).
     pub max_body: usize,
+    /// Served as an Azure OpenAI resource (Responses and Chat only).
+    pub azure: Option<azure::Azure>,
 }
 
 impl Default for Options {
@@ -114,6 +120,7 @@ impl Default for Options {
             shape: Shape::default(),
             // Anthropic documents 32 MB for Messages (LLM-PROTOCOLS §4).
             max_body: 32 << 20,
+            azure: None,
         }
     }
 }
@@ -131,6 +138,11 @@ impl Options {
 
     pub fn reasoning_model(mut self, yes: bool) -> Self {
         self.reasoning_model = yes;
+        self
+    }
+
+    pub fn azure(mut self, azure: azure::Azure) -> Self {
+        self.azure = Some(azure);
         self
     }
 }
@@ -169,6 +181,8 @@ pub struct Failure {
     pub headers: Vec<(String, String)>,
     /// The error message, in the API's envelope with the status's type.
     pub message: String,
+    /// The whole error body instead, when the service's is its own.
+    pub body: Option<Value>,
 }
 
 impl Failure {
@@ -177,6 +191,7 @@ impl Failure {
             status,
             headers: Vec::new(),
             message: format!("scripted failure {status}"),
+            body: None,
         }
     }
 
@@ -462,7 +477,8 @@ impl State {
                         status: failure.status,
                     };
                     let rejection = Rejection::new(failure.status, failure.message.clone());
-                    self.error(failure.status, &failure.headers, self.envelope(&rejection))
+                    let body = (failure.body.clone()).unwrap_or_else(|| self.envelope(&rejection));
+                    self.error(failure.status, &failure.headers, body)
                 }
                 None => self.answer(route, &json, &options),
             },
@@ -481,7 +497,8 @@ impl State {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
-        if let Some(f) = [key, bearer]
+        let azure_key = headers.get("api-key").and_then(|v| v.to_str().ok());
+        if let Some(f) = [key, bearer, azure_key]
             .into_iter()
             .flatten()
             .find_map(|k| failures.by_key.get(k))
@@ -498,7 +515,11 @@ impl State {
         json: Option<&Value>,
         options: &Options,
     ) -> Result<Route, Rejection> {
-        let path = parts.uri.path();
+        let azure_path = match &options.azure {
+            Some(azure) => Some(azure.admit(parts, json)?),
+            None => None,
+        };
+        let path = azure_path.as_deref().unwrap_or(parts.uri.path());
         let post = parts.method == http::Method::POST;
         let route = match (self.api, path, post) {
             (ProviderApi::Anthropic, "/v1/messages", true) => Route::Create,
@@ -509,6 +530,8 @@ impl State {
             _ => return Err(self.not_found(path)),
         };
         match self.api {
+            // Azure's key was checked with its path.
+            _ if azure_path.is_some() => {}
             ProviderApi::Anthropic => anthropic::authenticate(&parts.headers)?,
             ProviderApi::Responses | ProviderApi::Chat => openai_authenticate(&parts.headers)?,
         }

@@ -72,6 +72,20 @@ fn which_pairs_translate() {
         Pair::between(Endpoint::ChatCompletions, OpenAiResponses),
         Ok(Some(Pair::ChatToResponses))
     );
+    // Azure OpenAI takes the OpenAI pairs, wire for wire.
+    assert_eq!(
+        Pair::between(Endpoint::Messages, AzureResponses),
+        Ok(Some(Pair::MessagesToResponses))
+    );
+    assert_eq!(
+        Pair::between(Endpoint::Messages, AzureChat),
+        Ok(Some(Pair::MessagesToChat))
+    );
+    assert_eq!(Pair::between(Endpoint::Responses, Azure), Ok(None));
+    assert_eq!(
+        Pair::between(Endpoint::ChatCompletions, AzureResponses),
+        Ok(Some(Pair::ChatToResponses))
+    );
     assert_eq!(
         Pair::between(Endpoint::Responses, OpenAiChat),
         Ok(Some(Pair::ResponsesToChat))
