@@ -461,3 +461,47 @@ async fn a_failed_continuation_can_be_retried_with_the_same_previous_response_id
         "first, its answer's two items, second: {input:#?}"
     );
 }
+
+/// A client token's model list is checked on every frame, not at the
+/// upgrade: a frame naming a model the token may not use gets a 403 error
+/// frame and reaches no upstream, and the socket serves the next frame.
+#[tokio::test]
+async fn each_frames_model_is_checked_against_the_tokens_model_list() {
+    let up = text_provider(ProviderApi::Responses).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("key"), "sk-upstream").expect("key");
+    std::fs::write(dir.path().join("codex"), "tok-codex\n").expect("token");
+    let keys = "protocol = \"openai\"\napi_key_file = \"{dir}/key\"\n".to_string();
+    let route =
+        "[[route.clients]]\nname = \"codex\"\ntoken_file = \"codex\"\nmodels = [\"gpt-5-codex\"]\n";
+    let config = llm_config_with("openai", &[("up", up.base_url(), keys)], route);
+    let weir = Weir::start_in(dir, &config).await;
+    let mut ws = open(&weir, "/v1/responses", Some("tok-codex"))
+        .await
+        .expect("upgrade");
+
+    let mut frame = json!({
+        "type": "response.create", "model": "gpt-5-pro", "store": false, "stream": true,
+        "input": [user("hi")],
+    });
+    ws.send(Message::text(frame.to_string()))
+        .await
+        .expect("send");
+    let refused = next(&mut ws).await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["status"], 403, "{refused}");
+    assert_eq!(refused["error"]["code"], "permission_denied", "{refused}");
+    assert!(up.journal().is_empty(), "refused before any upstream");
+
+    frame["model"] = json!("gpt-5-codex");
+    ws.send(Message::text(frame.to_string()))
+        .await
+        .expect("send");
+    let events = until_terminal(&mut ws).await;
+    assert_eq!(
+        kinds(&events).last(),
+        Some(&"response.completed"),
+        "{events:?}"
+    );
+    assert_eq!(up.journal().len(), 1);
+}
