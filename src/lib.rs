@@ -54,6 +54,7 @@ mod rules;
 mod server;
 mod snapshot;
 mod statics;
+mod store;
 mod sync;
 mod systemd;
 mod telemetry;
