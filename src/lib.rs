@@ -43,6 +43,7 @@ mod compress;
 mod config;
 mod conn;
 mod demo;
+mod keys;
 mod lifecycle;
 mod listen;
 mod llm;

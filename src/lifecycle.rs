@@ -62,6 +62,7 @@ impl Gateway {
         config: &Config,
         metrics: Arc<Metrics>,
         challenges: Arc<Challenges>,
+        database: Option<crate::keys::Database>,
     ) -> Result<Self, BuildError> {
         let records =
             crate::telemetry::RecordSink::open(&config.log).map_err(BuildError::UsageLog)?;
@@ -72,6 +73,7 @@ impl Gateway {
             metrics,
             records,
             config.cluster.as_ref(),
+            database,
         );
         let snapshot = Snapshot::build(config, &standing)?;
         Ok(Gateway {

@@ -159,6 +159,11 @@ pub(crate) struct Standing {
     /// The fleet's shared limits, with `[cluster]` at start (fixed until
     /// a restart, like the other process-wide parts).
     pub(crate) cluster: Option<Arc<Cluster>>,
+    /// Runtime keys and usage rows, with `[database]` at start.
+    pub(crate) database: Option<crate::keys::Database>,
+    /// Each runtime key's budget ledger and concurrency gate, by key id
+    /// (kept across reloads; a key's budget is the key's on every route).
+    key_books: Arc<crate::llm::KeyBooks>,
     routes: Mutex<HashMap<String, RouteState>>,
     /// Basic auth's failures and verified credentials per route.
     access: crate::access::Standing,
@@ -174,8 +179,11 @@ impl Standing {
         metrics: Arc<Metrics>,
         records: RecordSink,
         cluster: Option<&ClusterSettings>,
+        database: Option<crate::keys::Database>,
     ) -> Self {
         Standing {
+            database,
+            key_books: Arc::default(),
             cluster: cluster.map(|c| Cluster::start(c, metrics.cluster())),
             body_budget: ByteBudget::new(max_buffered_body_bytes),
             offload: Offload::per_core(),
@@ -268,6 +276,16 @@ impl Snapshot {
                         records: standing.records.clone(),
                         // Set by the route when it shares its limits.
                         fleet: None,
+                        keys: standing
+                            .database
+                            .as_ref()
+                            .filter(|_| settings.runtime_keys)
+                            .map(|d| (d.keys.clone(), standing.key_books.clone())),
+                        rows: standing
+                            .database
+                            .as_ref()
+                            .map(|d| d.rows.clone())
+                            .unwrap_or_default(),
                     };
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),

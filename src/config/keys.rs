@@ -168,6 +168,9 @@ pub(crate) mod upstream;
 /// `[cluster]`.
 pub(crate) mod cluster;
 
+/// `[database]`.
+pub(crate) mod database;
+
 /// `[[listener]]`.
 pub(crate) mod listener;
 
@@ -233,6 +236,9 @@ pub(crate) const ALL: &[&Key] = &[
     &upstream::CA_FILE,
     &upstream::NAMESERVERS,
     &upstream::RESOLVE_INTERVAL,
+    &database::URL,
+    &database::USAGE_RETENTION,
+    &database::USAGE_QUEUE,
     &cluster::URL,
     &cluster::PASSWORD_FILE,
     &cluster::PASSWORD_ENV,

@@ -89,6 +89,8 @@ pub struct Config {
     /// Limits shared by a fleet of weirs through Redis; `None`: every
     /// limit is this process's own.
     pub(crate) cluster: Option<ClusterSettings>,
+    /// Runtime keys and usage rows (`[database]`); `None`: no database.
+    pub(crate) database: Option<DatabaseSettings>,
     /// What loads but should be fixed (a secret file others can read).
     pub(crate) warnings: Vec<String>,
 }

@@ -49,7 +49,8 @@ pub(crate) struct KeyChange {
 }
 
 impl KeyChange {
-    fn apply(self, row: &mut KeyRow) {
+    /// Set on `row` every field this change sets.
+    pub(crate) fn apply_to(self, row: &mut KeyRow) {
         fn set<T>(to: &mut T, from: Option<T>) {
             if let Some(v) = from {
                 *to = v;
@@ -147,7 +148,9 @@ impl Store {
     /// Every key, revoked ones included, oldest first.
     pub(crate) async fn keys(&self) -> Result<Vec<KeyRow>, StoreError> {
         self.call(|c| {
-            let mut q = c.prepare(&format!("SELECT {COLUMNS} FROM keys ORDER BY created_at, id"))?;
+            let mut q = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM keys ORDER BY created_at, id"
+            ))?;
             q.query_map([], from_row)?.collect()
         })
         .await
@@ -199,7 +202,7 @@ impl Store {
             let Some(mut row) = found else {
                 return Ok(None);
             };
-            change.apply(&mut row);
+            change.apply_to(&mut row);
             if let Some((hash, prefix)) = secret {
                 row.hash = hash;
                 row.prefix = prefix;

@@ -8,6 +8,7 @@
 //! holds.
 
 mod keys;
+mod rows;
 mod schema;
 mod usage;
 
@@ -17,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 
 pub(crate) use keys::{KeyChange, KeyRow};
+pub(crate) use rows::UsageRows;
 pub(crate) use usage::{Group, Report, ReportLine, UsageRow};
 
 use crate::sync::Locked;

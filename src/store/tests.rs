@@ -36,7 +36,11 @@ async fn keys_are_kept_changed_and_revoked_and_each_change_moves_the_version() {
         models: Some(vec!["gpt-5*".into()]),
         ..KeyChange::default()
     };
-    let changed = store.change_key("key_a", change, None).await.unwrap().unwrap();
+    let changed = store
+        .change_key("key_a", change, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(changed.team, None);
     assert_eq!(changed.models, vec!["gpt-5*".to_string()]);
     assert_eq!(changed.user.as_deref(), Some("alice"), "untouched");
@@ -45,7 +49,10 @@ async fn keys_are_kept_changed_and_revoked_and_each_change_moves_the_version() {
     assert!(!store.revoke_key("key_a").await.unwrap(), "once");
     let revoked = store.key("key_a").await.unwrap().unwrap();
     assert!(revoked.revoked_at.is_some());
-    let none = store.change_key("key_a", KeyChange::default(), None).await.unwrap();
+    let none = store
+        .change_key("key_a", KeyChange::default(), None)
+        .await
+        .unwrap();
     assert_eq!(none, None, "a revoked key is not changed");
     // Reopened: the same keys, no step run twice.
     drop(store);
@@ -101,7 +108,8 @@ async fn a_report_sums_a_period_by_its_groups() {
         })
         .await
         .unwrap();
-    let got: Vec<(Vec<Option<String>>, u64, u64, u64, u64)> = lines
+    type Line = (Vec<Option<String>>, u64, u64, u64, u64);
+    let got: Vec<Line> = lines
         .iter()
         .map(|l| {
             (

@@ -160,6 +160,29 @@ impl Store {
         .await
     }
 
+    /// A key's requests, tokens and spend since `from_ms`.
+    pub(crate) async fn used_since(
+        &self,
+        key_id: &str,
+        from_ms: i64,
+    ) -> Result<(u64, u64, u64), StoreError> {
+        let key_id = key_id.to_string();
+        self.call(move |c| {
+            c.query_row(
+                "SELECT COUNT(*), SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), SUM(spend) \
+                 FROM usage WHERE key_id = ?1 AND at_ms >= ?2",
+                rusqlite::params![key_id, from_ms],
+                |r| {
+                    let n = |i: usize| -> rusqlite::Result<u64> {
+                        Ok(count(r.get::<_, Option<i64>>(i)?.unwrap_or(0)) as u64)
+                    };
+                    Ok((n(0)?, n(1)?, n(2)?))
+                },
+            )
+        })
+        .await
+    }
+
     /// Delete rows older than `before_ms`: how many.
     pub(crate) async fn prune_usage(&self, before_ms: i64) -> Result<usize, StoreError> {
         self.call(move |c| c.execute("DELETE FROM usage WHERE at_ms < ?1", [before_ms]))

@@ -14,6 +14,7 @@ mod access;
 mod acme;
 mod cluster;
 mod compress;
+mod database;
 #[cfg(test)]
 mod docs;
 mod group;
@@ -80,9 +81,23 @@ fn read(
     let log = process::log(&top);
     let admin = process::admin(&top);
     let cluster = cluster::cluster(&top);
+    let database = database::database(&top);
     let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
+    if database.is_none() && !top.raw_present("database") {
+        for r in &routes {
+            if let RouteKind::Llm(l) = &r.kind
+                && l.runtime_keys
+            {
+                top.problem(
+                    "database",
+                    format!("route `{}` accepts runtime keys (`runtime_keys = true`), and there is no database to keep them in", r.name),
+                    Some("add a `[database]` table (`url = \"sqlite:weir.db\"` is the default)".into()),
+                );
+            }
+        }
+    }
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
     Some(Config {
@@ -98,6 +113,7 @@ fn read(
         routes,
         upstream,
         cluster,
+        database,
         warnings: doc.warnings(),
     })
 }

@@ -41,7 +41,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use weir_wire::Endpoint;
 use weir_wire::responses::websocket as ws;
 
-use super::{Context, LlmRoute, outgoing};
+use super::{Context, LlmRoute};
 use crate::admit::tunnels::{CapTicket, TunnelLimits};
 use crate::admit::{Admitter, Gate, rate::RateLimit};
 use crate::config::RouteConfig;
@@ -178,9 +178,9 @@ pub(crate) fn accept(
     Ok(resp)
 }
 
-/// The client token an upgrade presented (by index) and the headers that
-/// carried it; `None` on a route without tokens.
-type Token = Option<(usize, outgoing::Carriers)>;
+/// Who an upgrade presented and the headers that carried it; `None` on a
+/// route that does not ask.
+type Token = Option<super::client::Presenting>;
 
 /// The checks before a 101: the client token, the WebSocket fields, a
 /// place under the tunnel cap. The `Sec-WebSocket-Accept` value and the
@@ -190,7 +190,7 @@ fn handshake(
     req: &Request<Incoming>,
     cx: &Context<'_>,
 ) -> Result<(HeaderValue, Token), Rescue> {
-    let token = super::authenticate(&open.llm, req.headers(), cx)?;
+    let token = super::client::authenticate(&open.llm, req.headers(), cx)?;
     let key = req.headers().get("sec-websocket-key");
     let version_13 = req
         .headers()
