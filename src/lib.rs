@@ -43,6 +43,7 @@ mod compress;
 mod config;
 mod conn;
 mod demo;
+mod idp;
 mod keys;
 mod lifecycle;
 mod listen;

@@ -171,6 +171,9 @@ pub(crate) mod cluster;
 /// `[database]`.
 pub(crate) mod database;
 
+/// `[idp]`.
+pub(crate) mod idp;
+
 /// `[[listener]]`.
 pub(crate) mod listener;
 
@@ -239,6 +242,15 @@ pub(crate) const ALL: &[&Key] = &[
     &database::URL,
     &database::USAGE_RETENTION,
     &database::USAGE_QUEUE,
+    &idp::ISSUER,
+    &idp::AUDIENCE,
+    &idp::JWKS_URL,
+    &idp::USER_CLAIM,
+    &idp::TEAM_CLAIM,
+    &idp::LEEWAY,
+    &idp::REFRESH,
+    &idp::CA_FILE,
+    &idp::TEAMS,
     &cluster::URL,
     &cluster::PASSWORD_FILE,
     &cluster::PASSWORD_ENV,

@@ -103,6 +103,9 @@ pub(crate) struct LlmSettings {
     /// `/admin/keys`) beside the route's client tokens; a request then
     /// needs one or the other.
     pub(crate) runtime_keys: bool,
+    /// Accept JWTs from `[idp]`'s issuer: each person served as a key of
+    /// their team's policy.
+    pub(crate) idp_tokens: bool,
 }
 
 /// A client token: its name (metrics, usage records, the admin view: never

@@ -13,6 +13,7 @@ use subtle::ConstantTimeEq;
 use super::{Context, LlmRoute, body, outgoing, usage};
 use crate::admit::rate::{Client, Refusal};
 use crate::config::{AllowedModels, LlmSettings};
+use crate::idp::{Refusal as IdpRefusal, looks_like_jwt};
 use crate::keys::{Found, Key};
 use crate::respond::Rescue;
 use weir_wire::Endpoint;
@@ -64,7 +65,7 @@ pub(crate) async fn admit(
     account: &usage::Account,
     cx: &mut Context<'_>,
 ) -> Result<Presented, Rescue> {
-    let authenticated = authenticate(llm, req.headers(), cx);
+    let authenticated = authenticate(llm, req.headers(), cx).await;
     let Some(found) = authenticated.map_err(|r| r.closing_if_body(req))? else {
         return Ok(Presented::default());
     };
@@ -77,14 +78,14 @@ pub(crate) async fn admit(
 /// route that does not ask. 401 for nobody valid, 403 for a key that does
 /// not open this route, 429 for an address that keeps failing. A
 /// WebSocket upgrade is checked here too, before it is accepted.
-pub(crate) fn authenticate(
+pub(crate) async fn authenticate(
     llm: &LlmRoute,
     headers: &http::HeaderMap,
     cx: &Context<'_>,
 ) -> Result<Option<Presenting>, Rescue> {
     let settings = &llm.settings;
-    let keys = llm.books.keys.as_ref().map(|(k, _)| &**k);
-    if settings.client_tokens.is_empty() && keys.is_none() {
+    let keys = llm.books.keys.as_deref();
+    if settings.client_tokens.is_empty() && keys.is_none() && llm.books.idp.is_none() {
         return Ok(None);
     }
     // An address that keeps failing is refused before its token is
@@ -120,6 +121,28 @@ pub(crate) fn authenticate(
                 Found::Unknown => {}
             }
         }
+    }
+    if let Some(idp) = &llm.books.idp
+        && let Some(at) = presented.iter().position(|v| v.is_some_and(looks_like_jwt))
+    {
+        let mut carriers = outgoing::Carriers::default();
+        carriers.0[at] = true;
+        let token = presented[at].unwrap_or_default();
+        return match idp.identify(token).await {
+            Ok(person) => Ok(Some((Who::Key(person), carriers))),
+            Err(IdpRefusal::Invalid(why)) => {
+                llm.auth_failures.failed(cx.peer);
+                Err(Rescue::status(StatusCode::UNAUTHORIZED).saying(why))
+            }
+            Err(IdpRefusal::Forbidden(why)) => {
+                Err(Rescue::status(StatusCode::FORBIDDEN).saying(why))
+            }
+            Err(IdpRefusal::Unavailable) => Err(Rescue::status(StatusCode::SERVICE_UNAVAILABLE)
+                .retry_after(5)
+                .saying(
+                    "the identity provider's signing keys are not available yet; retry shortly",
+                )),
+        };
     }
     llm.auth_failures.failed(cx.peer);
     Err(Rescue::status(StatusCode::UNAUTHORIZED)
@@ -184,15 +207,15 @@ async fn limit_key(
     account: &usage::Account,
     cx: &mut Context<'_>,
 ) -> Result<Presented, Rescue> {
-    let Some((keys, books)) = &llm.books.keys else {
-        return Err(Rescue::status(StatusCode::UNAUTHORIZED).saying("this route takes no keys"));
-    };
-    let Some(key) = keys.by_id(&key.id) else {
-        return Err(
+    // A runtime key is looked up again (a person from the IdP is as
+    // their token says until it expires).
+    let key = match &llm.books.keys {
+        Some(keys) if !key.id.starts_with("idp:") => keys.by_id(&key.id).ok_or_else(|| {
             Rescue::status(StatusCode::UNAUTHORIZED).saying("this key has been revoked or rotated")
-        );
+        })?,
+        _ => key,
     };
-    let book = books.of(&key);
+    let book = llm.books.key_books.of(&key);
     account.identify_key(key.clone(), book.clone(), cx.facts);
     crate::admit::limit_client(
         cx.rate.map(|r| &**r),

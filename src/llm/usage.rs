@@ -70,9 +70,12 @@ pub(crate) struct Books {
     /// and each client token's budget key (by index). The ledgers then
     /// only enforce this instance's share while Redis is away.
     pub(crate) fleet: Option<Fleet>,
-    /// The runtime keys the route accepts (`runtime_keys = true`), and
-    /// their ledgers and gates.
-    pub(crate) keys: Option<(Arc<crate::keys::Keys>, Arc<super::KeyBooks>)>,
+    /// The runtime keys the route accepts (`runtime_keys = true`).
+    pub(crate) keys: Option<Arc<crate::keys::Keys>>,
+    /// The IdP whose tokens the route accepts (`idp_tokens = true`).
+    pub(crate) idp: Option<Arc<crate::idp::Idp>>,
+    /// Each key's and person's ledger and gate (process-wide).
+    pub(crate) key_books: Arc<super::KeyBooks>,
     /// Where usage rows go (with `[database]`).
     pub(crate) rows: UsageRows,
 }

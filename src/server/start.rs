@@ -36,11 +36,18 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         None => None,
     };
+    let idp = match &config.idp {
+        Some(settings) => Some(crate::idp::Idp::start(settings).map_err(StartError::Database)?),
+        None => None,
+    };
     let gateway = Arc::new(Gateway::new(
         config,
         metrics.clone(),
         challenges.clone(),
-        database.clone(),
+        crate::snapshot::People {
+            database: database.clone(),
+            idp,
+        },
     )?);
     if let Some(cluster) = gateway.cluster() {
         // Decide by Redis from the first request when it is there; a Redis

@@ -188,6 +188,7 @@ sse_keepalive = "1s"
 failover_on = [429]
 served_by_header = true
 runtime_keys = false
+idp_tokens = false
 tokens_per_minute = 1000
 tokens_per_day = 10000
 spend_per_day = 1.5
@@ -236,6 +237,13 @@ slow_start = "1s"
 name = "m"
 upstreams = ["a"]
 
+[[idp.teams]]
+name = "platform"
+models = ["m*"]
+tokens_per_minute = 100
+tokens_per_day = 1000
+spend_per_day = 0.5
+max_concurrent = 2
 "#;
 
 /// The keys documented per table: the first cell of each row of a key
