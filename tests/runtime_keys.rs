@@ -239,6 +239,48 @@ async fn a_keys_budget_refuses_in_the_clients_shape_once_spent() {
 }
 
 #[tokio::test]
+async fn a_monthly_spend_warns_past_its_soft_limit_then_refuses_until_next_month() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "default_max_tokens = 64")).await;
+    // Each request reserves about 0.00017 (its bytes / 3 at 1 per million,
+    // 64 output tokens at 2 per million).
+    let (_, secret) = create(
+        &weir,
+        json!({"user": "dan", "spend_per_month": 0.0006, "warn_at": 50}),
+    )
+    .await;
+    let mut warned = None;
+    let mut refused = None;
+    for _ in 0..20 {
+        let (status, headers, body) = post(
+            &weir,
+            "/v1/messages",
+            messages_body("claude-sonnet", false),
+            &[("anthropic-version", "2023-06-01"), ("x-api-key", &secret)],
+        )
+        .await;
+        if status != 200 {
+            refused = Some((status.as_u16(), body, headers));
+            break;
+        }
+        if let Some(w) = headers.get("x-weir-budget-warning") {
+            warned.get_or_insert(w.to_str().unwrap_or("").to_string());
+        }
+    }
+    let warned = warned.expect("a warning before the refusal");
+    assert!(warned.starts_with("spend_per_month="), "{warned}");
+    let (status, body, headers) = refused.expect("the month's budget ends");
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("spend_per_month"), "{body}");
+    let retry: u64 = headers["retry-after"]
+        .to_str()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    assert!(retry > 60, "until the month ends, not soon: {retry}");
+}
+
+#[tokio::test]
 async fn an_expired_key_is_refused_saying_so_and_bad_settings_get_every_problem() {
     let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
     let weir = Weir::start_in(dir(), &config(&up, "")).await;
@@ -341,4 +383,18 @@ fn runtime_keys_without_a_database_is_a_config_problem() {
         .expect_err("refused")
         .to_string();
     assert!(err.contains("sqlite:"), "{err}");
+}
+
+#[test]
+fn a_fleet_refuses_week_and_month_budgets_it_cannot_share() {
+    let text = "[cluster]\nurl = \"redis://127.0.0.1:6379\"\n\
+                [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+                [[route]]\nname = \"llm\"\nkind = \"anthropic\"\n\
+                default_upstreams = [\"up\"]\n\
+                [[route.clients]]\nname = \"ci\"\ntoken_env = \"HOME\"\nspend_per_month = 5\n\
+                [[route.upstreams]]\nname = \"up\"\nurl = \"http://127.0.0.1:9\"\n";
+    let err = weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), text)
+        .expect_err("refused")
+        .to_string();
+    assert!(err.contains("week or month"), "{err}");
 }

@@ -47,6 +47,16 @@ pub(crate) struct KeyFlags {
     spend_per_day: Option<f64>,
     #[arg(long, value_name = "N")]
     tokens_per_day: Option<u64>,
+    /// Spend per week (Monday to Sunday, UTC).
+    #[arg(long, value_name = "AMOUNT")]
+    spend_per_week: Option<f64>,
+    /// Spend per calendar month (UTC).
+    #[arg(long, value_name = "AMOUNT")]
+    spend_per_month: Option<f64>,
+    /// The soft limit: past this percent of a bound, answers carry a
+    /// warning header and a line is logged.
+    #[arg(long, value_name = "PERCENT")]
+    warn_at: Option<u64>,
     #[arg(long, value_name = "N")]
     tokens_per_minute: Option<u64>,
     /// Requests in flight at once.
@@ -60,7 +70,7 @@ pub(crate) struct KeyFlags {
 #[derive(Subcommand, Debug)]
 pub(crate) enum KeysAction {
     /// Issue a key; its secret is printed once.
-    Create(KeyFlags),
+    Create(Box<KeyFlags>),
     /// List every key (never their secrets).
     List,
     /// Show one key, with today's usage.
@@ -69,7 +79,7 @@ pub(crate) enum KeysAction {
     Update {
         id: String,
         #[command(flatten)]
-        flags: KeyFlags,
+        flags: Box<KeyFlags>,
     },
     /// Give a key a new secret (printed once); the old one stops at once.
     Rotate { id: String },
@@ -101,6 +111,9 @@ impl KeyFlags {
         put("routes", self.routes.as_deref().map(list));
         put("spend_per_day", self.spend_per_day.map(Value::from));
         put("tokens_per_day", self.tokens_per_day.map(Value::from));
+        put("spend_per_week", self.spend_per_week.map(Value::from));
+        put("spend_per_month", self.spend_per_month.map(Value::from));
+        put("warn_at", self.warn_at.map(Value::from));
         put("tokens_per_minute", self.tokens_per_minute.map(Value::from));
         put("max_concurrent", self.max_concurrent.map(Value::from));
         put("expires_in", self.expires.clone().map(Value::from));

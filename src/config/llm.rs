@@ -162,11 +162,22 @@ pub(crate) struct Budget {
     pub(crate) tokens_per_minute: Option<u64>,
     pub(crate) tokens_per_day: Option<u64>,
     pub(crate) spend_per_day: Option<u64>,
+    /// Weeks start on Monday 00:00 UTC, months on their first day.
+    pub(crate) tokens_per_week: Option<u64>,
+    pub(crate) spend_per_week: Option<u64>,
+    pub(crate) tokens_per_month: Option<u64>,
+    pub(crate) spend_per_month: Option<u64>,
+    /// The soft limit: past this percent of any bound, answers carry
+    /// `x-weir-budget-warning` and a line is logged (once per window).
+    pub(crate) warn_at: Option<u8>,
 }
 
 impl Budget {
     pub(crate) fn is_unbounded(&self) -> bool {
-        *self == Budget::default()
+        Budget {
+            warn_at: None,
+            ..*self
+        } == Budget::default()
     }
 }
 

@@ -28,6 +28,11 @@ const FIELDS: &[&str] = &[
     "tokens_per_minute",
     "tokens_per_day",
     "spend_per_day",
+    "tokens_per_week",
+    "spend_per_week",
+    "tokens_per_month",
+    "spend_per_month",
+    "warn_at",
     "expires_in",
     "expires_at",
 ];
@@ -89,6 +94,20 @@ impl Reader<'_> {
                 _ => {
                     self.problems
                         .push(format!("`{name}` must be a whole number above 0 (or null)"));
+                    None
+                }
+            },
+        }
+    }
+
+    fn percent(&mut self, name: &str) -> Option<Option<u64>> {
+        match self.fields.get(name)? {
+            Value::Null => Some(None),
+            v => match v.as_u64() {
+                Some(n) if (1..100).contains(&n) => Some(Some(n)),
+                _ => {
+                    self.problems
+                        .push(format!("`{name}` must be a percent from 1 to 99 (or null)"));
                     None
                 }
             },
@@ -193,6 +212,11 @@ impl KeySpec {
             tokens_per_minute: r.count("tokens_per_minute"),
             tokens_per_day: r.count("tokens_per_day"),
             spend_per_day: r.money("spend_per_day"),
+            tokens_per_week: r.count("tokens_per_week"),
+            spend_per_week: r.money("spend_per_week"),
+            tokens_per_month: r.count("tokens_per_month"),
+            spend_per_month: r.money("spend_per_month"),
+            warn_at: r.percent("warn_at"),
             expires_at: r.expiry(),
         };
         if r.problems.is_empty() {
@@ -251,6 +275,11 @@ impl Keys {
             tokens_per_minute: None,
             tokens_per_day: None,
             spend_per_day: None,
+            tokens_per_week: None,
+            spend_per_week: None,
+            tokens_per_month: None,
+            spend_per_month: None,
+            warn_at: None,
             expires_at: None,
             created_at: now,
             updated_at: now,
@@ -356,6 +385,11 @@ pub(crate) fn view(row: &KeyRow) -> Value {
         "tokens_per_minute": row.tokens_per_minute,
         "tokens_per_day": row.tokens_per_day,
         "spend_per_day": row.spend_per_day.map(|s| s as f64 / SPEND_UNIT),
+        "tokens_per_week": row.tokens_per_week,
+        "spend_per_week": row.spend_per_week.map(|s| s as f64 / SPEND_UNIT),
+        "tokens_per_month": row.tokens_per_month,
+        "spend_per_month": row.spend_per_month.map(|s| s as f64 / SPEND_UNIT),
+        "warn_at": row.warn_at,
         "expires_at": time(row.expires_at),
         "created_at": time(Some(row.created_at)),
         "updated_at": time(Some(row.updated_at)),

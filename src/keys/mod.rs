@@ -62,6 +62,14 @@ impl Key {
                 tokens_per_minute: row.tokens_per_minute,
                 tokens_per_day: row.tokens_per_day,
                 spend_per_day: row.spend_per_day,
+                tokens_per_week: row.tokens_per_week,
+                spend_per_week: row.spend_per_week,
+                tokens_per_month: row.tokens_per_month,
+                spend_per_month: row.spend_per_month,
+                warn_at: row
+                    .warn_at
+                    .and_then(|p| u8::try_from(p).ok())
+                    .filter(|p| (1..100).contains(p)),
             },
             max_concurrent: row
                 .max_concurrent

@@ -272,7 +272,14 @@ async fn generate(
     };
     // The body's budget reservation ends with the attempts.
     drop(read);
-    result
+    result.map(|mut resp| {
+        if let Some(warning) = account.warning()
+            && let Ok(v) = HeaderValue::from_str(&warning)
+        {
+            resp.headers_mut().insert("x-weir-budget-warning", v);
+        }
+        resp
+    })
 }
 
 /// Step 1, endpoint: the path as it is, or under the route's mount point,

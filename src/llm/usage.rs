@@ -202,6 +202,8 @@ pub(crate) struct Account {
     metrics: Arc<LlmRouteMetrics>,
     payer: Mutex<Option<Payer>>,
     held: Mutex<Option<Held>>,
+    /// The soft limit passed, for the answer's header.
+    warning: Mutex<Option<String>>,
 }
 
 impl Account {
@@ -220,6 +222,7 @@ impl Account {
             metrics: metrics.clone(),
             payer: Mutex::new(None),
             held: Mutex::new(None),
+            warning: Mutex::new(None),
         });
         facts.locked().accountant = Some(Accountant(account.clone()));
         account
@@ -337,6 +340,7 @@ impl Account {
         match ledger.reserve(want.amount, &want.budgeting.budget) {
             Ok(reservation) => {
                 self.hold(Holder::Local(ledger.clone(), reservation), want.estimate);
+                self.warn(&want.budgeting);
                 Ok(())
             }
             Err(refused) => Err(self.refuse(&want, refused, facts)),
@@ -402,6 +406,29 @@ impl Account {
         }
     }
 
+    /// Past the soft limit: the answer's warning, and a log line once per
+    /// window.
+    fn warn(&self, budgeting: &Budgeting) {
+        let Some((bound, percent, first)) = budgeting.ledger.warning(&budgeting.budget) else {
+            return;
+        };
+        if first {
+            tracing::warn!(
+                route = %self.route,
+                client = %budgeting.label,
+                bound = bound.name(),
+                percent,
+                "budget: past its warning level"
+            );
+        }
+        *self.warning.locked() = Some(format!("{}={percent}%", bound.name()));
+    }
+
+    /// The soft-limit warning for the answer's `x-weir-budget-warning`.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.warning.locked().clone()
+    }
+
     fn hold(&self, holder: Holder, estimate: Estimate) {
         *self.held.locked() = Some(Held { holder, estimate });
     }
@@ -416,16 +443,11 @@ impl Account {
         );
         let want = want.amount;
         facts.locked().outcome = Some("over_budget");
-        let (limit, asked) = match refused.bound {
-            Bound::SpendPerDay => (money(budget.spend_per_day.unwrap_or(0)), money(want.spend)),
-            Bound::TokensPerMinute => (
-                budget.tokens_per_minute.unwrap_or(0).to_string(),
-                want.tokens.to_string(),
-            ),
-            Bound::TokensPerDay => (
-                budget.tokens_per_day.unwrap_or(0).to_string(),
-                want.tokens.to_string(),
-            ),
+        let limit = refused.bound.limit(&budget).unwrap_or(0);
+        let (limit, asked) = if refused.bound.is_spend() {
+            (money(limit), money(want.spend))
+        } else {
+            (limit.to_string(), want.tokens.to_string())
         };
         let bound = refused.bound.name();
         match refused.retry_after {
@@ -589,6 +611,11 @@ fn share(budget: &Budget, instances: u32) -> Budget {
         tokens_per_minute: part(budget.tokens_per_minute),
         tokens_per_day: part(budget.tokens_per_day),
         spend_per_day: part(budget.spend_per_day),
+        tokens_per_week: part(budget.tokens_per_week),
+        spend_per_week: part(budget.spend_per_week),
+        tokens_per_month: part(budget.tokens_per_month),
+        spend_per_month: part(budget.spend_per_month),
+        warn_at: budget.warn_at,
     }
 }
 

@@ -25,6 +25,12 @@ pub(crate) struct KeyRow {
     pub(crate) tokens_per_minute: Option<u64>,
     pub(crate) tokens_per_day: Option<u64>,
     pub(crate) spend_per_day: Option<u64>,
+    pub(crate) tokens_per_week: Option<u64>,
+    pub(crate) spend_per_week: Option<u64>,
+    pub(crate) tokens_per_month: Option<u64>,
+    pub(crate) spend_per_month: Option<u64>,
+    /// The soft limit, a percent of each bound.
+    pub(crate) warn_at: Option<u64>,
     pub(crate) expires_at: Option<i64>,
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
@@ -45,6 +51,11 @@ pub(crate) struct KeyChange {
     pub(crate) tokens_per_minute: Option<Option<u64>>,
     pub(crate) tokens_per_day: Option<Option<u64>>,
     pub(crate) spend_per_day: Option<Option<u64>>,
+    pub(crate) tokens_per_week: Option<Option<u64>>,
+    pub(crate) spend_per_week: Option<Option<u64>>,
+    pub(crate) tokens_per_month: Option<Option<u64>>,
+    pub(crate) spend_per_month: Option<Option<u64>>,
+    pub(crate) warn_at: Option<Option<u64>>,
     pub(crate) expires_at: Option<Option<i64>>,
 }
 
@@ -66,13 +77,19 @@ impl KeyChange {
         set(&mut row.tokens_per_minute, self.tokens_per_minute);
         set(&mut row.tokens_per_day, self.tokens_per_day);
         set(&mut row.spend_per_day, self.spend_per_day);
+        set(&mut row.tokens_per_week, self.tokens_per_week);
+        set(&mut row.spend_per_week, self.spend_per_week);
+        set(&mut row.tokens_per_month, self.tokens_per_month);
+        set(&mut row.spend_per_month, self.spend_per_month);
+        set(&mut row.warn_at, self.warn_at);
         set(&mut row.expires_at, self.expires_at);
     }
 }
 
 const COLUMNS: &str = "id, hash, prefix, name, user, team, metadata, routes, models, \
     max_concurrent, tokens_per_minute, tokens_per_day, spend_per_day, expires_at, \
-    created_at, updated_at, revoked_at";
+    created_at, updated_at, revoked_at, tokens_per_week, spend_per_week, tokens_per_month, \
+    spend_per_month, warn_at";
 
 fn list(text: String) -> Vec<String> {
     serde_json::from_str(&text).unwrap_or_default()
@@ -107,6 +124,11 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<KeyRow> {
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
         revoked_at: r.get(16)?,
+        tokens_per_week: amount(r.get(17)?),
+        spend_per_week: amount(r.get(18)?),
+        tokens_per_month: amount(r.get(19)?),
+        spend_per_month: amount(r.get(20)?),
+        warn_at: amount(r.get(21)?),
     })
 }
 
@@ -119,7 +141,7 @@ fn write(tx: &rusqlite::Transaction<'_>, k: &KeyRow) -> rusqlite::Result<()> {
     tx.execute(
         &format!(
             "INSERT OR REPLACE INTO keys ({COLUMNS}) VALUES \
-             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"
         ),
         params![
             k.id,
@@ -139,6 +161,11 @@ fn write(tx: &rusqlite::Transaction<'_>, k: &KeyRow) -> rusqlite::Result<()> {
             k.created_at,
             k.updated_at,
             k.revoked_at,
+            stored(k.tokens_per_week),
+            stored(k.spend_per_week),
+            stored(k.tokens_per_month),
+            stored(k.spend_per_month),
+            stored(k.warn_at),
         ],
     )
     .map(|_| ())

@@ -48,4 +48,10 @@ pub(super) const STEPS: &[&str] = &[
         outcome TEXT NOT NULL
      );
      CREATE INDEX usage_at ON usage (at_ms);",
+    // 2: budgets over weeks and months, and the soft limit.
+    "ALTER TABLE keys ADD COLUMN tokens_per_week INTEGER;
+     ALTER TABLE keys ADD COLUMN spend_per_week INTEGER;
+     ALTER TABLE keys ADD COLUMN tokens_per_month INTEGER;
+     ALTER TABLE keys ADD COLUMN spend_per_month INTEGER;
+     ALTER TABLE keys ADD COLUMN warn_at INTEGER;",
 ];

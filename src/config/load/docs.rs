@@ -192,6 +192,11 @@ idp_tokens = false
 tokens_per_minute = 1000
 tokens_per_day = 10000
 spend_per_day = 1.5
+tokens_per_week = 100000
+spend_per_week = 5.0
+tokens_per_month = 400000
+spend_per_month = 20.0
+warn_at = 80
 default_max_tokens = 1024
 [[route.clients]]
 name = "alice"
@@ -200,6 +205,11 @@ token_file = "alice-token"
 tokens_per_minute = 100
 tokens_per_day = 1000
 spend_per_day = 0.5
+tokens_per_week = 1000
+spend_per_week = 1.0
+tokens_per_month = 4000
+spend_per_month = 4.0
+warn_at = 90
 models = ["m*"]
 [[route.prices]]
 model = "m"
@@ -243,6 +253,11 @@ models = ["m*"]
 tokens_per_minute = 100
 tokens_per_day = 1000
 spend_per_day = 0.5
+tokens_per_week = 1000
+spend_per_week = 1.0
+tokens_per_month = 4000
+spend_per_month = 4.0
+warn_at = 90
 max_concurrent = 2
 "#;
 

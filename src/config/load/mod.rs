@@ -102,6 +102,23 @@ fn read(
             );
         }
     }
+    if cluster.is_some() {
+        for (name, l) in llm_routes() {
+            let long = |b: &Budget| {
+                b.tokens_per_week.is_some()
+                    || b.spend_per_week.is_some()
+                    || b.tokens_per_month.is_some()
+                    || b.spend_per_month.is_some()
+            };
+            if l.client_tokens.iter().any(|c| long(&c.budget)) {
+                top.problem(
+                    "cluster",
+                    format!("route `{name}` gives its client tokens a week or month budget, and a fleet (`[cluster]`) keeps client budgets by minute and day only"),
+                    Some("use tokens_per_day/spend_per_day on this route, or runtime keys (whose budgets are per instance)".into()),
+                );
+            }
+        }
+    }
     if idp.is_none() && !top.raw_present("idp") {
         for (name, _) in llm_routes().filter(|(_, l)| l.idp_tokens) {
             top.problem(
