@@ -46,6 +46,8 @@ pub enum BuildError {
     UpstreamTls(#[from] PkiError),
     #[error("usage records: {0}")]
     UsageLog(std::io::Error),
+    #[error("traces: {0}")]
+    Traces(String),
 }
 
 /// The reloadable configuration, ready to serve.
@@ -159,6 +161,8 @@ pub(crate) struct Standing {
     /// The fleet's shared limits, with `[cluster]` at start (fixed until
     /// a restart, like the other process-wide parts).
     pub(crate) cluster: Option<Arc<Cluster>>,
+    /// With `[telemetry.traces]` at start: who records and exports traces.
+    pub(crate) tracer: Option<Arc<crate::telemetry::trace::Tracer>>,
     routes: Mutex<HashMap<String, RouteState>>,
     /// Basic auth's failures and verified credentials per route.
     access: crate::access::Standing,
@@ -189,6 +193,7 @@ impl Standing {
             ),
             tunnel_cap: TunnelCap::new(0),
             metrics,
+            tracer: None,
             routes: Mutex::new(HashMap::new()),
             access: crate::access::Standing::new(),
             generation: Mutex::new(0),

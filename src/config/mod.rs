@@ -23,6 +23,7 @@ mod secret;
 mod server;
 mod sources;
 mod statics;
+mod traces;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ pub use secret::Secret;
 pub use server::*;
 pub(crate) use sources::Sources;
 pub(crate) use statics::{Precompressed, StaticSettings};
+pub(crate) use traces::{OtlpProtocol, TraceSettings};
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget, ServerUrl};
@@ -89,6 +91,8 @@ pub struct Config {
     /// Limits shared by a fleet of weirs through Redis; `None`: every
     /// limit is this process's own.
     pub(crate) cluster: Option<ClusterSettings>,
+    /// `[telemetry.traces]`: OpenTelemetry traces; `None`: none made.
+    pub(crate) traces: Option<TraceSettings>,
     /// What loads but should be fixed (a secret file others can read).
     pub(crate) warnings: Vec<String>,
 }

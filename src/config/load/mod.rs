@@ -25,6 +25,7 @@ mod routes;
 mod rules;
 mod secrets;
 mod statics;
+mod traces;
 mod usage;
 
 use std::net::SocketAddr;
@@ -83,6 +84,7 @@ fn read(
     let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
+    let traces = traces::traces(&top);
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
     Some(Config {
@@ -98,6 +100,7 @@ fn read(
         routes,
         upstream,
         cluster,
+        traces,
         warnings: doc.warnings(),
     })
 }
@@ -453,7 +456,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 32, "duration keys exercised");
+        assert_eq!(durations, 34, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 
