@@ -46,6 +46,8 @@ pub enum BuildError {
     UpstreamTls(#[from] PkiError),
     #[error("usage records: {0}")]
     UsageLog(std::io::Error),
+    #[error("traces: {0}")]
+    Traces(String),
 }
 
 /// The reloadable configuration, ready to serve.
@@ -166,6 +168,8 @@ pub(crate) struct Standing {
     /// Each runtime key's budget ledger and concurrency gate, by key id
     /// (kept across reloads; a key's budget is the key's on every route).
     key_books: Arc<crate::llm::KeyBooks>,
+    /// With `[telemetry.traces]` at start: who records and exports traces.
+    pub(crate) tracer: Option<Arc<crate::telemetry::trace::Tracer>>,
     routes: Mutex<HashMap<String, RouteState>>,
     /// Basic auth's failures and verified credentials per route.
     access: crate::access::Standing,
@@ -208,6 +212,7 @@ impl Standing {
             ),
             tunnel_cap: TunnelCap::new(0),
             metrics,
+            tracer: None,
             routes: Mutex::new(HashMap::new()),
             access: crate::access::Standing::new(),
             generation: Mutex::new(0),

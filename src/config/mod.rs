@@ -24,6 +24,7 @@ mod secret;
 mod server;
 mod sources;
 mod statics;
+mod traces;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ pub use secret::Secret;
 pub use server::*;
 pub(crate) use sources::Sources;
 pub(crate) use statics::{Precompressed, StaticSettings};
+pub(crate) use traces::{OtlpProtocol, TraceSettings};
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget, ServerUrl};
@@ -95,6 +97,8 @@ pub struct Config {
     pub(crate) database: Option<DatabaseSettings>,
     /// Identity from an IdP (`[idp]`); `None`: no JWTs are accepted.
     pub(crate) idp: Option<IdpSettings>,
+    /// `[telemetry.traces]`: OpenTelemetry traces; `None`: none made.
+    pub(crate) traces: Option<TraceSettings>,
     /// What loads but should be fixed (a secret file others can read).
     pub(crate) warnings: Vec<String>,
 }

@@ -36,6 +36,7 @@ mod outgoing;
 mod relay;
 mod socket;
 mod tenants;
+mod traced;
 pub(crate) mod upstream;
 pub(crate) mod usage;
 
@@ -178,6 +179,8 @@ pub(crate) struct Context<'a> {
     pub(crate) rate: Option<&'a Arc<RateLimit>>,
     pub(crate) peer: std::net::IpAddr,
     pub(crate) host: &'a str,
+    /// The request's spans, when it is traced ([`traced`]).
+    pub(crate) trace: Option<&'a crate::telemetry::trace::Trace>,
 }
 
 /// Serve one request on an LLM route: the steps of the module doc, in
@@ -249,6 +252,9 @@ async fn generate(
     } = turn;
     request.body = read.bytes.clone();
     let (model, entry) = read_model(llm, &request.body, &cx).await?;
+    if let Some(t) = cx.trace {
+        traced::request(t, &model, &request.body);
+    }
     let Some(choices) = llm.settings.choices(&model.name) else {
         return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
             "model `{}` is not served by this route",

@@ -467,7 +467,7 @@ impl Account {
     }
 
     /// The record, metrics and settlement of an ended request.
-    fn account(&self, f: &LlmFacts, status: u16, elapsed: Duration) {
+    fn account(&self, f: &LlmFacts, status: u16, elapsed: Duration) -> Option<f64> {
         let held = self.held.locked().take();
         let price = f
             .served_model
@@ -539,6 +539,7 @@ impl Account {
                 "duration_ms": elapsed.as_millis() as u64,
                 "first_token_ms": f.first_token_ms,
                 "failovers": f.failovers,
+                "trace_id": f.trace_id,
             });
             self.books.records.write(&record);
         }
@@ -580,12 +581,13 @@ impl Account {
                 outcome: outcome.to_string(),
             });
         }
+        spend.map(|s| s as f64 / SPEND_UNIT)
     }
 }
 
 impl Accounting for Account {
-    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: Duration) {
-        self.account(facts, status, elapsed);
+    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: Duration) -> Option<f64> {
+        self.account(facts, status, elapsed)
     }
 }
 

@@ -23,6 +23,7 @@ pub mod keepalive;
 pub mod llm;
 pub mod load;
 pub mod nginx;
+pub mod otlp;
 pub mod process;
 pub mod provider;
 pub mod redis;

@@ -60,6 +60,7 @@ fn sample(key: &Key) -> String {
         (_, Default::Empty) | (Kind::List, _) => "[]".into(),
         (Kind::Bool, _) => "true".into(),
         (Kind::Size { .. } | Kind::Uint { .. }, _) => "1".into(),
+        (Kind::Number { .. }, _) => "0.5".into(),
         (Kind::String | Kind::Path | Kind::Choice(_), _) => "\"x\"".into(),
         (Kind::Table | Kind::Tables, _) => "{}".into(),
     }

@@ -27,6 +27,7 @@ mod routes;
 mod rules;
 mod secrets;
 mod statics;
+mod traces;
 mod usage;
 
 use std::net::SocketAddr;
@@ -128,6 +129,7 @@ fn read(
             );
         }
     }
+    let traces = traces::traces(&top);
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
     Some(Config {
@@ -145,6 +147,7 @@ fn read(
         cluster,
         database,
         idp,
+        traces,
         warnings: doc.warnings(),
     })
 }
@@ -500,7 +503,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 34, "duration keys exercised");
+        assert_eq!(durations, 36, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

@@ -93,7 +93,15 @@ pub(crate) async fn run(
             draft: None,
         };
         while turn.tried.len() < MEMBER_ATTEMPTS {
-            match failover.attempt(&mut turn, &mut counts).await {
+            let verdict = failover.attempt(&mut turn, &mut counts).await;
+            if let Some(t) = cx.trace {
+                // The attempt's span: the client's answer, or passed over.
+                match &verdict {
+                    Verdict::Relay(_) => t.answered(),
+                    _ => t.passed_over("passed_over"),
+                }
+            }
+            match verdict {
                 Verdict::Relay(resp) => return Ok(resp),
                 Verdict::Fail(rescue) => return Err(rescue),
                 Verdict::NextMember(failed) => keep_best(&mut best, failed),
@@ -155,12 +163,17 @@ impl Failover<'_, '_> {
             return verdict;
         }
         let member = pick.target();
-        let Some(req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
+        let Some(mut req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
             // A key that is no header value: another member may do.
             return Verdict::NextMember(None);
         };
         counts.tried += 1;
         self.sending(turn.choice, member);
+        if let Some(t) = self.cx.trace {
+            let model = turn.choice.model.as_deref();
+            let model = model.or(self.request.model.as_deref()).unwrap_or_default();
+            super::traced::attempt(t, &mut req, turn.upstream, member, model);
+        }
         let timeout = self.llm.settings.first_byte_timeout;
         match send(turn.upstream, req, timeout).await {
             Sent::Response(resp) => self.judge(resp, pick, turn).await,
@@ -288,6 +301,9 @@ impl Failover<'_, '_> {
         turn: &mut Turn<'_>,
     ) -> Verdict {
         let status = resp.status();
+        if let Some(t) = self.cx.trace {
+            t.attempt_edit(|s| crate::telemetry::trace::http::answer(s, status));
+        }
         if matches!(status.as_u16(), 401 | 403)
             && matches!(pick.target().credential, Credential::Key(_))
         {
@@ -568,6 +584,9 @@ impl Failover<'_, '_> {
     /// Count a member or upstream passed over, and why, in the model's
     /// series and the request's facts.
     fn note(&self, reason: &'static str) {
+        if let Some(t) = self.cx.trace {
+            t.passed_over(reason);
+        }
         self.llm.metrics.failover(self.model, reason);
         self.cx.facts.locked().failovers += 1;
     }

@@ -292,6 +292,7 @@ async fn exchange(bridge: &Bridge, socket: &mut Socket, body: Bytes) -> Result<A
         admission: None,
         kind: Some(std::sync::Arc::new(crate::llm::LlmRecord(facts.clone()))),
         request_id: None,
+        trace: None,
     };
     let shape = ErrorShape::Llm(open.llm.settings.protocol);
     let resp = match pipeline(bridge, &facts, &mut record, body).await {
@@ -355,6 +356,7 @@ async fn pipeline(
         rate: open.rate.as_ref(),
         peer: bridge.peer,
         host: &open.host,
+        trace: None,
     };
     let account = usage::Account::open(
         &open.route_name,

@@ -120,6 +120,16 @@ pub struct Metrics {
     log_lines_dropped: Gauge,
     certificates: acme::CertificateFamilies,
     pub(crate) database: DatabaseMetrics,
+    trace_spans: TraceSpans,
+}
+
+/// What became of the spans `telemetry::trace` made.
+#[derive(Clone, Default)]
+pub(crate) struct TraceSpans {
+    /// Queue full, or the export failed or timed out.
+    pub(crate) dropped: Counter,
+    /// Taken by the collector.
+    pub(crate) exported: Counter,
 }
 
 impl Default for Metrics {
@@ -160,6 +170,17 @@ impl Metrics {
         );
         let certificates = acme::CertificateFamilies::register(&mut registry);
         let database = DatabaseMetrics::register(&mut registry);
+        let trace_spans = TraceSpans::default();
+        registry.register(
+            "trace_spans_dropped",
+            "Trace spans dropped: the export queue was full, or an export failed or timed out (the collector down, slow or refusing)",
+            trace_spans.dropped.clone(),
+        );
+        registry.register(
+            "trace_spans_exported",
+            "Trace spans the collector took",
+            trace_spans.exported.clone(),
+        );
         Metrics {
             registry,
             server,
@@ -171,7 +192,13 @@ impl Metrics {
             log_lines_dropped,
             certificates,
             database,
+            trace_spans,
         }
+    }
+
+    /// The trace exporter's counters.
+    pub(crate) fn trace_spans(&self) -> TraceSpans {
+        self.trace_spans.clone()
     }
 
     /// A reload finished; `generation` is the running one afterwards.
