@@ -26,6 +26,7 @@ mod rules;
 mod secrets;
 mod statics;
 mod usage;
+mod vertex;
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
