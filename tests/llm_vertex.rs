@@ -466,3 +466,40 @@ async fn a_key_the_account_no_longer_has_is_refused_by_the_token_endpoint_and_an
     assert_eq!(auth.refused(), ["Invalid JWT Signature."]);
     assert!(vx.journal().is_empty());
 }
+
+/// The real binary's log: each failed fetch is a warn line naming the
+/// upstream, the account and the token endpoint's answer; the first
+/// success after failures an info line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_token_fetch_is_logged_and_so_is_the_recovery() {
+    let auth = GoogleAuth::spawn(Duration::from_secs(3600)).await;
+    auth.set_down(true);
+    let vx = vertex(&auth).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("sa.json");
+    std::fs::write(&key, auth.key_json()).expect("key");
+    let credentials = format!("file:{}", key.display());
+    let config = llm_config_with(
+        "anthropic",
+        &[("vx", vx.base_url(), vertex_keys(&credentials))],
+        &vertex_model(),
+    )
+    .replacen("[log]\n", "[log]\nformat = \"json\"\n", 1);
+    let mut weir = common::process::Proc::run(&common::process::write_config(&dir, &config));
+    let failed = tokio::task::block_in_place(|| {
+        weir.wait_for(|l| l.contains("cannot fetch the upstream's credential"))
+    });
+    for part in [
+        "\"level\":\"WARN\"",
+        "llm/vx google service account weir-gateway@test-project.iam.gserviceaccount.com",
+        "answered 503 Service Unavailable: temporarily_unavailable",
+    ] {
+        assert!(failed.contains(part), "{part:?} not in {failed}");
+    }
+    auth.set_down(false);
+    let back = tokio::task::block_in_place(|| {
+        weir.wait_for(|l| l.contains("credential fetched again after failures"))
+    });
+    assert!(back.contains("\"level\":\"INFO\""), "{back}");
+    assert_eq!(auth.issued(), 1);
+}

@@ -211,6 +211,9 @@ mod tests {
                 "f",
                 "project = \"p\"\nregion = \"us-east5\"\ncredentials = \"metadata:https://x/y\""
             ),
+        ) + &upstream(
+            "h",
+            "project = \"p\"\nregion = \"us-east5\"\ncredentials = \"env:WEIR_TEST_SURELY_UNSET_VARIABLE\"",
         );
         let p = problems(&text);
         let joined = p.join("\n");
@@ -227,6 +230,7 @@ mod tests {
             "route[0].upstreams[4].api_key_env: a Vertex AI upstream takes no API key",
             "route[0].upstreams[5].credentials: `https://x/y` is not a metadata server's address",
             "route[0].upstreams[6].project: `project` is read only on a Vertex AI upstream",
+            "route[0].upstreams[7].credentials: environment variable `WEIR_TEST_SURELY_UNSET_VARIABLE` is not set or empty",
         ] {
             assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
         }
