@@ -99,6 +99,17 @@ fn chat_hi() -> Value {
     json!({"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]})
 }
 
+/// A streamed Claude Code request through weir: answered 200 by
+/// `upstream` (`x-weir-upstream`); the names of its events.
+async fn streamed_by(weir: &Weir, upstream: &str) -> Vec<String> {
+    let (status, headers, body) =
+        post(weir, "/v1/messages", claude_request(true), CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let served = headers.get("x-weir-upstream").map(|v| v.as_bytes());
+    assert_eq!(served, Some(upstream.as_bytes()));
+    events(&body).into_iter().map(|(n, _)| n).collect()
+}
+
 const CLAUDE_HEADERS: &[(&str, &str)] = &[
     ("x-api-key", "sk-ant-client"),
     ("anthropic-version", "2023-06-01"),
@@ -128,14 +139,7 @@ async fn messages_streamed_and_whole_go_to_vertex_paths_with_vertex_bodies() {
     let auth = GoogleAuth::spawn(Duration::from_secs(3600)).await;
     let vx = vertex(&auth).await;
     let weir = weir_over("anthropic", &auth, &vx, &[]).await;
-    let (status, headers, body) =
-        post(&weir, "/v1/messages", claude_request(true), CLAUDE_HEADERS).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        headers.get("x-weir-upstream").map(|v| v.as_bytes()),
-        Some(&b"vx"[..])
-    );
-    let names: Vec<String> = events(&body).into_iter().map(|(n, _)| n).collect();
+    let names = streamed_by(&weir, "vx").await;
     assert_eq!(
         names.first().map(String::as_str),
         Some("message_start"),
@@ -502,4 +506,102 @@ async fn a_failed_token_fetch_is_logged_and_so_is_the_recovery() {
     });
     assert!(back.contains("\"level\":\"INFO\""), "{back}");
     assert_eq!(auth.issued(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_529_fails_over_to_vertex_within_one_request() {
+    let auth = GoogleAuth::spawn(Duration::from_secs(3600)).await;
+    let vx = vertex(&auth).await;
+    let anthropic = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    anthropic.fail_next(1, Failure::new(529));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("sa.json"), auth.key_json()).expect("key");
+    let models = format!(
+        "served_by_header = true\n[[route.models]]\nname = \"claude-sonnet-4-5\"\nupstreams = [\"ant\", \"vx:{MODEL_ID}\"]\n"
+    );
+    let ups = [
+        ("ant", anthropic.base_url(), String::new()),
+        ("vx", vx.base_url(), vertex_keys("file:{dir}/sa.json")),
+    ];
+    let weir = Weir::start_in(dir, &llm_config_with("anthropic", &ups, &models)).await;
+    let names = streamed_by(&weir, "vx").await;
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("message_stop"),
+        "{names:?}"
+    );
+    assert_eq!(anthropic.journal().len(), 1);
+    only_weirs_tokens(&vx, &auth);
+}
+
+/// The stand-in itself, asked directly: it refuses what Vertex refuses,
+/// so the tests above passing means weir sent what Vertex takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stand_in_refuses_what_vertex_refuses() {
+    let auth = GoogleAuth::spawn(Duration::from_secs(3600)).await;
+    let vx = vertex(&auth).await;
+    let token_url = format!(
+        "{}/computeMetadata/v1/instance/service-accounts/default/token",
+        auth.metadata_url()
+    );
+    let (status, _, _) = get_with(&token_url, &[]).await;
+    assert_eq!(status, 403, "the metadata server wants Metadata-Flavor");
+    let (status, _, body) = get_with(&token_url, &[("metadata-flavor", "Google")]).await;
+    assert_eq!(status, 200, "{body}");
+    let token: Value = serde_json::from_str(&body).expect("json");
+    let bearer = format!(
+        "Bearer {}",
+        token["access_token"].as_str().unwrap_or_default()
+    );
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let base = format!(
+        "{}/v1/projects/test-project/locations/us-east5/publishers/anthropic/models",
+        vx.base_url()
+    );
+    let good = json!({"anthropic_version": "vertex-2023-10-16", "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let mut with_model = good.clone();
+    with_model["model"] = MODEL_ID.into();
+    let mut no_version = good.clone();
+    no_version
+        .as_object_mut()
+        .expect("object")
+        .remove("anthropic_version");
+    let mut streamed = good.clone();
+    streamed["stream"] = true.into();
+    let cases = [
+        (format!("{base}/{MODEL_ID}:rawPredict"), good.clone(), 200),
+        (format!("{base}/{MODEL_ID}:rawPredict"), with_model, 400),
+        (format!("{base}/{MODEL_ID}:rawPredict"), no_version, 400),
+        (format!("{base}/{MODEL_ID}:rawPredict"), streamed, 400),
+        (
+            format!("{base}/claude-unknown@1:rawPredict"),
+            good.clone(),
+            404,
+        ),
+        (
+            format!(
+                "{}/v1/projects/other/locations/us-east5/publishers/anthropic/models/{MODEL_ID}:rawPredict",
+                vx.base_url()
+            ),
+            good.clone(),
+            404,
+        ),
+    ];
+    for (url, body, want) in cases {
+        let (status, _, answer) = post_json(&url, body.to_string(), &headers).await;
+        assert_eq!(status.as_u16(), want, "{url}: {answer}");
+    }
+    let no_token = [("content-type", "application/json")];
+    let url = format!("{base}/{MODEL_ID}:rawPredict");
+    let (status, _, answer) = post_json(&url, good.to_string(), &no_token).await;
+    assert_eq!(status, 401, "{answer}");
+    let v: Value = serde_json::from_str(&answer).expect("json");
+    assert_eq!(
+        v["error"]["status"], "UNAUTHENTICATED",
+        "Google's envelope: {v}"
+    );
 }

@@ -236,20 +236,10 @@ impl Outgoing {
         };
         let (path, body) = match &upstream.config.vertex {
             None => (path, body),
-            Some(v) => {
-                let count = endpoint == Endpoint::CountTokens;
-                let made = offload
-                    .run(body.len(), move || vertex::request_body(&body, count))
-                    .await;
-                match made {
-                    Ok(Ok(r)) => (
-                        v.place.path((!count).then_some(&*r.model), r.stream),
-                        r.body,
-                    ),
-                    Ok(Err(vertex::Unfit(why))) => return Prepared::Invalid(why.into()),
-                    Err(Busy) => return Prepared::Busy,
-                }
-            }
+            Some(v) => match vertex_request(&v.place, endpoint, body, offload).await {
+                Ok(made) => made,
+                Err(refused) => return refused,
+            },
         };
         Prepared::Ready(Box::new(Draft {
             api: upstream.config.api,
@@ -259,6 +249,25 @@ impl Outgoing {
             body,
             translation,
         }))
+    }
+}
+
+/// A Messages (or count_tokens) request as Vertex AI takes it at
+/// `place`: its path (the model in it) and its body ([`vertex::request_body`]).
+async fn vertex_request(
+    place: &vertex::Place,
+    endpoint: Endpoint,
+    body: Bytes,
+    offload: &Offload,
+) -> Result<(String, Bytes), Prepared> {
+    let count = endpoint == Endpoint::CountTokens;
+    let made = offload
+        .run(body.len(), move || vertex::request_body(&body, count))
+        .await;
+    match made {
+        Ok(Ok(r)) => Ok((place.path((!count).then_some(&*r.model), r.stream), r.body)),
+        Ok(Err(vertex::Unfit(why))) => Err(Prepared::Invalid(why.into())),
+        Err(Busy) => Err(Prepared::Busy),
     }
 }
 
