@@ -112,8 +112,9 @@ pub struct Unfit(pub &'static str);
 
 /// The Messages `body` (or, with `count`, a count_tokens body) as Vertex
 /// takes it: `model` taken out to the path (a count keeps it, as Vertex's
-/// count-tokens asks) and `anthropic_version` set to [`VERSION`]; the
-/// rest of the body as sent, in its order.
+/// count-tokens asks) and `anthropic_version` set to [`VERSION`] (on both,
+/// as Anthropic's Vertex SDK sends them); the rest of the body as sent,
+/// in its order.
 pub fn request_body(body: &[u8], count: bool) -> Result<Request, Unfit> {
     let mut v: Map<String, Value> =
         serde_json::from_slice(body).map_err(|_| Unfit("the request body is not a JSON object"))?;
@@ -122,12 +123,10 @@ pub fn request_body(body: &[u8], count: bool) -> Result<Request, Unfit> {
         _ => return Err(Unfit("the request names no model")),
     };
     let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    if count {
-        v.remove("anthropic_version");
-    } else {
+    if !count {
         v.remove("model");
-        v.insert("anthropic_version".into(), VERSION.into());
     }
+    v.insert("anthropic_version".into(), VERSION.into());
     let body = serde_json::to_vec(&v).map_err(|_| Unfit("the request body cannot be written"))?;
     Ok(Request {
         body: body.into(),
@@ -271,6 +270,7 @@ mod tests {
         let count = request_body(br#"{"model":"m","messages":[]}"#, true).expect("fits");
         let v: Value = serde_json::from_slice(&count.body).expect("json");
         assert_eq!(v["model"], "m");
+        assert_eq!(v["anthropic_version"], VERSION);
         assert!(!count.stream);
         assert!(request_body(b"[1]", false).is_err());
         assert!(request_body(br#"{"messages":[]}"#, false).is_err());

@@ -16,7 +16,8 @@
 //! - Vertex takes only an unexpired token this endpoint issued (401
 //!   `UNAUTHENTICATED`), the right project and region (404), the model in
 //!   the path (404 if unknown), a body without `model` and with Vertex's
-//!   `anthropic_version` (400 `INVALID_ARGUMENT`), `:streamRawPredict`
+//!   `anthropic_version` (400 `INVALID_ARGUMENT`; count-tokens keeps its
+//!   `model` and takes the version too), `:streamRawPredict`
 //!   exactly for `stream: true`; then the Messages rules themselves.
 
 use std::collections::HashMap;
@@ -378,6 +379,14 @@ impl Vertex {
                     400,
                     "INVALID_ARGUMENT",
                     "count-tokens needs a known `model` in the body",
+                ));
+            }
+            let object = body.as_object_mut().expect("object");
+            if object.remove("anthropic_version") != Some(Value::from(VERSION)) {
+                return Err(google(
+                    400,
+                    "INVALID_ARGUMENT",
+                    "anthropic_version: vertex-2023-10-16 is required",
                 ));
             }
             return Ok(("/v1/messages/count_tokens".into(), Some(body)));
