@@ -605,3 +605,28 @@ async fn the_stand_in_refuses_what_vertex_refuses() {
         "Google's envelope: {v}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_revoked_before_its_time_is_replaced_at_once() {
+    let auth = GoogleAuth::spawn(Duration::from_secs(3600)).await;
+    let vx = vertex(&auth).await;
+    let weir = weir_over("anthropic", &auth, &vx, &[]).await;
+    let (status, _, body) =
+        post(&weir, "/v1/messages", claude_request(false), CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    auth.revoke_all();
+    // Refused with weir's own token: 502, nothing of Google's answer.
+    let (status, _, body) =
+        post(&weir, "/v1/messages", claude_request(false), CLAUDE_HEADERS).await;
+    assert_eq!(status, 502, "{body}");
+    // The refusal asked for a new token, well before the old one's
+    // refresh (55 minutes away).
+    let back = eventually_async(Duration::from_secs(5), || async {
+        let (status, _, _) =
+            post(&weir, "/v1/messages", claude_request(false), CLAUDE_HEADERS).await;
+        status == 200
+    })
+    .await;
+    assert!(back, "served with a new token");
+    assert_eq!(auth.issued(), 2);
+}

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 /// A value a source gave and how long it lives from now.
@@ -34,6 +34,8 @@ pub(crate) const FIRST_WAIT: Duration = Duration::from_secs(15);
 /// The first retry after a failed fetch; doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The least time between two fetches a renewal asks for.
+const MIN_RENEW: Duration = Duration::from_secs(1);
 
 /// When to fetch again, counted from when a value of `lifetime` came:
 /// five minutes before it expires, or at half its life when it is short.
@@ -74,6 +76,8 @@ impl Current {
 /// dropped (a reload that replaces the upstream).
 pub(crate) struct Refreshed {
     current: watch::Receiver<Current>,
+    /// Asks the task for a new value before its time.
+    renew: Arc<Notify>,
     task: tokio::task::AbortHandle,
 }
 
@@ -89,8 +93,20 @@ impl Refreshed {
     pub(crate) fn spawn(label: Arc<str>, source: impl Source) -> Option<Refreshed> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (tx, rx) = watch::channel(Current::default());
-        let task = runtime.spawn(keep_fresh(label, source, tx)).abort_handle();
-        Some(Refreshed { current: rx, task })
+        let renew = Arc::new(Notify::new());
+        let task = runtime.spawn(keep_fresh(label, source, tx, renew.clone()));
+        Some(Refreshed {
+            current: rx,
+            renew,
+            task: task.abort_handle(),
+        })
+    }
+
+    /// The service refused the current value (revoked before its time):
+    /// fetch a new one now — at most one fetch a second however many
+    /// refusals ask; requests keep the current value meanwhile.
+    pub(crate) fn renew(&self) {
+        self.renew.notify_one();
     }
 
     /// The current value, when there is one still good to send.
@@ -122,11 +138,17 @@ impl Refreshed {
 /// The background task: fetch, publish, sleep until the refresh is due
 /// (or the back-off after a failure), again; each failure logged, and the
 /// recovery after failures.
-async fn keep_fresh(label: Arc<str>, source: impl Source, tx: watch::Sender<Current>) {
+async fn keep_fresh(
+    label: Arc<str>,
+    source: impl Source,
+    tx: watch::Sender<Current>,
+    renew: Arc<Notify>,
+) {
     let mut backoff = FIRST_BACKOFF;
     let mut failing = false;
     loop {
-        let next = match source.fetch().await {
+        let fetched = Instant::now();
+        let mut next = match source.fetch().await {
             Ok(fresh) => {
                 let now = Instant::now();
                 let until = now + usable_for(fresh.lifetime);
@@ -163,9 +185,12 @@ async fn keep_fresh(label: Arc<str>, source: impl Source, tx: watch::Sender<Curr
                 next
             }
         };
-        tokio::select! {
-            () = tokio::time::sleep_until(next) => {}
-            () = tx.closed() => return,
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => break,
+                () = renew.notified() => next = next.min(fetched + MIN_RENEW),
+                () = tx.closed() => return,
+            }
         }
     }
 }
@@ -234,11 +259,17 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(31)).await;
         assert_eq!(r.current().as_deref(), Some("v2"));
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+        // A refusal renews it at once (a second after the last fetch at
+        // the soonest), long before it is due.
+        r.renew();
+        tokio::time::sleep(MIN_RENEW + Duration::from_millis(1)).await;
+        assert_eq!(r.current().as_deref(), Some("v3"));
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
         drop(r);
         tokio::time::sleep(Duration::from_secs(120)).await;
         assert_eq!(
             calls.load(Ordering::SeqCst),
-            3,
+            4,
             "the task ends with its owner"
         );
     }

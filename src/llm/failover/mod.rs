@@ -349,6 +349,13 @@ impl Failover<'_, '_> {
     ) -> Verdict {
         let status = resp.status();
         finish(pick, Outcome::Failed, self.cx);
+        if status == StatusCode::UNAUTHORIZED
+            && let Some(token) = &turn.upstream.token
+        {
+            // A token weir got itself, refused before its time (revoked):
+            // a new one is fetched now, not at its refresh.
+            token.renew();
+        }
         let detail = read_error_body(resp.into_body(), self.llm.settings.stream_idle_timeout).await;
         let name = self.llm.metrics.upstream_label(turn.choice.upstream);
         tracing::warn!(

@@ -135,6 +135,12 @@ impl GoogleAuth {
         self.state.down.store(down, Ordering::SeqCst);
     }
 
+    /// Revoke every token issued so far (as Google does when a key or
+    /// the account is disabled, or a token is revoked).
+    pub fn revoke_all(&self) {
+        self.state.tokens.lock().expect("tokens").clear();
+    }
+
     pub fn issued(&self) -> usize {
         self.state.issued.load(Ordering::SeqCst)
     }
