@@ -44,7 +44,7 @@ use crate::respond::{
 use crate::route::normal::{self, Host};
 use crate::route::{Route, Target};
 use crate::rules;
-use crate::snapshot::{BuildError, Snapshot, Standing};
+use crate::snapshot::{BuildError, People, Snapshot, Standing};
 use crate::statics;
 use crate::telemetry::Metrics;
 
@@ -62,6 +62,7 @@ impl Gateway {
         config: &Config,
         metrics: Arc<Metrics>,
         challenges: Arc<Challenges>,
+        people: People,
     ) -> Result<Self, BuildError> {
         let records =
             crate::telemetry::RecordSink::open(&config.log).map_err(BuildError::UsageLog)?;
@@ -72,6 +73,7 @@ impl Gateway {
             metrics,
             records,
             config.cluster.as_ref(),
+            people,
         );
         let snapshot = Snapshot::build(config, &standing)?;
         Ok(Gateway {
@@ -414,6 +416,7 @@ impl Gateway {
             }
             Target::Llm(llm) if llm::asks_websocket(llm, &route.config.path, &req) => {
                 self.open_websocket(snapshot, route, llm, req, conn, host, record)
+                    .await
             }
             Target::Llm(llm) => {
                 let facts = llm::SharedLlmFacts::default();
@@ -459,7 +462,7 @@ impl Gateway {
     /// checked and answered by `llm`, which admits each turn after it as
     /// a request of its own.
     #[allow(clippy::too_many_arguments)]
-    fn open_websocket(
+    async fn open_websocket(
         &self,
         snapshot: &Snapshot,
         route: &Route,
@@ -488,7 +491,7 @@ impl Gateway {
             limits: snapshot.tunnel_limits,
             cap: self.standing.tunnel_cap.take(conn.peer.ip()),
         };
-        llm::accept_websocket(opening, req, &cx)
+        llm::accept_websocket(opening, req, &cx).await
     }
 }
 

@@ -168,6 +168,12 @@ pub(crate) mod upstream;
 /// `[cluster]`.
 pub(crate) mod cluster;
 
+/// `[database]`.
+pub(crate) mod database;
+
+/// `[idp]`.
+pub(crate) mod idp;
+
 /// `[[listener]]`.
 pub(crate) mod listener;
 
@@ -233,6 +239,18 @@ pub(crate) const ALL: &[&Key] = &[
     &upstream::CA_FILE,
     &upstream::NAMESERVERS,
     &upstream::RESOLVE_INTERVAL,
+    &database::URL,
+    &database::USAGE_RETENTION,
+    &database::USAGE_QUEUE,
+    &idp::ISSUER,
+    &idp::AUDIENCE,
+    &idp::JWKS_URL,
+    &idp::USER_CLAIM,
+    &idp::TEAM_CLAIM,
+    &idp::LEEWAY,
+    &idp::REFRESH,
+    &idp::CA_FILE,
+    &idp::TEAMS,
     &cluster::URL,
     &cluster::PASSWORD_FILE,
     &cluster::PASSWORD_ENV,

@@ -123,6 +123,13 @@ pub(crate) struct LlmSettings {
     pub(crate) failover_on: Vec<u16>,
     /// Name the serving upstream in `x-weir-upstream`.
     pub(crate) served_by_header: bool,
+    /// Accept the runtime keys of `[database]` (issued through
+    /// `/admin/keys`) beside the route's client tokens; a request then
+    /// needs one or the other.
+    pub(crate) runtime_keys: bool,
+    /// Accept JWTs from `[idp]`'s issuer: each person served as a key of
+    /// their team's policy.
+    pub(crate) idp_tokens: bool,
 }
 
 /// A client token: its name (metrics, usage records, the admin view: never

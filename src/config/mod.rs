@@ -11,6 +11,7 @@ mod access;
 mod compress;
 mod env;
 mod hints;
+mod idp;
 mod keys;
 mod listen;
 mod llm;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use access::*;
 pub(crate) use compress::{Coding, Compression, Levels, TypePattern, default as compress_default};
+pub(crate) use idp::{IdpSettings, TeamPolicy};
 pub use listen::*;
 pub(crate) use llm::*;
 pub(crate) use problem::Problem;
@@ -89,6 +91,10 @@ pub struct Config {
     /// Limits shared by a fleet of weirs through Redis; `None`: every
     /// limit is this process's own.
     pub(crate) cluster: Option<ClusterSettings>,
+    /// Runtime keys and usage rows (`[database]`); `None`: no database.
+    pub(crate) database: Option<DatabaseSettings>,
+    /// Identity from an IdP (`[idp]`); `None`: no JWTs are accepted.
+    pub(crate) idp: Option<IdpSettings>,
     /// What loads but should be fixed (a secret file others can read).
     pub(crate) warnings: Vec<String>,
 }

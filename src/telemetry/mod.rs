@@ -8,7 +8,7 @@ pub(crate) mod records;
 pub use metrics::ClusterMetrics;
 pub use metrics::Metrics;
 pub(crate) use metrics::{
-    LlmRouteMetrics, RouteMetrics, ServerMetrics, UpstreamErrorKind, UsageOf,
+    DatabaseMetrics, LlmRouteMetrics, RouteMetrics, ServerMetrics, UpstreamErrorKind, UsageOf,
 };
 pub(crate) use records::RecordSink;
 

@@ -18,6 +18,7 @@ pub mod agents;
 pub mod dns;
 pub mod fleet;
 pub mod h2raw;
+pub mod idp;
 pub mod keepalive;
 pub mod llm;
 pub mod load;

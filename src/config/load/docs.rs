@@ -19,8 +19,9 @@ const DOCS: &str = include_str!("../../../docs/configuration.md");
 /// their declarations), then the keys of the tables not declared yet.
 /// Relative paths are resolved in a temporary directory; what they name
 /// need not exist (problems are fine: only the keys asked for count).
-/// Each duration is `"1s"` on a line of its own, except `hsts_max_age`,
-/// for the bounds test in `super`.
+/// Each duration is `"1s"` on a line of its own, except `hsts_max_age`
+/// and the keys that may be longer than a year (their default), for the
+/// bounds test in `super`.
 pub(super) fn every_key() -> String {
     let mut text = String::new();
     for (table, keys) in declared() {
@@ -47,6 +48,11 @@ pub(super) fn every_key() -> String {
 /// A value `key` accepts, or at least reads as its kind.
 fn sample(key: &Key) -> String {
     match (&key.kind, key.default) {
+        (Kind::Duration(range), Default::Duration(d))
+            if *range.end() > std::time::Duration::from_secs(400 * 86_400) =>
+        {
+            format!("\"{}\"", super::reader::duration_text(d))
+        }
         (Kind::Duration(_), _) => "\"1s\"".into(),
         (_, Default::Size(n) | Default::Uint(n)) => n.to_string(),
         (_, Default::Bool(b)) => b.to_string(),
@@ -181,6 +187,8 @@ stream_idle_timeout = "1s"
 sse_keepalive = "1s"
 failover_on = [429]
 served_by_header = true
+runtime_keys = false
+idp_tokens = false
 tokens_per_minute = 1000
 tokens_per_day = 10000
 spend_per_day = 1.5
@@ -235,6 +243,13 @@ slow_start = "1s"
 name = "m"
 upstreams = ["a"]
 
+[[idp.teams]]
+name = "platform"
+models = ["m*"]
+tokens_per_minute = 100
+tokens_per_day = 1000
+spend_per_day = 0.5
+max_concurrent = 2
 "#;
 
 /// The keys documented per table: the first cell of each row of a key

@@ -134,6 +134,8 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         None => defaults::LLM_FAILOVER_ON.to_vec(),
     };
     let served_by_header = t.bool("served_by_header").unwrap_or(false);
+    let runtime_keys = t.bool("runtime_keys").unwrap_or(false);
+    let idp_tokens = t.bool("idp_tokens").unwrap_or(false);
     if failover_on.contains(&400) && upstreams.iter().any(|u| u.api.is_azure()) {
         t.problem(
             "failover_on",
@@ -157,6 +159,8 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         sse_keepalive,
         failover_on,
         served_by_header,
+        runtime_keys,
+        idp_tokens,
     };
     ok.then_some(settings)
 }

@@ -14,9 +14,11 @@ mod access;
 mod acme;
 mod cluster;
 mod compress;
+mod database;
 #[cfg(test)]
 mod docs;
 mod group;
+mod idp;
 mod listeners;
 mod llm;
 mod process;
@@ -81,9 +83,35 @@ fn read(
     let log = process::log(&top);
     let admin = process::admin(&top);
     let cluster = cluster::cluster(&top);
+    let database = database::database(&top);
+    let idp = idp::idp(&top);
     let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
+    let llm_routes = || {
+        routes.iter().filter_map(|r| match &r.kind {
+            RouteKind::Llm(l) => Some((r.name.as_str(), &**l)),
+            _ => None,
+        })
+    };
+    if database.is_none() && !top.raw_present("database") {
+        for (name, _) in llm_routes().filter(|(_, l)| l.runtime_keys) {
+            top.problem(
+                "database",
+                format!("route `{name}` accepts runtime keys (`runtime_keys = true`), and there is no database to keep them in"),
+                Some("add a `[database]` table (`url = \"sqlite:weir.db\"` is the default)".into()),
+            );
+        }
+    }
+    if idp.is_none() && !top.raw_present("idp") {
+        for (name, _) in llm_routes().filter(|(_, l)| l.idp_tokens) {
+            top.problem(
+                "idp",
+                format!("route `{name}` accepts identity tokens (`idp_tokens = true`), and there is no `[idp]` to check them against"),
+                Some("add an `[idp]` table with the `issuer` and `audience` of the tokens".into()),
+            );
+        }
+    }
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
     Some(Config {
@@ -99,6 +127,8 @@ fn read(
         routes,
         upstream,
         cluster,
+        database,
+        idp,
         warnings: doc.warnings(),
     })
 }
@@ -454,7 +484,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 32, "duration keys exercised");
+        assert_eq!(durations, 34, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

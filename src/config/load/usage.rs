@@ -14,7 +14,7 @@ const MAX_MONEY: f64 = 1_000_000.0;
 
 /// A budget's keys in `t` (a route or a `[[route.clients]]` entry); a key
 /// set to 0 means no bound, and `None` means not set here.
-fn budget_keys(t: &Section<'_, '_>) -> [Option<Option<u64>>; 3] {
+pub(super) fn budget_keys(t: &Section<'_, '_>) -> [Option<Option<u64>>; 3] {
     let tokens = |key| t.uint_in(key, MAX_TOKENS).map(|n| (n > 0).then_some(n));
     let per_minute = tokens("tokens_per_minute");
     let per_day = tokens("tokens_per_day");
@@ -35,7 +35,7 @@ fn per_token(n: f64) -> u64 {
     (n * 1e6).round() as u64
 }
 
-fn budget(keys: [Option<Option<u64>>; 3], base: Budget) -> Budget {
+pub(super) fn budget(keys: [Option<Option<u64>>; 3], base: Budget) -> Budget {
     let [m, d, s] = keys;
     Budget {
         tokens_per_minute: m.unwrap_or(base.tokens_per_minute),
@@ -166,7 +166,7 @@ const MAX_MODEL_PATTERN: usize = 256;
 
 /// A client's `models`: the patterns of the model names it may ask for
 /// (none = every model); `None` when one is not a usable pattern.
-fn allowed_models(c: &Section<'_, '_>) -> Option<AllowedModels> {
+pub(super) fn allowed_models(c: &Section<'_, '_>) -> Option<AllowedModels> {
     let Some(list) = c.string_list("models") else {
         return (!c.raw_present("models")).then(AllowedModels::default);
     };

@@ -9,6 +9,7 @@
 
 mod acme;
 mod cluster;
+mod database;
 mod groups;
 mod llm;
 mod server;
@@ -24,6 +25,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub use cluster::ClusterMetrics;
+pub(crate) use database::DatabaseMetrics;
 pub(crate) use groups::ServerMetrics;
 pub(crate) use llm::{LlmRouteMetrics, UsageOf};
 pub(crate) use server::{RouteMetrics, UpstreamErrorKind};
@@ -117,6 +119,7 @@ pub struct Metrics {
     config_generation: Gauge,
     log_lines_dropped: Gauge,
     certificates: acme::CertificateFamilies,
+    pub(crate) database: DatabaseMetrics,
 }
 
 impl Default for Metrics {
@@ -156,6 +159,7 @@ impl Metrics {
             super::logfile::WRITE_ERRORS.clone(),
         );
         let certificates = acme::CertificateFamilies::register(&mut registry);
+        let database = DatabaseMetrics::register(&mut registry);
         Metrics {
             registry,
             server,
@@ -166,6 +170,7 @@ impl Metrics {
             config_generation,
             log_lines_dropped,
             certificates,
+            database,
         }
     }
 
