@@ -19,6 +19,27 @@ pub(crate) enum Credential {
     Passthrough,
     /// Send this key in the protocol's header; the client's is never sent.
     Key(Secret),
+    /// An access token weir gets itself and keeps fresh (a Vertex AI
+    /// upstream's, [`VertexConfig::credentials`]); the client's is never
+    /// sent.
+    Refreshed,
+}
+
+/// A Vertex AI upstream's project, region and Google credentials.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct VertexConfig {
+    pub(crate) place: weir_wire::vertex::Place,
+    pub(crate) credentials: GoogleCredentials,
+}
+
+/// Where a Vertex AI upstream's access tokens come from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum GoogleCredentials {
+    /// A service account key file, read at load: its grants are signed
+    /// with the key and exchanged at its `token_uri`.
+    Key(std::sync::Arc<weir_wire::google::ServiceAccount>),
+    /// The metadata server at this base URL (the machine's own account).
+    Metadata(String),
 }
 
 /// One of an LLM upstream's keys, and where it was read from (for logs
@@ -57,6 +78,9 @@ pub(crate) struct LlmUpstreamConfig {
     /// An Azure OpenAI upstream's API surface (v1, or a dated
     /// `api-version`'s deployment paths); None for every other API.
     pub(crate) azure: Option<weir_wire::azure::Surface>,
+    /// A Vertex AI upstream's project, region and credentials; None for
+    /// every other API.
+    pub(crate) vertex: Option<VertexConfig>,
 }
 
 /// One step of a model's failover order: an upstream (index into

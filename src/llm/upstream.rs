@@ -28,6 +28,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
+use super::google::Google;
+use super::refresh::Refreshed;
 use super::tenants::{self, Tenant, TenantHolds};
 use crate::cluster::{Cluster, Holdable};
 use crate::config::{Credential, LlmUpstreamConfig, UpstreamHttp, UpstreamSettings};
@@ -131,6 +133,9 @@ pub(crate) struct LlmUpstream {
     pub(crate) tenants: Arc<TenantHolds>,
     /// The fleet the members' holds are shared with, if the route shares.
     fleet: Option<Fleet>,
+    /// The access token weir gets itself for this upstream (Vertex AI's),
+    /// kept fresh in the background; None for an upstream of keys.
+    pub(crate) token: Option<Refreshed>,
 }
 
 /// An upstream's members as the fleet knows them.
@@ -205,6 +210,7 @@ impl LlmUpstream {
                 let key_digest = match &key.credential {
                     Credential::Key(secret) => secret.digest_hex(8),
                     Credential::Passthrough => "passthrough".into(),
+                    Credential::Refreshed => "refreshed".into(),
                 };
                 ids.push(Cluster::member_id(
                     route,
@@ -271,6 +277,11 @@ impl LlmUpstream {
                 .all(|k| k.credential == Credential::Passthrough),
             tenants,
             fleet,
+            token: config.vertex.as_ref().and_then(|v| {
+                let label: Arc<str> =
+                    format!("{route}/{} {}", config.name, Google::label(&v.credentials)).into();
+                Refreshed::spawn(label, Google::new(&v.credentials, tls))
+            }),
         }
     }
 

@@ -4,7 +4,8 @@
 //! [`responses`] OpenAI Responses (Codex) and [`chat`] OpenAI Chat
 //! Completions (vLLM, Ollama, OpenRouter…), with what the two OpenAI APIs
 //! share in [`openai`], and what Azure OpenAI serves them with of its own
-//! (paths, key header, content-filter refusals) in [`azure`]. Each module owns everything about its API:
+//! (paths, key header, content-filter refusals) in [`azure`], and what Google Vertex AI
+//! serves Messages with of its own (paths, body, error envelope) in [`vertex`]. Each module owns everything about its API:
 //! endpoints, the credential header, the error envelope and its
 //! status ↔ error-type table, how stream events are classed, where usage
 //! is reported, the keep-alive and in-band error bytes, and the limits the
@@ -40,11 +41,13 @@ pub mod azure;
 pub mod body;
 pub mod chat;
 pub mod fields;
+pub mod google;
 pub mod openai;
 pub mod responses;
 pub mod skim;
 pub mod sse;
 pub mod translate;
+pub mod vertex;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
@@ -110,7 +113,7 @@ impl Protocol {
     pub fn is_native(self, api: UpstreamApi) -> bool {
         match self {
             Protocol::Anthropic => api == UpstreamApi::Anthropic,
-            Protocol::OpenAi => api != UpstreamApi::Anthropic,
+            Protocol::OpenAi => !matches!(api, UpstreamApi::Anthropic | UpstreamApi::Vertex),
         }
     }
 
@@ -192,11 +195,13 @@ pub enum UpstreamApi {
     AzureResponses,
     /// Azure OpenAI, Chat Completions only.
     AzureChat,
+    /// Anthropic Messages on Google Vertex AI ([`vertex`]).
+    Vertex,
 }
 
 impl UpstreamApi {
     /// Every upstream API, with the name the config uses for it.
-    pub const ALL: [UpstreamApi; 7] = [
+    pub const ALL: [UpstreamApi; 8] = [
         UpstreamApi::Anthropic,
         UpstreamApi::OpenAiResponses,
         UpstreamApi::OpenAiChat,
@@ -204,6 +209,7 @@ impl UpstreamApi {
         UpstreamApi::AzureResponses,
         UpstreamApi::AzureChat,
         UpstreamApi::Azure,
+        UpstreamApi::Vertex,
     ];
 
     pub fn name(self) -> &'static str {
@@ -215,6 +221,7 @@ impl UpstreamApi {
             UpstreamApi::Azure => "azure",
             UpstreamApi::AzureResponses => "azure_responses",
             UpstreamApi::AzureChat => "azure_chat",
+            UpstreamApi::Vertex => "vertex",
         }
     }
 
@@ -226,7 +233,7 @@ impl UpstreamApi {
     /// request to OpenAI itself is translated to Responses).
     pub fn apis(self) -> &'static [Api] {
         match self {
-            UpstreamApi::Anthropic => &[Api::Messages],
+            UpstreamApi::Anthropic | UpstreamApi::Vertex => &[Api::Messages],
             UpstreamApi::OpenAi | UpstreamApi::Azure => &[Api::Responses, Api::Chat],
             UpstreamApi::OpenAiResponses | UpstreamApi::AzureResponses => &[Api::Responses],
             UpstreamApi::OpenAiChat | UpstreamApi::AzureChat => &[Api::Chat],
@@ -245,7 +252,33 @@ impl UpstreamApi {
     /// ask for. Azure's lists the resource's base models, not the
     /// deployments a route sends: the route's own list is the truth.
     pub fn lists_models(self) -> bool {
-        !self.is_azure()
+        !self.is_azure() && self != UpstreamApi::Vertex
+    }
+
+    /// An error answer in this API's own envelope, when the upstream
+    /// sends another (Vertex's Google envelope, read into Anthropic's);
+    /// None when it already is.
+    pub fn own_error(self, status: StatusCode, body: &[u8]) -> Option<Bytes> {
+        match self {
+            UpstreamApi::Vertex => vertex::anthropic_error(status, body),
+            _ => None,
+        }
+    }
+
+    /// Whether this upstream's error answers may come in another
+    /// envelope than its API's ([`UpstreamApi::own_error`] reads them in).
+    pub fn has_own_errors(self) -> bool {
+        self == UpstreamApi::Vertex
+    }
+
+    /// How long an error answer's body asks to wait before retrying, for
+    /// an upstream that says it there rather than in `retry-after`
+    /// (Vertex's `RetryInfo`).
+    pub fn body_retry_hint(self, body: &[u8]) -> Option<std::time::Duration> {
+        match self {
+            UpstreamApi::Vertex => vertex::retry_hint(body),
+            _ => None,
+        }
     }
 
     /// Whether an error answer says the upstream's policy refused the
@@ -265,7 +298,7 @@ impl UpstreamApi {
     pub fn serves(self, endpoint: Endpoint) -> bool {
         match endpoint {
             Endpoint::Models => true,
-            Endpoint::CountTokens => self == UpstreamApi::Anthropic,
+            Endpoint::CountTokens => matches!(self, UpstreamApi::Anthropic | UpstreamApi::Vertex),
             _ => endpoint.api().is_some_and(|a| self.apis().contains(&a)),
         }
     }
@@ -274,6 +307,7 @@ impl UpstreamApi {
     pub fn key_header(self, key: &str) -> (http::HeaderName, String) {
         match self {
             UpstreamApi::Anthropic => anthropic::key_header(key),
+            UpstreamApi::Vertex => (http::header::AUTHORIZATION, format!("Bearer {key}")),
             api if api.is_azure() => azure::key_header(key),
             _ => openai::key_header(key),
         }
@@ -286,6 +320,7 @@ impl UpstreamApi {
     pub fn adopt_headers(self, headers: &mut HeaderMap, passthrough: bool) {
         match self {
             UpstreamApi::Anthropic => anthropic::adopt_headers(headers, passthrough),
+            UpstreamApi::Vertex => vertex::adopt_headers(headers),
             api if api.is_azure() => azure::adopt_headers(headers, passthrough),
             _ => openai::adopt_headers(headers, passthrough),
         }

@@ -186,6 +186,7 @@ fn upstream(
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
     let azure = azure_surface(u, api);
+    let vertex = super::vertex::settings(u, api);
     let http = super::group::http_version(u);
     let reasoning = named(
         u,
@@ -237,6 +238,17 @@ fn upstream(
             );
             None
         }
+        (None, None) if api == Some(UpstreamApi::Vertex) => {
+            super::vertex::default_url(vertex.as_ref())
+                .and_then(|url| url.parse::<http::Uri>().ok())
+                .map(|target| {
+                    vec![Member {
+                        target,
+                        weight: 1,
+                        backup: false,
+                    }]
+                })
+        }
         (None, None) => {
             u.problem(
                 "url",
@@ -249,6 +261,7 @@ fn upstream(
     // Neither `api_key_env`, `api_key_file` nor `keys`: the client's own
     // credential is passed through.
     let keys = match (credential, keys) {
+        _ if api == Some(UpstreamApi::Vertex) => vertex_keys(u),
         (Ok(Some(_)), Some(_)) | (Err(_), Some(_)) => {
             u.problem(
                 "keys",
@@ -309,14 +322,14 @@ fn upstream(
     if let (Some(servers), Some(Some(_))) = (&servers, &azure) {
         ok &= azure_servers(u, servers);
     }
-    match (servers, keys, api, rules, http, azure) {
+    match (servers, keys, api, rules, http, (azure, vertex)) {
         (
             Some(servers),
             Some(keys),
             Some(api),
             Some((policy, hash_key, ejection)),
             Some(http),
-            Some(azure),
+            (Some(azure), Some(vertex)),
         ) if ok => {
             let host = servers
                 .first()
@@ -338,10 +351,33 @@ fn upstream(
                 accepts,
                 http,
                 azure,
+                vertex,
             })
         }
         _ => None,
     }
+}
+
+/// A Vertex AI upstream's one credential, the access token weir gets
+/// from its `credentials`: an API key or `keys` beside it is a problem.
+fn vertex_keys(u: &Section<'_, '_>) -> Option<Vec<ApiKey>> {
+    let mut ok = true;
+    for key in ["api_key_env", "api_key_file", "keys"] {
+        if u.raw_present(key) {
+            u.problem(
+                key,
+                "a Vertex AI upstream takes no API key: weir gets its access tokens from `credentials`",
+                Some(format!("remove `{key}`")),
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| {
+        vec![ApiKey {
+            credential: Credential::Refreshed,
+            source: "google".into(),
+        }]
+    })
 }
 
 /// Whether `model`, the id a model entry sends `upstream`, can name an
@@ -483,6 +519,7 @@ fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamAp
         let apis: Vec<&str> = UpstreamApi::ALL
             .into_iter()
             .filter(|a| a.is_specific() && !route.is_native(*a) && a.is_azure() == azure)
+            .filter(|a| *a != UpstreamApi::Vertex)
             .map(UpstreamApi::name)
             .collect();
         let quoted: Vec<String> = apis.iter().map(|n| format!("\"{n}\"")).collect();

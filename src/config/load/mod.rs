@@ -29,6 +29,7 @@ mod secrets;
 mod statics;
 mod traces;
 mod usage;
+mod vertex;
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;

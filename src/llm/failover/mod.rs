@@ -38,8 +38,8 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::answer::{
-    is_event_stream, read_error_body, read_whole, relay_streaming, relay_verbatim, relay_whole,
-    served_by_header, translate_whole,
+    is_event_stream, json_content, read_error_body, read_whole, relay_streaming, relay_verbatim,
+    relay_whole, served_by_header, translate_whole,
 };
 use super::body::Answer;
 use super::outgoing::{Draft, Outgoing, Prepared, Sent, Translation, send};
@@ -47,7 +47,7 @@ use super::relay::{Held, Relay, Tally};
 use super::tenants::{Tenant, tenant};
 use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
-use crate::config::{Choice, Credential};
+use crate::config::{Choice, Credential, UpstreamApi};
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
 use crate::upstream::balance::{AllOut, Outcome, Pick, Reason};
@@ -258,6 +258,11 @@ impl Failover<'_, '_> {
                 Some(Verdict::NextUpstream(None))
             }
             Prepared::Busy => Some(Verdict::Fail(super::busy())),
+            Prepared::Unavailable(why) => {
+                self.note("no_credential");
+                counts.unavailable.get_or_insert(why);
+                Some(Verdict::NextUpstream(None))
+            }
         }
     }
 
@@ -305,7 +310,10 @@ impl Failover<'_, '_> {
             t.attempt_edit(|s| crate::telemetry::trace::http::answer(s, status));
         }
         if matches!(status.as_u16(), 401 | 403)
-            && matches!(pick.target().credential, Credential::Key(_))
+            && matches!(
+                pick.target().credential,
+                Credential::Key(_) | Credential::Refreshed
+            )
         {
             return self.refused_weirs_key(resp, &mut pick, turn).await;
         }
@@ -321,7 +329,8 @@ impl Failover<'_, '_> {
             let raw = read_error_body(body, self.llm.settings.first_byte_timeout).await;
             let refused = turn.upstream.config.api.refuses_prompt(status, &raw);
             let rank = Rank::TranslationRefused;
-            let failed = Answered::of(parts, raw, rank, translation.as_ref());
+            let api = turn.upstream.config.api;
+            let failed = Answered::of(parts, raw, rank, translation.as_ref(), api);
             if refused {
                 // The upstream's policy refused the prompt, not what weir
                 // made of it: so would every upstream under that policy,
@@ -356,6 +365,13 @@ impl Failover<'_, '_> {
     ) -> Verdict {
         let status = resp.status();
         finish(pick, Outcome::Failed, self.cx);
+        if status == StatusCode::UNAUTHORIZED
+            && let Some(token) = &turn.upstream.token
+        {
+            // A token weir got itself, refused before its time (revoked):
+            // a new one is fetched now, not at its refresh.
+            token.renew();
+        }
         let detail = read_error_body(resp.into_body(), self.llm.settings.stream_idle_timeout).await;
         let name = self.llm.metrics.upstream_label(turn.choice.upstream);
         tracing::warn!(
@@ -385,7 +401,18 @@ impl Failover<'_, '_> {
             503 | 529 => Some(Reason::Overloaded),
             _ => None,
         };
-        match (busy, retry_hint(resp.headers())) {
+        let api = turn.upstream.config.api;
+        let (mut parts, raw) = resp.into_parts();
+        let raw = read_error_body(raw, self.llm.settings.first_byte_timeout).await;
+        let hint = retry_hint(&parts.headers).or_else(|| {
+            // An upstream that says it in the body (Vertex's RetryInfo):
+            // the client is told in `retry-after` as from any other.
+            let wait = api.body_retry_hint(&raw)?;
+            let secs = wait.as_secs_f64().ceil() as u64;
+            parts.headers.insert(header::RETRY_AFTER, secs.into());
+            Some(wait)
+        });
+        match (busy, hint) {
             (Some(why), Some(wait)) if turn.upstream.passthrough => {
                 // The client's own credential was sent: the hold is its.
                 let now = Instant::now();
@@ -417,7 +444,7 @@ impl Failover<'_, '_> {
         };
         self.note(reason);
         let translation = turn.draft.as_ref().and_then(|d| d.translation.as_ref());
-        let failed = Answered::read(resp, rank, translation, &self.llm.settings).await;
+        let failed = Answered::of(parts, raw, rank, translation, api);
         match busy {
             Some(_) => Verdict::NextMember(Some(failed)),
             None => Verdict::NextUpstream(Some(failed)),
@@ -453,7 +480,11 @@ impl Failover<'_, '_> {
                 self.relay_stream(resp, client_api, translation, tally, served_by)
                     .await
             }
-            None => self.relay_answer(resp, translation, tally, served_by).await,
+            None => {
+                let api = self.llm.upstreams[choice.upstream].config.api;
+                self.relay_answer(resp, translation, api, tally, served_by)
+                    .await
+            }
         }
     }
 
@@ -464,6 +495,7 @@ impl Failover<'_, '_> {
         &self,
         resp: Response<Incoming>,
         translation: Option<Translation>,
+        api: UpstreamApi,
         tally: Tally,
         served_by: Option<&str>,
     ) -> Verdict {
@@ -475,7 +507,7 @@ impl Failover<'_, '_> {
         };
         if status.is_success() {
             tally.first_content();
-        } else if translation.is_none() {
+        } else if translation.is_none() && !api.has_own_errors() {
             tally.answered(None, outcome);
             return Verdict::Relay(relay_verbatim(resp, served_by));
         }
@@ -494,7 +526,15 @@ impl Failover<'_, '_> {
                 return Verdict::Fail(e);
             }
         };
-        let bytes = held.bytes.clone();
+        let mut bytes = held.bytes.clone();
+        let mut parts = parts;
+        if let Some(own) = api
+            .own_error(status, &bytes)
+            .filter(|_| !status.is_success())
+        {
+            bytes = own;
+            json_content(&mut parts.headers);
+        }
         let answer_api = (self.endpoint.api())
             .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
         let usage = answer_api

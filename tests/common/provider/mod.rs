@@ -60,6 +60,7 @@ pub mod azure;
 pub mod chat;
 pub mod responses;
 mod script;
+pub mod vertex;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -108,6 +109,8 @@ pub struct Options {
     pub max_body: usize,
     /// Served as an Azure OpenAI resource (Responses and Chat only).
     pub azure: Option<azure::Azure>,
+    /// Served as Claude on Vertex AI (Anthropic only).
+    pub vertex: Option<vertex::Vertex>,
 }
 
 impl Default for Options {
@@ -121,6 +124,7 @@ impl Default for Options {
             // Anthropic documents 32 MB for Messages (LLM-PROTOCOLS §4).
             max_body: 32 << 20,
             azure: None,
+            vertex: None,
         }
     }
 }
@@ -138,6 +142,11 @@ impl Options {
 
     pub fn reasoning_model(mut self, yes: bool) -> Self {
         self.reasoning_model = yes;
+        self
+    }
+
+    pub fn vertex(mut self, vertex: vertex::Vertex) -> Self {
+        self.vertex = Some(vertex);
         self
     }
 
@@ -244,6 +253,9 @@ pub(crate) struct Rejection {
     pub param: Option<String>,
     /// OpenAI's `code`.
     pub code: Option<&'static str>,
+    /// The whole error body, when the service's envelope is its own
+    /// (Vertex's Google envelope).
+    pub body: Option<Value>,
 }
 
 impl Rejection {
@@ -253,6 +265,7 @@ impl Rejection {
             message: message.into(),
             param: None,
             code: None,
+            body: None,
         }
     }
 
@@ -322,22 +335,9 @@ impl Provider {
             failures: Mutex::new(Failures::default()),
         });
         let shared = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = shared.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(state.serve(req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+        let task = serve_http1(listener, move |req| {
+            let state = shared.clone();
+            async move { state.serve(req).await }
         });
         Provider {
             api,
@@ -431,6 +431,38 @@ impl Drop for Provider {
 
 type Body = Channel<Bytes, Infallible>;
 
+/// Serve each connection `listener` accepts in HTTP/1.1, each request
+/// answered by `answer`, until the task is aborted.
+pub(crate) fn serve_http1<F, Fut, B>(
+    listener: TcpListener,
+    answer: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let reply = answer(req);
+                    async move { Ok::<_, Infallible>(reply.await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
+}
+
 impl State {
     async fn serve(&self, req: Request<Incoming>) -> Response<Body> {
         let (parts, body) = req.into_parts();
@@ -441,11 +473,22 @@ impl State {
             .unwrap_or_default();
         let options = self.options.lock().expect("options").clone();
         let raw = Limited::new(body, options.max_body).collect().await;
+        let mut sent = None;
         let (json, checked) = match raw {
             Ok(raw) => {
                 let raw = raw.to_bytes();
-                let json = serde_json::from_slice::<Value>(&raw).ok();
-                let checked = self.check(&parts, json.as_ref(), &options);
+                let mut json = serde_json::from_slice::<Value>(&raw).ok();
+                sent = json.clone();
+                // Vertex's rules first; then its body is a Messages body.
+                let admitted = match &options.vertex {
+                    Some(v) => v.admit(&parts, json.as_ref()).map(|(path, body)| {
+                        json = body;
+                        Some(path)
+                    }),
+                    None => Ok(None),
+                };
+                let checked =
+                    admitted.and_then(|vertex| self.check(&parts, json.as_ref(), &options, vertex));
                 (json.unwrap_or(Value::Null), checked)
             }
             Err(_) => (Value::Null, Err(self.too_large())),
@@ -459,7 +502,7 @@ impl State {
             method: parts.method.clone(),
             path,
             headers: parts.headers.clone(),
-            body: json.clone(),
+            body: sent.unwrap_or_else(|| json.clone()),
             turn,
             verdict: Verdict::Accepted,
         };
@@ -469,7 +512,8 @@ impl State {
                     status: rejection.status,
                     message: rejection.message.clone(),
                 };
-                self.error(rejection.status, &[], self.envelope(&rejection))
+                let body = (rejection.body.clone()).unwrap_or_else(|| self.envelope(&rejection));
+                self.error(rejection.status, &[], body)
             }
             Ok(route) => match self.scheduled_failure(turn, &parts.headers) {
                 Some(failure) => {
@@ -514,10 +558,11 @@ impl State {
         parts: &http::request::Parts,
         json: Option<&Value>,
         options: &Options,
+        vertex_path: Option<String>,
     ) -> Result<Route, Rejection> {
         let azure_path = match &options.azure {
             Some(azure) => Some(azure.admit(parts, json)?),
-            None => None,
+            None => vertex_path,
         };
         let path = azure_path.as_deref().unwrap_or(parts.uri.path());
         let post = parts.method == http::Method::POST;
