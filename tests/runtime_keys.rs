@@ -353,13 +353,25 @@ async fn usage_rows_are_written_and_reported_by_person_and_model_and_none_lost_a
     .await;
     assert_eq!(status, 400, "{v}");
 
-    // Requests just before a graceful stop still reach the database.
+    // Rows queued at a graceful stop are written before it ends: with the
+    // database locked by another writer, the last rows wait in the queue,
+    // and the stop waits for them.
+    let lock = rusqlite::Connection::open(&db).expect("db");
+    lock.execute_batch("BEGIN EXCLUSIVE").expect("lock");
     for _ in 0..5 {
         assert_eq!(ask(&weir, &bob, "claude-haiku").await.0, 200);
     }
-    assert!(weir.shutdown().await);
-    let conn = rusqlite::Connection::open(&db).expect("db");
-    let n: i64 = conn
+    let stopping = tokio::spawn(weir.shutdown());
+    let early = tokio::time::timeout(Duration::from_millis(800), async {
+        while !stopping.is_finished() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(early.is_err(), "the stop waits for the queued rows");
+    lock.execute_batch("COMMIT").expect("unlock");
+    assert!(stopping.await.expect("stopped"));
+    let n: i64 = lock
         .query_row("SELECT COUNT(*) FROM usage WHERE user = 'bob'", [], |r| {
             r.get(0)
         })
