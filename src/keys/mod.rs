@@ -99,6 +99,7 @@ pub(crate) enum Found {
 struct Table {
     version: Option<i64>,
     by_hash: HashMap<[u8; 32], Arc<Key>>,
+    by_id: HashMap<Arc<str>, Arc<Key>>,
 }
 
 /// The keys of this process: the store, and the table served from.
@@ -180,8 +181,7 @@ impl Keys {
 
     /// The live key of this id, as served now.
     pub(crate) fn by_id(&self, id: &str) -> Option<Arc<Key>> {
-        let table = self.table.load();
-        table.by_hash.values().find(|k| &*k.id == id).cloned()
+        self.table.load().by_id.get(id).cloned()
     }
 
     /// Reload the table if the store's change number moved.
@@ -192,16 +192,20 @@ impl Keys {
         }
         let rows = self.store.keys().await?;
         let mut by_hash = HashMap::with_capacity(rows.len());
+        let mut by_id = HashMap::with_capacity(rows.len());
         for row in rows.iter().filter(|r| r.revoked_at.is_none()) {
             let Ok(h) = <[u8; 32]>::try_from(row.hash.as_slice()) else {
                 continue;
             };
-            by_hash.insert(h, Arc::new(Key::of(row)));
+            let key = Arc::new(Key::of(row));
+            by_id.insert(key.id.clone(), key.clone());
+            by_hash.insert(h, key);
         }
         self.metrics.keys.set(by_hash.len() as i64);
         self.table.store(Arc::new(Table {
             version: Some(version),
             by_hash,
+            by_id,
         }));
         Ok(())
     }
