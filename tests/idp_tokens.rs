@@ -178,6 +178,17 @@ async fn each_person_is_held_to_their_teams_policy_on_their_own() {
     let carol = key.sign(&idp.claims("carol@example.com", &["platform"]));
     let mallory = key.sign(&idp.claims("mallory@example.com", &["everyone"]));
     assert_eq!(ask_ready(&weir, &alice, "claude-sonnet").await.0, 200);
+    let bearer = format!("Bearer {alice}");
+    let (status, _, body) =
+        common::get_with(&weir.url("web", "/v1/me"), &[("authorization", &bearer)]).await;
+    assert_eq!(status, 200, "{body}");
+    let me: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        (me["kind"].as_str(), me["team"].as_str()),
+        (Some("idp"), Some("platform")),
+        "{me}"
+    );
+    assert_eq!(me["models"], json!(["claude-*"]), "{me}");
     let (status, body) = ask(&weir, &alice, "gpt-5").await;
     assert_eq!(status, 403, "outside the team's models: {body}");
     let (status, body) = ask(&weir, &mallory, "claude-sonnet").await;

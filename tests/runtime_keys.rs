@@ -233,6 +233,21 @@ async fn a_keys_budget_refuses_in_the_clients_shape_once_spent() {
         body.contains("rate_limit_error") && body.contains("tokens_per_day"),
         "{body}"
     );
+    // The holder can read where they stand with the key itself.
+    let (status, _, body) = get_with(&weir.url("web", "/v1/me"), &[("x-api-key", &secret)]).await;
+    assert_eq!(status, 200, "{body}");
+    let me: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(me["user"], "bob", "{me}");
+    assert_eq!(me["kind"], "key", "{me}");
+    let day = &me["budget"]["tokens_per_day"];
+    assert_eq!(day["limit"], 120, "{me}");
+    assert!(day["used"].as_u64() > Some(0), "{me}");
+    assert!(
+        me["budget"].get("spend_per_month").is_none(),
+        "unbounded months are not shown: {me}"
+    );
+    let (status, _, _) = get_with(&weir.url("web", "/v1/me"), &[]).await;
+    assert_eq!(status, 401);
     // Another key is not touched by bob's budget.
     let (_, other) = create(&weir, json!({"user": "carol"})).await;
     assert_eq!(ask(&weir, &other, "claude-sonnet").await.0, 200);

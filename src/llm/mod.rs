@@ -32,6 +32,7 @@ mod google;
 mod keyed;
 pub(crate) mod ledger;
 mod local;
+mod me;
 mod offload;
 mod outgoing;
 mod refresh;
@@ -199,6 +200,9 @@ pub(crate) async fn serve(
         &llm.metrics,
         cx.facts,
     );
+    if me::asks(&req, &cx.route.path) {
+        return me::answer(llm, &req, &cx).await;
+    }
     let (endpoint, api_path) = find_endpoint(&llm.settings, &req, &cx)?;
     let presented = client::admit(llm, &req, endpoint, &account, &mut cx).await?;
     let declared = declared_length(&req, &cx)?;

@@ -73,6 +73,18 @@ fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
 }
 
 fn client_view(route: &str, name: &str, v: &View, now: u64, source: &str) -> serde_json::Value {
+    serde_json::json!({
+        "route": route,
+        "client": name,
+        "source": source,
+        "in_flight": v.in_flight,
+        "budget": windows(v, now),
+    })
+}
+
+/// A ledger's windows as the views show them: the minute and the day
+/// always, weeks and months when bounded.
+pub(crate) fn windows(v: &View, now: u64) -> serde_json::Map<String, serde_json::Value> {
     let mut windows = serde_json::Map::new();
     // The minute and the day always; weeks and months when bounded.
     for (i, w) in v.windows.into_iter().enumerate() {
@@ -104,11 +116,5 @@ fn client_view(route: &str, name: &str, v: &View, now: u64, source: &str) -> ser
             }),
         );
     }
-    serde_json::json!({
-        "route": route,
-        "client": name,
-        "source": source,
-        "in_flight": v.in_flight,
-        "budget": windows,
-    })
+    windows
 }
