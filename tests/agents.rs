@@ -323,3 +323,124 @@ async fn claude_code_to_vertex() {
         assert!(e.headers.get("x-api-key").is_none(), "{e:?}");
     }
 }
+
+/// The real weir binary over `up` (`protocol`) on a `kind` route that
+/// takes runtime keys and the IdP's tokens (`idp_issuer`), with a
+/// database and an admin token; with its LLM and admin addresses.
+fn weir_for_a_team(
+    kind: &str,
+    up: &Provider,
+    protocol: &str,
+    idp_issuer: &str,
+) -> (
+    common::process::Proc,
+    std::net::SocketAddr,
+    std::net::SocketAddr,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().display().to_string();
+    std::fs::write(dir.path().join("admin-token"), "admin-s3cret").expect("token");
+    std::fs::write(dir.path().join("key-up"), "sk-upstream-up").expect("key");
+    let keys = format!("protocol = \"{protocol}\"\napi_key_file = \"{path}/key-up\"\n");
+    let config = common::llm::llm_config_with(
+        kind,
+        &[("up", up.base_url(), keys)],
+        "runtime_keys = true\nidp_tokens = true\n",
+    )
+    .replacen("[log]\n", "[log]\nformat = \"json\"\n", 1)
+    .replacen(
+        "[admin]\naddress = \"127.0.0.1:0\"\n",
+        &format!(
+            "[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{path}/admin-token\"\n\
+             [database]\nurl = \"sqlite:{path}/weir.db\"\n\
+             [idp]\nissuer = \"{idp_issuer}\"\naudience = \"weir\"\n"
+        ),
+        1,
+    );
+    let mut weir = common::process::Proc::run(&common::process::write_config(&dir, &config));
+    let addr = weir.listening("web");
+    let admin = weir.admin();
+    (weir, addr, admin, dir)
+}
+
+/// A key issued through the admin API, for `user`.
+async fn issue_key(admin: std::net::SocketAddr, user: &str) -> String {
+    let resp = common::send(
+        http::Method::POST,
+        &format!("http://{admin}/admin/keys"),
+        &[("authorization", "Bearer admin-s3cret")],
+        format!("{{\"user\": \"{user}\", \"models\": [\"*\"]}}"),
+    )
+    .await;
+    assert_eq!(resp.status(), 201);
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    v["key"].as_str().expect("the secret").to_string()
+}
+
+/// Claude Code with a key issued at runtime, then Codex with a token from
+/// the company's IdP (through its WebSocket transport): each a whole tool
+/// round trip, each counted as its own person in the usage report.
+#[tokio::test]
+async fn claude_code_with_a_runtime_key_and_codex_with_an_idp_token() {
+    let (Some(claude), Some(codex)) = (agents::find(Agent::ClaudeCode), agents::find(Agent::Codex))
+    else {
+        return;
+    };
+    let idp = common::idp::Idp::start().await;
+    let signer = common::idp::Signer::es256("k1");
+    idp.publish(&signer);
+
+    let (command, output) = round_trip();
+    let up = emulator(ProviderApi::Anthropic, &command).await;
+    let (_weir, addr, admin, _dir) = weir_for_a_team("anthropic", &up, "anthropic", &idp.issuer());
+    let key = issue_key(admin, "alice@example.com").await;
+    let run = agents::run_as(
+        Agent::ClaudeCode,
+        &claude,
+        addr,
+        PROMPT,
+        String::new(),
+        Some(&key),
+    )
+    .await;
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "the upstream never saw {output}");
+
+    let (command, output) = round_trip();
+    let up = emulator(ProviderApi::Responses, &command).await;
+    let (_weir, addr, admin, _dir) = weir_for_a_team("openai", &up, "openai", &idp.issuer());
+    let token = signer.sign(&idp.claims("bob@example.com", &["platform"]));
+    let run = agents::run_as(
+        Agent::Codex,
+        &codex,
+        addr,
+        PROMPT,
+        agents::codex_builtin_config(addr),
+        Some(&token),
+    )
+    .await;
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "the upstream never saw {output}");
+    // The person is who the report names, once the rows are written.
+    let mut users = String::new();
+    for _ in 0..100 {
+        let (_, _, body) = common::get_with(
+            &format!("http://{admin}/admin/usage?group_by=person"),
+            &[("authorization", "Bearer admin-s3cret")],
+        )
+        .await;
+        users = body;
+        if users.contains("bob@example.com") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(users.contains("bob@example.com"), "{users}");
+}

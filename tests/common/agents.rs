@@ -152,6 +152,21 @@ pub async fn run_with(
     prompt: &str,
     codex_toml: String,
 ) -> Run {
+    run_as(agent, bin, weir, prompt, codex_toml, None).await
+}
+
+/// [`run_with`] presenting `credential` to weir instead of the fixed
+/// client keys: a runtime key (Claude Code's `ANTHROPIC_API_KEY`), or an
+/// IdP's token (a JWT: Claude Code's `ANTHROPIC_AUTH_TOKEN`, a bearer);
+/// Codex sends either as its `OPENAI_API_KEY` bearer.
+pub async fn run_as(
+    agent: Agent,
+    bin: &Path,
+    weir: SocketAddr,
+    prompt: &str,
+    codex_toml: String,
+    credential: Option<&str>,
+) -> Run {
     let _slot = SLOTS.acquire().await.expect("semaphore");
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
@@ -167,9 +182,13 @@ pub async fn run_with(
         .current_dir(&work);
     match agent {
         Agent::ClaudeCode => {
+            match credential {
+                Some(jwt) if jwt.starts_with("eyJ") => cmd.env("ANTHROPIC_AUTH_TOKEN", jwt),
+                Some(key) => cmd.env("ANTHROPIC_API_KEY", key),
+                None => cmd.env("ANTHROPIC_API_KEY", "sk-ant-weir-client"),
+            };
             cmd.env("CLAUDE_CONFIG_DIR", home.join(".claude"))
                 .env("ANTHROPIC_BASE_URL", format!("http://{weir}"))
-                .env("ANTHROPIC_API_KEY", "sk-ant-weir-client")
                 .envs(CLAUDE_QUIET.iter().copied())
                 .args(["-p", prompt, "--allowedTools", "Bash"])
                 .args(["--output-format", "json"]);
@@ -178,10 +197,12 @@ pub async fn run_with(
             let codex_home = home.join(".codex");
             std::fs::create_dir_all(&codex_home).expect("codex home");
             std::fs::write(codex_home.join("config.toml"), codex_toml).expect("config");
+            let key = credential.unwrap_or("sk-weir-client");
             cmd.env("CODEX_HOME", &codex_home)
-                .env("WEIR_CLIENT_KEY", "sk-weir-client")
+                .env("WEIR_CLIENT_KEY", key)
                 // The built-in provider's key (`codex_builtin_config`).
-                .env("OPENAI_API_KEY", "sk-weir-client")
+                .env("OPENAI_API_KEY", key)
+                .env("CODEX_API_KEY", key)
                 .args(["exec", "--skip-git-repo-check"])
                 .args(["--sandbox", "danger-full-access", "--output-last-message"])
                 .arg(&last)
