@@ -19,6 +19,33 @@ pub(crate) enum Credential {
     Passthrough,
     /// Send this key in the protocol's header; the client's is never sent.
     Key(Secret),
+    /// Sign each request with these AWS credentials (SigV4: Bedrock);
+    /// the client's credential is never sent.
+    Aws(AwsKeys),
+}
+
+impl Credential {
+    /// Whether this is weir's own credential, not the client's: the
+    /// upstream refusing it is no fault of the client's.
+    pub(crate) fn is_weirs(&self) -> bool {
+        !matches!(self, Credential::Passthrough)
+    }
+}
+
+/// AWS credentials: an access key, and the session token of temporary
+/// ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AwsKeys {
+    pub(crate) access_key_id: String,
+    pub(crate) secret_access_key: Secret,
+    pub(crate) session_token: Option<Secret>,
+}
+
+/// What only an Amazon Bedrock upstream has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BedrockSettings {
+    /// The region its requests are signed for.
+    pub(crate) region: String,
 }
 
 /// One of an LLM upstream's keys, and where it was read from (for logs
@@ -57,6 +84,8 @@ pub(crate) struct LlmUpstreamConfig {
     /// An Azure OpenAI upstream's API surface (v1, or a dated
     /// `api-version`'s deployment paths); None for every other API.
     pub(crate) azure: Option<weir_wire::azure::Surface>,
+    /// An Amazon Bedrock upstream's region; None for every other API.
+    pub(crate) bedrock: Option<BedrockSettings>,
 }
 
 /// One step of a model's failover order: an upstream (index into

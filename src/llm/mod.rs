@@ -24,9 +24,11 @@
 //!    `count_tokens` and `GET /v1/models` need no generation: [`local`].
 
 mod answer;
+mod aws;
 pub(crate) mod body;
 mod facts;
 mod failover;
+mod framed;
 pub(crate) mod ledger;
 mod local;
 mod offload;

@@ -205,6 +205,7 @@ impl LlmUpstream {
                 let key_digest = match &key.credential {
                     Credential::Key(secret) => secret.digest_hex(8),
                     Credential::Passthrough => "passthrough".into(),
+                    Credential::Aws(keys) => keys.secret_access_key.digest_hex(8),
                 };
                 ids.push(Cluster::member_id(
                     route,

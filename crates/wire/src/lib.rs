@@ -4,7 +4,9 @@
 //! [`responses`] OpenAI Responses (Codex) and [`chat`] OpenAI Chat
 //! Completions (vLLM, Ollama, OpenRouter…), with what the two OpenAI APIs
 //! share in [`openai`], and what Azure OpenAI serves them with of its own
-//! (paths, key header, content-filter refusals) in [`azure`]. Each module owns everything about its API:
+//! (paths, key header, content-filter refusals) in [`azure`], and what
+//! Amazon Bedrock serves Messages with (paths, body, event-stream framing,
+//! exceptions) in [`bedrock`]. Each module owns everything about its API:
 //! endpoints, the credential header, the error envelope and its
 //! status ↔ error-type table, how stream events are classed, where usage
 //! is reported, the keep-alive and in-band error bytes, and the limits the
@@ -37,6 +39,7 @@ pub const WEIR_STATE_MARK: &str = "weir.";
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod body;
 pub mod chat;
 pub mod fields;
@@ -110,7 +113,7 @@ impl Protocol {
     pub fn is_native(self, api: UpstreamApi) -> bool {
         match self {
             Protocol::Anthropic => api == UpstreamApi::Anthropic,
-            Protocol::OpenAi => api != UpstreamApi::Anthropic,
+            Protocol::OpenAi => !matches!(api, UpstreamApi::Anthropic | UpstreamApi::Bedrock),
         }
     }
 
@@ -192,11 +195,14 @@ pub enum UpstreamApi {
     AzureResponses,
     /// Azure OpenAI, Chat Completions only.
     AzureChat,
+    /// Amazon Bedrock's Anthropic models: Messages on `bedrock-runtime`
+    /// ([`bedrock`]).
+    Bedrock,
 }
 
 impl UpstreamApi {
     /// Every upstream API, with the name the config uses for it.
-    pub const ALL: [UpstreamApi; 7] = [
+    pub const ALL: [UpstreamApi; 8] = [
         UpstreamApi::Anthropic,
         UpstreamApi::OpenAiResponses,
         UpstreamApi::OpenAiChat,
@@ -204,6 +210,7 @@ impl UpstreamApi {
         UpstreamApi::AzureResponses,
         UpstreamApi::AzureChat,
         UpstreamApi::Azure,
+        UpstreamApi::Bedrock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -215,6 +222,7 @@ impl UpstreamApi {
             UpstreamApi::Azure => "azure",
             UpstreamApi::AzureResponses => "azure_responses",
             UpstreamApi::AzureChat => "azure_chat",
+            UpstreamApi::Bedrock => "bedrock",
         }
     }
 
@@ -226,7 +234,7 @@ impl UpstreamApi {
     /// request to OpenAI itself is translated to Responses).
     pub fn apis(self) -> &'static [Api] {
         match self {
-            UpstreamApi::Anthropic => &[Api::Messages],
+            UpstreamApi::Anthropic | UpstreamApi::Bedrock => &[Api::Messages],
             UpstreamApi::OpenAi | UpstreamApi::Azure => &[Api::Responses, Api::Chat],
             UpstreamApi::OpenAiResponses | UpstreamApi::AzureResponses => &[Api::Responses],
             UpstreamApi::OpenAiChat | UpstreamApi::AzureChat => &[Api::Chat],
@@ -243,9 +251,18 @@ impl UpstreamApi {
 
     /// Whether the upstream's `GET /v1/models` lists the ids its clients
     /// ask for. Azure's lists the resource's base models, not the
-    /// deployments a route sends: the route's own list is the truth.
+    /// deployments a route sends; Bedrock's runtime lists none: the
+    /// route's own list is the truth.
     pub fn lists_models(self) -> bool {
-        !self.is_azure()
+        !self.is_azure() && self != UpstreamApi::Bedrock
+    }
+
+    /// Whether the answers come in AWS's event-stream framing and errors
+    /// named by `x-amzn-ErrorType` ([`bedrock`]): read through
+    /// [`bedrock::SseDecoder`] and [`bedrock::error_answer`] into the
+    /// Messages stream and envelope before anything else reads them.
+    pub fn frames_answers(self) -> bool {
+        self == UpstreamApi::Bedrock
     }
 
     /// Whether an error answer says the upstream's policy refused the
@@ -264,7 +281,8 @@ impl UpstreamApi {
     /// Whether this upstream serves `endpoint` as the client sent it.
     pub fn serves(self, endpoint: Endpoint) -> bool {
         match endpoint {
-            Endpoint::Models => true,
+            // Bedrock's runtime has no model list.
+            Endpoint::Models => self != UpstreamApi::Bedrock,
             Endpoint::CountTokens => self == UpstreamApi::Anthropic,
             _ => endpoint.api().is_some_and(|a| self.apis().contains(&a)),
         }
@@ -275,6 +293,7 @@ impl UpstreamApi {
         match self {
             UpstreamApi::Anthropic => anthropic::key_header(key),
             api if api.is_azure() => azure::key_header(key),
+            UpstreamApi::Bedrock => bedrock::key_header(key),
             _ => openai::key_header(key),
         }
     }
@@ -287,6 +306,7 @@ impl UpstreamApi {
         match self {
             UpstreamApi::Anthropic => anthropic::adopt_headers(headers, passthrough),
             api if api.is_azure() => azure::adopt_headers(headers, passthrough),
+            UpstreamApi::Bedrock => bedrock::adopt_headers(headers, passthrough),
             _ => openai::adopt_headers(headers, passthrough),
         }
     }
@@ -496,6 +516,22 @@ impl Watch {
 
 /// Drop every header whose name starts with `prefix` (another vendor's
 /// `anthropic-*` / `openai-*` headers mean nothing to this one).
+/// A name (an Azure deployment, a Bedrock model id) as one path
+/// segment: unreserved bytes kept, everything else (a `/`, a `?`, the
+/// `:` of a Bedrock version) percent-encoded, so it can never leave its
+/// segment.
+fn path_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn remove_prefixed(headers: &mut HeaderMap, prefix: &str) {
     let stale: Vec<_> = headers
         .keys()

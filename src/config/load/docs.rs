@@ -215,6 +215,12 @@ url = "https://r.openai.azure.com"
 protocol = "azure_chat"
 api_version = "v1"
 [[route.upstreams]]
+name = "br"
+protocol = "bedrock"
+region = "us-east-1"
+aws_credentials_file = "aws-credentials"
+aws_profile = "default"
+[[route.upstreams]]
 name = "b"
 servers = ["http://127.0.0.1:7", { url = "http://127.0.0.1:8", weight = 2, backup = true }]
 keys = ["env:WEIR_TEST_SURELY_UNSET_VARIABLE", "file:api-key"]

@@ -31,10 +31,10 @@
 //! upstream, or fail with weir's own answer — and a failure kept for the
 //! end carries its [`Rank`], which decides the one relayed.
 
+use crate::llm::framed::UpstreamBody;
 use bytes::Bytes;
 use http::header;
 use http::{Response, StatusCode};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::answer::{
@@ -47,7 +47,7 @@ use super::relay::{Held, Relay, Tally};
 use super::tenants::{Tenant, tenant};
 use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
-use crate::config::{Choice, Credential};
+use crate::config::Choice;
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
 use crate::upstream::balance::{AllOut, Outcome, Pick, Reason};
@@ -283,14 +283,12 @@ impl Failover<'_, '_> {
     /// anything else is the client's answer.
     async fn judge(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         mut pick: Pick<LlmMember>,
         turn: &mut Turn<'_>,
     ) -> Verdict {
         let status = resp.status();
-        if matches!(status.as_u16(), 401 | 403)
-            && matches!(pick.target().credential, Credential::Key(_))
-        {
+        if matches!(status.as_u16(), 401 | 403) && pick.target().credential.is_weirs() {
             return self.refused_weirs_key(resp, &mut pick, turn).await;
         }
         if self.llm.settings.failover_on.contains(&status.as_u16()) {
@@ -334,7 +332,7 @@ impl Failover<'_, '_> {
     /// upstream is tried; with none left the client gets weir's own 502.
     async fn refused_weirs_key(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         pick: &mut Pick<LlmMember>,
         turn: &Turn<'_>,
     ) -> Verdict {
@@ -359,7 +357,7 @@ impl Failover<'_, '_> {
     /// ends the upstream's turn.
     async fn turned_away(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         pick: &mut Pick<LlmMember>,
         turn: &Turn<'_>,
     ) -> Verdict {
@@ -414,7 +412,7 @@ impl Failover<'_, '_> {
     /// the answer is relayed.
     async fn relay(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         pick: Pick<LlmMember>,
         translation: Option<Translation>,
         choice: &Choice,
@@ -446,7 +444,7 @@ impl Failover<'_, '_> {
     /// count its usage as a stream's is counted, and to translate it.
     async fn relay_answer(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         translation: Option<Translation>,
         tally: Tally,
         served_by: Option<&str>,
@@ -498,7 +496,7 @@ impl Failover<'_, '_> {
     /// client gets if nothing better comes.
     async fn relay_stream(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         client_api: Api,
         translation: Option<Translation>,
         tally: Tally,

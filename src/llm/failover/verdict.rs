@@ -2,9 +2,9 @@
 //! the client ([`Rank`]), and the answer when every attempt failed
 //! ([`exhausted`]): the failover loop's decisions, apart from its I/O.
 
+use crate::llm::framed::UpstreamBody;
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::config::LlmSettings;
@@ -60,7 +60,7 @@ pub(super) struct Answered {
 impl Answered {
     /// A failed attempt's answer, its error in the client's envelope.
     pub(super) async fn read(
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         rank: Rank,
         translation: Option<&Translation>,
         settings: &LlmSettings,

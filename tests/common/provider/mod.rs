@@ -57,6 +57,7 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod chat;
 pub mod responses;
 mod script;
@@ -108,6 +109,8 @@ pub struct Options {
     pub max_body: usize,
     /// Served as an Azure OpenAI resource (Responses and Chat only).
     pub azure: Option<azure::Azure>,
+    /// Served as Amazon Bedrock (Anthropic only).
+    pub bedrock: Option<bedrock::Bedrock>,
 }
 
 impl Default for Options {
@@ -121,6 +124,7 @@ impl Default for Options {
             // Anthropic documents 32 MB for Messages (LLM-PROTOCOLS §4).
             max_body: 32 << 20,
             azure: None,
+            bedrock: None,
         }
     }
 }
@@ -143,6 +147,11 @@ impl Options {
 
     pub fn azure(mut self, azure: azure::Azure) -> Self {
         self.azure = Some(azure);
+        self
+    }
+
+    pub fn bedrock(mut self, bedrock: bedrock::Bedrock) -> Self {
+        self.bedrock = Some(bedrock);
         self
     }
 }
@@ -445,8 +454,20 @@ impl State {
             Ok(raw) => {
                 let raw = raw.to_bytes();
                 let json = serde_json::from_slice::<Value>(&raw).ok();
-                let checked = self.check(&parts, json.as_ref(), &options);
-                (json.unwrap_or(Value::Null), checked)
+                match &options.bedrock {
+                    Some(b) => match b.admit(&parts, &raw, json.as_ref()) {
+                        Ok((body, _)) => {
+                            let turns = anthropic::system_turns(&parts.headers);
+                            let checked = anthropic::validate(&body, turns).map(|()| Route::Create);
+                            (body, checked)
+                        }
+                        Err(r) => (json.unwrap_or(Value::Null), Err(r)),
+                    },
+                    None => {
+                        let checked = self.check(&parts, json.as_ref(), &options);
+                        (json.unwrap_or(Value::Null), checked)
+                    }
+                }
             }
             Err(_) => (Value::Null, Err(self.too_large())),
         };
@@ -469,7 +490,13 @@ impl State {
                     status: rejection.status,
                     message: rejection.message.clone(),
                 };
-                self.error(rejection.status, &[], self.envelope(&rejection))
+                match &options.bedrock {
+                    Some(_) => {
+                        let (headers, body) = bedrock::error_parts(&rejection);
+                        self.error(rejection.status, &headers, body)
+                    }
+                    None => self.error(rejection.status, &[], self.envelope(&rejection)),
+                }
             }
             Ok(route) => match self.scheduled_failure(turn, &parts.headers) {
                 Some(failure) => {
@@ -585,7 +612,10 @@ impl State {
             ProviderApi::Responses => responses::answer(&plan, &view, body, &options.shape),
             ProviderApi::Chat => chat::answer(&plan, &view, body, &options.shape),
         };
-        respond(200, &[], answer)
+        match (&options.bedrock, answer) {
+            (Some(b), Answer::Events(events)) => respond_frames(bedrock::frames(&events, b), b),
+            (_, answer) => respond(200, &[], answer),
+        }
     }
 
     /// The model list in the API's shape: one model, the emulator's.
@@ -675,6 +705,37 @@ fn respond(status: u16, headers: &[(String, String)], answer: Answer) -> Respons
     tokio::spawn(async move {
         for chunk in chunks {
             if tx.send_data(Bytes::from(chunk)).await.is_err() {
+                return;
+            }
+        }
+    });
+    response.body(body).expect("response")
+}
+
+/// A Bedrock stream: its frames, then (when it stalls) a `ping` chunk
+/// every 20 ms until the reader goes away, counted in `cancelled`.
+fn respond_frames(frames: Vec<Vec<u8>>, b: &bedrock::Bedrock) -> Response<Body> {
+    let (mut tx, body): (Sender<Bytes, Infallible>, Body) = Channel::new(16);
+    let response = Response::builder()
+        .status(200)
+        .header("content-type", "application/vnd.amazon.eventstream")
+        .header("x-amzn-requestid", format!("emu{}", fastrand::u64(..)))
+        .header("x-amzn-bedrock-content-type", "application/json");
+    let stall = b.stall_after;
+    let cancelled = b.cancelled.clone();
+    tokio::spawn(async move {
+        for (i, f) in frames.into_iter().enumerate() {
+            if stall == Some(i) {
+                let ping = bedrock::chunk(&serde_json::json!({"type": "ping"}));
+                loop {
+                    if tx.send_data(Bytes::from(ping.clone())).await.is_err() {
+                        cancelled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+            if tx.send_data(Bytes::from(f)).await.is_err() {
                 return;
             }
         }
