@@ -520,3 +520,96 @@ fn bedrock_config_problems_are_named_with_their_fix() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exception_frame_after_content_is_the_clients_in_band_error() {
+    let mut acct = account();
+    acct.exception_after = Some((3, "modelStreamErrorException".into()));
+    let br = stand_in(acct).await;
+    let weir = signed_weir(&br, SECRET).await;
+    let (status, _, body) = post(&weir, "/v1/messages", claude_request(true), CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let (name, last) = events(&body).pop().expect("events");
+    assert_eq!(name, "error", "{body}");
+    assert_eq!(last["error"]["type"], "api_error", "{last}");
+    assert_eq!(last["error"]["message"], "scripted exception", "{last}");
+}
+
+/// botocore, the AWS SDK for Python's core, pinned: the reference signer.
+const BOTOCORE: &str = "botocore==1.43.11";
+
+/// A python with botocore: the SDK tests' virtual environment (made by
+/// `.ci/run`, or here on first use), botocore installed into it when
+/// missing.
+fn botocore_python() -> std::path::PathBuf {
+    let venv = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-venv");
+    let python = venv.join("bin/python");
+    let ready = || {
+        std::process::Command::new(&python)
+            .args(["-c", "import botocore"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ready() {
+        if !python.exists() {
+            let made = std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .expect("python3 is needed for the SigV4 reference");
+            assert!(made.success(), "python3 -m venv failed");
+        }
+        // `python -m pip`: the venv's `pip` script names the python it was
+        // made with, which a copied target directory no longer has.
+        let pip = std::process::Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", BOTOCORE])
+            .status()
+            .expect("pip");
+        assert!(pip.success(), "installing {BOTOCORE} from PyPI failed");
+        assert!(ready(), "botocore does not import after installing");
+    }
+    python
+}
+
+/// The headers botocore's SigV4 signer adds to a POST of `body` to `url`.
+fn botocore_signed(url: &str, body: &str, secret: &str) -> Vec<(String, String)> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/sigv4.py");
+    let out = std::process::Command::new(botocore_python())
+        .args([script, url, body, KEY_ID, secret, "us-west-2"])
+        .output()
+        .expect("run the reference signer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let headers: serde_json::Map<String, Value> =
+        serde_json::from_slice(&out.stdout).expect("headers");
+    headers
+        .into_iter()
+        .map(|(k, v)| (k, v.as_str().expect("string").to_string()))
+        .collect()
+}
+
+/// The stand-in's own SigV4 check is held to botocore's: a request
+/// botocore signed is taken, one it signed with another secret refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stand_ins_signature_check_agrees_with_botocore() {
+    let br = stand_in(account()).await;
+    let encoded = "us.anthropic.claude-sonnet-4-5-20250929-v1%3A0";
+    let url = format!("{}/model/{encoded}/invoke", br.base_url());
+    let body = json!({"anthropic_version": aws::ANTHROPIC_VERSION, "max_tokens": 5,
+        "messages": [{"role": "user", "content": "hi"}]})
+    .to_string();
+    for (secret, want) in [(SECRET, 200), ("another-secret", 403)] {
+        let signed = botocore_signed(&url, &body, secret);
+        // `post_json` sends the one `content-type` botocore signed.
+        let headers: Vec<(&str, &str)> = signed
+            .iter()
+            .filter(|(k, _)| k != "content-type")
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let (status, _, text) = post_json(&url, body.clone(), &headers).await;
+        assert_eq!(status, want, "{text}");
+    }
+}
