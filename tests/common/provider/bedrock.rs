@@ -77,7 +77,8 @@ impl Bedrock {
 
     /// What an admitted request stands for: the Messages body as the
     /// Anthropic rules read it (the model and stream from the path put
-    /// back), and whether it streams.
+    /// back), and whether its `anthropic_beta` allows `system` turns (the
+    /// header's betas travel in the body on Bedrock).
     pub(crate) fn admit(
         &self,
         parts: &http::request::Parts,
@@ -125,16 +126,17 @@ impl Bedrock {
                 )));
             }
         }
-        if let Some(betas) = body.remove("anthropic_beta")
-            && !betas
-                .as_array()
-                .is_some_and(|a| a.iter().all(Value::is_string))
-        {
-            return Err(validation("anthropic_beta: expected an array of strings"));
-        }
+        let betas = match body.remove("anthropic_beta") {
+            None => Vec::new(),
+            Some(Value::Array(a)) if a.iter().all(Value::is_string) => a,
+            Some(_) => return Err(validation("anthropic_beta: expected an array of strings")),
+        };
+        let system_turns = betas
+            .iter()
+            .any(|b| b.as_str() == Some(super::anthropic::PER_TURN_SYSTEM_BETA));
         body.insert("model".into(), model.into());
         body.insert("stream".into(), stream.into());
-        Ok((Value::Object(body), stream))
+        Ok((Value::Object(body), system_turns))
     }
 
     fn authenticate(

@@ -456,8 +456,7 @@ impl State {
                 let json = serde_json::from_slice::<Value>(&raw).ok();
                 match &options.bedrock {
                     Some(b) => match b.admit(&parts, &raw, json.as_ref()) {
-                        Ok((body, _)) => {
-                            let turns = anthropic::system_turns(&parts.headers);
+                        Ok((body, turns)) => {
                             let checked = anthropic::validate(&body, turns).map(|()| Route::Create);
                             (body, checked)
                         }
