@@ -9,7 +9,9 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use common::llm::{assert_whole_messages_stream, events, llm_config_with, open_stream, post};
+use common::process::Proc;
 use common::provider::bedrock::{self as aws, Bedrock};
+use common::provider::sts::{Grant, Sts};
 use common::provider::*;
 use common::*;
 use http_body_util::BodyExt;
@@ -285,28 +287,8 @@ async fn signed_post(
 }
 
 fn amz_date(t: std::time::SystemTime) -> String {
-    let secs = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after epoch")
-        .as_secs();
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    let (y, m, d, h, mi, s) = common::provider::sts::civil(t);
+    format!("{y:04}{m:02}{d:02}T{h:02}{mi:02}{s:02}Z")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -612,4 +594,110 @@ async fn the_stand_ins_signature_check_agrees_with_botocore() {
         let (status, _, text) = post_json(&url, body.clone(), &headers).await;
         assert_eq!(status, want, "{text}");
     }
+}
+
+/// weir (the real binary) whose only AWS credentials are a web identity
+/// in its environment, as EKS sets it, with STS at `sts`.
+fn weir_with_web_identity(
+    br: &Provider,
+    sts: &Sts,
+    token: &str,
+) -> (Proc, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).expect("token");
+    let keys = "protocol = \"bedrock\"\nregion = \"us-west-2\"\n".to_string();
+    let models = format!("[[route.models]]\nname = \"claude\"\nupstreams = [\"br:{MODEL}\"]\n");
+    let config = llm_config_with("anthropic", &[("br", br.base_url(), keys)], &models).replacen(
+        "[log]\n",
+        "[log]\nformat = \"json\"\n",
+        1,
+    );
+    let path = common::process::write_config(&dir, &config);
+    let mut cmd = std::process::Command::new(common::process::WEIR);
+    cmd.args(["run", "--config", &path]);
+    for unset in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ] {
+        cmd.env_remove(unset);
+    }
+    cmd.env("HOME", dir.path())
+        .env("AWS_ROLE_ARN", ROLE)
+        .env("AWS_WEB_IDENTITY_TOKEN_FILE", &token_file)
+        .env("AWS_ENDPOINT_URL_STS", sts.url());
+    let mut weir = Proc::spawn_command(cmd);
+    let url = format!("http://{}/v1/messages", weir.listening("web"));
+    (weir, url, dir)
+}
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/weir-bedrock";
+
+/// Credentials that expire within the refresh margin: every use finds
+/// them due.
+fn short_grant() -> Grant {
+    Grant {
+        role_arn: ROLE.into(),
+        token: "eks-issued-token".into(),
+        access_key_id: KEY_ID.into(),
+        secret_access_key: SECRET.into(),
+        session_token: "sts-session-token".into(),
+        lifetime: std::time::Duration::from_secs(120),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_identity_credentials_are_fetched_once_then_refreshed_off_the_request_path() {
+    let mut acct = account();
+    acct.session_token = Some("sts-session-token".into());
+    let br = stand_in(acct).await;
+    let sts = Sts::spawn(short_grant()).await;
+    let (_weir, url, _dir) = weir_with_web_identity(&br, &sts, "eks-issued-token");
+    // The first request waits for the first exchange.
+    let (status, _, body) =
+        post_json(&url, claude_request(false).to_string(), CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    let first = sts.calls();
+    assert!(first >= 1);
+    // A slow STS holds no request: the refresh a request starts runs
+    // beside it, the request signed with the credentials still valid.
+    sts.set_delay(std::time::Duration::from_secs(3));
+    let started = std::time::Instant::now();
+    let (status, _, body) =
+        post_json(&url, claude_request(false).to_string(), CLAUDE_HEADERS).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "waited for the refresh: {:?}",
+        started.elapsed()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sts.calls() == first {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no refresh before expiry"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    br.assert_all_accepted();
+    for e in br.journal() {
+        assert_eq!(e.headers["x-amz-security-token"], "sts-session-token");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_web_identity_is_a_502_not_a_hang() {
+    let br = stand_in(account()).await;
+    let sts = Sts::spawn(short_grant()).await;
+    let (_weir, url, _dir) = weir_with_web_identity(&br, &sts, "a-token-sts-never-issued");
+    let started = std::time::Instant::now();
+    let (status, _, body) =
+        post_json(&url, claude_request(false).to_string(), CLAUDE_HEADERS).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(sts.calls() >= 1);
+    assert!(br.journal().is_empty(), "nothing unsigned reached Bedrock");
 }

@@ -22,6 +22,20 @@ pub(crate) enum Credential {
     /// Sign each request with these AWS credentials (SigV4: Bedrock);
     /// the client's credential is never sent.
     Aws(AwsKeys),
+    /// Sign with temporary credentials for a role, from STS with a web
+    /// identity token, refreshed before they expire.
+    AwsWebIdentity(WebIdentity),
+}
+
+/// A role assumed with a web identity token (EKS's IRSA: the
+/// `AWS_ROLE_ARN` and `AWS_WEB_IDENTITY_TOKEN_FILE` it sets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WebIdentity {
+    pub(crate) role_arn: String,
+    pub(crate) token_file: std::path::PathBuf,
+    pub(crate) session_name: String,
+    /// STS's endpoint (`AWS_ENDPOINT_URL_STS`); None: the region's.
+    pub(crate) sts_url: Option<String>,
 }
 
 impl Credential {

@@ -33,6 +33,7 @@ pub(crate) mod ledger;
 mod local;
 mod offload;
 mod outgoing;
+mod refresh;
 mod relay;
 mod socket;
 mod tenants;

@@ -85,7 +85,16 @@ impl Draft {
         *req.method_mut() = self.method.clone();
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
-        if let Credential::Aws(keys) = &member.credential {
+        let refreshed;
+        let keys = match &member.credential {
+            Credential::Aws(keys) => Some(keys),
+            Credential::AwsWebIdentity(_) => {
+                refreshed = member.aws.as_ref()?.current()?;
+                Some(&*refreshed)
+            }
+            _ => None,
+        };
+        if let Some(keys) = keys {
             // Last, on the bytes that are sent.
             let region = self.region.as_deref()?;
             let now = std::time::SystemTime::now();

@@ -28,9 +28,12 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
+use super::refresh::Refreshed;
 use super::tenants::{self, Tenant, TenantHolds};
 use crate::cluster::{Cluster, Holdable};
-use crate::config::{Credential, LlmUpstreamConfig, UpstreamHttp, UpstreamSettings};
+use crate::config::{
+    AwsKeys, Credential, LlmUpstreamConfig, Secret, UpstreamHttp, UpstreamSettings,
+};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::upstream::balance::{Change, Group, Member, Reason};
 use crate::upstream::client::UpstreamClient;
@@ -76,6 +79,9 @@ pub(crate) struct LlmMember {
     /// the upstream has more than one of them (never the key itself).
     pub(crate) label: Arc<str>,
     pub(crate) metrics: ServerMetrics,
+    /// Temporary AWS credentials, refreshed before they expire (a web
+    /// identity's), shared by the members with the same key.
+    pub(crate) aws: Option<Arc<Refreshed<AwsKeys>>>,
 }
 
 impl LlmMember {
@@ -180,6 +186,27 @@ impl Holdable for FleetSeat {
     }
 }
 
+/// Per key of `config`, the refreshed credentials it stands for (a web
+/// identity's), made once for every member that sends it.
+fn refreshed_credentials(
+    config: &LlmUpstreamConfig,
+    tls: &rustls::ClientConfig,
+) -> Vec<Option<Arc<Refreshed<AwsKeys>>>> {
+    let region = config
+        .bedrock
+        .as_ref()
+        .map_or("us-east-1", |b| b.region.as_str());
+    (config.keys.iter())
+        .map(|key| match &key.credential {
+            Credential::AwsWebIdentity(w) => {
+                let source = super::aws::WebIdentitySource::new(w, region, tls)?;
+                Some(Refreshed::new(Box::new(source)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 impl LlmUpstream {
     pub(crate) fn new(
         route: &Arc<str>,
@@ -192,8 +219,9 @@ impl LlmUpstream {
     ) -> Self {
         let mut ids = Vec::new();
         let mut members = Vec::new();
+        let refreshed = refreshed_credentials(config, tls);
         for server in &config.servers {
-            for key in &config.keys {
+            for (k, key) in config.keys.iter().enumerate() {
                 let mut label = config.name.clone();
                 if config.servers.len() > 1 {
                     label = format!("{label} {}", server.target);
@@ -206,6 +234,7 @@ impl LlmUpstream {
                     Credential::Key(secret) => secret.digest_hex(8),
                     Credential::Passthrough => "passthrough".into(),
                     Credential::Aws(keys) => keys.secret_access_key.digest_hex(8),
+                    Credential::AwsWebIdentity(w) => Secret(w.role_arn.clone()).digest_hex(8),
                 };
                 ids.push(Cluster::member_id(
                     route,
@@ -217,6 +246,7 @@ impl LlmUpstream {
                     target: LlmMember {
                         url: server.target.clone(),
                         credential: key.credential.clone(),
+                        aws: refreshed.get(k).cloned().flatten(),
                         metrics: metrics.server_metrics(route, &label),
                         label,
                     },

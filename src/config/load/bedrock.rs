@@ -8,7 +8,7 @@
 //! `~/.aws/credentials`) under `AWS_PROFILE` or `default`.
 
 use super::*;
-use crate::config::llm::{AwsKeys, BedrockSettings};
+use crate::config::llm::{AwsKeys, BedrockSettings, WebIdentity};
 use weir_wire::bedrock;
 
 /// The environment variables AWS's tools read an access key from.
@@ -98,6 +98,12 @@ pub(super) fn aws_key(u: &Section<'_, '_>) -> Option<ApiKey> {
             source: "aws:environment".into(),
         });
     }
+    if !named && let Some(identity) = web_identity(&env) {
+        return Some(ApiKey {
+            source: format!("aws:web-identity:{}", identity.role_arn),
+            credential: Credential::AwsWebIdentity(identity),
+        });
+    }
     let path = match &file {
         Some(f) => Some(u.doc().dir_at(f.span.start).join(&f.value)),
         None => env("AWS_SHARED_CREDENTIALS_FILE")
@@ -147,6 +153,18 @@ pub(super) fn aws_key(u: &Section<'_, '_>) -> Option<ApiKey> {
             None
         }
     }
+}
+
+/// The role of a web identity, when weir's environment names one as EKS
+/// does (`AWS_ROLE_ARN`, `AWS_WEB_IDENTITY_TOKEN_FILE`, optionally
+/// `AWS_ROLE_SESSION_NAME` and `AWS_ENDPOINT_URL_STS`).
+fn web_identity(env: &dyn Fn(&str) -> Option<String>) -> Option<WebIdentity> {
+    Some(WebIdentity {
+        role_arn: env("AWS_ROLE_ARN")?.trim().to_string(),
+        token_file: PathBuf::from(env("AWS_WEB_IDENTITY_TOKEN_FILE")?.trim()),
+        session_name: env("AWS_ROLE_SESSION_NAME").unwrap_or_else(|| "weir".into()),
+        sts_url: env("AWS_ENDPOINT_URL_STS"),
+    })
 }
 
 /// The keys of `profile` in a shared credentials file (INI: `[name]`

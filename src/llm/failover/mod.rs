@@ -155,6 +155,16 @@ impl Failover<'_, '_> {
             return verdict;
         }
         let member = pick.target();
+        if let Some(aws) = &member.aws
+            && aws
+                .ready(self.llm.settings.first_byte_timeout)
+                .await
+                .is_none()
+        {
+            // No valid credentials (the first fetch, or every refresh
+            // past the expiry, failed: its log line says why).
+            return Verdict::NextMember(None);
+        }
         let Some(req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
             // A key that is no header value: another member may do.
             return Verdict::NextMember(None);

@@ -61,6 +61,7 @@ pub mod bedrock;
 pub mod chat;
 pub mod responses;
 mod script;
+pub mod sts;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -330,23 +331,8 @@ impl Provider {
             journal: Mutex::new(Vec::new()),
             failures: Mutex::new(Failures::default()),
         });
-        let shared = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = shared.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(state.serve(req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
+        let task = serve_http1(listener, state.clone(), |state, req| async move {
+            state.serve(req).await
         });
         Provider {
             api,
@@ -430,6 +416,39 @@ impl Provider {
         let mut failures = self.state.failures.lock().expect("failures");
         failures.next.extend(std::iter::repeat_n(failure, k));
     }
+}
+
+/// Serve HTTP/1.1 on `listener` until aborted, each request answered by
+/// `answer` with the shared `state`.
+pub(crate) fn serve_http1<S, F, Fut, B>(
+    listener: TcpListener,
+    state: Arc<S>,
+    answer: F,
+) -> tokio::task::JoinHandle<()>
+where
+    S: Send + Sync + 'static,
+    F: Fn(Arc<S>, Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<B>> + Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (state, answer) = (state.clone(), answer.clone());
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let fut = answer(state.clone(), req);
+                    async move { Ok::<_, Infallible>(fut.await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
 }
 
 impl Drop for Provider {
