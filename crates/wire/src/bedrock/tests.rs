@@ -175,3 +175,33 @@ fn error_answers_take_the_status_failover_reads() {
     let unknown = error_answer(StatusCode::BAD_GATEWAY, None, b"<html>");
     assert_eq!(unknown.status, StatusCode::BAD_GATEWAY);
 }
+
+proptest::proptest! {
+    /// Any bytes, split anywhere, decode to events or an error: never a
+    /// panic, and nothing held past the frame bound.
+    #[test]
+    fn no_bytes_make_the_decoder_panic(
+        data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096),
+        split in 0usize..4096,
+    ) {
+        let mut d = SseDecoder::default();
+        let at = split.min(data.len());
+        if d.push(&data[..at]).is_ok() {
+            let _ = d.push(&data[at..]);
+        }
+        proptest::prop_assert!(d.pending() <= data.len());
+    }
+
+    /// A valid frame with a byte flipped anywhere is refused, never
+    /// decoded into something else.
+    #[test]
+    fn a_flipped_byte_is_caught_by_a_crc(at in 0usize..200, bit in 0u8..8) {
+        let good = chunk(&json!({"type": "ping"})).encode();
+        let at = at % good.len();
+        let mut bad = good.clone();
+        bad[at] ^= 1 << bit;
+        let mut d = Decoder::default();
+        d.push(&bad);
+        proptest::prop_assert!(!matches!(d.next_frame(), Ok(Some(_))));
+    }
+}
