@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod keys;
 mod reload;
 
 use crate::config::{Config, Problems};
@@ -53,6 +54,29 @@ enum Command {
         /// A file holding the admin token, instead of the config's.
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
+    },
+    /// Issue, list, change, rotate and revoke runtime keys (through the
+    /// running weir's admin API; needs `[database]`).
+    Keys {
+        #[command(flatten)]
+        target: keys::AdminTarget,
+        #[command(subcommand)]
+        action: keys::KeysAction,
+    },
+    /// Report LLM usage from the database, grouped (through the admin API).
+    Usage {
+        #[command(flatten)]
+        target: keys::AdminTarget,
+        /// What to group by: key, client, person (user), team, route,
+        /// model, upstream, day; comma-separated.
+        #[arg(long, default_value = "user")]
+        by: String,
+        /// The period: from this long ago until now.
+        #[arg(long, default_value = "30d")]
+        since: String,
+        /// Comma-separated values instead of a table.
+        #[arg(long)]
+        csv: bool,
     },
     /// Run a self-contained demo: HTTP, HTTPS (HTTP/2), admin, and a built-in upstream.
     Demo {
@@ -100,6 +124,27 @@ pub fn main() -> ExitCode {
             admin,
             token_file,
         } => reload_running(&config, admin, token_file.as_deref()),
+        Command::Keys { target, action } => {
+            match admin_of(&target.config, target.admin, target.token_file.as_deref()) {
+                Ok(to) => keys::keys(&action, to),
+                Err(e) => {
+                    eprintln!("weir keys: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Usage {
+            target,
+            by,
+            since,
+            csv,
+        } => match admin_of(&target.config, target.admin, target.token_file.as_deref()) {
+            Ok(to) => keys::usage(&by, &since, csv, to),
+            Err(e) => {
+                eprintln!("weir usage: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Run { config } => match load(&config) {
             Ok((config, warnings)) => serve(config, warnings),
             Err(problems) => {

@@ -44,9 +44,9 @@ use crate::respond::{
 use crate::route::normal::{self, Host};
 use crate::route::{Route, Target};
 use crate::rules;
-use crate::snapshot::{BuildError, Snapshot, Standing};
+use crate::snapshot::{BuildError, People, Snapshot, Standing};
 use crate::statics;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, trace};
 
 /// The request handler: the current snapshot, swappable as a whole, and
 /// the long-lived state every snapshot shares.
@@ -62,17 +62,27 @@ impl Gateway {
         config: &Config,
         metrics: Arc<Metrics>,
         challenges: Arc<Challenges>,
+        people: People,
     ) -> Result<Self, BuildError> {
         let records =
             crate::telemetry::RecordSink::open(&config.log).map_err(BuildError::UsageLog)?;
-        let standing = Standing::new(
+        let tracer = match &config.traces {
+            Some(t) => Some(
+                crate::telemetry::trace::Tracer::start(t, metrics.trace_spans())
+                    .map_err(BuildError::Traces)?,
+            ),
+            None => None,
+        };
+        let mut standing = Standing::new(
             config.server.max_concurrent_requests,
             config.server.max_buffered_body_bytes,
             config.server.max_open_static_files,
             metrics,
             records,
             config.cluster.as_ref(),
+            people,
         );
+        standing.tracer = tracer;
         let snapshot = Snapshot::build(config, &standing)?;
         Ok(Gateway {
             current: ArcSwap::from_pointee(snapshot),
@@ -94,6 +104,11 @@ impl Gateway {
     /// The fleet's shared state, with `[cluster]` (as at start).
     pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.standing.cluster.as_ref()
+    }
+
+    /// The tracer, with `[telemetry.traces]` (as at start).
+    pub(crate) fn tracer(&self) -> Option<&Arc<crate::telemetry::trace::Tracer>> {
+        self.standing.tracer.as_ref()
     }
 
     /// The snapshot new requests use.
@@ -136,7 +151,11 @@ impl conn::Handler for Gateway {
             admission: None,
             kind: None,
             request_id: None,
+            trace: None,
         };
+        if let Some(tracer) = &self.standing.tracer {
+            record.trace = trace::http::begin(tracer, &req, conn.peer.ip(), conn.tls);
+        }
 
         // Until a route is known, errors take the plain shape.
         let mut shape = ErrorShape::for_plain_route(req.headers());
@@ -209,7 +228,10 @@ impl Gateway {
         // so unknown-route floods are bounded too.
         match self.standing.admitter.admit(conn.peer.ip()) {
             Ok(a) => record.admission = Some(a),
-            Err(shed) => return Err(Rescue::shed(shed.label())),
+            Err(shed) => {
+                record.traced(|s| trace::http::admission(s, "shed", Some(shed.label())));
+                return Err(Rescue::shed(shed.label()));
+            }
         }
 
         // Phase: route, by the path as the upstream will resolve it.
@@ -218,6 +240,7 @@ impl Gateway {
             return Err(Rescue::status(StatusCode::NOT_FOUND));
         };
         record.route = Some(route.name.clone());
+        record.traced(|s| trace::http::routed(s, &route.name));
         record.route_metrics = Some(route.metrics.clone());
         record.upstream = route.target.label().cloned();
         *shape = route.target.error_shape(req.headers());
@@ -343,6 +366,7 @@ impl Gateway {
             };
             if let Some(refused) = refused {
                 record.admission = None;
+                record.traced(|s| trace::http::admission(s, "rate_limited", None));
                 return Err(match refused {
                     Refusal::Limited(limited) => {
                         Rescue::rate_limited(limited, conn.peer.ip(), &route.name, host)
@@ -357,8 +381,10 @@ impl Gateway {
             && let Err(shed) = admission.enter_route(&route.gate)
         {
             record.admission = None;
+            record.traced(|s| trace::http::admission(s, "shed", Some(shed.label())));
             return Err(Rescue::shed(shed.label()));
         }
+        record.traced(|s| trace::http::admission(s, "admitted", None));
 
         // A declared body over the limit, refused unread.
         if let Some(limit) = route.config.max_request_body
@@ -407,6 +433,7 @@ impl Gateway {
                         metrics: &self.standing.metrics,
                         route: &route.name,
                         served_by: &mut record.upstream,
+                        trace: record.trace.as_deref(),
                     },
                 )
                 .await
@@ -414,6 +441,7 @@ impl Gateway {
             }
             Target::Llm(llm) if llm::asks_websocket(llm, &route.config.path, &req) => {
                 self.open_websocket(snapshot, route, llm, req, conn, host, record)
+                    .await
             }
             Target::Llm(llm) => {
                 let facts = llm::SharedLlmFacts::default();
@@ -452,6 +480,7 @@ impl Gateway {
             rate: route.rate.as_ref(),
             peer: conn.peer.ip(),
             host: host.name(),
+            trace: record.trace.as_deref(),
         }
     }
 
@@ -459,7 +488,7 @@ impl Gateway {
     /// checked and answered by `llm`, which admits each turn after it as
     /// a request of its own.
     #[allow(clippy::too_many_arguments)]
-    fn open_websocket(
+    async fn open_websocket(
         &self,
         snapshot: &Snapshot,
         route: &Route,
@@ -488,7 +517,7 @@ impl Gateway {
             limits: snapshot.tunnel_limits,
             cap: self.standing.tunnel_cap.take(conn.peer.ip()),
         };
-        llm::accept_websocket(opening, req, &cx)
+        llm::accept_websocket(opening, req, &cx).await
     }
 }
 

@@ -46,6 +46,8 @@ pub enum BuildError {
     UpstreamTls(#[from] PkiError),
     #[error("usage records: {0}")]
     UsageLog(std::io::Error),
+    #[error("traces: {0}")]
+    Traces(String),
 }
 
 /// The reloadable configuration, ready to serve.
@@ -159,10 +161,27 @@ pub(crate) struct Standing {
     /// The fleet's shared limits, with `[cluster]` at start (fixed until
     /// a restart, like the other process-wide parts).
     pub(crate) cluster: Option<Arc<Cluster>>,
+    /// Runtime keys and usage rows, with `[database]` at start.
+    pub(crate) database: Option<crate::keys::Database>,
+    /// The IdP whose tokens identify people, with `[idp]` at start.
+    pub(crate) idp: Option<Arc<crate::idp::Idp>>,
+    /// Each runtime key's budget ledger and concurrency gate, by key id
+    /// (kept across reloads; a key's budget is the key's on every route).
+    key_books: Arc<crate::llm::KeyBooks>,
+    /// With `[telemetry.traces]` at start: who records and exports traces.
+    pub(crate) tracer: Option<Arc<crate::telemetry::trace::Tracer>>,
     routes: Mutex<HashMap<String, RouteState>>,
     /// Basic auth's failures and verified credentials per route.
     access: crate::access::Standing,
     generation: Mutex<u64>,
+}
+
+/// Who LLM routes know besides their client tokens, fixed at start: the
+/// runtime keys of `[database]` and the people of `[idp]`.
+#[derive(Default)]
+pub(crate) struct People {
+    pub(crate) database: Option<crate::keys::Database>,
+    pub(crate) idp: Option<Arc<crate::idp::Idp>>,
 }
 
 impl Standing {
@@ -174,8 +193,12 @@ impl Standing {
         metrics: Arc<Metrics>,
         records: RecordSink,
         cluster: Option<&ClusterSettings>,
+        people: People,
     ) -> Self {
         Standing {
+            database: people.database,
+            idp: people.idp,
+            key_books: Arc::default(),
             cluster: cluster.map(|c| Cluster::start(c, metrics.cluster())),
             body_budget: ByteBudget::new(max_buffered_body_bytes),
             offload: Offload::per_core(),
@@ -189,6 +212,7 @@ impl Standing {
             ),
             tunnel_cap: TunnelCap::new(0),
             metrics,
+            tracer: None,
             routes: Mutex::new(HashMap::new()),
             access: crate::access::Standing::new(),
             generation: Mutex::new(0),
@@ -268,6 +292,18 @@ impl Snapshot {
                         records: standing.records.clone(),
                         // Set by the route when it shares its limits.
                         fleet: None,
+                        keys: standing
+                            .database
+                            .as_ref()
+                            .filter(|_| settings.runtime_keys)
+                            .map(|d| d.keys.clone()),
+                        idp: standing.idp.clone().filter(|_| settings.idp_tokens),
+                        key_books: standing.key_books.clone(),
+                        rows: standing
+                            .database
+                            .as_ref()
+                            .map(|d| d.rows.clone())
+                            .unwrap_or_default(),
                     };
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),

@@ -10,6 +10,7 @@
 mod common;
 
 use common::agents::{self, Agent};
+use common::provider::vertex::{GoogleAuth, Vertex};
 use common::provider::{Failure, Options, Provider, ProviderApi, Script, Verdict};
 
 /// The command the emulator asks for. Its output, `weir-<nonce>`, is
@@ -316,4 +317,59 @@ async fn codex_over_websocket(api: ProviderApi, protocol: &str) {
         completed,
         "every upstream request came through the WebSocket, none from an HTTP fallback"
     );
+}
+
+/// Claude Code in its own (Anthropic) format to weir, weir to Claude on
+/// Vertex AI: the stand-in takes only tokens its token endpoint issued
+/// for the service account's signed grant, Vertex's paths and body.
+#[tokio::test]
+async fn claude_code_to_vertex() {
+    let Some(bin) = agents::find(Agent::ClaudeCode) else {
+        return;
+    };
+    let (command, output) = round_trip();
+    let model = "claude-sonnet-4-5@20250929";
+    let auth = GoogleAuth::spawn(std::time::Duration::from_secs(3600)).await;
+    let vertex = Vertex::new(&auth, "test-project", "us-east5", &[model]);
+    let up = Provider::spawn(
+        ProviderApi::Anthropic,
+        Options::default()
+            .vertex(vertex)
+            .script(Script::RoundTrip { command }),
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("sa.json");
+    std::fs::write(&key, auth.key_json()).expect("key");
+    let keys = format!(
+        "protocol = \"vertex\"\nproject = \"test-project\"\nregion = \"us-east5\"\ncredentials = \"file:{}\"\n",
+        key.display()
+    );
+    // Whatever model Claude Code asks for (its main and its small one)
+    // is Vertex's one model here.
+    let extra = format!("default_upstreams = [\"vx:{model}\"]\n");
+    let (_weir, addr, _dir) =
+        agents::weir_with("anthropic", &[("vx", up.base_url(), keys)], &extra, dir);
+    let run = agents::run(Agent::ClaudeCode, &bin, addr, PROMPT).await;
+    agents::dump(&[&up]);
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(
+        saw_output(&up, &output),
+        "Vertex never saw {output}: {:#?}",
+        up.journal().iter().map(|e| &e.body).collect::<Vec<_>>()
+    );
+    let answer = run.answer(Agent::ClaudeCode);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+    assert!(auth.refused().is_empty(), "{:?}", auth.refused());
+    for e in up.journal() {
+        assert!(
+            e.path.starts_with(
+                "/v1/projects/test-project/locations/us-east5/publishers/anthropic/models/"
+            ),
+            "{}",
+            e.path
+        );
+        assert!(e.headers.get("x-api-key").is_none(), "{e:?}");
+    }
 }

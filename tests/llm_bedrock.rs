@@ -492,7 +492,7 @@ fn bedrock_config_problems_are_named_with_their_fix() {
         "route[0].upstreams[0].region: missing",
         "add `region = \"us-east-1\"`",
         "route[0].upstreams[1].region: `US East` is not an AWS region",
-        "route[0].upstreams[2].region: `region` is read only on an Amazon Bedrock upstream",
+        "route[0].upstreams[2].region: `region` is read only on an Amazon Bedrock or Vertex AI upstream",
         "route[0].upstreams[3].aws_credentials_file: the AWS credentials file",
         "route[0].upstreams[4].aws_profile: profile `prod` of the AWS credentials file: no such profile",
     ] {
@@ -636,8 +636,8 @@ fn weir_with_web_identity(
 
 const ROLE: &str = "arn:aws:iam::123456789012:role/weir-bedrock";
 
-/// Credentials that expire within the refresh margin: every use finds
-/// them due.
+/// Credentials that live 8 s: the refresher asks STS again at half
+/// their life (a short life has no room for the 5 minutes ahead).
 fn short_grant() -> Grant {
     Grant {
         role_arn: ROLE.into(),
@@ -645,7 +645,7 @@ fn short_grant() -> Grant {
         access_key_id: KEY_ID.into(),
         secret_access_key: SECRET.into(),
         session_token: "sts-session-token".into(),
-        lifetime: std::time::Duration::from_secs(120),
+        lifetime: std::time::Duration::from_secs(8),
     }
 }
 
@@ -662,8 +662,8 @@ async fn web_identity_credentials_are_fetched_once_then_refreshed_off_the_reques
     assert_eq!(status, 200, "{body}");
     let first = sts.calls();
     assert!(first >= 1);
-    // A slow STS holds no request: the refresh a request starts runs
-    // beside it, the request signed with the credentials still valid.
+    // A slow STS holds no request: the refresh runs in the background,
+    // the request signed with the credentials still valid.
     sts.set_delay(std::time::Duration::from_secs(3));
     let started = std::time::Instant::now();
     let (status, _, body) =

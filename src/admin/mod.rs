@@ -26,6 +26,8 @@ use tokio::net::TcpListener;
 
 use subtle::ConstantTimeEq;
 
+mod keys;
+
 use crate::admit::auth_failures::AuthFailures;
 use crate::config::{Config, RouteKind, Secret};
 use crate::listen::accept::{AcceptLoop, SpareFd};
@@ -132,6 +134,8 @@ pub(crate) struct AdminState {
     pub(crate) auth_failures: AtomicU64,
     /// Failed authentications per client, limited.
     pub(crate) auth_failures_by_client: AuthFailures,
+    /// Runtime keys and usage rows, with `[database]`.
+    pub(crate) database: Option<crate::keys::Database>,
 }
 
 /// Failed admin authentications a client may make at once; then one a
@@ -192,6 +196,10 @@ async fn admin_api(
         resp.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return resp;
+    }
+    let path = req.uri().path();
+    if path == "/admin/keys" || path.starts_with("/admin/keys/") || path == "/admin/usage" {
+        return keys::handle(req, state.database.as_ref()).await;
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/admin/reload") => match state.reload.clone().reload().await {

@@ -62,6 +62,8 @@ pub enum Client {
     Ip(IpAddr),
     /// A client token of the route, by its index.
     Token(usize),
+    /// A runtime key, by a hash of its id.
+    Key(u64),
 }
 
 impl Client {
@@ -70,7 +72,7 @@ impl Client {
     pub(crate) fn ip_id(&self) -> Option<String> {
         match self {
             Client::Ip(ip) => Some(ip.to_string()),
-            Client::Token(_) => None,
+            Client::Token(_) | Client::Key(_) => None,
         }
     }
 

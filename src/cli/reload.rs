@@ -41,16 +41,24 @@ fn reachable(admin: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Ask the weir whose admin API is at `admin` to reload.
-pub(super) fn reload(admin: SocketAddr, token: &Secret) -> Result<Outcome, String> {
+/// One request to the admin API at `admin`: its status and body.
+pub(super) fn call(
+    admin: SocketAddr,
+    token: &Secret,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String), String> {
     let addr = reachable(admin);
     let fail = |e: std::io::Error| format!("the admin API at {addr}: {e}");
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(fail)?;
     stream.set_read_timeout(Some(ANSWER_WITHIN)).map_err(fail)?;
+    let body = body.unwrap_or("");
     let request = format!(
-        "POST /admin/reload HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\n\
-         content-length: 0\r\nconnection: close\r\n\r\n",
-        token.0
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        token.0,
+        body.len()
     );
     stream.write_all(request.as_bytes()).map_err(fail)?;
     let mut answer = Vec::new();
@@ -67,6 +75,14 @@ pub(super) fn reload(admin: SocketAddr, token: &Secret) -> Result<Outcome, Strin
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
         .unwrap_or(0);
+    Ok((status, body.trim().to_string()))
+}
+
+/// Ask the weir whose admin API is at `admin` to reload.
+pub(super) fn reload(admin: SocketAddr, token: &Secret) -> Result<Outcome, String> {
+    let addr = reachable(admin);
+    let (status, body) = call(admin, token, "POST", "/admin/reload", None)?;
+    let body = body.as_str();
     let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
     match status {
         200 => Ok(Outcome::Reloaded {

@@ -10,7 +10,7 @@
 //! against the declarations.
 //!
 //! Declared so far: `[server]`, `[connections]`, `[http1]`, `[http2]`,
-//! `[log]`, `[admin]`, `[upstream]`, `[cluster]`, and `[[listener]]` with
+//! `[log]`, `[admin]`, `[upstream]`, `[cluster]`, `[telemetry.traces]`, and `[[listener]]` with
 //! its `tls`, `certificates`, `acme` and `external_account` tables (see
 //! [`ALL`]). The route tables' keys are still named in their getters'
 //! calls.
@@ -44,6 +44,10 @@ pub(crate) enum Kind {
     /// A whole number from 0 to `max`.
     Uint {
         max: u64,
+    },
+    /// A number (integer or decimal) from 0 to `max`.
+    Number {
+        max: f64,
     },
     Bool,
     String,
@@ -168,6 +172,14 @@ pub(crate) mod upstream;
 /// `[cluster]`.
 pub(crate) mod cluster;
 
+/// `[database]`.
+pub(crate) mod database;
+
+/// `[idp]`.
+pub(crate) mod idp;
+/// `[telemetry]` and `[telemetry.traces]`.
+pub(crate) mod traces;
+
 /// `[[listener]]`.
 pub(crate) mod listener;
 
@@ -233,6 +245,18 @@ pub(crate) const ALL: &[&Key] = &[
     &upstream::CA_FILE,
     &upstream::NAMESERVERS,
     &upstream::RESOLVE_INTERVAL,
+    &database::URL,
+    &database::USAGE_RETENTION,
+    &database::USAGE_QUEUE,
+    &idp::ISSUER,
+    &idp::AUDIENCE,
+    &idp::JWKS_URL,
+    &idp::USER_CLAIM,
+    &idp::TEAM_CLAIM,
+    &idp::LEEWAY,
+    &idp::REFRESH,
+    &idp::CA_FILE,
+    &idp::TEAMS,
     &cluster::URL,
     &cluster::PASSWORD_FILE,
     &cluster::PASSWORD_ENV,
@@ -241,6 +265,20 @@ pub(crate) const ALL: &[&Key] = &[
     &cluster::ON_FAILURE,
     &cluster::CA_FILE,
     &cluster::LEASE_TTL,
+    &traces::TRACES,
+    &traces::ENDPOINT,
+    &traces::PROTOCOL,
+    &traces::HEADERS,
+    &traces::CA_FILE,
+    &traces::SERVICE_NAME,
+    &traces::SAMPLING_RATIO,
+    &traces::TRUST_CLIENT_CONTEXT,
+    &traces::QUEUE_SIZE,
+    &traces::BATCH_SIZE,
+    &traces::BATCH_INTERVAL,
+    &traces::EXPORT_TIMEOUT,
+    &traces::CAPTURE_CONTENT,
+    &traces::MAX_CONTENT_SIZE,
     &listener::NAME,
     &listener::ADDRESS,
     &listener::TLS,

@@ -25,6 +25,10 @@ pub(crate) enum Credential {
     /// Sign with temporary credentials for a role, from STS with a web
     /// identity token, refreshed before they expire.
     AwsWebIdentity(WebIdentity),
+    /// An access token weir gets itself and keeps fresh (a Vertex AI
+    /// upstream's, [`VertexConfig::credentials`]); the client's is never
+    /// sent.
+    Refreshed,
 }
 
 /// A role assumed with a web identity token (EKS's IRSA: the
@@ -60,6 +64,23 @@ pub(crate) struct AwsKeys {
 pub(crate) struct BedrockSettings {
     /// The region its requests are signed for.
     pub(crate) region: String,
+}
+
+/// A Vertex AI upstream's project, region and Google credentials.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct VertexConfig {
+    pub(crate) place: weir_wire::vertex::Place,
+    pub(crate) credentials: GoogleCredentials,
+}
+
+/// Where a Vertex AI upstream's access tokens come from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum GoogleCredentials {
+    /// A service account key file, read at load: its grants are signed
+    /// with the key and exchanged at its `token_uri`.
+    Key(std::sync::Arc<weir_wire::google::ServiceAccount>),
+    /// The metadata server at this base URL (the machine's own account).
+    Metadata(String),
 }
 
 /// One of an LLM upstream's keys, and where it was read from (for logs
@@ -100,6 +121,9 @@ pub(crate) struct LlmUpstreamConfig {
     pub(crate) azure: Option<weir_wire::azure::Surface>,
     /// An Amazon Bedrock upstream's region; None for every other API.
     pub(crate) bedrock: Option<BedrockSettings>,
+    /// A Vertex AI upstream's project, region and credentials; None for
+    /// every other API.
+    pub(crate) vertex: Option<VertexConfig>,
 }
 
 /// One step of a model's failover order: an upstream (index into
@@ -142,6 +166,13 @@ pub(crate) struct LlmSettings {
     pub(crate) failover_on: Vec<u16>,
     /// Name the serving upstream in `x-weir-upstream`.
     pub(crate) served_by_header: bool,
+    /// Accept the runtime keys of `[database]` (issued through
+    /// `/admin/keys`) beside the route's client tokens; a request then
+    /// needs one or the other.
+    pub(crate) runtime_keys: bool,
+    /// Accept JWTs from `[idp]`'s issuer: each person served as a key of
+    /// their team's policy.
+    pub(crate) idp_tokens: bool,
 }
 
 /// A client token: its name (metrics, usage records, the admin view: never
@@ -198,11 +229,22 @@ pub(crate) struct Budget {
     pub(crate) tokens_per_minute: Option<u64>,
     pub(crate) tokens_per_day: Option<u64>,
     pub(crate) spend_per_day: Option<u64>,
+    /// Weeks start on Monday 00:00 UTC, months on their first day.
+    pub(crate) tokens_per_week: Option<u64>,
+    pub(crate) spend_per_week: Option<u64>,
+    pub(crate) tokens_per_month: Option<u64>,
+    pub(crate) spend_per_month: Option<u64>,
+    /// The soft limit: past this percent of any bound, answers carry
+    /// `x-weir-budget-warning` and a line is logged (once per window).
+    pub(crate) warn_at: Option<u8>,
 }
 
 impl Budget {
     pub(crate) fn is_unbounded(&self) -> bool {
-        *self == Budget::default()
+        Budget {
+            warn_at: None,
+            ..*self
+        } == Budget::default()
     }
 }
 

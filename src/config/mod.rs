@@ -11,6 +11,7 @@ mod access;
 mod compress;
 mod env;
 mod hints;
+mod idp;
 mod keys;
 mod listen;
 mod llm;
@@ -23,12 +24,14 @@ mod secret;
 mod server;
 mod sources;
 mod statics;
+mod traces;
 mod upstream;
 
 use std::path::{Path, PathBuf};
 
 pub(crate) use access::*;
 pub(crate) use compress::{Coding, Compression, Levels, TypePattern, default as compress_default};
+pub(crate) use idp::{IdpSettings, TeamPolicy};
 pub use listen::*;
 pub(crate) use llm::*;
 pub(crate) use problem::Problem;
@@ -39,6 +42,7 @@ pub use secret::Secret;
 pub use server::*;
 pub(crate) use sources::Sources;
 pub(crate) use statics::{Precompressed, StaticSettings};
+pub(crate) use traces::{OtlpProtocol, TraceSettings};
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget, ServerUrl};
@@ -89,6 +93,12 @@ pub struct Config {
     /// Limits shared by a fleet of weirs through Redis; `None`: every
     /// limit is this process's own.
     pub(crate) cluster: Option<ClusterSettings>,
+    /// Runtime keys and usage rows (`[database]`); `None`: no database.
+    pub(crate) database: Option<DatabaseSettings>,
+    /// Identity from an IdP (`[idp]`); `None`: no JWTs are accepted.
+    pub(crate) idp: Option<IdpSettings>,
+    /// `[telemetry.traces]`: OpenTelemetry traces; `None`: none made.
+    pub(crate) traces: Option<TraceSettings>,
     /// What loads but should be fixed (a secret file others can read).
     pub(crate) warnings: Vec<String>,
 }

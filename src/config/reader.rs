@@ -253,6 +253,11 @@ impl<'a, 'i> Section<'a, 'i> {
         &self.path
     }
 
+    /// Where the table is in the document.
+    pub(crate) fn span(&self) -> Range<usize> {
+        self.span.clone()
+    }
+
     pub(crate) fn doc(&self) -> &'a Doc<'a> {
         self.doc
     }

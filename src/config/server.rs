@@ -29,6 +29,17 @@ pub struct ClusterSettings {
     pub ca_file: Option<PathBuf>,
 }
 
+/// `[database]`: where runtime keys and usage rows are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DatabaseSettings {
+    /// The SQLite file (created with its schema at start).
+    pub(crate) path: PathBuf,
+    /// Usage rows older than this are deleted.
+    pub(crate) usage_retention: Duration,
+    /// Usage rows waiting to be written, at most.
+    pub(crate) usage_queue: usize,
+}
+
 /// What a shared limit does while Redis is slow or gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureMode {

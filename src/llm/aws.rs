@@ -24,7 +24,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::refresh::{Fetched, Source};
+use super::refresh::{Fresh, Source};
 use crate::config::{AwsKeys, Secret, WebIdentity};
 
 /// Sign `req` for `service` in `region` with `keys`, at `now`: the
@@ -84,8 +84,10 @@ pub(crate) struct WebIdentitySource {
     /// STS's endpoint: `AWS_ENDPOINT_URL_STS`, else the region's.
     sts: http::Uri,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    name: String,
 }
+
+/// Temporary keys and when they expire, or why there are none.
+type Fetched = Result<(AwsKeys, SystemTime), String>;
 
 /// How long an STS exchange may take.
 const STS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -112,14 +114,13 @@ impl WebIdentitySource {
             .enable_http1()
             .wrap_connector(tcp);
         Some(WebIdentitySource {
-            name: format!("aws web identity {}", config.role_arn),
             config: config.clone(),
             sts: sts.parse().ok()?,
             client: Client::builder(TokioExecutor::new()).build(https),
         })
     }
 
-    async fn assume_role(&self) -> Fetched<AwsKeys> {
+    async fn assume_role(&self) -> Fetched {
         let token = tokio::fs::read_to_string(&self.config.token_file)
             .await
             .map_err(|e| format!("{}: {e}", self.config.token_file.display()))?;
@@ -158,12 +159,18 @@ impl WebIdentitySource {
 }
 
 impl Source<AwsKeys> for WebIdentitySource {
-    fn fetch(&self) -> Pin<Box<dyn Future<Output = Fetched<AwsKeys>> + Send + '_>> {
-        Box::pin(self.assume_role())
-    }
-
-    fn name(&self) -> &str {
-        &self.name
+    fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<AwsKeys>, String>> + Send + '_>> {
+        Box::pin(async move {
+            let (keys, expires) = self.assume_role().await?;
+            // STS says when they expire; the refresher counts how long
+            // they live from now (none left: a refused answer).
+            let lifetime = (expires.duration_since(SystemTime::now()))
+                .map_err(|_| "STS gave credentials that have already expired".to_string())?;
+            Ok(Fresh {
+                value: std::sync::Arc::new(keys),
+                lifetime,
+            })
+        })
     }
 }
 
@@ -177,7 +184,7 @@ fn xml_field<'x>(xml: &'x str, name: &str) -> Option<&'x str> {
 }
 
 /// The credentials of an `AssumeRoleWithWebIdentity` answer.
-fn sts_credentials(xml: &str) -> Fetched<AwsKeys> {
+fn sts_credentials(xml: &str) -> Fetched {
     let field = |name: &str| {
         xml_field(xml, name)
             .filter(|v| !v.is_empty())

@@ -8,13 +8,15 @@ use std::sync::Arc;
 
 use crate::respond::{AccessLine, KindRecord, MAX_MODEL_FIELD, Outcome, bounded};
 use crate::sync::Locked;
+use crate::telemetry::trace::{Event, Span, Value};
 
 /// What an LLM route does once a request's response has ended (its last
 /// byte sent, or the client gone): settle its budget, count its usage per
 /// client, write its usage record. Called exactly once per request, with
 /// the facts as they stand then.
 pub(crate) trait Accounting: Send + Sync {
-    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: std::time::Duration);
+    /// Returns the request's spend, when its model has a price.
+    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: std::time::Duration) -> Option<f64>;
 }
 
 /// The route's [`Accounting`] for one request, kept with its facts.
@@ -64,6 +66,10 @@ pub(crate) struct LlmFacts {
     pub(crate) output_tokens: u64,
     pub(crate) cache_read_tokens: u64,
     pub(crate) cache_write_tokens: u64,
+    /// The trace the request is in, when it is traced.
+    pub(crate) trace_id: Option<String>,
+    /// What the request cost, once settled (with prices).
+    pub(crate) spend: Option<f64>,
 }
 
 pub(crate) type SharedLlmFacts = Arc<std::sync::Mutex<LlmFacts>>;
@@ -81,13 +87,17 @@ impl KindRecord for LlmRecord {
     }
 
     fn ended(&self, line: &AccessLine<'_>) {
-        let (f, accountant) = {
+        let (mut f, accountant) = {
             let mut f = self.0.locked();
             let accountant = f.accountant.take();
             (f.clone(), accountant)
         };
+        f.trace_id = line.trace_id.map(str::to_string);
         if let Some(a) = accountant {
-            a.0.ended(&f, line.status, line.elapsed);
+            let spend = a.0.ended(&f, line.status, line.elapsed);
+            if line.trace_id.is_some() {
+                self.0.locked().spend = spend;
+            }
         }
         if !line.enabled {
             return;
@@ -117,6 +127,85 @@ impl KindRecord for LlmRecord {
             output_tokens = f.output_tokens,
             cache_read_tokens = f.cache_read_tokens,
             cache_write_tokens = f.cache_write_tokens,
+            trace_id = line.trace_id,
         );
+    }
+
+    fn traced(&self, server: &mut Span, answered: Option<&mut Span>) {
+        traced(&self.0.locked(), server, answered);
+    }
+}
+
+/// The ended request's facts on its server span and on the attempt that
+/// answered.
+fn traced(f: &LlmFacts, server: &mut Span, answered: Option<&mut Span>) {
+    if let Some(client) = &f.client {
+        server.set("weir.client_token.name", &**client);
+    }
+    if let Some(spend) = f.spend {
+        server.set("weir.llm.spend", spend);
+    }
+    if let Some(outcome) = f.outcome {
+        server.set("weir.llm.outcome", outcome);
+    }
+    server.set("weir.llm.failovers", u64::from(f.failovers));
+    if let Some(upstream) = &f.upstream {
+        server.set("weir.upstream.server", &**upstream);
+    }
+    let usage = usage(f, server.start, server_end_estimate(server));
+    for (k, v) in &usage.0 {
+        server.set(k, v.clone());
+    }
+    if let Some(a) = answered {
+        for (k, v) in usage.0 {
+            a.set(k, v);
+        }
+        a.events.extend(usage.1);
+    }
+}
+
+/// The usage attributes and the first-token event, when there was one.
+fn usage(f: &LlmFacts, start: u64, end: u64) -> (Vec<(&'static str, Value)>, Option<Event>) {
+    let mut a: Vec<(&'static str, Value)> = Vec::new();
+    if let Some(m) = &f.served_model {
+        a.push(("gen_ai.response.model", super::traced::bounded(m).into()));
+    }
+    if f.usage_reported {
+        a.push(("gen_ai.usage.input_tokens", f.input_tokens.into()));
+        a.push(("gen_ai.usage.output_tokens", f.output_tokens.into()));
+        a.push((
+            "gen_ai.usage.cache_read.input_tokens",
+            f.cache_read_tokens.into(),
+        ));
+        a.push((
+            "gen_ai.usage.cache_creation.input_tokens",
+            f.cache_write_tokens.into(),
+        ));
+    }
+    let first = f.first_token_ms.map(|ms| {
+        let at = start.saturating_add(ms.saturating_mul(1_000_000));
+        a.push((
+            "gen_ai.server.time_to_first_token",
+            Value::Float(ms as f64 / 1000.0),
+        ));
+        a.push((
+            "weir.llm.stream_duration",
+            Value::Float(end.saturating_sub(at) as f64 / 1e9),
+        ));
+        Event {
+            name: "gen_ai.first_token",
+            at,
+            attributes: Vec::new(),
+        }
+    });
+    (a, first)
+}
+
+/// The span's end if set, else now (the server span is ended after this).
+fn server_end_estimate(s: &Span) -> u64 {
+    if s.end != 0 {
+        s.end
+    } else {
+        crate::telemetry::trace::now()
     }
 }

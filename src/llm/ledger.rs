@@ -1,5 +1,6 @@
-//! One client token's budget: tokens per minute, tokens per day and spend
-//! per day, reserved before a request and settled on its actual usage.
+//! One client's budget — tokens per minute, tokens and spend per day, per
+//! week and per calendar month — reserved before a request and settled on
+//! its actual usage.
 //!
 //! The API is three calls — [`Ledger::reserve`], [`Ledger::settle`],
 //! [`Ledger::view`] — over plain amounts. A fleet of weirs keeps the same
@@ -8,7 +9,7 @@
 //! instance's share while Redis is away.
 //!
 //! Windows are fixed and aligned to UTC: a minute starts at :00, a day at
-//! 00:00 UTC. A request is admitted when, in every bounded window, what was
+//! 00:00 UTC, a week on Monday 00:00 UTC, a month on its first day. A request is admitted when, in every bounded window, what was
 //! settled in the window so far, plus every reservation still in flight,
 //! plus its own reservation, fits the limit; admitting it adds its
 //! reservation to those in flight, under one lock, so concurrent requests
@@ -26,6 +27,7 @@ use crate::sync::Locked;
 
 const MINUTE: u64 = 60;
 const DAY: u64 = 86_400;
+const WEEK: u64 = 7 * DAY;
 
 /// An amount of budget: tokens, and spend in 10⁻¹² of the currency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -54,14 +56,137 @@ pub(crate) enum Bound {
     TokensPerMinute,
     TokensPerDay,
     SpendPerDay,
+    TokensPerWeek,
+    SpendPerWeek,
+    TokensPerMonth,
+    SpendPerMonth,
+}
+
+/// The length of a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Period {
+    Minute,
+    Day,
+    Week,
+    Month,
+}
+
+impl Period {
+    /// The start of the window holding `now` (Unix seconds, UTC).
+    fn start(self, now: u64) -> u64 {
+        match self {
+            Period::Minute => now - now % MINUTE,
+            Period::Day => now - now % DAY,
+            // 1970-01-01 was a Thursday: Mondays are 4 days later.
+            Period::Week => now - (now + 3 * DAY) % WEEK,
+            Period::Month => {
+                let (y, m, _) = civil(now / DAY);
+                days_from_civil(y, m, 1) * DAY
+            }
+        }
+    }
+
+    /// The end of the window that starts at `start`.
+    fn end(self, start: u64) -> u64 {
+        match self {
+            Period::Minute => start + MINUTE,
+            Period::Day => start + DAY,
+            Period::Week => start + WEEK,
+            Period::Month => {
+                let (y, m, _) = civil(start / DAY);
+                let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+                days_from_civil(y, m, 1) * DAY
+            }
+        }
+    }
+}
+
+/// The (year, month, day) of a day since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days after the epoch).
+fn civil(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+/// The day since 1970-01-01 of a (year, month, day) after it.
+fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe).saturating_sub(719_468)
 }
 
 impl Bound {
+    /// Every bound, in the order a ledger keeps their windows.
+    pub(crate) const ALL: [Bound; 7] = [
+        Bound::TokensPerMinute,
+        Bound::TokensPerDay,
+        Bound::SpendPerDay,
+        Bound::TokensPerWeek,
+        Bound::SpendPerWeek,
+        Bound::TokensPerMonth,
+        Bound::SpendPerMonth,
+    ];
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Bound::TokensPerMinute => "tokens_per_minute",
             Bound::TokensPerDay => "tokens_per_day",
             Bound::SpendPerDay => "spend_per_day",
+            Bound::TokensPerWeek => "tokens_per_week",
+            Bound::SpendPerWeek => "spend_per_week",
+            Bound::TokensPerMonth => "tokens_per_month",
+            Bound::SpendPerMonth => "spend_per_month",
+        }
+    }
+
+    /// Whether it counts spend (else tokens).
+    pub(crate) fn is_spend(self) -> bool {
+        matches!(
+            self,
+            Bound::SpendPerDay | Bound::SpendPerWeek | Bound::SpendPerMonth
+        )
+    }
+
+    fn period(self) -> Period {
+        match self {
+            Bound::TokensPerMinute => Period::Minute,
+            Bound::TokensPerDay | Bound::SpendPerDay => Period::Day,
+            Bound::TokensPerWeek | Bound::SpendPerWeek => Period::Week,
+            Bound::TokensPerMonth | Bound::SpendPerMonth => Period::Month,
+        }
+    }
+
+    /// Its limit in `budget`.
+    pub(crate) fn limit(self, budget: &Budget) -> Option<u64> {
+        match self {
+            Bound::TokensPerMinute => budget.tokens_per_minute,
+            Bound::TokensPerDay => budget.tokens_per_day,
+            Bound::SpendPerDay => budget.spend_per_day,
+            Bound::TokensPerWeek => budget.tokens_per_week,
+            Bound::SpendPerWeek => budget.spend_per_week,
+            Bound::TokensPerMonth => budget.tokens_per_month,
+            Bound::SpendPerMonth => budget.spend_per_month,
+        }
+    }
+
+    /// Its part of an amount.
+    fn of(self, amount: Amount) -> u64 {
+        if self.is_spend() {
+            amount.spend
+        } else {
+            amount.tokens
         }
     }
 }
@@ -114,8 +239,8 @@ struct Window {
 
 impl Window {
     /// Start a new window when `now` has passed this one.
-    fn roll(&mut self, now: u64, period: u64) {
-        let start = now - now % period;
+    fn roll(&mut self, now: u64, period: Period) {
+        let start = period.start(now);
         if start != self.start {
             self.start = start;
             self.used = 0;
@@ -125,9 +250,11 @@ impl Window {
 
 #[derive(Debug, Default)]
 struct State {
-    minute_tokens: Window,
-    day_tokens: Window,
-    day_spend: Window,
+    /// One per bound, in [`Bound::ALL`]'s order.
+    windows: [Window; 7],
+    /// For each bound, the start of the window its warning was last given
+    /// in (a warning is logged once per window).
+    warned: [u64; 7],
     /// Reservations in flight.
     reserved: Amount,
     in_flight: u64,
@@ -135,9 +262,9 @@ struct State {
 
 impl State {
     fn roll(&mut self, now: u64) {
-        self.minute_tokens.roll(now, MINUTE);
-        self.day_tokens.roll(now, DAY);
-        self.day_spend.roll(now, DAY);
+        for (w, bound) in self.windows.iter_mut().zip(Bound::ALL) {
+            w.roll(now, bound.period());
+        }
     }
 }
 
@@ -164,7 +291,8 @@ pub(crate) struct WindowView {
 /// A ledger as it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct View {
-    pub(crate) windows: [WindowView; 3],
+    /// One per bound, in [`Bound::ALL`]'s order.
+    pub(crate) windows: [WindowView; 7],
     pub(crate) in_flight: u64,
 }
 
@@ -194,32 +322,19 @@ impl Ledger {
         let (secs, now) = self.now();
         let mut s = self.state.locked();
         s.roll(secs);
-        let checks = [
-            (
-                Bound::TokensPerMinute,
-                budget.tokens_per_minute,
-                s.minute_tokens,
-                MINUTE,
-                s.reserved.tokens,
-                want.tokens,
-            ),
-            (
-                Bound::TokensPerDay,
-                budget.tokens_per_day,
-                s.day_tokens,
-                DAY,
-                s.reserved.tokens,
-                want.tokens,
-            ),
-            (
-                Bound::SpendPerDay,
-                budget.spend_per_day,
-                s.day_spend,
-                DAY,
-                s.reserved.spend,
-                want.spend,
-            ),
-        ];
+        let checks = Bound::ALL
+            .into_iter()
+            .zip(s.windows)
+            .map(|(bound, window)| {
+                (
+                    bound,
+                    bound.limit(budget),
+                    window,
+                    bound.period(),
+                    bound.of(s.reserved),
+                    bound.of(want),
+                )
+            });
         let mut refused: Option<Refused> = None;
         for (bound, limit, window, period, reserved, want) in checks {
             let Some(limit) = limit else { continue };
@@ -234,7 +349,7 @@ impl Ledger {
             }
             // Settled use frees when the window ends; reservations alone
             // free as the requests holding them end (soon: try in 1 s).
-            let ends = Duration::from_secs(window.start + period).saturating_sub(now);
+            let ends = Duration::from_secs(period.end(window.start)).saturating_sub(now);
             let wait = if window.used.saturating_add(want) > limit {
                 ends
             } else {
@@ -267,10 +382,36 @@ impl Ledger {
         s.reserved.tokens = s.reserved.tokens.saturating_sub(held.tokens);
         s.reserved.spend = s.reserved.spend.saturating_sub(held.spend);
         s.in_flight = s.in_flight.saturating_sub(1);
-        for w in [&mut s.minute_tokens, &mut s.day_tokens] {
-            w.used = w.used.saturating_add(actual.tokens);
+        for (w, bound) in s.windows.iter_mut().zip(Bound::ALL) {
+            w.used = w.used.saturating_add(bound.of(actual));
         }
-        s.day_spend.used = s.day_spend.used.saturating_add(actual.spend);
+    }
+
+    /// The bound nearest its limit, when its use (settled and in flight)
+    /// is at least `budget.warn_at` percent of it: the bound, the percent,
+    /// and whether this is the first time in the window it is told.
+    pub(crate) fn warning(&self, budget: &Budget) -> Option<(Bound, u64, bool)> {
+        let at = u64::from(budget.warn_at?);
+        let (secs, _) = self.now();
+        let mut s = self.state.locked();
+        s.roll(secs);
+        let reserved = s.reserved;
+        let (i, bound, percent) = Bound::ALL
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, bound)| {
+                let limit = bound.limit(budget).filter(|l| *l > 0)?;
+                let used = s.windows[i].used.saturating_add(bound.of(reserved));
+                Some((i, bound, used.saturating_mul(100) / limit))
+            })
+            .max_by_key(|(_, _, p)| *p)?;
+        if percent < at {
+            return None;
+        }
+        let start = s.windows[i].start;
+        let first = s.warned[i] != start;
+        s.warned[i] = start;
+        Some((bound, percent, first))
     }
 
     /// The ledger against `budget`, now.
@@ -278,37 +419,19 @@ impl Ledger {
         let (secs, _) = self.now();
         let mut s = self.state.locked();
         s.roll(secs);
-        let w = |bound, limit, window: Window, period, reserved| WindowView {
-            bound,
-            limit,
-            used: window.used,
-            reserved,
-            resets_at: window.start + period,
-        };
+        let reserved = s.reserved;
         View {
-            windows: [
-                w(
-                    Bound::TokensPerMinute,
-                    budget.tokens_per_minute,
-                    s.minute_tokens,
-                    MINUTE,
-                    s.reserved.tokens,
-                ),
-                w(
-                    Bound::TokensPerDay,
-                    budget.tokens_per_day,
-                    s.day_tokens,
-                    DAY,
-                    s.reserved.tokens,
-                ),
-                w(
-                    Bound::SpendPerDay,
-                    budget.spend_per_day,
-                    s.day_spend,
-                    DAY,
-                    s.reserved.spend,
-                ),
-            ],
+            windows: std::array::from_fn(|i| {
+                let bound = Bound::ALL[i];
+                let window = s.windows[i];
+                WindowView {
+                    bound,
+                    limit: bound.limit(budget),
+                    used: window.used,
+                    reserved: bound.of(reserved),
+                    resets_at: bound.period().end(window.start),
+                }
+            }),
             in_flight: s.in_flight,
         }
     }
@@ -494,5 +617,63 @@ mod tests {
         let v = l.view(&b);
         assert_eq!((v.windows[0].used, v.windows[0].reserved), (70, 0));
         assert!(l.reserve(tokens(31), &b).is_err());
+    }
+
+    #[test]
+    fn weeks_start_on_monday_and_months_on_their_first_day() {
+        // 2025-01-01 was a Wednesday; the week began Monday 2024-12-30.
+        assert_eq!(Period::Week.start(START), 1_735_516_800);
+        assert_eq!(Period::Week.end(1_735_516_800), 1_736_121_600);
+        assert_eq!(Period::Month.start(START), 1_735_689_600, "2025-01-01");
+        assert_eq!(
+            Period::Month.end(1_735_689_600),
+            1_738_368_000,
+            "2025-02-01"
+        );
+        // A leap February ends on the 29th; December into January.
+        let feb_2028 = days_from_civil(2028, 2, 1) * DAY;
+        assert_eq!(
+            Period::Month.end(feb_2028),
+            days_from_civil(2028, 3, 1) * DAY
+        );
+        assert_eq!(Period::Month.end(feb_2028) - feb_2028, 29 * DAY);
+        let dec = days_from_civil(2026, 12, 1) * DAY;
+        assert_eq!(Period::Month.end(dec), days_from_civil(2027, 1, 1) * DAY);
+        assert_eq!(civil(days_from_civil(2026, 12, 3)), (2026, 12, 3));
+        assert_eq!(Period::Month.start(dec + 40 * 3600), dec);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_month_refuses_until_the_next_month_and_warns_once_past_the_soft_limit() {
+        let l = ledger();
+        let b = Budget {
+            spend_per_month: Some(100),
+            warn_at: Some(80),
+            ..Budget::default()
+        };
+        let spend = |n| Amount {
+            tokens: 0,
+            spend: n,
+        };
+        let r = l.reserve(spend(70), &b).expect("fits");
+        l.settle(r, spend(70));
+        assert_eq!(l.warning(&b), None, "70 % is under the soft limit");
+        let r = l.reserve(spend(15), &b).expect("fits");
+        assert_eq!(l.warning(&b), Some((Bound::SpendPerMonth, 85, true)));
+        assert_eq!(
+            l.warning(&b),
+            Some((Bound::SpendPerMonth, 85, false)),
+            "logged once"
+        );
+        l.settle(r, spend(15));
+        let refused = l.reserve(spend(20), &b).expect_err("over");
+        assert_eq!(refused.bound, Bound::SpendPerMonth);
+        // From 2025-01-01 23:59:30 to February: 30 days and 30 s.
+        assert_eq!(
+            refused.retry_after,
+            Some(Duration::from_secs(30 * DAY + 30))
+        );
+        tokio::time::advance(Duration::from_secs(31 * DAY)).await;
+        assert!(l.reserve(spend(20), &b).is_ok(), "a new month");
     }
 }

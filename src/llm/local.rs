@@ -52,7 +52,11 @@ pub(crate) async fn count_tokens(
             Prepared::Skip if !upstream.config.api.serves(Endpoint::CountTokens) => {
                 return count_locally(llm, &request.body).await;
             }
-            Prepared::Skip | Prepared::Invalid(_) | Prepared::Unserved(_) | Prepared::Busy => {
+            Prepared::Skip
+            | Prepared::Invalid(_)
+            | Prepared::Unserved(_)
+            | Prepared::Busy
+            | Prepared::Unavailable(_) => {
                 continue;
             }
         };
@@ -67,6 +71,13 @@ pub(crate) async fn count_tokens(
                     resp.status(),
                     StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
                 ) =>
+            {
+                break;
+            }
+            // Vertex counts tokens for some models in some regions only,
+            // and answers in Google's envelope: weir's estimate instead.
+            Sent::Response(resp)
+                if upstream.config.vertex.is_some() && !resp.status().is_success() =>
             {
                 break;
             }

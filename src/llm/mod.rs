@@ -26,9 +26,12 @@
 mod answer;
 mod aws;
 pub(crate) mod body;
+mod client;
 mod facts;
 mod failover;
 mod framed;
+mod google;
+mod keyed;
 pub(crate) mod ledger;
 mod local;
 mod offload;
@@ -37,6 +40,7 @@ mod refresh;
 mod relay;
 mod socket;
 mod tenants;
+mod traced;
 pub(crate) mod upstream;
 pub(crate) mod usage;
 
@@ -45,11 +49,11 @@ use std::sync::Arc;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use subtle::ConstantTimeEq;
 
 pub(crate) use body::ByteBudget;
 use body::ReadError;
 pub(crate) use facts::{LlmRecord, SharedLlmFacts};
+pub(crate) use keyed::KeyBooks;
 pub(crate) use offload::Offload;
 pub(crate) use socket::{Opening, accept as accept_websocket, asks_upgrade as asks_websocket};
 use upstream::LlmUpstream;
@@ -57,10 +61,10 @@ pub(crate) use usage::Books;
 use weir_wire::body::{Model, ModelError};
 
 use crate::admit::auth_failures::AuthFailures;
-use crate::admit::rate::{Client, RateLimit, Refusal};
+use crate::admit::rate::{Client, RateLimit};
 use crate::admit::{Admission, TokenGate};
 use crate::cluster::Cluster;
-use crate::config::{AllowedModels, Choice, LlmSettings, RouteConfig, UpstreamSettings};
+use crate::config::{Choice, LlmSettings, RouteConfig, UpstreamSettings};
 use crate::respond::{Payload, Rescue};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, Metrics};
@@ -179,6 +183,8 @@ pub(crate) struct Context<'a> {
     pub(crate) rate: Option<&'a Arc<RateLimit>>,
     pub(crate) peer: std::net::IpAddr,
     pub(crate) host: &'a str,
+    /// The request's spans, when it is traced ([`traced`]).
+    pub(crate) trace: Option<&'a crate::telemetry::trace::Trace>,
 }
 
 /// Serve one request on an LLM route: the steps of the module doc, in
@@ -196,12 +202,12 @@ pub(crate) async fn serve(
         cx.facts,
     );
     let (endpoint, api_path) = find_endpoint(&llm.settings, &req, &cx)?;
-    let presented = admit_client(llm, &req, endpoint, &account, &mut cx).await?;
+    let presented = client::admit(llm, &req, endpoint, &account, &mut cx).await?;
     let declared = declared_length(&req, &cx)?;
     let (request, incoming) =
         outgoing_request(req, api_path, presented.strip, llm.settings.protocol);
     if !endpoint.routes_by_model() {
-        let allowed = client_models(&llm.settings, presented.token);
+        let allowed = client::models(&llm.settings, presented.who.as_ref());
         return local::models(llm, &request, allowed, &cx).await;
     }
     let client = presented.body_client(&cx);
@@ -211,7 +217,7 @@ pub(crate) async fn serve(
         read,
         endpoint,
         deferred: presented.deferred,
-        token: presented.token,
+        who: presented.who,
     };
     generate(llm, turn, &account, cx).await
 }
@@ -227,9 +233,9 @@ struct Turn {
     endpoint: Endpoint,
     /// The client token whose limits wait for the body (step 2).
     deferred: Option<usize>,
-    /// The client token presented, when the route has tokens: whose
-    /// model list step 4 checks.
-    token: Option<usize>,
+    /// Who presented, when the route asks: whose model list step 4
+    /// checks.
+    who: Option<client::Who>,
 }
 
 /// Steps 4 and 5 for a body read whole: model, budget, failover and the
@@ -246,17 +252,20 @@ async fn generate(
         read,
         endpoint,
         deferred,
-        token,
+        who,
     } = turn;
     request.body = read.bytes.clone();
     let (model, entry) = read_model(llm, &request.body, &cx).await?;
+    if let Some(t) = cx.trace {
+        traced::request(t, &model, &request.body);
+    }
     let Some(choices) = llm.settings.choices(&model.name) else {
         return Err(Rescue::status(StatusCode::NOT_FOUND).saying(format!(
             "model `{}` is not served by this route",
             model.name
         )));
     };
-    may_use(&llm.settings, token, &model.name)?;
+    client::may_use(&llm.settings, who.as_ref(), &model.name)?;
     if endpoint.api().is_some() {
         reserve_budget(llm, account, &request, &model, choices, deferred, &mut cx).await?;
     }
@@ -273,30 +282,14 @@ async fn generate(
     };
     // The body's budget reservation ends with the attempts.
     drop(read);
-    result
-}
-
-/// The models the presenting client token may ask for (every model when
-/// the route has no tokens).
-fn client_models(settings: &LlmSettings, token: Option<usize>) -> Option<&AllowedModels> {
-    token
-        .and_then(|i| settings.client_tokens.get(i))
-        .map(|c| &c.models)
-}
-
-/// Step 4's first check: a model the client token may not use is refused
-/// before any budget or upstream, in the client's shape.
-fn may_use(settings: &LlmSettings, token: Option<usize>, model: &str) -> Result<(), Rescue> {
-    let Some(client) = token.and_then(|i| settings.client_tokens.get(i)) else {
-        return Ok(());
-    };
-    if client.models.allows(model) {
-        return Ok(());
-    }
-    Err(Rescue::status(StatusCode::FORBIDDEN).saying(format!(
-        "client `{}` may not use model `{model}`",
-        client.name
-    )))
+    result.map(|mut resp| {
+        if let Some(warning) = account.warning()
+            && let Ok(v) = HeaderValue::from_str(&warning)
+        {
+            resp.headers_mut().insert("x-weir-budget-warning", v);
+        }
+        resp
+    })
 }
 
 /// Step 1, endpoint: the path as it is, or under the route's mount point,
@@ -323,111 +316,6 @@ fn find_endpoint(
             req.uri().path(),
             settings.protocol.name()
         ))
-    })
-}
-
-/// What the client token step found, on a route with client tokens.
-#[derive(Default)]
-struct Presented {
-    /// The headers that carried the token: never forwarded.
-    strip: outgoing::Carriers,
-    /// The token, when its limits wait for the body: the fleet keeps its
-    /// budget, and decides them with the budget's reserve in one Redis
-    /// round trip, once the body says what to reserve.
-    deferred: Option<usize>,
-    /// The client token's index, when the route has tokens: who the
-    /// body's bytes are counted under.
-    token: Option<usize>,
-}
-
-impl Presented {
-    /// Who the body's bytes are counted under in the budget.
-    fn body_client(&self, cx: &Context<'_>) -> body::BodyClient {
-        match self.token {
-            Some(index) => body::BodyClient::token(cx.route_name, index),
-            None => body::BodyClient::address(cx.peer),
-        }
-    }
-}
-
-/// Step 2, client token, before a byte of the body is read: a valid one
-/// (else 401), then its rate and its concurrency (one decision when the
-/// fleet shares them), unless those wait for the body.
-async fn admit_client(
-    llm: &LlmRoute,
-    req: &Request<Incoming>,
-    endpoint: Endpoint,
-    account: &usage::Account,
-    cx: &mut Context<'_>,
-) -> Result<Presented, Rescue> {
-    let authenticated = authenticate(llm, req.headers(), cx);
-    let Some((index, strip)) = authenticated.map_err(|r| r.closing_if_body(req))? else {
-        return Ok(Presented::default());
-    };
-    account.identify(index, cx.facts);
-    limit_token(llm, (index, strip), endpoint, account, cx)
-        .await
-        .map_err(|r| r.closing_if_body(req))
-}
-
-/// The client token `headers` present, by index, and the headers that
-/// carried it; `None` on a route without tokens. 401 for none valid, 429
-/// for an address that keeps failing. A WebSocket upgrade is checked
-/// here too, before it is accepted.
-fn authenticate(
-    llm: &LlmRoute,
-    headers: &http::HeaderMap,
-    cx: &Context<'_>,
-) -> Result<Option<(usize, outgoing::Carriers)>, Rescue> {
-    let settings = &llm.settings;
-    if settings.client_tokens.is_empty() {
-        return Ok(None);
-    }
-    // An address that keeps failing is refused before its token is
-    // looked at (so guessing is limited, not just answered differently).
-    if let Some(secs) = llm.auth_failures.refused(cx.peer) {
-        return Err(Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-            .retry_after(secs)
-            .saying("too many failed client token authentications from this address"));
-    }
-    let Some(found) = client_token(settings, headers) else {
-        llm.auth_failures.failed(cx.peer);
-        return Err(Rescue::status(StatusCode::UNAUTHORIZED)
-            .saying("a valid client token is required (x-api-key or Authorization: Bearer)"));
-    };
-    Ok(Some(found))
-}
-
-/// Step 2's limits for client token `index`: its rate and its
-/// concurrency, or, when the fleet keeps its budget, deferred to step 4.
-async fn limit_token(
-    llm: &LlmRoute,
-    (index, strip): (usize, outgoing::Carriers),
-    endpoint: Endpoint,
-    account: &usage::Account,
-    cx: &mut Context<'_>,
-) -> Result<Presented, Rescue> {
-    if endpoint.api().is_some() && account.budget_is_shared() {
-        let deferred = Some(index);
-        return Ok(Presented {
-            strip,
-            deferred,
-            token: Some(index),
-        });
-    }
-    crate::admit::limit_client(
-        cx.rate.map(|r| &**r),
-        Client::Token(index),
-        llm.token_ids.get(index).map(String::as_str),
-        llm.token_gates.get(index),
-        cx.admission.as_mut(),
-    )
-    .await
-    .map_err(|r| limit_refusal(r, cx))?;
-    Ok(Presented {
-        strip,
-        deferred: None,
-        token: Some(index),
     })
 }
 
@@ -587,36 +475,11 @@ async fn reserve_budget(
                 account.budget_ask(&want),
             )
             .await
-            .map_err(|r| limit_refusal(r, cx))?;
+            .map_err(|r| client::limit_refusal(r, cx))?;
             account.take(budgeted, want, cx.facts)
         }
         (Some(want), None) => account.reserve(want, cx.facts),
         (None, _) => Ok(()),
-    }
-}
-
-/// A route without client tokens limits its clients by address (an HTTP
-/// request is limited at the route's entry; a WebSocket turn here).
-async fn limit_address(cx: &Context<'_>) -> Result<(), Rescue> {
-    let Some(rate) = cx.rate else {
-        return Ok(());
-    };
-    crate::admit::limit_client(Some(&**rate), Client::ip(cx.peer), None, None, None)
-        .await
-        .map_err(|r| limit_refusal(r, cx))
-}
-
-/// The answer to a client token over one of its limits.
-fn limit_refusal(refusal: Refusal, cx: &Context<'_>) -> Rescue {
-    match refusal {
-        Refusal::Limited(limited) => Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
-            .saying("this client token is over its rate limit"),
-        Refusal::Full => Rescue::status(StatusCode::TOO_MANY_REQUESTS)
-            .retry_after(1)
-            .counting(crate::respond::Counted::Shed("token"))
-            .saying("too many requests in flight for this client token"),
-        Refusal::Unavailable => Rescue::cluster_unavailable()
-            .saying("the gateway cannot check this client token's limits now; retry shortly"),
     }
 }
 
@@ -647,45 +510,6 @@ fn api_path<'a>(mount: &str, path: &'a str) -> &'a str {
         Some(rest) if rest.starts_with('/') => rest,
         _ => path,
     }
-}
-
-/// The configured client token the request presents, by index, and the
-/// header that carried it (removed before forwarding, so the gateway's
-/// token never reaches an upstream). Both `x-api-key` and
-/// `Authorization: Bearer` are accepted: Claude Code sends the latter
-/// when `ANTHROPIC_AUTH_TOKEN` is set, and some clients send both (an
-/// OAuth token in one, the gateway key in the other).
-fn client_token(
-    settings: &LlmSettings,
-    headers: &http::HeaderMap,
-) -> Option<(usize, outgoing::Carriers)> {
-    let candidates = [
-        headers.get("x-api-key").and_then(|v| v.to_str().ok()),
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(weir_wire::fields::bearer),
-    ];
-    let mut found = None;
-    let mut carriers = outgoing::Carriers::default();
-    for (c, value) in candidates.into_iter().enumerate() {
-        let Some(value) = value.map(str::trim) else {
-            continue;
-        };
-        // Compare against every token, in constant time per token.
-        let mut here = None;
-        for (i, t) in settings.client_tokens.iter().enumerate() {
-            if bool::from(t.token.0.as_bytes().ct_eq(value.as_bytes())) && here.is_none() {
-                here = Some(i);
-            }
-        }
-        if let Some(i) = here {
-            // Every header carrying a client token is weir's, never the
-            // upstream's: one sent twice must not leak through the other.
-            carriers.0[c] = true;
-            found = found.or(Some(i));
-        }
-    }
-    found.map(|i| (i, carriers))
 }
 
 impl Rescue {

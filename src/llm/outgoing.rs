@@ -6,6 +6,7 @@
 
 use super::framed::{UpstreamBody, unframe};
 use super::offload::{Busy, Offload};
+use super::refresh::FIRST_WAIT;
 use super::upstream::{LlmMember, LlmUpstream};
 use crate::config::{BedrockSettings, Credential, UpstreamApi};
 use crate::upstream::headers::clean_request;
@@ -15,7 +16,7 @@ use http::header::{self, HeaderValue};
 use http_body_util::Full;
 use weir_wire::body::splice;
 use weir_wire::translate::{Pair, ToolNames, TranslateError, native};
-use weir_wire::{Endpoint, Protocol, bedrock};
+use weir_wire::{Endpoint, Protocol, bedrock, vertex};
 
 /// The request as it will be sent upstream, attempt after attempt.
 pub(crate) struct Outgoing {
@@ -119,6 +120,9 @@ pub(crate) enum Prepared {
     Unserved(String),
     /// Every slot for heavy work is taken: shed.
     Busy,
+    /// The upstream has no credential to send yet (its token endpoint is
+    /// down): the next may serve; if none can, a 503 saying why.
+    Unavailable(String),
 }
 
 pub(crate) enum Sent {
@@ -191,6 +195,14 @@ impl Outgoing {
         if pair.is_some() || !self.protocol.is_native(upstream.config.api) {
             upstream.config.api.adopt_headers(&mut headers, passthrough);
         }
+        if upstream.config.vertex.is_some() {
+            match refreshed_token(upstream).await {
+                Ok((name, value)) => {
+                    headers.insert(name, value);
+                }
+                Err(why) => return Prepared::Unavailable(why),
+            }
+        }
         // Streams must arrive as plain SSE for weir to read their events.
         headers.insert(
             header::ACCEPT_ENCODING,
@@ -248,6 +260,13 @@ impl Outgoing {
             (None, Some(m), Some(span)) => splice(&self.body, span, m),
             _ => self.body.clone(),
         };
+        let (path, body) = match &upstream.config.vertex {
+            None => (path, body),
+            Some(v) => match vertex_request(&v.place, endpoint, body, offload).await {
+                Ok(made) => made,
+                Err(refused) => return refused,
+            },
+        };
         let mut draft = Draft {
             api: upstream.config.api,
             method: self.parts.method.clone(),
@@ -302,6 +321,45 @@ impl Outgoing {
         );
         Ok(())
     }
+}
+
+/// A Messages (or count_tokens) request as Vertex AI takes it at
+/// `place`: its path (the model in it) and its body ([`vertex::request_body`]).
+async fn vertex_request(
+    place: &vertex::Place,
+    endpoint: Endpoint,
+    body: Bytes,
+    offload: &Offload,
+) -> Result<(String, Bytes), Prepared> {
+    let count = endpoint == Endpoint::CountTokens;
+    let made = offload
+        .run(body.len(), move || vertex::request_body(&body, count))
+        .await;
+    match made {
+        Ok(Ok(r)) => Ok((place.path((!count).then_some(&*r.model), r.stream), r.body)),
+        Ok(Err(vertex::Unfit(why))) => Err(Prepared::Invalid(why.into())),
+        Err(Busy) => Err(Prepared::Busy),
+    }
+}
+
+/// The header of the access token weir got for `upstream` (waiting for
+/// the first one, when none has come yet), or why there is none.
+async fn refreshed_token(
+    upstream: &LlmUpstream,
+) -> Result<(http::HeaderName, HeaderValue), String> {
+    let Some(token) = &upstream.token else {
+        return Err("no runtime to fetch the upstream's access token on".into());
+    };
+    let value = token.get(FIRST_WAIT).await.map_err(|why| {
+        format!(
+            "no access token for upstream `{}`: {why}",
+            upstream.config.name
+        )
+    })?;
+    let (name, value) = upstream.config.api.key_header(&value);
+    let value = HeaderValue::from_str(&value)
+        .map_err(|_| "the access token is no header value".to_string())?;
+    Ok((name, value))
 }
 
 pub(crate) async fn send(

@@ -28,6 +28,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
+use super::google::Google;
 use super::refresh::Refreshed;
 use super::tenants::{self, Tenant, TenantHolds};
 use crate::cluster::{Cluster, Holdable};
@@ -137,6 +138,9 @@ pub(crate) struct LlmUpstream {
     pub(crate) tenants: Arc<TenantHolds>,
     /// The fleet the members' holds are shared with, if the route shares.
     fleet: Option<Fleet>,
+    /// The access token weir gets itself for this upstream (Vertex AI's),
+    /// kept fresh in the background; None for an upstream of keys.
+    pub(crate) token: Option<Refreshed<str>>,
 }
 
 /// An upstream's members as the fleet knows them.
@@ -187,8 +191,10 @@ impl Holdable for FleetSeat {
 }
 
 /// Per key of `config`, the refreshed credentials it stands for (a web
-/// identity's), made once for every member that sends it.
+/// identity's), made once for every member that sends it and kept fresh
+/// by the same refresher as Vertex's tokens ([`Refreshed`]).
 fn refreshed_credentials(
+    route: &Arc<str>,
     config: &LlmUpstreamConfig,
     tls: &rustls::ClientConfig,
 ) -> Vec<Option<Arc<Refreshed<AwsKeys>>>> {
@@ -200,7 +206,8 @@ fn refreshed_credentials(
         .map(|key| match &key.credential {
             Credential::AwsWebIdentity(w) => {
                 let source = super::aws::WebIdentitySource::new(w, region, tls)?;
-                Some(Refreshed::new(Box::new(source)))
+                let label = format!("{route}/{} {}", config.name, w.role_arn).into();
+                Refreshed::spawn(label, source).map(Arc::new)
             }
             _ => None,
         })
@@ -219,7 +226,7 @@ impl LlmUpstream {
     ) -> Self {
         let mut ids = Vec::new();
         let mut members = Vec::new();
-        let refreshed = refreshed_credentials(config, tls);
+        let refreshed = refreshed_credentials(route, config, tls);
         for server in &config.servers {
             for (k, key) in config.keys.iter().enumerate() {
                 let mut label = config.name.clone();
@@ -235,6 +242,7 @@ impl LlmUpstream {
                     Credential::Passthrough => "passthrough".into(),
                     Credential::Aws(keys) => keys.secret_access_key.digest_hex(8),
                     Credential::AwsWebIdentity(w) => Secret(w.role_arn.clone()).digest_hex(8),
+                    Credential::Refreshed => "refreshed".into(),
                 };
                 ids.push(Cluster::member_id(
                     route,
@@ -302,6 +310,11 @@ impl LlmUpstream {
                 .all(|k| k.credential == Credential::Passthrough),
             tenants,
             fleet,
+            token: config.vertex.as_ref().and_then(|v| {
+                let label: Arc<str> =
+                    format!("{route}/{} {}", config.name, Google::label(&v.credentials)).into();
+                Refreshed::spawn(label, Google::new(&v.credentials, tls))
+            }),
         }
     }
 

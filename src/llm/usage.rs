@@ -36,11 +36,14 @@ use charge::{Usage, charge, dearest, worst_input};
 pub(crate) use view::view;
 
 use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
+use super::keyed::KeyBook;
 use super::ledger::{Amount, Bound, Ledger, Refused, Reservation};
 use crate::admit::Budgeted;
 use crate::cluster::{BudgetAsk, Cluster, SharedReservation};
 use crate::config::{Budget, LlmSettings, SPEND_UNIT};
+use crate::keys::Key;
 use crate::respond::Rescue;
+use crate::store::{UsageRow, UsageRows};
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, RecordSink, UsageOf};
 
@@ -67,6 +70,14 @@ pub(crate) struct Books {
     /// and each client token's budget key (by index). The ledgers then
     /// only enforce this instance's share while Redis is away.
     pub(crate) fleet: Option<Fleet>,
+    /// The runtime keys the route accepts (`runtime_keys = true`).
+    pub(crate) keys: Option<Arc<crate::keys::Keys>>,
+    /// The IdP whose tokens the route accepts (`idp_tokens = true`).
+    pub(crate) idp: Option<Arc<crate::idp::Idp>>,
+    /// Each key's and person's ledger and gate (process-wide).
+    pub(crate) key_books: Arc<super::KeyBooks>,
+    /// Where usage rows go (with `[database]`).
+    pub(crate) rows: UsageRows,
 }
 
 /// Where a route's client budgets are kept by the fleet.
@@ -155,9 +166,30 @@ impl Holder {
     }
 }
 
+/// Who pays for a request: a client token of the route, or a runtime key.
+#[derive(Clone)]
+pub(crate) enum Payer {
+    /// By its index in the route's client tokens.
+    Token(usize),
+    Key(Arc<Key>, KeyBook),
+}
+
+/// A payer's budget, where it is kept and what it is called.
+#[derive(Clone)]
+struct Budgeting {
+    budget: Budget,
+    ledger: Arc<Ledger>,
+    /// Its key in the fleet's budgets, when the fleet keeps them.
+    fleet_key: Option<Arc<str>>,
+    /// What a refusal names it.
+    label: String,
+    /// Its place among the route's client series (a key has none).
+    series: Option<usize>,
+}
+
 /// What a request would reserve, before it is reserved.
 pub(crate) struct Want {
-    index: usize,
+    budgeting: Budgeting,
     estimate: Estimate,
     amount: Amount,
 }
@@ -168,8 +200,10 @@ pub(crate) struct Account {
     settings: Arc<LlmSettings>,
     books: Books,
     metrics: Arc<LlmRouteMetrics>,
-    client: Mutex<Option<usize>>,
+    payer: Mutex<Option<Payer>>,
     held: Mutex<Option<Held>>,
+    /// The soft limit passed, for the answer's header.
+    warning: Mutex<Option<String>>,
 }
 
 impl Account {
@@ -186,8 +220,9 @@ impl Account {
             settings: settings.clone(),
             books: books.clone(),
             metrics: metrics.clone(),
-            client: Mutex::new(None),
+            payer: Mutex::new(None),
             held: Mutex::new(None),
+            warning: Mutex::new(None),
         });
         facts.locked().accountant = Some(Accountant(account.clone()));
         account
@@ -195,24 +230,53 @@ impl Account {
 
     /// The request presented client token `index`.
     pub(crate) fn identify(&self, index: usize, facts: &SharedLlmFacts) {
-        *self.client.locked() = Some(index);
+        *self.payer.locked() = Some(Payer::Token(index));
         if let Some(c) = self.settings.client_tokens.get(index) {
             facts.locked().client = Some(c.name.as_str().into());
         }
+    }
+
+    /// The request presented runtime key `key`.
+    pub(crate) fn identify_key(&self, key: Arc<Key>, book: KeyBook, facts: &SharedLlmFacts) {
+        facts.locked().client = Some(key.name.clone());
+        *self.payer.locked() = Some(Payer::Key(key, book));
     }
 
     /// Whether this request's client token has a budget the fleet keeps
     /// (its reserve is then decided with the shared limits: see
     /// [`Account::budget_ask`]).
     pub(crate) fn budget_is_shared(&self) -> bool {
-        self.books.fleet.is_some() && self.budget().is_some()
+        self.budget().is_some_and(|b| b.fleet_key.is_some())
     }
 
-    /// The client token's index and budget, when it has one.
-    fn budget(&self) -> Option<(usize, &Budget)> {
-        let index = (*self.client.locked())?;
-        let client = self.settings.client_tokens.get(index)?;
-        (!client.budget.is_unbounded()).then_some((index, &client.budget))
+    /// The payer's budget, when it has one.
+    fn budget(&self) -> Option<Budgeting> {
+        match self.payer.locked().as_ref()? {
+            Payer::Token(index) => {
+                let client = self.settings.client_tokens.get(*index)?;
+                if client.budget.is_unbounded() {
+                    return None;
+                }
+                Some(Budgeting {
+                    budget: client.budget,
+                    ledger: self.books.ledgers.get(*index)?.clone(),
+                    fleet_key: self
+                        .books
+                        .fleet
+                        .as_ref()
+                        .and_then(|f| f.keys.get(*index).cloned()),
+                    label: format!("client token `{}`", client.name),
+                    series: Some(*index),
+                })
+            }
+            Payer::Key(key, book) => (!key.budget.is_unbounded()).then(|| Budgeting {
+                budget: key.budget,
+                ledger: book.ledger.clone(),
+                fleet_key: None,
+                label: format!("key `{}` ({})", key.name, key.id),
+                series: None,
+            }),
+        }
     }
 
     /// What the request reserves: its input bounded by `body_len`, its
@@ -224,7 +288,7 @@ impl Account {
         max_output: Option<u64>,
         models: impl Iterator<Item = &'a str>,
     ) -> Option<Want> {
-        let (index, _) = self.budget()?;
+        let budgeting = self.budget()?;
         let estimate = Estimate {
             input: (body_len as u64).div_ceil(INPUT_BYTES_PER_TOKEN),
             output: max_output.unwrap_or(self.settings.default_max_tokens),
@@ -240,7 +304,7 @@ impl Account {
             }),
         };
         Some(Want {
-            index,
+            budgeting,
             estimate,
             amount,
         })
@@ -249,14 +313,14 @@ impl Account {
     /// The fleet's budget question for `want`, for the limits' decision.
     pub(crate) fn budget_ask<'a>(
         &'a self,
-        want: &Want,
+        want: &'a Want,
     ) -> Option<(&'a Arc<Cluster>, BudgetAsk<'a>)> {
         let fleet = self.books.fleet.as_ref()?;
-        let budget = &self.settings.client_tokens.get(want.index)?.budget;
+        let budget = &want.budgeting.budget;
         Some((
             &fleet.cluster,
             BudgetAsk {
-                key: fleet.keys.get(want.index)?,
+                key: want.budgeting.fleet_key.as_ref()?,
                 limits: [
                     budget.tokens_per_minute,
                     budget.tokens_per_day,
@@ -272,15 +336,11 @@ impl Account {
     /// upstream is contacted. A client over its budget gets 429 with when
     /// it frees; a request larger than a whole bound gets 400.
     pub(crate) fn reserve(&self, want: Want, facts: &SharedLlmFacts) -> Result<(), Rescue> {
-        let Some(ledger) = self.books.ledgers.get(want.index) else {
-            return Ok(());
-        };
-        let Some((_, budget)) = self.budget() else {
-            return Ok(());
-        };
-        match ledger.reserve(want.amount, budget) {
+        let ledger = want.budgeting.ledger.clone();
+        match ledger.reserve(want.amount, &want.budgeting.budget) {
             Ok(reservation) => {
                 self.hold(Holder::Local(ledger.clone(), reservation), want.estimate);
+                self.warn(&want.budgeting);
                 Ok(())
             }
             Err(refused) => Err(self.refuse(&want, refused, facts)),
@@ -321,17 +381,13 @@ impl Account {
                 ))
             }
             Budgeted::LocalShare { instances } => {
-                let (Some(ledger), Some((_, budget)), Some(fleet)) = (
-                    self.books.ledgers.get(want.index),
-                    self.budget(),
-                    self.books.fleet.as_ref(),
-                ) else {
+                let ledger = want.budgeting.ledger.clone();
+                let (Some(fleet), Some(key)) =
+                    (self.books.fleet.as_ref(), want.budgeting.fleet_key.as_ref())
+                else {
                     return Ok(());
                 };
-                let Some(key) = fleet.keys.get(want.index) else {
-                    return Ok(());
-                };
-                match ledger.reserve(want.amount, &share(budget, instances)) {
+                match ledger.reserve(want.amount, &share(&want.budgeting.budget, instances)) {
                     Ok(reservation) => {
                         self.hold(
                             Holder::LocalShare {
@@ -350,32 +406,48 @@ impl Account {
         }
     }
 
+    /// Past the soft limit: the answer's warning, and a log line once per
+    /// window.
+    fn warn(&self, budgeting: &Budgeting) {
+        let Some((bound, percent, first)) = budgeting.ledger.warning(&budgeting.budget) else {
+            return;
+        };
+        if first {
+            tracing::warn!(
+                route = %self.route,
+                client = %budgeting.label,
+                bound = bound.name(),
+                percent,
+                "budget: past its warning level"
+            );
+        }
+        *self.warning.locked() = Some(format!("{}={percent}%", bound.name()));
+    }
+
+    /// The soft-limit warning for the answer's `x-weir-budget-warning`.
+    pub(crate) fn warning(&self) -> Option<String> {
+        self.warning.locked().clone()
+    }
+
     fn hold(&self, holder: Holder, estimate: Estimate) {
         *self.held.locked() = Some(Held { holder, estimate });
     }
 
     /// The answer to a request its client's budget has no room for.
     fn refuse(&self, want: &Want, refused: Refused, facts: &SharedLlmFacts) -> Rescue {
-        let Some(client) = self.settings.client_tokens.get(want.index) else {
-            return Rescue::status(StatusCode::TOO_MANY_REQUESTS);
-        };
-        self.metrics
-            .budget_refused(want.index, refused.bound.name());
+        let budget = want.budgeting.budget;
+        let label = &want.budgeting.label;
+        self.metrics.budget_refused(
+            want.budgeting.series.unwrap_or(usize::MAX),
+            refused.bound.name(),
+        );
         let want = want.amount;
         facts.locked().outcome = Some("over_budget");
-        let (limit, asked) = match refused.bound {
-            Bound::SpendPerDay => (
-                money(client.budget.spend_per_day.unwrap_or(0)),
-                money(want.spend),
-            ),
-            Bound::TokensPerMinute => (
-                client.budget.tokens_per_minute.unwrap_or(0).to_string(),
-                want.tokens.to_string(),
-            ),
-            Bound::TokensPerDay => (
-                client.budget.tokens_per_day.unwrap_or(0).to_string(),
-                want.tokens.to_string(),
-            ),
+        let limit = refused.bound.limit(&budget).unwrap_or(0);
+        let (limit, asked) = if refused.bound.is_spend() {
+            (money(limit), money(want.spend))
+        } else {
+            (limit.to_string(), want.tokens.to_string())
         };
         let bound = refused.bound.name();
         match refused.retry_after {
@@ -384,20 +456,18 @@ impl Account {
                 Rescue::status(StatusCode::TOO_MANY_REQUESTS)
                     .retry_after_long(secs)
                     .saying(format!(
-                        "client token `{}` is over its {bound} budget ({limit}); this request reserves {asked}; retry in {} s",
-                        client.name,
+                        "{label} is over its {bound} budget ({limit}); this request reserves {asked}; retry in {} s",
                         secs.max(1)
                     ))
             }
             None => Rescue::status(StatusCode::BAD_REQUEST).saying(format!(
-                "this request reserves {asked} (its input bounded by its size, plus its output limit), more than client token `{}`'s whole {bound} budget of {limit}; lower max_tokens or send less",
-                client.name
+                "this request reserves {asked} (its input bounded by its size, plus its output limit), more than the whole {bound} budget of {label}, {limit}; lower max_tokens or send less"
             )),
         }
     }
 
     /// The record, metrics and settlement of an ended request.
-    fn account(&self, f: &LlmFacts, status: u16, elapsed: Duration) {
+    fn account(&self, f: &LlmFacts, status: u16, elapsed: Duration) -> Option<f64> {
         let held = self.held.locked().take();
         let price = f
             .served_model
@@ -413,9 +483,17 @@ impl Account {
             h.holder.settle(charged);
         }
         let outcome = outcome(f, status);
+        let payer = self.payer.locked().clone();
+        let key = match &payer {
+            Some(Payer::Key(k, _)) => Some(k.clone()),
+            _ => None,
+        };
         self.metrics.client_usage(
             UsageOf {
-                client: *self.client.locked(),
+                client: match payer {
+                    Some(Payer::Token(i)) => Some(i),
+                    _ => None,
+                },
                 model: f.model_index,
                 upstream: f.upstream_index,
             },
@@ -435,6 +513,9 @@ impl Account {
                 "request_id": f.request_id,
                 "route": &*self.route,
                 "client": f.client.as_deref().unwrap_or("-"),
+                "key": key.as_ref().map(|k| &*k.id),
+                "user": key.as_ref().and_then(|k| k.user.as_deref()),
+                "team": key.as_ref().and_then(|k| k.team.as_deref()),
                 "model": f.model.as_deref().map(bounded),
                 "model_served": f
                     .served_model
@@ -458,15 +539,55 @@ impl Account {
                 "duration_ms": elapsed.as_millis() as u64,
                 "first_token_ms": f.first_token_ms,
                 "failovers": f.failovers,
+                "trace_id": f.trace_id,
             });
             self.books.records.write(&record);
         }
+        if self.books.rows.is_on() {
+            let start = std::time::SystemTime::now() - elapsed;
+            let at_ms = start
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            let text = |s: Option<&str>| s.map(|s| bounded(s).to_string());
+            self.books.rows.send(UsageRow {
+                at_ms,
+                request_id: f.request_id.as_ref().map(|r| r.to_string()),
+                key_id: key.as_ref().map(|k| k.id.to_string()),
+                client: text(f.client.as_deref()),
+                user: key
+                    .as_ref()
+                    .and_then(|k| k.user.as_deref().map(String::from)),
+                team: key
+                    .as_ref()
+                    .and_then(|k| k.team.as_deref().map(String::from)),
+                route: self.route.to_string(),
+                model: text(f.model.as_deref()),
+                model_served: text(
+                    f.served_model
+                        .as_deref()
+                        .or(f.model.as_deref())
+                        .filter(|_| f.upstream_index.is_some()),
+                ),
+                upstream: text(f.upstream.as_deref()),
+                tokens: [
+                    usage.input,
+                    usage.output,
+                    usage.cache_read,
+                    usage.cache_write,
+                ],
+                spend: spend.unwrap_or(0),
+                duration_ms: elapsed.as_millis() as u64,
+                status,
+                outcome: outcome.to_string(),
+            });
+        }
+        spend.map(|s| s as f64 / SPEND_UNIT)
     }
 }
 
 impl Accounting for Account {
-    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: Duration) {
-        self.account(facts, status, elapsed);
+    fn ended(&self, facts: &LlmFacts, status: u16, elapsed: Duration) -> Option<f64> {
+        self.account(facts, status, elapsed)
     }
 }
 
@@ -492,6 +613,11 @@ fn share(budget: &Budget, instances: u32) -> Budget {
         tokens_per_minute: part(budget.tokens_per_minute),
         tokens_per_day: part(budget.tokens_per_day),
         spend_per_day: part(budget.spend_per_day),
+        tokens_per_week: part(budget.tokens_per_week),
+        spend_per_week: part(budget.spend_per_week),
+        tokens_per_month: part(budget.tokens_per_month),
+        spend_per_month: part(budget.spend_per_month),
+        warn_at: budget.warn_at,
     }
 }
 

@@ -25,6 +25,7 @@ use crate::config::{HashKey, HeaderRules, RouteConfig};
 use crate::conn::info::ConnInfo;
 use crate::respond::{Counted, Guard, Payload, Rescue};
 use crate::rules::Facts;
+use crate::telemetry::trace::{self, Trace};
 use crate::telemetry::{Metrics, UpstreamErrorKind};
 use crate::upstream::balance::{self, AllOut, Outcome};
 
@@ -188,6 +189,8 @@ pub(crate) struct Report<'a> {
     pub(crate) route: &'a Arc<str>,
     /// The server the last attempt went to, for the access log.
     pub(crate) served_by: &'a mut Option<Arc<str>>,
+    /// The request's spans, when it is traced: one per attempt.
+    pub(crate) trace: Option<&'a Trace>,
 }
 
 impl Report<'_> {
@@ -401,7 +404,14 @@ async fn send(
         server.metrics.picks.inc();
         *report.served_by = Some(server.label.clone());
         let (http, may_be_h2) = server.clients.get(out.upgrade);
-        let req = out.to(server, may_be_h2, body, attempts.reclaim.is_some())?;
+        let mut req = out.to(server, may_be_h2, body, attempts.reclaim.is_some())?;
+        if let Some(t) = report.trace {
+            let name = req.method().as_str().to_string();
+            t.attempt(name, |s| {
+                trace::http::attempt(s, req.method(), req.uri(), &server.label);
+            })
+            .apply(req.headers_mut());
+        }
         let sent = tokio::time::timeout_at(out.deadline(), http.request(req));
         let (failed, never_sent) = match sent.await {
             Err(_) => (
@@ -410,6 +420,10 @@ async fn send(
             ),
             Ok(Err(e)) => (classify(&e), e.never_sent()),
             Ok(Ok(response)) => {
+                if let Some(t) = report.trace {
+                    t.attempt_edit(|s| trace::http::answer(s, response.status()));
+                    t.answered();
+                }
                 let latency = Instant::now().saturating_duration_since(pick.started());
                 let outcome = if counts_as_failure(response.status()) {
                     Outcome::Failed
@@ -426,7 +440,24 @@ async fn send(
                 });
             }
         };
+        if let Some(t) = report.trace {
+            t.passed_over(failed_name(&failed));
+        }
         body = attempts.again(&mut pick, failed, never_sent, report)?;
+    }
+}
+
+/// An attempt's failure as its span names it (`error.type`).
+fn failed_name(failed: &ProxyError) -> &'static str {
+    match failed {
+        ProxyError::Upstream(UpstreamErrorKind::Connect) => "connect",
+        ProxyError::Upstream(UpstreamErrorKind::ConnectTimeout) => "connect_timeout",
+        ProxyError::Upstream(UpstreamErrorKind::Tls) => "tls",
+        ProxyError::Upstream(UpstreamErrorKind::ResponseTimeout) => "response_timeout",
+        ProxyError::Upstream(_) => "protocol",
+        ProxyError::BodyTooLarge => "body_too_large",
+        ProxyError::BodyTooSlow => "body_too_slow",
+        _ => "failed",
     }
 }
 

@@ -13,6 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::admit::Admission;
 use crate::conn::state::ConnState;
+use crate::telemetry::trace::{Span, Trace};
 use crate::telemetry::{Metrics, RouteMetrics};
 
 /// Marks a request in flight on its connection until dropped, so the
@@ -56,6 +57,8 @@ pub(crate) struct RequestRecord {
     pub(crate) kind: Option<Arc<dyn KindRecord>>,
     /// The request's id, when its route gave it one (`crate::rules`).
     pub(crate) request_id: Option<http::HeaderValue>,
+    /// Its spans, with `[telemetry.traces]` when it is sampled.
+    pub(crate) trace: Option<Box<Trace>>,
 }
 
 /// What a route kind keeps about a request beyond this record, and does
@@ -66,6 +69,9 @@ pub(crate) struct RequestRecord {
 pub(crate) trait KindRecord: Send + Sync {
     fn answered(&self, headers: &http::HeaderMap);
     fn ended(&self, line: &AccessLine<'_>);
+    /// A sampled request's spans, as they end after [`KindRecord::ended`]:
+    /// the server span and the attempt that answered, if one did.
+    fn traced(&self, _server: &mut Span, _answered: Option<&mut Span>) {}
 }
 
 /// The fields every access line has, as they stand when a response ends.
@@ -83,6 +89,8 @@ pub(crate) struct AccessLine<'a> {
     pub(crate) outcome: Outcome,
     /// When its route gave the request one; an absent field otherwise.
     pub(crate) request_id: Option<&'a str>,
+    /// When the request was traced; an absent field otherwise.
+    pub(crate) trace_id: Option<&'a str>,
 }
 
 impl AccessLine<'_> {
@@ -104,6 +112,7 @@ impl AccessLine<'_> {
             upstream = upstream.unwrap_or("-"),
             outcome = ?self.outcome,
             request_id = self.request_id,
+            trace_id = self.trace_id,
         );
     }
 }
@@ -138,8 +147,18 @@ pub(crate) enum Outcome {
     Aborted,
 }
 
+impl Outcome {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Outcome::Complete => "complete",
+            Outcome::Error => "error",
+            Outcome::Aborted => "aborted",
+        }
+    }
+}
+
 impl RequestRecord {
-    fn finish(self, bytes: u64, outcome: Outcome) {
+    fn finish(mut self, bytes: u64, outcome: Outcome) {
         let elapsed = self.start.elapsed();
         match &self.route_metrics {
             Some(m) => m.record(self.status, elapsed.as_secs_f64()),
@@ -156,6 +175,8 @@ impl RequestRecord {
             .filter(|_| self.access_log)
             .and_then(|h| h.to_str().ok())
             .and_then(crate::config::normalise_host);
+        let trace = self.trace.take();
+        let trace_id = trace.as_ref().map(|t| t.id());
         let line = AccessLine {
             enabled: self.access_log,
             client: self.client,
@@ -171,10 +192,27 @@ impl RequestRecord {
             route,
             outcome,
             request_id: self.request_id.as_ref().and_then(|id| id.to_str().ok()),
+            trace_id: trace_id.as_deref(),
         };
         match &self.kind {
             Some(kind) => kind.ended(&line),
             None => line.write(self.upstream.as_deref()),
+        }
+        if let Some(trace) = trace {
+            trace.finish(self.status, |server, answered| {
+                server.set("http.response.body.size", bytes);
+                server.set("weir.outcome", outcome.name());
+                if let Some(kind) = &self.kind {
+                    kind.traced(server, answered);
+                }
+            });
+        }
+    }
+
+    /// Edit the server span, when the request is traced.
+    pub(crate) fn traced(&self, edit: impl FnOnce(&mut Span)) {
+        if let Some(t) = &self.trace {
+            t.server(edit);
         }
     }
 
@@ -380,6 +418,7 @@ mod tests {
                 route: None,
                 route_metrics: None,
                 request_id: None,
+                trace: None,
                 upstream: None,
                 metrics: self.metrics.clone(),
                 access_log: false,

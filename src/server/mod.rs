@@ -46,6 +46,8 @@ pub enum StartError {
     Build(#[from] BuildError),
     #[error("cannot start the worker threads: {0}")]
     Workers(std::io::Error),
+    #[error("{0}")]
+    Database(String),
 }
 
 /// A started server: its bound addresses and the handle to reload, upgrade
@@ -65,6 +67,9 @@ pub struct Running {
     /// Stops the deadline sweeper once the drain is over.
     sweeper_stop: watch::Sender<bool>,
     accept_loops: JoinSet<()>,
+    /// Runtime keys and usage rows, with `[database]`: the rows queued
+    /// are written before the process ends.
+    database: Option<crate::keys::Database>,
     /// Worker threads when there is more than one worker; dropping them
     /// stops them.
     workers: Option<Workers>,

@@ -416,6 +416,7 @@ pub(super) const RESTART_ONLY: &[(&str, Changed)] = &[
     ("admin", |a, b| admin(a) != admin(b)),
     ("log", |a, b| log(a) != log(b)),
     ("cluster", |a, b| a.cluster != b.cluster),
+    ("telemetry", |a, b| a.traces != b.traces),
 ];
 
 type ListenerFixed<'a> = (

@@ -13,6 +13,12 @@ use crate::listen::handover;
 /// and the re-send).
 const SETTLE_FLUSH_WAIT: Duration = Duration::from_secs(3);
 
+/// How long exit waits for the usage rows still queued to be written.
+const ROWS_FLUSH_WAIT: Duration = Duration::from_secs(10);
+
+/// How long exit waits for the spans still queued to be exported.
+const TRACE_FLUSH_WAIT: Duration = Duration::from_secs(2);
+
 /// How long exit waits for the worker threads to drop the connections the
 /// shutdown timeout cut (each ends its response and logs it then).
 const WORKERS_STOP: Duration = Duration::from_secs(1);
@@ -86,6 +92,14 @@ impl Running {
         // fleet's budgets get them before the process goes.
         if let Some(cluster) = self.reloadable.gateway.cluster() {
             cluster.flush_settles(SETTLE_FLUSH_WAIT).await;
+        }
+        // Every ended request's usage row is in the queue by now.
+        if let Some(database) = &self.database {
+            database.rows.finish(ROWS_FLUSH_WAIT).await;
+        }
+        // The last requests' spans, to the collector if it takes them soon.
+        if let Some(tracer) = self.reloadable.gateway.tracer() {
+            tracer.flush(TRACE_FLUSH_WAIT).await;
         }
         drained
     }

@@ -28,7 +28,27 @@ use crate::worker::Workers;
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
     let challenges = Arc::new(Challenges::default());
-    let gateway = Arc::new(Gateway::new(config, metrics.clone(), challenges.clone())?);
+    let database = match &config.database {
+        Some(d) => Some(
+            crate::keys::Database::start(d, metrics.database.clone())
+                .await
+                .map_err(StartError::Database)?,
+        ),
+        None => None,
+    };
+    let idp = match &config.idp {
+        Some(settings) => Some(crate::idp::Idp::start(settings).map_err(StartError::Database)?),
+        None => None,
+    };
+    let gateway = Arc::new(Gateway::new(
+        config,
+        metrics.clone(),
+        challenges.clone(),
+        crate::snapshot::People {
+            database: database.clone(),
+            idp,
+        },
+    )?);
     if let Some(cluster) = gateway.cluster() {
         // Decide by Redis from the first request when it is there; a Redis
         // that is not delays the start by at most this.
@@ -169,6 +189,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         reload: reloadable.clone(),
         auth_failures: Default::default(),
         auth_failures_by_client: admin::auth_failure_limit(),
+        database: database.clone(),
     });
     let admin = admin_socket.as_ref().and_then(|s| s.local_addr().ok());
     if let Some(addr) = admin {
@@ -190,5 +211,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         workers: worker_threads,
         admin_task,
         shutdown_timeout: config.server.shutdown_timeout,
+        database,
     })
 }

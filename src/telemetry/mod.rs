@@ -4,11 +4,13 @@
 pub(crate) mod logfile;
 mod metrics;
 pub(crate) mod records;
+pub(crate) mod trace;
 
 pub use metrics::ClusterMetrics;
 pub use metrics::Metrics;
 pub(crate) use metrics::{
-    LlmRouteMetrics, RouteMetrics, ServerMetrics, UpstreamErrorKind, UsageOf,
+    DatabaseMetrics, LlmRouteMetrics, RouteMetrics, ServerMetrics, TraceSpans, UpstreamErrorKind,
+    UsageOf,
 };
 pub(crate) use records::RecordSink;
 

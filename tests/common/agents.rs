@@ -245,7 +245,19 @@ pub fn weir(kind: &str, upstreams: &[(&str, &Provider, &str)]) -> (Proc, SocketA
         );
         entries.push((*name, up.base_url(), keys));
     }
-    let config = super::llm::llm_config_with(kind, &entries, "").replacen(
+    weir_with(kind, &entries, "", dir)
+}
+
+/// The real weir binary with one LLM route of `kind` over `entries`
+/// (`(name, url, keys)`), `extra` route keys after them, its files in
+/// `dir`; with its LLM listener's address.
+pub fn weir_with(
+    kind: &str,
+    entries: &[(&str, String, String)],
+    extra: &str,
+    dir: TempDir,
+) -> (Proc, SocketAddr, TempDir) {
+    let config = super::llm::llm_config_with(kind, entries, extra).replacen(
         "[log]\n",
         "[log]\nformat = \"json\"\n",
         1,

@@ -16,7 +16,7 @@ pub const MESSAGES_PATH: &str = "/v1/messages";
 pub const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
 /// The header Anthropic's answers carry their request id in.
 pub const REQUEST_ID_HEADER: &str = "request-id";
-const KEY_HEADER: &str = "x-api-key";
+pub(crate) const KEY_HEADER: &str = "x-api-key";
 /// The API version sent when the client named none (translated requests).
 const VERSION: &str = "2023-06-01";
 

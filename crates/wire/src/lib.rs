@@ -4,9 +4,11 @@
 //! [`responses`] OpenAI Responses (Codex) and [`chat`] OpenAI Chat
 //! Completions (vLLM, Ollama, OpenRouter…), with what the two OpenAI APIs
 //! share in [`openai`], and what Azure OpenAI serves them with of its own
-//! (paths, key header, content-filter refusals) in [`azure`], and what
+//! (paths, key header, content-filter refusals) in [`azure`], what
 //! Amazon Bedrock serves Messages with (paths, body, event-stream framing,
-//! exceptions) in [`bedrock`]. Each module owns everything about its API:
+//! exceptions) in [`bedrock`], and what Google Vertex AI serves Messages
+//! with of its own (paths, body, error envelope) in [`vertex`]. Each
+//! module owns everything about its API:
 //! endpoints, the credential header, the error envelope and its
 //! status ↔ error-type table, how stream events are classed, where usage
 //! is reported, the keep-alive and in-band error bytes, and the limits the
@@ -43,11 +45,13 @@ pub mod bedrock;
 pub mod body;
 pub mod chat;
 pub mod fields;
+pub mod google;
 pub mod openai;
 pub mod responses;
 pub mod skim;
 pub mod sse;
 pub mod translate;
+pub mod vertex;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
@@ -113,7 +117,10 @@ impl Protocol {
     pub fn is_native(self, api: UpstreamApi) -> bool {
         match self {
             Protocol::Anthropic => api == UpstreamApi::Anthropic,
-            Protocol::OpenAi => !matches!(api, UpstreamApi::Anthropic | UpstreamApi::Bedrock),
+            Protocol::OpenAi => !matches!(
+                api,
+                UpstreamApi::Anthropic | UpstreamApi::Bedrock | UpstreamApi::Vertex
+            ),
         }
     }
 
@@ -198,11 +205,13 @@ pub enum UpstreamApi {
     /// Amazon Bedrock's Anthropic models: Messages on `bedrock-runtime`
     /// ([`bedrock`]).
     Bedrock,
+    /// Anthropic Messages on Google Vertex AI ([`vertex`]).
+    Vertex,
 }
 
 impl UpstreamApi {
     /// Every upstream API, with the name the config uses for it.
-    pub const ALL: [UpstreamApi; 8] = [
+    pub const ALL: [UpstreamApi; 9] = [
         UpstreamApi::Anthropic,
         UpstreamApi::OpenAiResponses,
         UpstreamApi::OpenAiChat,
@@ -211,6 +220,7 @@ impl UpstreamApi {
         UpstreamApi::AzureChat,
         UpstreamApi::Azure,
         UpstreamApi::Bedrock,
+        UpstreamApi::Vertex,
     ];
 
     pub fn name(self) -> &'static str {
@@ -223,6 +233,7 @@ impl UpstreamApi {
             UpstreamApi::AzureResponses => "azure_responses",
             UpstreamApi::AzureChat => "azure_chat",
             UpstreamApi::Bedrock => "bedrock",
+            UpstreamApi::Vertex => "vertex",
         }
     }
 
@@ -234,7 +245,7 @@ impl UpstreamApi {
     /// request to OpenAI itself is translated to Responses).
     pub fn apis(self) -> &'static [Api] {
         match self {
-            UpstreamApi::Anthropic | UpstreamApi::Bedrock => &[Api::Messages],
+            UpstreamApi::Anthropic | UpstreamApi::Bedrock | UpstreamApi::Vertex => &[Api::Messages],
             UpstreamApi::OpenAi | UpstreamApi::Azure => &[Api::Responses, Api::Chat],
             UpstreamApi::OpenAiResponses | UpstreamApi::AzureResponses => &[Api::Responses],
             UpstreamApi::OpenAiChat | UpstreamApi::AzureChat => &[Api::Chat],
@@ -254,7 +265,7 @@ impl UpstreamApi {
     /// deployments a route sends; Bedrock's runtime lists none: the
     /// route's own list is the truth.
     pub fn lists_models(self) -> bool {
-        !self.is_azure() && self != UpstreamApi::Bedrock
+        !self.is_azure() && !matches!(self, UpstreamApi::Bedrock | UpstreamApi::Vertex)
     }
 
     /// Whether the answers come in AWS's event-stream framing and errors
@@ -263,6 +274,32 @@ impl UpstreamApi {
     /// Messages stream and envelope before anything else reads them.
     pub fn frames_answers(self) -> bool {
         self == UpstreamApi::Bedrock
+    }
+
+    /// An error answer in this API's own envelope, when the upstream
+    /// sends another (Vertex's Google envelope, read into Anthropic's);
+    /// None when it already is.
+    pub fn own_error(self, status: StatusCode, body: &[u8]) -> Option<Bytes> {
+        match self {
+            UpstreamApi::Vertex => vertex::anthropic_error(status, body),
+            _ => None,
+        }
+    }
+
+    /// Whether this upstream's error answers may come in another
+    /// envelope than its API's ([`UpstreamApi::own_error`] reads them in).
+    pub fn has_own_errors(self) -> bool {
+        self == UpstreamApi::Vertex
+    }
+
+    /// How long an error answer's body asks to wait before retrying, for
+    /// an upstream that says it there rather than in `retry-after`
+    /// (Vertex's `RetryInfo`).
+    pub fn body_retry_hint(self, body: &[u8]) -> Option<std::time::Duration> {
+        match self {
+            UpstreamApi::Vertex => vertex::retry_hint(body),
+            _ => None,
+        }
     }
 
     /// Whether an error answer says the upstream's policy refused the
@@ -283,7 +320,7 @@ impl UpstreamApi {
         match endpoint {
             // Bedrock's runtime has no model list.
             Endpoint::Models => self != UpstreamApi::Bedrock,
-            Endpoint::CountTokens => self == UpstreamApi::Anthropic,
+            Endpoint::CountTokens => matches!(self, UpstreamApi::Anthropic | UpstreamApi::Vertex),
             _ => endpoint.api().is_some_and(|a| self.apis().contains(&a)),
         }
     }
@@ -292,6 +329,7 @@ impl UpstreamApi {
     pub fn key_header(self, key: &str) -> (http::HeaderName, String) {
         match self {
             UpstreamApi::Anthropic => anthropic::key_header(key),
+            UpstreamApi::Vertex => (http::header::AUTHORIZATION, format!("Bearer {key}")),
             api if api.is_azure() => azure::key_header(key),
             UpstreamApi::Bedrock => bedrock::key_header(key),
             _ => openai::key_header(key),
@@ -305,6 +343,7 @@ impl UpstreamApi {
     pub fn adopt_headers(self, headers: &mut HeaderMap, passthrough: bool) {
         match self {
             UpstreamApi::Anthropic => anthropic::adopt_headers(headers, passthrough),
+            UpstreamApi::Vertex => vertex::adopt_headers(headers),
             api if api.is_azure() => azure::adopt_headers(headers, passthrough),
             UpstreamApi::Bedrock => bedrock::adopt_headers(headers, passthrough),
             _ => openai::adopt_headers(headers, passthrough),

@@ -43,11 +43,16 @@ pub(super) fn settings(
 ) -> Option<Option<BedrockSettings>> {
     let region = u.string("region");
     if api != Some(UpstreamApi::Bedrock) {
-        if let (Some(r), Some(_)) = (region, api) {
+        // A Vertex AI upstream reads `region` too (its own settings).
+        if let (Some(r), Some(api)) = (region, api)
+            && api != UpstreamApi::Vertex
+        {
             r.problem(
                 u.doc(),
-                "`region` is read only on an Amazon Bedrock upstream",
-                Some("remove it, or set `protocol = \"bedrock\"`".into()),
+                "`region` is read only on an Amazon Bedrock or Vertex AI upstream",
+                Some(
+                    "remove it, or set `protocol = \"bedrock\"` or `protocol = \"vertex\"`".into(),
+                ),
             );
             return None;
         }

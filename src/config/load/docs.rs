@@ -19,8 +19,9 @@ const DOCS: &str = include_str!("../../../docs/configuration.md");
 /// their declarations), then the keys of the tables not declared yet.
 /// Relative paths are resolved in a temporary directory; what they name
 /// need not exist (problems are fine: only the keys asked for count).
-/// Each duration is `"1s"` on a line of its own, except `hsts_max_age`,
-/// for the bounds test in `super`.
+/// Each duration is `"1s"` on a line of its own, except `hsts_max_age`
+/// and the keys that may be longer than a year (their default), for the
+/// bounds test in `super`.
 pub(super) fn every_key() -> String {
     let mut text = String::new();
     for (table, keys) in declared() {
@@ -47,6 +48,11 @@ pub(super) fn every_key() -> String {
 /// A value `key` accepts, or at least reads as its kind.
 fn sample(key: &Key) -> String {
     match (&key.kind, key.default) {
+        (Kind::Duration(range), Default::Duration(d))
+            if *range.end() > std::time::Duration::from_secs(400 * 86_400) =>
+        {
+            format!("\"{}\"", super::reader::duration_text(d))
+        }
         (Kind::Duration(_), _) => "\"1s\"".into(),
         (_, Default::Size(n) | Default::Uint(n)) => n.to_string(),
         (_, Default::Bool(b)) => b.to_string(),
@@ -54,6 +60,7 @@ fn sample(key: &Key) -> String {
         (_, Default::Empty) | (Kind::List, _) => "[]".into(),
         (Kind::Bool, _) => "true".into(),
         (Kind::Size { .. } | Kind::Uint { .. }, _) => "1".into(),
+        (Kind::Number { .. }, _) => "0.5".into(),
         (Kind::String | Kind::Path | Kind::Choice(_), _) => "\"x\"".into(),
         (Kind::Table | Kind::Tables, _) => "{}".into(),
     }
@@ -181,9 +188,16 @@ stream_idle_timeout = "1s"
 sse_keepalive = "1s"
 failover_on = [429]
 served_by_header = true
+runtime_keys = false
+idp_tokens = false
 tokens_per_minute = 1000
 tokens_per_day = 10000
 spend_per_day = 1.5
+tokens_per_week = 100000
+spend_per_week = 5.0
+tokens_per_month = 400000
+spend_per_month = 20.0
+warn_at = 80
 default_max_tokens = 1024
 [[route.clients]]
 name = "alice"
@@ -192,6 +206,11 @@ token_file = "alice-token"
 tokens_per_minute = 100
 tokens_per_day = 1000
 spend_per_day = 0.5
+tokens_per_week = 1000
+spend_per_week = 1.0
+tokens_per_month = 4000
+spend_per_month = 4.0
+warn_at = 90
 models = ["m*"]
 [[route.prices]]
 model = "m"
@@ -221,6 +240,12 @@ region = "us-east-1"
 aws_credentials_file = "aws-credentials"
 aws_profile = "default"
 [[route.upstreams]]
+name = "vx"
+protocol = "vertex"
+project = "my-project"
+region = "us-east5"
+credentials = "metadata"
+[[route.upstreams]]
 name = "b"
 servers = ["http://127.0.0.1:7", { url = "http://127.0.0.1:8", weight = 2, backup = true }]
 keys = ["env:WEIR_TEST_SURELY_UNSET_VARIABLE", "file:api-key"]
@@ -235,6 +260,18 @@ slow_start = "1s"
 name = "m"
 upstreams = ["a"]
 
+[[idp.teams]]
+name = "platform"
+models = ["m*"]
+tokens_per_minute = 100
+tokens_per_day = 1000
+spend_per_day = 0.5
+tokens_per_week = 1000
+spend_per_week = 1.0
+tokens_per_month = 4000
+spend_per_month = 4.0
+warn_at = 90
+max_concurrent = 2
 "#;
 
 /// The keys documented per table: the first cell of each row of a key

@@ -134,6 +134,8 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         None => defaults::LLM_FAILOVER_ON.to_vec(),
     };
     let served_by_header = t.bool("served_by_header").unwrap_or(false);
+    let runtime_keys = t.bool("runtime_keys").unwrap_or(false);
+    let idp_tokens = t.bool("idp_tokens").unwrap_or(false);
     if failover_on.contains(&400) && upstreams.iter().any(|u| u.api.is_azure()) {
         t.problem(
             "failover_on",
@@ -157,6 +159,8 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         sse_keepalive,
         failover_on,
         served_by_header,
+        runtime_keys,
+        idp_tokens,
     };
     ok.then_some(settings)
 }
@@ -183,6 +187,7 @@ fn upstream(
     let api = upstream_api(u, protocol);
     let azure = azure_surface(u, api);
     let on_bedrock = api == Some(UpstreamApi::Bedrock);
+    let vertex = super::vertex::settings(u, api);
     let http = super::group::http_version(u);
     let reasoning = named(
         u,
@@ -235,6 +240,17 @@ fn upstream(
             );
             None
         }
+        (None, None) if api == Some(UpstreamApi::Vertex) => {
+            super::vertex::default_url(vertex.as_ref())
+                .and_then(|url| url.parse::<http::Uri>().ok())
+                .map(|target| {
+                    vec![Member {
+                        target,
+                        weight: 1,
+                        backup: false,
+                    }]
+                })
+        }
         (None, None) => {
             u.problem(
                 "url",
@@ -247,6 +263,7 @@ fn upstream(
     // Neither `api_key_env`, `api_key_file` nor `keys`: the client's own
     // credential is passed through.
     let keys = match (credential, keys) {
+        _ if api == Some(UpstreamApi::Vertex) => vertex_keys(u),
         (Ok(Some(_)), Some(_)) | (Err(_), Some(_)) => {
             u.problem(
                 "keys",
@@ -310,14 +327,14 @@ fn upstream(
     }
     let bedrock = super::bedrock::settings(u, api, servers.as_deref());
     ok &= bedrock.is_some();
-    match (servers, keys, api, rules, http, azure) {
+    match (servers, keys, api, rules, http, (azure, vertex)) {
         (
             Some(servers),
             Some(keys),
             Some(api),
             Some((policy, hash_key, ejection)),
             Some(http),
-            Some(azure),
+            (Some(azure), Some(vertex)),
         ) if ok => {
             let host = servers
                 .first()
@@ -340,10 +357,33 @@ fn upstream(
                 http,
                 azure,
                 bedrock: bedrock.flatten(),
+                vertex,
             })
         }
         _ => None,
     }
+}
+
+/// A Vertex AI upstream's one credential, the access token weir gets
+/// from its `credentials`: an API key or `keys` beside it is a problem.
+fn vertex_keys(u: &Section<'_, '_>) -> Option<Vec<ApiKey>> {
+    let mut ok = true;
+    for key in ["api_key_env", "api_key_file", "keys"] {
+        if u.raw_present(key) {
+            u.problem(
+                key,
+                "a Vertex AI upstream takes no API key: weir gets its access tokens from `credentials`",
+                Some(format!("remove `{key}`")),
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| {
+        vec![ApiKey {
+            credential: Credential::Refreshed,
+            source: "google".into(),
+        }]
+    })
 }
 
 /// Whether `model`, the id a model entry sends `upstream`, can name an
@@ -485,8 +525,9 @@ fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamAp
         let apis: Vec<&str> = UpstreamApi::ALL
             .into_iter()
             .filter(|a| a.is_specific() && !route.is_native(*a) && a.is_azure() == azure)
-            // Bedrock is a service of its own, not one API of a family.
-            .filter(|a| *a != UpstreamApi::Bedrock)
+            // Bedrock and Vertex AI are services of their own, not one
+            // API of a family.
+            .filter(|a| !matches!(a, UpstreamApi::Bedrock | UpstreamApi::Vertex))
             .map(UpstreamApi::name)
             .collect();
         let quoted: Vec<String> = apis.iter().map(|n| format!("\"{n}\"")).collect();

@@ -15,9 +15,11 @@ mod acme;
 mod bedrock;
 mod cluster;
 mod compress;
+mod database;
 #[cfg(test)]
 mod docs;
 mod group;
+mod idp;
 mod listeners;
 mod llm;
 mod process;
@@ -26,7 +28,9 @@ mod routes;
 mod rules;
 mod secrets;
 mod statics;
+mod traces;
 mod usage;
+mod vertex;
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
@@ -81,9 +85,53 @@ fn read(
     let log = process::log(&top);
     let admin = process::admin(&top);
     let cluster = cluster::cluster(&top);
+    let database = database::database(&top);
+    let idp = idp::idp(&top);
     let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
+    let llm_routes = || {
+        routes.iter().filter_map(|r| match &r.kind {
+            RouteKind::Llm(l) => Some((r.name.as_str(), &**l)),
+            _ => None,
+        })
+    };
+    if database.is_none() && !top.raw_present("database") {
+        for (name, _) in llm_routes().filter(|(_, l)| l.runtime_keys) {
+            top.problem(
+                "database",
+                format!("route `{name}` accepts runtime keys (`runtime_keys = true`), and there is no database to keep them in"),
+                Some("add a `[database]` table (`url = \"sqlite:weir.db\"` is the default)".into()),
+            );
+        }
+    }
+    if cluster.is_some() {
+        for (name, l) in llm_routes() {
+            let long = |b: &Budget| {
+                b.tokens_per_week.is_some()
+                    || b.spend_per_week.is_some()
+                    || b.tokens_per_month.is_some()
+                    || b.spend_per_month.is_some()
+            };
+            if l.client_tokens.iter().any(|c| long(&c.budget)) {
+                top.problem(
+                    "cluster",
+                    format!("route `{name}` gives its client tokens a week or month budget, and a fleet (`[cluster]`) keeps client budgets by minute and day only"),
+                    Some("use tokens_per_day/spend_per_day on this route, or runtime keys (whose budgets are per instance)".into()),
+                );
+            }
+        }
+    }
+    if idp.is_none() && !top.raw_present("idp") {
+        for (name, _) in llm_routes().filter(|(_, l)| l.idp_tokens) {
+            top.problem(
+                "idp",
+                format!("route `{name}` accepts identity tokens (`idp_tokens = true`), and there is no `[idp]` to check them against"),
+                Some("add an `[idp]` table with the `issuer` and `audience` of the tokens".into()),
+            );
+        }
+    }
+    let traces = traces::traces(&top);
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
     Some(Config {
@@ -99,6 +147,9 @@ fn read(
         routes,
         upstream,
         cluster,
+        database,
+        idp,
+        traces,
         warnings: doc.warnings(),
     })
 }
@@ -454,7 +505,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 32, "duration keys exercised");
+        assert_eq!(durations, 36, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

@@ -12,17 +12,33 @@ const MAX_TOKENS: u64 = 1 << 50;
 /// currency units.
 const MAX_MONEY: f64 = 1_000_000.0;
 
-/// A budget's keys in `t` (a route or a `[[route.clients]]` entry); a key
-/// set to 0 means no bound, and `None` means not set here.
-fn budget_keys(t: &Section<'_, '_>) -> [Option<Option<u64>>; 3] {
-    let tokens = |key| t.uint_in(key, MAX_TOKENS).map(|n| (n > 0).then_some(n));
-    let per_minute = tokens("tokens_per_minute");
-    let per_day = tokens("tokens_per_day");
-    let spend = t
-        .number("spend_per_day", MAX_MONEY)
-        .map(|n| (n > 0.0).then(|| money(n)));
-    [per_minute, per_day, spend]
+/// A budget's keys in `t` (a route, a `[[route.clients]]` entry, a
+/// team), in [`BUDGET_KEYS`]' order; a key set to 0 means no bound, and
+/// `None` means not set here.
+pub(super) fn budget_keys(t: &Section<'_, '_>) -> ([Option<Option<u64>>; 7], Option<u8>) {
+    let limits = BUDGET_KEYS.map(|key| {
+        if key.starts_with("spend_") {
+            t.number(key, MAX_MONEY)
+                .map(|n| (n > 0.0).then(|| money(n)))
+        } else {
+            t.uint_in(key, MAX_TOKENS).map(|n| (n > 0).then_some(n))
+        }
+    });
+    // The soft limit, a percent of each bound.
+    let warn_at = t.uint_in("warn_at", 99).map(|p| p as u8).filter(|p| *p > 0);
+    (limits, warn_at)
 }
+
+/// The budget keys, in the order of [`Budget`]'s fields.
+pub(super) const BUDGET_KEYS: [&str; 7] = [
+    "tokens_per_minute",
+    "tokens_per_day",
+    "spend_per_day",
+    "tokens_per_week",
+    "spend_per_week",
+    "tokens_per_month",
+    "spend_per_month",
+];
 
 /// An amount of currency in weir's integer unit (10⁻¹²).
 fn money(n: f64) -> u64 {
@@ -35,12 +51,17 @@ fn per_token(n: f64) -> u64 {
     (n * 1e6).round() as u64
 }
 
-fn budget(keys: [Option<Option<u64>>; 3], base: Budget) -> Budget {
-    let [m, d, s] = keys;
+pub(super) fn budget(keys: ([Option<Option<u64>>; 7], Option<u8>), base: Budget) -> Budget {
+    let ([m, d, s, tw, sw, tm, sm], warn_at) = keys;
     Budget {
+        warn_at: warn_at.or(base.warn_at),
         tokens_per_minute: m.unwrap_or(base.tokens_per_minute),
         tokens_per_day: d.unwrap_or(base.tokens_per_day),
         spend_per_day: s.unwrap_or(base.spend_per_day),
+        tokens_per_week: tw.unwrap_or(base.tokens_per_week),
+        spend_per_week: sw.unwrap_or(base.spend_per_week),
+        tokens_per_month: tm.unwrap_or(base.tokens_per_month),
+        spend_per_month: sm.unwrap_or(base.spend_per_month),
     }
 }
 
@@ -146,7 +167,7 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<ClientToken>> {
         });
     }
     if out.is_empty() && !route_budget.is_unbounded() {
-        let key = ["tokens_per_minute", "tokens_per_day", "spend_per_day"]
+        let key = BUDGET_KEYS
             .into_iter()
             .find(|k| t.raw_present(*k))
             .unwrap_or("tokens_per_minute");
@@ -166,7 +187,7 @@ const MAX_MODEL_PATTERN: usize = 256;
 
 /// A client's `models`: the patterns of the model names it may ask for
 /// (none = every model); `None` when one is not a usable pattern.
-fn allowed_models(c: &Section<'_, '_>) -> Option<AllowedModels> {
+pub(super) fn allowed_models(c: &Section<'_, '_>) -> Option<AllowedModels> {
     let Some(list) = c.string_list("models") else {
         return (!c.raw_present("models")).then(AllowedModels::default);
     };
@@ -370,7 +391,7 @@ mod tests {
             Budget {
                 tokens_per_minute: Some(1000),
                 tokens_per_day: Some(50_000),
-                spend_per_day: None,
+                ..Budget::default()
             },
             "a client's own keys override the route's, 0 lifts a bound"
         );
@@ -378,8 +399,8 @@ mod tests {
             s.client_tokens[1].budget,
             Budget {
                 tokens_per_minute: Some(1000),
-                tokens_per_day: None,
                 spend_per_day: Some(2_500_000_000_000),
+                ..Budget::default()
             }
         );
         assert_eq!(s.default_max_tokens, 4096);

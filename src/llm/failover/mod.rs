@@ -38,8 +38,8 @@ use http::{Response, StatusCode};
 use tokio::time::Instant;
 
 use super::answer::{
-    is_event_stream, read_error_body, read_whole, relay_streaming, relay_verbatim, relay_whole,
-    served_by_header, translate_whole,
+    is_event_stream, json_content, read_error_body, read_whole, relay_streaming, relay_verbatim,
+    relay_whole, served_by_header, translate_whole,
 };
 use super::body::Answer;
 use super::outgoing::{Draft, Outgoing, Prepared, Sent, Translation, send};
@@ -47,7 +47,7 @@ use super::relay::{Held, Relay, Tally};
 use super::tenants::{Tenant, tenant};
 use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
-use crate::config::Choice;
+use crate::config::{Choice, UpstreamApi};
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
 use crate::upstream::balance::{AllOut, Outcome, Pick, Reason};
@@ -93,7 +93,15 @@ pub(crate) async fn run(
             draft: None,
         };
         while turn.tried.len() < MEMBER_ATTEMPTS {
-            match failover.attempt(&mut turn, &mut counts).await {
+            let verdict = failover.attempt(&mut turn, &mut counts).await;
+            if let Some(t) = cx.trace {
+                // The attempt's span: the client's answer, or passed over.
+                match &verdict {
+                    Verdict::Relay(_) => t.answered(),
+                    _ => t.passed_over("passed_over"),
+                }
+            }
+            match verdict {
                 Verdict::Relay(resp) => return Ok(resp),
                 Verdict::Fail(rescue) => return Err(rescue),
                 Verdict::NextMember(failed) => keep_best(&mut best, failed),
@@ -156,21 +164,23 @@ impl Failover<'_, '_> {
         }
         let member = pick.target();
         if let Some(aws) = &member.aws
-            && aws
-                .ready(self.llm.settings.first_byte_timeout)
-                .await
-                .is_none()
+            && aws.get(self.llm.settings.first_byte_timeout).await.is_err()
         {
             // No valid credentials (the first fetch, or every refresh
             // past the expiry, failed: its log line says why).
             return Verdict::NextMember(None);
         }
-        let Some(req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
+        let Some(mut req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
             // A key that is no header value: another member may do.
             return Verdict::NextMember(None);
         };
         counts.tried += 1;
         self.sending(turn.choice, member);
+        if let Some(t) = self.cx.trace {
+            let model = turn.choice.model.as_deref();
+            let model = model.or(self.request.model.as_deref()).unwrap_or_default();
+            super::traced::attempt(t, &mut req, turn.upstream, member, model);
+        }
         let timeout = self.llm.settings.first_byte_timeout;
         match send(turn.upstream, req, timeout).await {
             Sent::Response(resp) => self.judge(resp, pick, turn).await,
@@ -255,6 +265,11 @@ impl Failover<'_, '_> {
                 Some(Verdict::NextUpstream(None))
             }
             Prepared::Busy => Some(Verdict::Fail(super::busy())),
+            Prepared::Unavailable(why) => {
+                self.note("no_credential");
+                counts.unavailable.get_or_insert(why);
+                Some(Verdict::NextUpstream(None))
+            }
         }
     }
 
@@ -298,6 +313,9 @@ impl Failover<'_, '_> {
         turn: &mut Turn<'_>,
     ) -> Verdict {
         let status = resp.status();
+        if let Some(t) = self.cx.trace {
+            t.attempt_edit(|s| crate::telemetry::trace::http::answer(s, status));
+        }
         if matches!(status.as_u16(), 401 | 403) && pick.target().credential.is_weirs() {
             return self.refused_weirs_key(resp, &mut pick, turn).await;
         }
@@ -313,7 +331,8 @@ impl Failover<'_, '_> {
             let raw = read_error_body(body, self.llm.settings.first_byte_timeout).await;
             let refused = turn.upstream.config.api.refuses_prompt(status, &raw);
             let rank = Rank::TranslationRefused;
-            let failed = Answered::of(parts, raw, rank, translation.as_ref());
+            let api = turn.upstream.config.api;
+            let failed = Answered::of(parts, raw, rank, translation.as_ref(), api);
             if refused {
                 // The upstream's policy refused the prompt, not what weir
                 // made of it: so would every upstream under that policy,
@@ -348,6 +367,13 @@ impl Failover<'_, '_> {
     ) -> Verdict {
         let status = resp.status();
         finish(pick, Outcome::Failed, self.cx);
+        if status == StatusCode::UNAUTHORIZED
+            && let Some(token) = &turn.upstream.token
+        {
+            // A token weir got itself, refused before its time (revoked):
+            // a new one is fetched now, not at its refresh.
+            token.renew();
+        }
         let detail = read_error_body(resp.into_body(), self.llm.settings.stream_idle_timeout).await;
         let name = self.llm.metrics.upstream_label(turn.choice.upstream);
         tracing::warn!(
@@ -377,7 +403,18 @@ impl Failover<'_, '_> {
             503 | 529 => Some(Reason::Overloaded),
             _ => None,
         };
-        match (busy, retry_hint(resp.headers())) {
+        let api = turn.upstream.config.api;
+        let (mut parts, raw) = resp.into_parts();
+        let raw = read_error_body(raw, self.llm.settings.first_byte_timeout).await;
+        let hint = retry_hint(&parts.headers).or_else(|| {
+            // An upstream that says it in the body (Vertex's RetryInfo):
+            // the client is told in `retry-after` as from any other.
+            let wait = api.body_retry_hint(&raw)?;
+            let secs = wait.as_secs_f64().ceil() as u64;
+            parts.headers.insert(header::RETRY_AFTER, secs.into());
+            Some(wait)
+        });
+        match (busy, hint) {
             (Some(why), Some(wait)) if turn.upstream.passthrough => {
                 // The client's own credential was sent: the hold is its.
                 let now = Instant::now();
@@ -409,7 +446,7 @@ impl Failover<'_, '_> {
         };
         self.note(reason);
         let translation = turn.draft.as_ref().and_then(|d| d.translation.as_ref());
-        let failed = Answered::read(resp, rank, translation, &self.llm.settings).await;
+        let failed = Answered::of(parts, raw, rank, translation, api);
         match busy {
             Some(_) => Verdict::NextMember(Some(failed)),
             None => Verdict::NextUpstream(Some(failed)),
@@ -445,7 +482,11 @@ impl Failover<'_, '_> {
                 self.relay_stream(resp, client_api, translation, tally, served_by)
                     .await
             }
-            None => self.relay_answer(resp, translation, tally, served_by).await,
+            None => {
+                let api = self.llm.upstreams[choice.upstream].config.api;
+                self.relay_answer(resp, translation, api, tally, served_by)
+                    .await
+            }
         }
     }
 
@@ -456,6 +497,7 @@ impl Failover<'_, '_> {
         &self,
         resp: Response<UpstreamBody>,
         translation: Option<Translation>,
+        api: UpstreamApi,
         tally: Tally,
         served_by: Option<&str>,
     ) -> Verdict {
@@ -467,7 +509,7 @@ impl Failover<'_, '_> {
         };
         if status.is_success() {
             tally.first_content();
-        } else if translation.is_none() {
+        } else if translation.is_none() && !api.has_own_errors() {
             tally.answered(None, outcome);
             return Verdict::Relay(relay_verbatim(resp, served_by));
         }
@@ -486,7 +528,15 @@ impl Failover<'_, '_> {
                 return Verdict::Fail(e);
             }
         };
-        let bytes = held.bytes.clone();
+        let mut bytes = held.bytes.clone();
+        let mut parts = parts;
+        if let Some(own) = api
+            .own_error(status, &bytes)
+            .filter(|_| !status.is_success())
+        {
+            bytes = own;
+            json_content(&mut parts.headers);
+        }
         let answer_api = (self.endpoint.api())
             .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
         let usage = answer_api
@@ -576,6 +626,9 @@ impl Failover<'_, '_> {
     /// Count a member or upstream passed over, and why, in the model's
     /// series and the request's facts.
     fn note(&self, reason: &'static str) {
+        if let Some(t) = self.cx.trace {
+            t.passed_over(reason);
+        }
         self.llm.metrics.failover(self.model, reason);
         self.cx.facts.locked().failovers += 1;
     }

@@ -2,13 +2,12 @@
 //! the client ([`Rank`]), and the answer when every attempt failed
 //! ([`exhausted`]): the failover loop's decisions, apart from its I/O.
 
-use crate::llm::framed::UpstreamBody;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use tokio::time::Instant;
 
-use crate::config::LlmSettings;
-use crate::llm::answer::{json_content, read_error_body};
+use crate::config::UpstreamApi;
+use crate::llm::answer::json_content;
 use crate::llm::outgoing::Translation;
 use crate::respond::{Payload, Rescue};
 use weir_wire::Endpoint;
@@ -58,26 +57,21 @@ pub(super) struct Answered {
 }
 
 impl Answered {
-    /// A failed attempt's answer, its error in the client's envelope.
-    pub(super) async fn read(
-        resp: Response<UpstreamBody>,
-        rank: Rank,
-        translation: Option<&Translation>,
-        settings: &LlmSettings,
-    ) -> Answered {
-        let (parts, body) = resp.into_parts();
-        let body = read_error_body(body, settings.first_byte_timeout).await;
-        Answered::of(parts, body, rank, translation)
-    }
-
     /// A failed attempt's answer already read (`body` as the upstream
-    /// sent it), its error in the client's envelope.
+    /// sent it), its error in the client's envelope: first in the
+    /// upstream API's own (Vertex's Google envelope read into Anthropic's),
+    /// then translated.
     pub(super) fn of(
         mut parts: http::response::Parts,
         mut body: Bytes,
         rank: Rank,
         translation: Option<&Translation>,
+        api: UpstreamApi,
     ) -> Answered {
+        if let Some(own) = api.own_error(parts.status, &body) {
+            body = own;
+            json_content(&mut parts.headers);
+        }
         if let Some(t) = translation {
             body = t.pair.error(parts.status, &body);
             json_content(&mut parts.headers);
@@ -104,6 +98,9 @@ pub(super) struct Attempts {
     /// Why the first upstream that could not serve this request (a web
     /// search to a Chat Completions server) could not.
     pub(super) unserved: Option<String>,
+    /// Why the first upstream with no credential to send (its token
+    /// endpoint down) has none.
+    pub(super) unavailable: Option<String>,
 }
 
 /// The answer when every attempt failed: the most useful failure relayed;
@@ -128,6 +125,17 @@ pub(super) fn exhausted(
         // Nothing was sent and nobody is cooling: the request asks what
         // no upstream of the model can do, which a retry will not change.
         return Err(Rescue::status(StatusCode::BAD_REQUEST).saying(why.clone()));
+    }
+    if let Some(why) = tally
+        .unavailable
+        .as_ref()
+        .filter(|_| tally.tried == 0 && cooling.is_empty())
+    {
+        // Nothing was sent: weir has no credential for the upstream yet;
+        // a retry once its token endpoint is back will do.
+        return Err(Rescue::status(StatusCode::SERVICE_UNAVAILABLE)
+            .retry_after(1)
+            .saying(why.clone()));
     }
     if tally.tried == 0 && cooling.is_empty() && tally.skipped > 0 {
         return Err(Rescue::status(StatusCode::NOT_IMPLEMENTED).saying(format!(

@@ -41,7 +41,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use weir_wire::Endpoint;
 use weir_wire::responses::websocket as ws;
 
-use super::{Context, LlmRoute, outgoing};
+use super::{Context, LlmRoute};
 use crate::admit::tunnels::{CapTicket, TunnelLimits};
 use crate::admit::{Admitter, Gate, rate::RateLimit};
 use crate::config::RouteConfig;
@@ -117,13 +117,13 @@ struct Bridge {
 /// Accept the upgrade: authenticated as an HTTP request is (401 in the
 /// route's shape), then 101 and the bridge spawned on the upgraded
 /// connection.
-pub(crate) fn accept(
+pub(crate) async fn accept(
     open: Opening,
     mut req: Request<Incoming>,
     cx: &Context<'_>,
 ) -> Result<Response<Payload>, Rescue> {
     let metrics = open.llm.metrics.clone();
-    let accepted = handshake(&open, &req, cx);
+    let accepted = handshake(&open, &req, cx).await;
     metrics.websocket_upgrade(if accepted.is_ok() {
         "accepted"
     } else {
@@ -178,19 +178,19 @@ pub(crate) fn accept(
     Ok(resp)
 }
 
-/// The client token an upgrade presented (by index) and the headers that
-/// carried it; `None` on a route without tokens.
-type Token = Option<(usize, outgoing::Carriers)>;
+/// Who an upgrade presented and the headers that carried it; `None` on a
+/// route that does not ask.
+type Token = Option<super::client::Presenting>;
 
 /// The checks before a 101: the client token, the WebSocket fields, a
 /// place under the tunnel cap. The `Sec-WebSocket-Accept` value and the
 /// token found.
-fn handshake(
+async fn handshake(
     open: &Opening,
     req: &Request<Incoming>,
     cx: &Context<'_>,
 ) -> Result<(HeaderValue, Token), Rescue> {
-    let token = super::authenticate(&open.llm, req.headers(), cx)?;
+    let token = super::client::authenticate(&open.llm, req.headers(), cx).await?;
     let key = req.headers().get("sec-websocket-key");
     let version_13 = req
         .headers()

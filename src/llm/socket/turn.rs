@@ -17,7 +17,8 @@ use weir_wire::responses::websocket as ws;
 use super::conversation::{self, Kept, NotFound, Previous};
 use super::relay::Answered;
 use super::{Bridge, Gone, Socket, error_frame, send};
-use crate::llm::{Context, Presented, SharedLlmFacts, Turn, body, outgoing, usage};
+use crate::llm::client::{self, Presented, Who};
+use crate::llm::{Context, SharedLlmFacts, Turn, body, outgoing, usage};
 use crate::respond::{ErrorShape, Payload, Recorded, RequestRecord, Rescue};
 
 /// The most of a client's string an error message repeats.
@@ -197,8 +198,9 @@ fn keep(bridge: &Bridge, kept: &mut Kept, id: String, items: Vec<Value>, bytes: 
     if open.route.max_request_body.is_some_and(|max| bytes > max) {
         return;
     }
-    let client = match bridge.token {
-        Some((index, _)) => body::BodyClient::token(&open.route_name, index),
+    let client = match &bridge.token {
+        Some((Who::Token(index), _)) => body::BodyClient::token(&open.route_name, *index),
+        Some((Who::Key(key), _)) => body::BodyClient::token(&key.id, usize::MAX),
         None => body::BodyClient::address(bridge.peer),
     };
     if let Ok(held) = body::reserve(bytes, &open.llm.budget, client) {
@@ -290,6 +292,7 @@ async fn exchange(bridge: &Bridge, socket: &mut Socket, body: Bytes) -> Result<A
         admission: None,
         kind: Some(std::sync::Arc::new(crate::llm::LlmRecord(facts.clone()))),
         request_id: None,
+        trace: None,
     };
     let shape = ErrorShape::Llm(open.llm.settings.protocol);
     let resp = match pipeline(bridge, &facts, &mut record, body).await {
@@ -353,6 +356,7 @@ async fn pipeline(
         rate: open.rate.as_ref(),
         peer: bridge.peer,
         host: &open.host,
+        trace: None,
     };
     let account = usage::Account::open(
         &open.route_name,
@@ -361,13 +365,12 @@ async fn pipeline(
         &llm.metrics,
         facts,
     );
-    let presented = match bridge.token {
+    let presented = match &bridge.token {
         Some(found) => {
-            account.identify(found.0, facts);
-            crate::llm::limit_token(llm, found, Endpoint::Responses, &account, &mut cx).await?
+            client::limit(llm, found.clone(), Endpoint::Responses, &account, &mut cx).await?
         }
         None => {
-            crate::llm::limit_address(&cx).await?;
+            client::limit_address(&cx).await?;
             Presented::default()
         }
     };
@@ -389,7 +392,7 @@ async fn pipeline(
         read,
         endpoint: Endpoint::Responses,
         deferred: presented.deferred,
-        token: presented.token,
+        who: presented.who,
     };
     crate::llm::generate(llm, turn, &account, cx).await
 }

@@ -49,47 +49,37 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The fleet's figures in a ledger's shape.
+/// The fleet's figures in a ledger's shape (the fleet keeps minutes and
+/// days; a fleet-wide budget has no week or month bound).
 fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
-    let w = |i: usize, bound, limit, period: u64, reserved| WindowView {
-        bound,
-        limit,
-        used: fb.used[i],
-        reserved,
-        resets_at: (fb.now - fb.now % period).saturating_add(period),
-    };
     View {
-        windows: [
-            w(
-                0,
-                Bound::TokensPerMinute,
-                budget.tokens_per_minute,
-                60,
-                fb.reserved_tokens,
-            ),
-            w(
-                1,
-                Bound::TokensPerDay,
-                budget.tokens_per_day,
-                86_400,
-                fb.reserved_tokens,
-            ),
-            w(
-                2,
-                Bound::SpendPerDay,
-                budget.spend_per_day,
-                86_400,
-                fb.reserved_spend,
-            ),
-        ],
+        windows: std::array::from_fn(|i| {
+            let bound = Bound::ALL[i];
+            let period: u64 = if i == 0 { 60 } else { 86_400 };
+            WindowView {
+                bound,
+                limit: bound.limit(budget).filter(|_| i < 3),
+                used: fb.used.get(i).copied().unwrap_or(0),
+                reserved: if bound.is_spend() {
+                    fb.reserved_spend
+                } else {
+                    fb.reserved_tokens
+                },
+                resets_at: (fb.now - fb.now % period).saturating_add(period),
+            }
+        }),
         in_flight: fb.in_flight,
     }
 }
 
 fn client_view(route: &str, name: &str, v: &View, now: u64, source: &str) -> serde_json::Value {
     let mut windows = serde_json::Map::new();
-    for w in v.windows {
-        let spend = w.bound == Bound::SpendPerDay;
+    // The minute and the day always; weeks and months when bounded.
+    for (i, w) in v.windows.into_iter().enumerate() {
+        if i >= 3 && w.limit.is_none() {
+            continue;
+        }
+        let spend = w.bound.is_spend();
         let amount = |n: u64| {
             if spend {
                 serde_json::json!(n as f64 / SPEND_UNIT)

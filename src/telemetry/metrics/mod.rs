@@ -9,6 +9,7 @@
 
 mod acme;
 mod cluster;
+mod database;
 mod groups;
 mod llm;
 mod server;
@@ -24,6 +25,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub use cluster::ClusterMetrics;
+pub(crate) use database::DatabaseMetrics;
 pub(crate) use groups::ServerMetrics;
 pub(crate) use llm::{LlmRouteMetrics, UsageOf};
 pub(crate) use server::{RouteMetrics, UpstreamErrorKind};
@@ -117,6 +119,17 @@ pub struct Metrics {
     config_generation: Gauge,
     log_lines_dropped: Gauge,
     certificates: acme::CertificateFamilies,
+    pub(crate) database: DatabaseMetrics,
+    trace_spans: TraceSpans,
+}
+
+/// What became of the spans `telemetry::trace` made.
+#[derive(Clone, Default)]
+pub(crate) struct TraceSpans {
+    /// Queue full, or the export failed or timed out.
+    pub(crate) dropped: Counter,
+    /// Taken by the collector.
+    pub(crate) exported: Counter,
 }
 
 impl Default for Metrics {
@@ -156,6 +169,18 @@ impl Metrics {
             super::logfile::WRITE_ERRORS.clone(),
         );
         let certificates = acme::CertificateFamilies::register(&mut registry);
+        let database = DatabaseMetrics::register(&mut registry);
+        let trace_spans = TraceSpans::default();
+        registry.register(
+            "trace_spans_dropped",
+            "Trace spans dropped: the export queue was full, or an export failed or timed out (the collector down, slow or refusing)",
+            trace_spans.dropped.clone(),
+        );
+        registry.register(
+            "trace_spans_exported",
+            "Trace spans the collector took",
+            trace_spans.exported.clone(),
+        );
         Metrics {
             registry,
             server,
@@ -166,7 +191,14 @@ impl Metrics {
             config_generation,
             log_lines_dropped,
             certificates,
+            database,
+            trace_spans,
         }
+    }
+
+    /// The trace exporter's counters.
+    pub(crate) fn trace_spans(&self) -> TraceSpans {
+        self.trace_spans.clone()
     }
 
     /// A reload finished; `generation` is the running one afterwards.

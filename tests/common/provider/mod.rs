@@ -62,6 +62,7 @@ pub mod chat;
 pub mod responses;
 mod script;
 pub mod sts;
+pub mod vertex;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -112,6 +113,8 @@ pub struct Options {
     pub azure: Option<azure::Azure>,
     /// Served as Amazon Bedrock (Anthropic only).
     pub bedrock: Option<bedrock::Bedrock>,
+    /// Served as Claude on Vertex AI (Anthropic only).
+    pub vertex: Option<vertex::Vertex>,
 }
 
 impl Default for Options {
@@ -126,6 +129,7 @@ impl Default for Options {
             max_body: 32 << 20,
             azure: None,
             bedrock: None,
+            vertex: None,
         }
     }
 }
@@ -143,6 +147,11 @@ impl Options {
 
     pub fn reasoning_model(mut self, yes: bool) -> Self {
         self.reasoning_model = yes;
+        self
+    }
+
+    pub fn vertex(mut self, vertex: vertex::Vertex) -> Self {
+        self.vertex = Some(vertex);
         self
     }
 
@@ -254,6 +263,9 @@ pub(crate) struct Rejection {
     pub param: Option<String>,
     /// OpenAI's `code`.
     pub code: Option<&'static str>,
+    /// The whole error body, when the service's envelope is its own
+    /// (Vertex's Google envelope).
+    pub body: Option<Value>,
 }
 
 impl Rejection {
@@ -263,6 +275,7 @@ impl Rejection {
             message: message.into(),
             param: None,
             code: None,
+            body: None,
         }
     }
 
@@ -331,8 +344,10 @@ impl Provider {
             journal: Mutex::new(Vec::new()),
             failures: Mutex::new(Failures::default()),
         });
-        let task = serve_http1(listener, state.clone(), |state, req| async move {
-            state.serve(req).await
+        let shared = state.clone();
+        let task = serve_http1(listener, move |req| {
+            let state = shared.clone();
+            async move { state.serve(req).await }
         });
         Provider {
             api,
@@ -418,18 +433,25 @@ impl Provider {
     }
 }
 
-/// Serve HTTP/1.1 on `listener` until aborted, each request answered by
-/// `answer` with the shared `state`.
-pub(crate) fn serve_http1<S, F, Fut, B>(
+impl Drop for Provider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type Body = Channel<Bytes, Infallible>;
+
+/// Serve each connection `listener` accepts in HTTP/1.1, each request
+/// answered by `answer`, until the task is aborted.
+pub(crate) fn serve_http1<F, Fut, B>(
     listener: TcpListener,
-    state: Arc<S>,
     answer: F,
 ) -> tokio::task::JoinHandle<()>
 where
-    S: Send + Sync + 'static,
-    F: Fn(Arc<S>, Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<B>> + Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::spawn(async move {
@@ -437,11 +459,11 @@ where
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let (state, answer) = (state.clone(), answer.clone());
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req| {
-                    let fut = answer(state.clone(), req);
-                    async move { Ok::<_, Infallible>(fut.await) }
+                    let reply = answer(req);
+                    async move { Ok::<_, Infallible>(reply.await) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -450,14 +472,6 @@ where
         }
     })
 }
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-type Body = Channel<Bytes, Infallible>;
 
 impl State {
     async fn serve(&self, req: Request<Incoming>) -> Response<Body> {
@@ -469,10 +483,11 @@ impl State {
             .unwrap_or_default();
         let options = self.options.lock().expect("options").clone();
         let raw = Limited::new(body, options.max_body).collect().await;
+        let mut sent = None;
         let (json, checked) = match raw {
             Ok(raw) => {
                 let raw = raw.to_bytes();
-                let json = serde_json::from_slice::<Value>(&raw).ok();
+                let mut json = serde_json::from_slice::<Value>(&raw).ok();
                 match &options.bedrock {
                     Some(b) => match b.admit(&parts, &raw, json.as_ref()) {
                         Ok((body, turns)) => {
@@ -482,7 +497,17 @@ impl State {
                         Err(r) => (json.unwrap_or(Value::Null), Err(r)),
                     },
                     None => {
-                        let checked = self.check(&parts, json.as_ref(), &options);
+                        sent = json.clone();
+                        // Vertex's rules first; then its body is a Messages body.
+                        let admitted = match &options.vertex {
+                            Some(v) => v.admit(&parts, json.as_ref()).map(|(path, body)| {
+                                json = body;
+                                Some(path)
+                            }),
+                            None => Ok(None),
+                        };
+                        let checked = admitted
+                            .and_then(|vertex| self.check(&parts, json.as_ref(), &options, vertex));
                         (json.unwrap_or(Value::Null), checked)
                     }
                 }
@@ -498,7 +523,7 @@ impl State {
             method: parts.method.clone(),
             path,
             headers: parts.headers.clone(),
-            body: json.clone(),
+            body: sent.unwrap_or_else(|| json.clone()),
             turn,
             verdict: Verdict::Accepted,
         };
@@ -513,7 +538,11 @@ impl State {
                         let (headers, body) = bedrock::error_parts(&rejection);
                         self.error(rejection.status, &headers, body)
                     }
-                    None => self.error(rejection.status, &[], self.envelope(&rejection)),
+                    None => {
+                        let body =
+                            (rejection.body.clone()).unwrap_or_else(|| self.envelope(&rejection));
+                        self.error(rejection.status, &[], body)
+                    }
                 }
             }
             Ok(route) => match self.scheduled_failure(turn, &parts.headers) {
@@ -559,10 +588,11 @@ impl State {
         parts: &http::request::Parts,
         json: Option<&Value>,
         options: &Options,
+        vertex_path: Option<String>,
     ) -> Result<Route, Rejection> {
         let azure_path = match &options.azure {
             Some(azure) => Some(azure.admit(parts, json)?),
-            None => None,
+            None => vertex_path,
         };
         let path = azure_path.as_deref().unwrap_or(parts.uri.path());
         let post = parts.method == http::Method::POST;

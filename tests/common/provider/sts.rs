@@ -50,8 +50,10 @@ impl Sts {
             calls: AtomicUsize::new(0),
             delay_ms: AtomicU64::new(0),
         });
-        let task = super::serve_http1(listener, state.clone(), |state, req| async move {
-            serve(&state, req).await
+        let shared = state.clone();
+        let task = super::serve_http1(listener, move |req| {
+            let state = shared.clone();
+            async move { serve(&state, req).await }
         });
         Sts { addr, state, task }
     }

@@ -1,0 +1,113 @@
+//! `[idp]`: the issuer whose tokens identify people, and the policies of
+//! its groups (`[[idp.teams]]`). Only data and validation: fetching the
+//! keys and checking tokens is `crate::idp`'s.
+
+use super::keys::idp::*;
+use super::*;
+
+pub(super) fn idp(top: &Section<'_, '_>) -> Option<IdpSettings> {
+    let t = top.table("idp")?;
+    let issuer = match t.string(&ISSUER) {
+        Some(i) if i.value.starts_with("https://") || i.value.starts_with("http://") => {
+            Some(i.value.trim_end_matches('/').to_string())
+        }
+        Some(i) => {
+            i.problem(
+                t.doc(),
+                format!("`{}` is not an issuer URL", i.value),
+                Some("write the issuer as its tokens name it: \"https://example.okta.com/oauth2/default\"".into()),
+            );
+            None
+        }
+        None => {
+            t.problem(
+                ISSUER.name,
+                "missing",
+                Some("add `issuer = \"https://…\"`: the `iss` of the tokens".into()),
+            );
+            None
+        }
+    };
+    let audience = match t.string_list(&AUDIENCE) {
+        Some(a) if !a.is_empty() => Some(a.into_iter().map(|a| a.value).collect::<Vec<_>>()),
+        _ => {
+            t.problem(
+                AUDIENCE.name,
+                "missing",
+                Some(
+                    "add `audience = \"weir\"`: the `aud` the IdP puts in tokens for this gateway"
+                        .into(),
+                ),
+            );
+            None
+        }
+    };
+    let jwks_url = t.string(&JWKS_URL).map(|u| u.value);
+    let text = |key: &Key| t.string(key).map_or(key.text().to_string(), |v| v.value);
+    let user_claim = text(&USER_CLAIM);
+    let team_claim = text(&TEAM_CLAIM);
+    let leeway = match t.raw_present(&LEEWAY) {
+        true => t.duration(&LEEWAY),
+        false => Some(LEEWAY.duration()),
+    };
+    let refresh = match t.raw_present(&REFRESH) {
+        true => t.duration(&REFRESH),
+        false => Some(REFRESH.duration()),
+    };
+    let ca_file = ca_file(&t, &CA_FILE).map(|f| f.value);
+    let teams = teams(&t);
+    Some(IdpSettings {
+        issuer: issuer?,
+        audience: audience?,
+        jwks_url,
+        user_claim,
+        team_claim,
+        leeway: leeway?,
+        refresh: refresh?,
+        ca_file,
+        teams: teams?,
+    })
+}
+
+/// `[[idp.teams]]`: each group's policy.
+fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
+    let mut ok = true;
+    let mut out: Vec<TeamPolicy> = Vec::new();
+    for team in t.tables(&TEAMS) {
+        let name = team.string("name");
+        let models = super::usage::allowed_models(&team);
+        let budget = super::usage::budget(super::usage::budget_keys(&team), Budget::default());
+        let max_concurrent = team
+            .uint_in("max_concurrent", MAX_SEMAPHORE_PERMITS)
+            .unwrap_or(0);
+        let Some(name) = name else {
+            team.problem(
+                "name",
+                "missing",
+                Some("add `name = \"platform\"`: the group as the token names it".into()),
+            );
+            ok = false;
+            continue;
+        };
+        if out.iter().any(|o| o.name == name.value) {
+            name.problem(
+                team.doc(),
+                format!("team `{}` is listed twice", name.value),
+                Some("give each group one policy".into()),
+            );
+            ok = false;
+            continue;
+        }
+        let Some(models) = models else {
+            ok = false;
+            continue;
+        };
+        out.push(TeamPolicy {
+            name: name.value,
+            models,
+            budget,
+            max_concurrent: usize::try_from(max_concurrent).unwrap_or(usize::MAX),
+        });
+    }
+    ok.then_some(out)
+}

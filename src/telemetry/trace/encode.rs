@@ -1,0 +1,96 @@
+//! weir's spans as OTLP's protobuf messages (`opentelemetry-proto`).
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{self as otlp, ResourceSpans, ScopeSpans};
+
+use super::span::{Event, Kind, Span, Status, Value};
+
+/// One export: weir's resource, its scope, the spans.
+pub(super) fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
+    let resource = Resource {
+        attributes: vec![
+            key_value("service.name", Value::from(service)),
+            key_value("service.version", Value::from(env!("CARGO_PKG_VERSION"))),
+        ],
+        ..Default::default()
+    };
+    let scope = InstrumentationScope {
+        name: "weir".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        ..Default::default()
+    };
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(resource),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(scope),
+                spans: spans.into_iter().map(span).collect(),
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    }
+}
+
+fn span(s: Span) -> otlp::Span {
+    let kind = match s.kind {
+        Kind::Server => otlp::span::SpanKind::Server,
+        Kind::Client => otlp::span::SpanKind::Client,
+    };
+    let status = match s.status {
+        Status::Unset => None,
+        Status::Error(message) => Some(otlp::Status {
+            message,
+            code: otlp::status::StatusCode::Error as i32,
+        }),
+    };
+    otlp::Span {
+        trace_id: s.trace_id.to_vec(),
+        span_id: s.span_id.to_vec(),
+        trace_state: s.trace_state,
+        parent_span_id: s.parent.map(|p| p.to_vec()).unwrap_or_default(),
+        // W3C trace flags: sampled (every exported span is).
+        flags: 1,
+        name: s.name,
+        kind: kind as i32,
+        start_time_unix_nano: s.start,
+        end_time_unix_nano: s.end,
+        attributes: attributes(s.attributes),
+        events: s.events.into_iter().map(event).collect(),
+        status,
+        ..Default::default()
+    }
+}
+
+fn event(e: Event) -> otlp::span::Event {
+    otlp::span::Event {
+        time_unix_nano: e.at,
+        name: e.name.into(),
+        attributes: attributes(e.attributes),
+        dropped_attributes_count: 0,
+    }
+}
+
+fn attributes(a: Vec<(&'static str, Value)>) -> Vec<KeyValue> {
+    a.into_iter().map(|(k, v)| key_value(k, v)).collect()
+}
+
+fn key_value(key: &str, value: Value) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(any(value)),
+        ..Default::default()
+    }
+}
+
+fn any(value: Value) -> AnyValue {
+    let value = match value {
+        Value::Str(s) => any_value::Value::StringValue(s),
+        Value::Int(n) => any_value::Value::IntValue(n),
+        Value::Float(n) => any_value::Value::DoubleValue(n),
+        Value::Bool(b) => any_value::Value::BoolValue(b),
+    };
+    AnyValue { value: Some(value) }
+}

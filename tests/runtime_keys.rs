@@ -1,0 +1,400 @@
+//! Runtime keys (`/admin/keys`, `weir keys`) kept in the database and
+//! served from memory, on routes with `runtime_keys = true`; usage rows
+//! written to the database and reported (`/admin/usage`, `weir usage`).
+//! Against the strict Anthropic stand-in, with real SQLite files.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::llm::*;
+use common::provider::{Options, Provider, ProviderApi};
+use common::{Weir, get_with, send};
+use serde_json::{Value, json};
+
+const ADMIN: &str = "admin-s3cret";
+
+/// A route `llm` taking runtime keys, over `up`, with a database at
+/// `{dir}/db/weir.db` and an admin token.
+fn config(up: &Provider, extra: &str) -> String {
+    let base = llm_config_with(
+        "anthropic",
+        &[(
+            "up",
+            up.base_url(),
+            "api_key_file = \"{dir}/provider-key\"".to_string(),
+        )],
+        &format!(
+            "runtime_keys = true\ndefault_upstreams = [\"up\"]\n{extra}\n\
+             [[route.prices]]\nmodel = \"*\"\ninput = 1\noutput = 2\n"
+        ),
+    );
+    base.replace(
+        "[admin]\naddress = \"127.0.0.1:0\"\n",
+        "[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{dir}/admin-token\"\n\
+         [database]\nurl = \"sqlite:{dir}/weir.db\"\n",
+    )
+}
+
+fn dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("admin-token"), ADMIN).expect("token");
+    std::fs::write(dir.path().join("provider-key"), "sk-ant-weirs-own").expect("key");
+    dir
+}
+
+async fn admin(weir: &Weir, method: http::Method, path: &str, body: Value) -> (u16, Value) {
+    let auth = format!("Bearer {ADMIN}");
+    let body = if body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(body.to_string())
+    };
+    let resp = send(
+        method,
+        &weir.admin_url(path),
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        body,
+    )
+    .await;
+    let status = resp.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, v)
+}
+
+async fn create(weir: &Weir, spec: Value) -> (String, String) {
+    let (status, v) = admin(weir, http::Method::POST, "/admin/keys", spec).await;
+    assert_eq!(status, 201, "{v}");
+    (
+        v["id"].as_str().expect("id").to_string(),
+        v["key"].as_str().expect("secret").to_string(),
+    )
+}
+
+async fn ask(weir: &Weir, secret: &str, model: &str) -> (u16, String) {
+    let (status, _, body) = post(
+        weir,
+        "/v1/messages",
+        messages_body(model, false),
+        &[("anthropic-version", "2023-06-01"), ("x-api-key", secret)],
+    )
+    .await;
+    (status.as_u16(), body)
+}
+
+/// Ask until `want` is answered, for at most `within`.
+async fn until(weir: &Weir, secret: &str, want: u16, within: Duration) -> u16 {
+    let start = Instant::now();
+    loop {
+        let (status, _) = ask(weir, secret, "claude-sonnet").await;
+        if status == want || start.elapsed() > within {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_key_issued_at_runtime_opens_the_route_until_it_is_revoked() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "")).await;
+    let (id, secret) = create(
+        &weir,
+        json!({"user": "alice", "team": "platform", "models": ["claude-*"]}),
+    )
+    .await;
+    let (status, body) = ask(&weir, &secret, "claude-sonnet").await;
+    assert_eq!(status, 200, "{body}");
+    // The key is weir's: never sent upstream.
+    for r in up.journal() {
+        assert!(!format!("{:?}", r.headers).contains(&secret));
+    }
+    let (status, body) = ask(&weir, &secret, "gpt-5").await;
+    assert_eq!(status, 403, "a model outside its list: {body}");
+    assert!(body.contains("permission_error"), "{body}");
+    let (status, _) = ask(&weir, "wk-not-a-key", "claude-sonnet").await;
+    assert_eq!(status, 401);
+
+    let (status, v) = admin(
+        &weir,
+        http::Method::GET,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["user"], "alice");
+    assert_eq!(v["status"], "active");
+    assert!(v.get("key").is_none(), "the secret is shown once: {v}");
+    assert!(secret.starts_with(v["prefix"].as_str().expect("prefix")));
+
+    let (status, v) = admin(
+        &weir,
+        http::Method::DELETE,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, body) = ask(&weir, &secret, "claude-sonnet").await;
+    assert_eq!(status, 401, "revoked at once on this instance: {body}");
+    up.assert_all_accepted();
+}
+
+#[tokio::test]
+async fn a_change_made_through_one_instance_reaches_another_within_a_second() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let shared = dir();
+    let path = shared.path().display().to_string();
+    let one = Weir::start_in(
+        dir(),
+        &config(&up, "").replace("{dir}/weir.db", &format!("{path}/weir.db")),
+    )
+    .await;
+    let two = Weir::start_in(
+        dir(),
+        &config(&up, "").replace("{dir}/weir.db", &format!("{path}/weir.db")),
+    )
+    .await;
+    let (id, secret) = create(&one, json!({"name": "ci"})).await;
+    let started = Instant::now();
+    assert_eq!(until(&two, &secret, 200, Duration::from_secs(3)).await, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let (_, v) = admin(
+        &one,
+        http::Method::POST,
+        &format!("/admin/keys/{id}/rotate"),
+        Value::Null,
+    )
+    .await;
+    let rotated = v["key"].as_str().expect("new secret").to_string();
+    let started = Instant::now();
+    assert_eq!(
+        until(&two, &secret, 401, Duration::from_secs(3)).await,
+        401,
+        "the old secret stops"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(ask(&two, &rotated, "claude-sonnet").await.0, 200);
+
+    admin(
+        &one,
+        http::Method::DELETE,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    let started = Instant::now();
+    assert_eq!(
+        until(&two, &rotated, 401, Duration::from_secs(3)).await,
+        401
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_keys_budget_refuses_in_the_clients_shape_once_spent() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "default_max_tokens = 64")).await;
+    // Each request reserves its input bytes / 3 plus 64 output tokens.
+    let (_, secret) = create(&weir, json!({"user": "bob", "tokens_per_day": 120})).await;
+    let mut refused = None;
+    for _ in 0..10 {
+        let (status, body) = ask(&weir, &secret, "claude-sonnet").await;
+        if status != 200 {
+            refused = Some((status, body));
+            break;
+        }
+    }
+    let (status, body) = refused.expect("the budget ends");
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body.contains("rate_limit_error") && body.contains("tokens_per_day"),
+        "{body}"
+    );
+    // Another key is not touched by bob's budget.
+    let (_, other) = create(&weir, json!({"user": "carol"})).await;
+    assert_eq!(ask(&weir, &other, "claude-sonnet").await.0, 200);
+}
+
+#[tokio::test]
+async fn a_monthly_spend_warns_past_its_soft_limit_then_refuses_until_next_month() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "default_max_tokens = 64")).await;
+    // Each request reserves about 0.00017 (its bytes / 3 at 1 per million,
+    // 64 output tokens at 2 per million).
+    let (_, secret) = create(
+        &weir,
+        json!({"user": "dan", "spend_per_month": 0.0006, "warn_at": 50}),
+    )
+    .await;
+    let mut warned = None;
+    let mut refused = None;
+    for _ in 0..20 {
+        let (status, headers, body) = post(
+            &weir,
+            "/v1/messages",
+            messages_body("claude-sonnet", false),
+            &[("anthropic-version", "2023-06-01"), ("x-api-key", &secret)],
+        )
+        .await;
+        if status != 200 {
+            refused = Some((status.as_u16(), body, headers));
+            break;
+        }
+        if let Some(w) = headers.get("x-weir-budget-warning") {
+            warned.get_or_insert(w.to_str().unwrap_or("").to_string());
+        }
+    }
+    let warned = warned.expect("a warning before the refusal");
+    assert!(warned.starts_with("spend_per_month="), "{warned}");
+    let (status, body, headers) = refused.expect("the month's budget ends");
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("spend_per_month"), "{body}");
+    let retry: u64 = headers["retry-after"]
+        .to_str()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    assert!(retry > 60, "until the month ends, not soon: {retry}");
+}
+
+#[tokio::test]
+async fn an_expired_key_is_refused_saying_so_and_bad_settings_get_every_problem() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "")).await;
+    let (_, secret) = create(
+        &weir,
+        json!({"name": "old", "expires_at": "2020-01-01T00:00:00Z"}),
+    )
+    .await;
+    let (status, body) = ask(&weir, &secret, "claude-sonnet").await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("expired"), "{body}");
+    let (status, v) = admin(
+        &weir,
+        http::Method::POST,
+        "/admin/keys",
+        json!({"user": 3, "models": "claude", "colour": "red"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["problems"].as_array().map(Vec::len), Some(3), "{v}");
+    // The admin token is needed.
+    let (status, _, _) = get_with(&weir.admin_url("/admin/keys"), &[]).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn usage_rows_are_written_and_reported_by_person_and_model_and_none_lost_at_shutdown() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let dir = dir();
+    let db = dir.path().join("weir.db");
+    let mut weir = Weir::start_in(dir, &config(&up, "")).await;
+    let (_, alice) = create(&weir, json!({"user": "alice", "team": "platform"})).await;
+    let (_, bob) = create(&weir, json!({"user": "bob", "team": "platform"})).await;
+    for _ in 0..3 {
+        assert_eq!(ask(&weir, &alice, "claude-sonnet").await.0, 200);
+    }
+    assert_eq!(ask(&weir, &bob, "claude-haiku").await.0, 200);
+    // Rows are written off the request path: await them in the report.
+    let start = Instant::now();
+    let lines = loop {
+        let (status, v) = admin(
+            &weir,
+            http::Method::GET,
+            "/admin/usage?group_by=person,model",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(status, 200, "{v}");
+        let lines = v["usage"].as_array().cloned().unwrap_or_default();
+        let requests: u64 = lines.iter().filter_map(|l| l["requests"].as_u64()).sum();
+        if requests == 4 || start.elapsed() > Duration::from_secs(5) {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let alice_line = lines.iter().find(|l| l["user"] == "alice").expect("alice");
+    assert_eq!(alice_line["requests"], 3, "{lines:?}");
+    assert_eq!(alice_line["model"], "claude-sonnet");
+    assert!(
+        alice_line["input_tokens"].as_u64() > Some(0),
+        "{alice_line}"
+    );
+    assert!(alice_line["spend"].as_f64() > Some(0.0), "{alice_line}");
+    let (status, v) = admin(
+        &weir,
+        http::Method::GET,
+        "/admin/usage?group_by=colour",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+
+    // Requests just before a graceful stop still reach the database.
+    for _ in 0..5 {
+        assert_eq!(ask(&weir, &bob, "claude-haiku").await.0, 200);
+    }
+    assert!(weir.shutdown().await);
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let n: i64 = conn
+        .query_row("SELECT COUNT(*) FROM usage WHERE user = 'bob'", [], |r| {
+            r.get(0)
+        })
+        .expect("count");
+    assert_eq!(n, 6);
+}
+
+#[test]
+fn runtime_keys_without_a_database_is_a_config_problem() {
+    let text = "[[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+                [[route]]\nname = \"llm\"\nkind = \"anthropic\"\nruntime_keys = true\n\
+                default_upstreams = [\"up\"]\n\
+                [[route.upstreams]]\nname = \"up\"\nurl = \"http://127.0.0.1:9\"\n";
+    let err = weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), text)
+        .expect_err("refused")
+        .to_string();
+    assert!(err.contains("no database"), "{err}");
+    assert!(err.contains("[database]"), "{err}");
+    let text = format!("[database]\nurl = \"mysql://x\"\n{text}");
+    let err = weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), &text)
+        .expect_err("refused")
+        .to_string();
+    assert!(err.contains("sqlite:"), "{err}");
+}
+
+#[test]
+fn a_fleet_refuses_week_and_month_budgets_it_cannot_share() {
+    let text = "[cluster]\nurl = \"redis://127.0.0.1:6379\"\n\
+                [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+                [[route]]\nname = \"llm\"\nkind = \"anthropic\"\n\
+                default_upstreams = [\"up\"]\n\
+                [[route.clients]]\nname = \"ci\"\ntoken_env = \"HOME\"\nspend_per_month = 5\n\
+                [[route.upstreams]]\nname = \"up\"\nurl = \"http://127.0.0.1:9\"\n";
+    let err = weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), text)
+        .expect_err("refused")
+        .to_string();
+    assert!(err.contains("week or month"), "{err}");
+}
