@@ -83,6 +83,56 @@ async fn claude_code_to_anthropic() {
     .await;
 }
 
+/// Claude Code through weir to Amazon Bedrock: every model it asks for
+/// (the main one, the small fast one) goes to one inference profile,
+/// SigV4-signed with a credentials file's profile, which the Bedrock
+/// stand-in checks on each request.
+#[tokio::test]
+async fn claude_code_to_bedrock() {
+    use common::provider::bedrock::Bedrock;
+    const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+    let Some(bin) = agents::find(Agent::ClaudeCode) else {
+        return;
+    };
+    let (command, output) = round_trip();
+    let account = Bedrock::new("us-east-1", "AKIDAGENTS", "agents-secret", &[MODEL]);
+    let options = Options::default()
+        .bedrock(account)
+        .script(Script::RoundTrip { command });
+    let up = Provider::spawn(ProviderApi::Anthropic, options).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credentials = dir.path().join("aws-credentials");
+    std::fs::write(
+        &credentials,
+        "[agents]\naws_access_key_id = AKIDAGENTS\naws_secret_access_key = agents-secret\n",
+    )
+    .expect("credentials");
+    let keys = format!(
+        "protocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials_file = \"{}\"\naws_profile = \"agents\"\n",
+        credentials.display()
+    );
+    let every_model = format!("default_upstreams = [\"br:{MODEL}\"]\n");
+    let config =
+        common::llm::llm_config_with("anthropic", &[("br", up.base_url(), keys)], &every_model)
+            .replacen("[log]\n", "[log]\nformat = \"json\"\n", 1);
+    let mut weir = common::process::Proc::run(&common::process::write_config(&dir, &config));
+    let addr = weir.listening("web");
+    let run = agents::run(Agent::ClaudeCode, &bin, addr, PROMPT).await;
+    agents::dump(&[&up]);
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "Bedrock never saw {output}");
+    assert!(
+        up.journal()
+            .iter()
+            .all(|e| e.path.starts_with("/model/us.anthropic.")),
+        "{:?}",
+        up.journal().iter().map(|e| &e.path).collect::<Vec<_>>()
+    );
+    let answer = run.answer(Agent::ClaudeCode);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+}
+
 #[tokio::test]
 async fn claude_code_to_responses() {
     one_upstream(

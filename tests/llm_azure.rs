@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::llm::{events, llm_config_with, post};
+use common::llm::{assert_whole_messages_stream, events, llm_config_with, post};
 use common::provider::azure::{Azure, content_filter, rate_limited};
 use common::provider::*;
 use common::*;
@@ -163,21 +163,7 @@ async fn an_anthropic_client_is_translated_to_azure_responses_streamed_and_whole
     .await;
     let (status, _, body) = post(&weir, "/v1/messages", claude_request(true), CLAUDE_HEADERS).await;
     assert_eq!(status, 200, "{body}");
-    let types = event_types(&body);
-    assert_eq!(
-        types.first().map(String::as_str),
-        Some("message_start"),
-        "{types:?}"
-    );
-    assert_eq!(
-        types.last().map(String::as_str),
-        Some("message_stop"),
-        "{types:?}"
-    );
-    assert!(
-        types.iter().any(|t| t == "content_block_delta"),
-        "{types:?}"
-    );
+    assert_whole_messages_stream(&body);
 
     let (status, _, body) =
         post(&weir, "/v1/messages", claude_request(false), CLAUDE_HEADERS).await;

@@ -19,10 +19,51 @@ pub(crate) enum Credential {
     Passthrough,
     /// Send this key in the protocol's header; the client's is never sent.
     Key(Secret),
+    /// Sign each request with these AWS credentials (SigV4: Bedrock);
+    /// the client's credential is never sent.
+    Aws(AwsKeys),
+    /// Sign with temporary credentials for a role, from STS with a web
+    /// identity token, refreshed before they expire.
+    AwsWebIdentity(WebIdentity),
     /// An access token weir gets itself and keeps fresh (a Vertex AI
     /// upstream's, [`VertexConfig::credentials`]); the client's is never
     /// sent.
     Refreshed,
+}
+
+/// A role assumed with a web identity token (EKS's IRSA: the
+/// `AWS_ROLE_ARN` and `AWS_WEB_IDENTITY_TOKEN_FILE` it sets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WebIdentity {
+    pub(crate) role_arn: String,
+    pub(crate) token_file: std::path::PathBuf,
+    pub(crate) session_name: String,
+    /// STS's endpoint (`AWS_ENDPOINT_URL_STS`); None: the region's.
+    pub(crate) sts_url: Option<String>,
+}
+
+impl Credential {
+    /// Whether this is weir's own credential, not the client's: the
+    /// upstream refusing it is no fault of the client's.
+    pub(crate) fn is_weirs(&self) -> bool {
+        !matches!(self, Credential::Passthrough)
+    }
+}
+
+/// AWS credentials: an access key, and the session token of temporary
+/// ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AwsKeys {
+    pub(crate) access_key_id: String,
+    pub(crate) secret_access_key: Secret,
+    pub(crate) session_token: Option<Secret>,
+}
+
+/// What only an Amazon Bedrock upstream has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BedrockSettings {
+    /// The region its requests are signed for.
+    pub(crate) region: String,
 }
 
 /// A Vertex AI upstream's project, region and Google credentials.
@@ -78,6 +119,8 @@ pub(crate) struct LlmUpstreamConfig {
     /// An Azure OpenAI upstream's API surface (v1, or a dated
     /// `api-version`'s deployment paths); None for every other API.
     pub(crate) azure: Option<weir_wire::azure::Surface>,
+    /// An Amazon Bedrock upstream's region; None for every other API.
+    pub(crate) bedrock: Option<BedrockSettings>,
     /// A Vertex AI upstream's project, region and credentials; None for
     /// every other API.
     pub(crate) vertex: Option<VertexConfig>,

@@ -6,23 +6,21 @@ use bytes::Bytes;
 use http::Response;
 use http::StatusCode;
 use http::header::{self, HeaderValue};
-use http_body_util::{BodyExt, Limited};
 
 use super::body::{Answer, ByteBudget, Prefixed, ReadError, read_answer};
+use super::framed::UpstreamBody;
 use super::outgoing::{Outgoing, Translation};
 use crate::respond::{Payload, Rescue};
 use crate::upstream::headers::remove_hop_by_hop;
 
-/// An error body is read whole to be relayed later; bounded (provider
-/// error bodies are a few hundred bytes).
-pub(crate) const MAX_ERROR_BODY: usize = 64 * 1024;
+pub(crate) use super::framed::read_error_body;
 
 /// Relay an upstream response as it is (streaming its body).
 pub(crate) fn relay_verbatim(
-    resp: Response<hyper::body::Incoming>,
+    resp: Response<UpstreamBody>,
     served_by: Option<&str>,
 ) -> Response<Payload> {
-    let mut resp = resp.map(Payload::Upstream);
+    let mut resp = resp.map(UpstreamBody::into_payload);
     remove_hop_by_hop(resp.headers_mut());
     served_by_header(&mut resp, served_by);
     resp
@@ -63,7 +61,7 @@ const MAX_COUNTED_BODY: usize = 1024 * 1024;
 /// translate it: one to translate must be held whole (at most 32 MiB);
 /// a native one past 1 MiB or the budget comes back to be streamed on.
 pub(crate) async fn read_whole(
-    body: hyper::body::Incoming,
+    body: UpstreamBody,
     declared: Option<u64>,
     budget: &ByteBudget,
     translated: bool,
@@ -87,7 +85,7 @@ pub(crate) async fn read_whole(
 pub(crate) fn relay_streaming(
     mut parts: http::response::Parts,
     head: Bytes,
-    rest: hyper::body::Incoming,
+    rest: UpstreamBody,
     served_by: Option<&str>,
 ) -> Response<Payload> {
     remove_hop_by_hop(&mut parts.headers);
@@ -135,15 +133,4 @@ pub(crate) fn translate_whole(
     let mut resp = Response::from_parts(parts, Payload::text(translated));
     served_by_header(&mut resp, served_by);
     Ok(resp)
-}
-
-pub(crate) async fn read_error_body(
-    body: hyper::body::Incoming,
-    timeout: std::time::Duration,
-) -> Bytes {
-    let read = Limited::new(body, MAX_ERROR_BODY).collect();
-    match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        _ => Bytes::new(),
-    }
 }

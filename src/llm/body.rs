@@ -319,7 +319,7 @@ pub(crate) enum Answer {
     /// read, and the rest still to come, to be relayed as they stream.
     Streaming {
         head: Bytes,
-        rest: hyper::body::Incoming,
+        rest: super::framed::UpstreamBody,
     },
 }
 
@@ -329,7 +329,7 @@ pub(crate) enum Answer {
 /// limit or the budget, `must_hold` (an answer to translate) fails;
 /// otherwise the answer is handed back to be streamed on.
 pub(crate) async fn read_answer(
-    mut body: hyper::body::Incoming,
+    mut body: super::framed::UpstreamBody,
     declared: Option<u64>,
     budget: &ByteBudget,
     limit: usize,
@@ -381,11 +381,11 @@ pub(crate) async fn read_answer(
 /// What was read of an answer, then the rest as it arrives.
 pub(crate) struct Prefixed {
     head: Option<Bytes>,
-    rest: hyper::body::Incoming,
+    rest: super::framed::UpstreamBody,
 }
 
 impl Prefixed {
-    pub(crate) fn new(head: Bytes, rest: hyper::body::Incoming) -> Self {
+    pub(crate) fn new(head: Bytes, rest: super::framed::UpstreamBody) -> Self {
         Prefixed {
             head: (!head.is_empty()).then_some(head),
             rest,
@@ -404,9 +404,7 @@ impl http_body::Body for Prefixed {
         if let Some(head) = self.head.take() {
             return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(head))));
         }
-        std::pin::Pin::new(&mut self.rest)
-            .poll_frame(cx)
-            .map_err(|e| Box::new(e) as crate::respond::BoxError)
+        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
     }
 }
 

@@ -52,7 +52,7 @@ impl Google {
         }
     }
 
-    async fn fetch_token(&self) -> Result<Fresh, String> {
+    async fn fetch_token(&self) -> Result<Fresh<str>, String> {
         let req = match &self.credentials {
             GoogleCredentials::Key(sa) => grant(sa)?,
             GoogleCredentials::Metadata(base) => Request::builder()
@@ -92,8 +92,8 @@ impl Google {
     }
 }
 
-impl Source for Google {
-    fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh, String>> + Send + '_>> {
+impl Source<str> for Google {
+    fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<str>, String>> + Send + '_>> {
         Box::pin(self.fetch_token())
     }
 }

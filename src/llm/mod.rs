@@ -24,10 +24,12 @@
 //!    `count_tokens` and `GET /v1/models` need no generation: [`local`].
 
 mod answer;
+mod aws;
 pub(crate) mod body;
 mod client;
 mod facts;
 mod failover;
+mod framed;
 mod google;
 mod keyed;
 pub(crate) mod ledger;

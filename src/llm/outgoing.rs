@@ -4,10 +4,11 @@
 //! then for each member tried (its URL, its key in the header its API
 //! reads), and sending it under the first-byte timeout.
 
+use super::framed::{UpstreamBody, unframe};
 use super::offload::{Busy, Offload};
 use super::refresh::FIRST_WAIT;
 use super::upstream::{LlmMember, LlmUpstream};
-use crate::config::{Credential, UpstreamApi};
+use crate::config::{BedrockSettings, Credential, UpstreamApi};
 use crate::upstream::headers::clean_request;
 use bytes::Bytes;
 use http::Response;
@@ -15,7 +16,7 @@ use http::header::{self, HeaderValue};
 use http_body_util::Full;
 use weir_wire::body::splice;
 use weir_wire::translate::{Pair, ToolNames, TranslateError, native};
-use weir_wire::{Endpoint, Protocol, vertex};
+use weir_wire::{Endpoint, Protocol, bedrock, vertex};
 
 /// The request as it will be sent upstream, attempt after attempt.
 pub(crate) struct Outgoing {
@@ -58,6 +59,8 @@ pub(crate) struct Draft {
     body: Bytes,
     /// How the answer is translated back, when it is.
     pub(crate) translation: Option<Translation>,
+    /// The region a request signed with AWS credentials is signed for.
+    region: Option<String>,
 }
 
 impl Draft {
@@ -83,6 +86,22 @@ impl Draft {
         *req.method_mut() = self.method.clone();
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
+        let refreshed;
+        let keys = match &member.credential {
+            Credential::Aws(keys) => Some(keys),
+            Credential::AwsWebIdentity(_) => {
+                refreshed = member.aws.as_ref()?.current()?;
+                Some(&*refreshed)
+            }
+            _ => None,
+        };
+        if let Some(keys) = keys {
+            // Last, on the bytes that are sent.
+            let region = self.region.as_deref()?;
+            let now = std::time::SystemTime::now();
+            let service = bedrock::SIGNING_SERVICE;
+            super::aws::sign_request(&mut req, &self.body, keys, region, service, now)?;
+        }
         Some(req)
     }
 }
@@ -107,7 +126,9 @@ pub(crate) enum Prepared {
 }
 
 pub(crate) enum Sent {
-    Response(Response<hyper::body::Incoming>),
+    /// The answer, framed as the client's API family frames it
+    /// ([`unframe`]).
+    Response(Response<UpstreamBody>),
     /// Could not connect.
     Refused,
     /// Connected, but no head in time, or the exchange broke.
@@ -130,6 +151,11 @@ impl Outgoing {
         if let Some(surface) = &upstream.config.azure {
             let deployment = model.or(self.model.as_deref()).unwrap_or_default();
             return surface.path(api, deployment);
+        }
+        if upstream.config.bedrock.is_some() {
+            // Bedrock's path names the model and the stream: made with
+            // its body ([`Self::for_bedrock`]).
+            return Some(String::new());
         }
         Some(match pair {
             // The client's query (`?beta=true`) means nothing to the other API.
@@ -241,14 +267,59 @@ impl Outgoing {
                 Err(refused) => return refused,
             },
         };
-        Prepared::Ready(Box::new(Draft {
+        let mut draft = Draft {
             api: upstream.config.api,
             method: self.parts.method.clone(),
             path,
             headers,
             body,
             translation,
-        }))
+            region: None,
+        };
+        if let Some(settings) = &upstream.config.bedrock {
+            let model = model.or(self.model.as_deref()).unwrap_or_default();
+            if let Err(refused) = self.for_bedrock(&mut draft, settings, model, offload).await {
+                return refused;
+            }
+        }
+        Prepared::Ready(Box::new(draft))
+    }
+
+    /// A Messages request made into Bedrock's: `model` and `stream` moved
+    /// from the body to the path, `anthropic_version` and the client's
+    /// betas put in the body, the answer's type asked for.
+    async fn for_bedrock(
+        &self,
+        draft: &mut Draft,
+        settings: &BedrockSettings,
+        model: &str,
+        offload: &Offload,
+    ) -> Result<(), Prepared> {
+        let body = draft.body.clone();
+        let betas = bedrock::betas(&self.parts.headers);
+        let made = offload
+            .run(body.len(), move || bedrock::request_body(&body, &betas))
+            .await;
+        let made = match made {
+            Ok(Ok(made)) => made,
+            Ok(Err(why)) => return Err(Prepared::Invalid(why)),
+            Err(Busy) => return Err(Prepared::Busy),
+        };
+        draft.path = bedrock::path(model, made.stream);
+        draft.body = Bytes::from(made.body);
+        draft.region = Some(settings.region.clone());
+        let accept = if made.stream {
+            bedrock::EVENT_STREAM
+        } else {
+            "application/json"
+        };
+        let headers = &mut draft.headers;
+        headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(())
     }
 }
 
@@ -300,7 +371,10 @@ pub(crate) async fn send(
         Err(_) => Sent::Failed("timeout"),
         Ok(Err(e)) if e.is_connect() => Sent::Refused,
         Ok(Err(_)) => Sent::Failed("broken"),
-        Ok(Ok(resp)) => Sent::Response(resp),
+        Ok(Ok(resp)) if upstream.config.api.frames_answers() => {
+            Sent::Response(unframe(resp, timeout).await)
+        }
+        Ok(Ok(resp)) => Sent::Response(resp.map(UpstreamBody::Plain)),
     }
 }
 

@@ -6,8 +6,10 @@
 //! ([`Refreshed::current`]); only a request that comes before the first
 //! answer waits for it ([`Refreshed::get`]).
 //!
-//! Nothing here knows whose credential it is: Google's is in
-//! [`super::google`]; another cloud's (AWS's, say) is one more `Source`.
+//! Nothing here knows whose credential it is or what it looks like (a
+//! token, a set of temporary keys): Google's access tokens are a
+//! `Source<str>` in [`super::google`], AWS's temporary keys from STS a
+//! `Source<AwsKeys>` in [`super::aws`] (decisions 080, 081).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,15 +20,15 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 /// A value a source gave and how long it lives from now.
-pub(crate) struct Fresh {
-    pub(crate) value: Arc<str>,
+pub(crate) struct Fresh<T: ?Sized> {
+    pub(crate) value: Arc<T>,
     pub(crate) lifetime: Duration,
 }
 
 /// What gives a credential: each call one fetch, or why it failed (for
 /// the log and the client's 503).
-pub(crate) trait Source: Send + Sync + 'static {
-    fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh, String>> + Send + '_>>;
+pub(crate) trait Source<T: ?Sized>: Send + Sync + 'static {
+    fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<T>, String>> + Send + '_>>;
 }
 
 /// The longest the request that comes first waits for the first value.
@@ -54,17 +56,24 @@ fn usable_for(lifetime: Duration) -> Duration {
     lifetime - (lifetime / 4).min(Duration::from_secs(60))
 }
 
-#[derive(Clone, Default)]
-struct Current {
-    value: Option<(Arc<str>, Instant)>,
+struct Current<T: ?Sized> {
+    value: Option<(Arc<T>, Instant)>,
     /// Why the last fetch failed; None after a success.
     error: Option<Arc<str>>,
     /// Whether any fetch has ended yet.
     tried: bool,
 }
 
-impl Current {
-    fn usable(&self, now: Instant) -> Option<Arc<str>> {
+impl<T: ?Sized> Current<T> {
+    fn empty() -> Self {
+        Current {
+            value: None,
+            error: None,
+            tried: false,
+        }
+    }
+
+    fn usable(&self, now: Instant) -> Option<Arc<T>> {
         self.value
             .as_ref()
             .filter(|(_, until)| now < *until)
@@ -74,25 +83,31 @@ impl Current {
 
 /// A credential kept fresh by a task of its own, which ends when this is
 /// dropped (a reload that replaces the upstream).
-pub(crate) struct Refreshed {
-    current: watch::Receiver<Current>,
+pub(crate) struct Refreshed<T: ?Sized> {
+    current: watch::Receiver<Current<T>>,
     /// Asks the task for a new value before its time.
     renew: Arc<Notify>,
     task: tokio::task::AbortHandle,
 }
 
-impl Drop for Refreshed {
+impl<T: ?Sized> Drop for Refreshed<T> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl Refreshed {
+impl<T: ?Sized> std::fmt::Debug for Refreshed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Refreshed")
+    }
+}
+
+impl<T: ?Sized + Send + Sync + 'static> Refreshed<T> {
     /// Start keeping `source`'s value fresh, on the runtime this runs in;
     /// None when there is none. `label` names it in the log.
-    pub(crate) fn spawn(label: Arc<str>, source: impl Source) -> Option<Refreshed> {
+    pub(crate) fn spawn(label: Arc<str>, source: impl Source<T>) -> Option<Refreshed<T>> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let (tx, rx) = watch::channel(Current::default());
+        let (tx, rx) = watch::channel(Current::empty());
         let renew = Arc::new(Notify::new());
         let task = runtime.spawn(keep_fresh(label, source, tx, renew.clone()));
         Some(Refreshed {
@@ -109,15 +124,15 @@ impl Refreshed {
         self.renew.notify_one();
     }
 
-    /// The current value, when there is one still good to send.
-    #[cfg(test)]
-    pub(crate) fn current(&self) -> Option<Arc<str>> {
+    /// The current value, when there is one still good to send (never
+    /// waiting: what signs a request reads it here).
+    pub(crate) fn current(&self) -> Option<Arc<T>> {
         self.current.borrow().usable(Instant::now())
     }
 
     /// The current value; before the first fetch has ended, that fetch's
     /// (waiting at most `wait`). Without a good value, why not.
-    pub(crate) async fn get(&self, wait: Duration) -> Result<Arc<str>, Arc<str>> {
+    pub(crate) async fn get(&self, wait: Duration) -> Result<Arc<T>, Arc<str>> {
         let mut rx = self.current.clone();
         let waited = tokio::time::timeout(wait, rx.wait_for(|c| c.tried))
             .await
@@ -138,10 +153,10 @@ impl Refreshed {
 /// The background task: fetch, publish, sleep until the refresh is due
 /// (or the back-off after a failure), again; each failure logged, and the
 /// recovery after failures.
-async fn keep_fresh(
+async fn keep_fresh<T: ?Sized + Send + Sync + 'static>(
     label: Arc<str>,
-    source: impl Source,
-    tx: watch::Sender<Current>,
+    source: impl Source<T>,
+    tx: watch::Sender<Current<T>>,
     renew: Arc<Notify>,
 ) {
     let mut backoff = FIRST_BACKOFF;
@@ -164,7 +179,9 @@ async fn keep_fresh(
                     );
                 }
                 backoff = FIRST_BACKOFF;
-                now + refresh_after(fresh.lifetime)
+                // Never sooner than a second: a value that barely lives
+                // must not make the task ask its source in a tight loop.
+                now + refresh_after(fresh.lifetime).max(MIN_RENEW)
             }
             Err(why) => {
                 let still = tx.borrow().usable(Instant::now()).is_some();
@@ -223,8 +240,8 @@ mod tests {
         life: Duration,
     }
 
-    impl Source for Counting {
-        fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh, String>> + Send + '_>> {
+    impl Source<str> for Counting {
+        fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<str>, String>> + Send + '_>> {
             let n = self.calls.fetch_add(1, Ordering::SeqCst);
             let (fail, life) = (self.fail, self.life);
             Box::pin(async move {
@@ -272,5 +289,20 @@ mod tests {
             4,
             "the task ends with its owner"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_value_that_barely_lives_is_not_fetched_in_a_tight_loop() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let source = Counting {
+            calls: calls.clone(),
+            fail: 0,
+            life: Duration::ZERO,
+        };
+        let r = Refreshed::spawn("t".into(), source).expect("runtime");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let n = calls.load(Ordering::SeqCst);
+        assert!((10..=11).contains(&n), "{n} fetches in 10 s");
+        assert!(r.current().is_none(), "a value of no life is never sent");
     }
 }

@@ -26,9 +26,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::framed::UpstreamBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::facts::SharedLlmFacts;
@@ -126,7 +126,7 @@ enum Next {
 }
 
 pub(crate) struct Relay {
-    upstream: Option<Incoming>,
+    upstream: Option<UpstreamBody>,
     framer: Framer,
     /// Translates the upstream's events into the client's protocol.
     translator: Option<translate::Stream>,
@@ -157,7 +157,7 @@ impl Relay {
     /// `api` is the client's; `translator` turns the upstream's events
     /// into it when the upstream speaks another.
     pub(crate) fn new(
-        upstream: Incoming,
+        upstream: UpstreamBody,
         api: Api,
         translator: Option<translate::Stream>,
         keepalive_every: Duration,

@@ -32,7 +32,9 @@ use super::google::Google;
 use super::refresh::Refreshed;
 use super::tenants::{self, Tenant, TenantHolds};
 use crate::cluster::{Cluster, Holdable};
-use crate::config::{Credential, LlmUpstreamConfig, UpstreamHttp, UpstreamSettings};
+use crate::config::{
+    AwsKeys, Credential, LlmUpstreamConfig, Secret, UpstreamHttp, UpstreamSettings,
+};
 use crate::telemetry::{Metrics, ServerMetrics};
 use crate::upstream::balance::{Change, Group, Member, Reason};
 use crate::upstream::client::UpstreamClient;
@@ -78,6 +80,9 @@ pub(crate) struct LlmMember {
     /// the upstream has more than one of them (never the key itself).
     pub(crate) label: Arc<str>,
     pub(crate) metrics: ServerMetrics,
+    /// Temporary AWS credentials, refreshed before they expire (a web
+    /// identity's), shared by the members with the same key.
+    pub(crate) aws: Option<Arc<Refreshed<AwsKeys>>>,
 }
 
 impl LlmMember {
@@ -135,7 +140,7 @@ pub(crate) struct LlmUpstream {
     fleet: Option<Fleet>,
     /// The access token weir gets itself for this upstream (Vertex AI's),
     /// kept fresh in the background; None for an upstream of keys.
-    pub(crate) token: Option<Refreshed>,
+    pub(crate) token: Option<Refreshed<str>>,
 }
 
 /// An upstream's members as the fleet knows them.
@@ -185,6 +190,30 @@ impl Holdable for FleetSeat {
     }
 }
 
+/// Per key of `config`, the refreshed credentials it stands for (a web
+/// identity's), made once for every member that sends it and kept fresh
+/// by the same refresher as Vertex's tokens ([`Refreshed`]).
+fn refreshed_credentials(
+    route: &Arc<str>,
+    config: &LlmUpstreamConfig,
+    tls: &rustls::ClientConfig,
+) -> Vec<Option<Arc<Refreshed<AwsKeys>>>> {
+    let region = config
+        .bedrock
+        .as_ref()
+        .map_or("us-east-1", |b| b.region.as_str());
+    (config.keys.iter())
+        .map(|key| match &key.credential {
+            Credential::AwsWebIdentity(w) => {
+                let source = super::aws::WebIdentitySource::new(w, region, tls)?;
+                let label = format!("{route}/{} {}", config.name, w.role_arn).into();
+                Refreshed::spawn(label, source).map(Arc::new)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 impl LlmUpstream {
     pub(crate) fn new(
         route: &Arc<str>,
@@ -197,8 +226,9 @@ impl LlmUpstream {
     ) -> Self {
         let mut ids = Vec::new();
         let mut members = Vec::new();
+        let refreshed = refreshed_credentials(route, config, tls);
         for server in &config.servers {
-            for key in &config.keys {
+            for (k, key) in config.keys.iter().enumerate() {
                 let mut label = config.name.clone();
                 if config.servers.len() > 1 {
                     label = format!("{label} {}", server.target);
@@ -210,6 +240,8 @@ impl LlmUpstream {
                 let key_digest = match &key.credential {
                     Credential::Key(secret) => secret.digest_hex(8),
                     Credential::Passthrough => "passthrough".into(),
+                    Credential::Aws(keys) => keys.secret_access_key.digest_hex(8),
+                    Credential::AwsWebIdentity(w) => Secret(w.role_arn.clone()).digest_hex(8),
                     Credential::Refreshed => "refreshed".into(),
                 };
                 ids.push(Cluster::member_id(
@@ -222,6 +254,7 @@ impl LlmUpstream {
                     target: LlmMember {
                         url: server.target.clone(),
                         credential: key.credential.clone(),
+                        aws: refreshed.get(k).cloned().flatten(),
                         metrics: metrics.server_metrics(route, &label),
                         label,
                     },

@@ -99,6 +99,26 @@ pub async fn refusing() -> String {
     format!("http://{addr}")
 }
 
+/// A Messages stream whole: `message_start` first, `message_stop`
+/// last, text or tool deltas between.
+pub fn assert_whole_messages_stream(body: &str) {
+    let types: Vec<String> = events(body).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("message_start"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("message_stop"),
+        "{types:?}"
+    );
+    assert!(
+        types.iter().any(|t| t == "content_block_delta"),
+        "{types:?}"
+    );
+}
+
 /// An Anthropic Messages request body.
 pub fn messages_body(model: &str, stream: bool) -> String {
     serde_json::json!({

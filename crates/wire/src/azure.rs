@@ -82,7 +82,7 @@ impl Surface {
             (Surface::V1, _) => format!("/openai/v1/{tail}"),
             (Surface::Dated(v), Some(Api::Chat)) => format!(
                 "/openai/deployments/{}/{tail}?api-version={v}",
-                path_segment(deployment)
+                super::path_segment(deployment)
             ),
             (Surface::Dated(v), _) => format!("/openai/{tail}?api-version={v}"),
         })
@@ -96,21 +96,6 @@ pub fn is_deployment_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// A deployment name as one path segment: Azure's names are letters,
-/// digits, `-`, `_` and `.`; anything else (a client's model id with a
-/// `/`) is percent-encoded, so it can never leave its segment.
-fn path_segment(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 pub(super) fn key_header(key: &str) -> (HeaderName, String) {

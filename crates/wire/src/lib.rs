@@ -4,8 +4,11 @@
 //! [`responses`] OpenAI Responses (Codex) and [`chat`] OpenAI Chat
 //! Completions (vLLM, Ollama, OpenRouter…), with what the two OpenAI APIs
 //! share in [`openai`], and what Azure OpenAI serves them with of its own
-//! (paths, key header, content-filter refusals) in [`azure`], and what Google Vertex AI
-//! serves Messages with of its own (paths, body, error envelope) in [`vertex`]. Each module owns everything about its API:
+//! (paths, key header, content-filter refusals) in [`azure`], what
+//! Amazon Bedrock serves Messages with (paths, body, event-stream framing,
+//! exceptions) in [`bedrock`], and what Google Vertex AI serves Messages
+//! with of its own (paths, body, error envelope) in [`vertex`]. Each
+//! module owns everything about its API:
 //! endpoints, the credential header, the error envelope and its
 //! status ↔ error-type table, how stream events are classed, where usage
 //! is reported, the keep-alive and in-band error bytes, and the limits the
@@ -38,6 +41,7 @@ pub const WEIR_STATE_MARK: &str = "weir.";
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod body;
 pub mod chat;
 pub mod fields;
@@ -113,7 +117,10 @@ impl Protocol {
     pub fn is_native(self, api: UpstreamApi) -> bool {
         match self {
             Protocol::Anthropic => api == UpstreamApi::Anthropic,
-            Protocol::OpenAi => !matches!(api, UpstreamApi::Anthropic | UpstreamApi::Vertex),
+            Protocol::OpenAi => !matches!(
+                api,
+                UpstreamApi::Anthropic | UpstreamApi::Bedrock | UpstreamApi::Vertex
+            ),
         }
     }
 
@@ -195,13 +202,16 @@ pub enum UpstreamApi {
     AzureResponses,
     /// Azure OpenAI, Chat Completions only.
     AzureChat,
+    /// Amazon Bedrock's Anthropic models: Messages on `bedrock-runtime`
+    /// ([`bedrock`]).
+    Bedrock,
     /// Anthropic Messages on Google Vertex AI ([`vertex`]).
     Vertex,
 }
 
 impl UpstreamApi {
     /// Every upstream API, with the name the config uses for it.
-    pub const ALL: [UpstreamApi; 8] = [
+    pub const ALL: [UpstreamApi; 9] = [
         UpstreamApi::Anthropic,
         UpstreamApi::OpenAiResponses,
         UpstreamApi::OpenAiChat,
@@ -209,6 +219,7 @@ impl UpstreamApi {
         UpstreamApi::AzureResponses,
         UpstreamApi::AzureChat,
         UpstreamApi::Azure,
+        UpstreamApi::Bedrock,
         UpstreamApi::Vertex,
     ];
 
@@ -221,6 +232,7 @@ impl UpstreamApi {
             UpstreamApi::Azure => "azure",
             UpstreamApi::AzureResponses => "azure_responses",
             UpstreamApi::AzureChat => "azure_chat",
+            UpstreamApi::Bedrock => "bedrock",
             UpstreamApi::Vertex => "vertex",
         }
     }
@@ -233,7 +245,7 @@ impl UpstreamApi {
     /// request to OpenAI itself is translated to Responses).
     pub fn apis(self) -> &'static [Api] {
         match self {
-            UpstreamApi::Anthropic | UpstreamApi::Vertex => &[Api::Messages],
+            UpstreamApi::Anthropic | UpstreamApi::Bedrock | UpstreamApi::Vertex => &[Api::Messages],
             UpstreamApi::OpenAi | UpstreamApi::Azure => &[Api::Responses, Api::Chat],
             UpstreamApi::OpenAiResponses | UpstreamApi::AzureResponses => &[Api::Responses],
             UpstreamApi::OpenAiChat | UpstreamApi::AzureChat => &[Api::Chat],
@@ -250,9 +262,18 @@ impl UpstreamApi {
 
     /// Whether the upstream's `GET /v1/models` lists the ids its clients
     /// ask for. Azure's lists the resource's base models, not the
-    /// deployments a route sends: the route's own list is the truth.
+    /// deployments a route sends; Bedrock's runtime lists none: the
+    /// route's own list is the truth.
     pub fn lists_models(self) -> bool {
-        !self.is_azure() && self != UpstreamApi::Vertex
+        !self.is_azure() && !matches!(self, UpstreamApi::Bedrock | UpstreamApi::Vertex)
+    }
+
+    /// Whether the answers come in AWS's event-stream framing and errors
+    /// named by `x-amzn-ErrorType` ([`bedrock`]): read through
+    /// [`bedrock::SseDecoder`] and [`bedrock::error_answer`] into the
+    /// Messages stream and envelope before anything else reads them.
+    pub fn frames_answers(self) -> bool {
+        self == UpstreamApi::Bedrock
     }
 
     /// An error answer in this API's own envelope, when the upstream
@@ -297,7 +318,8 @@ impl UpstreamApi {
     /// Whether this upstream serves `endpoint` as the client sent it.
     pub fn serves(self, endpoint: Endpoint) -> bool {
         match endpoint {
-            Endpoint::Models => true,
+            // Bedrock's runtime has no model list.
+            Endpoint::Models => self != UpstreamApi::Bedrock,
             Endpoint::CountTokens => matches!(self, UpstreamApi::Anthropic | UpstreamApi::Vertex),
             _ => endpoint.api().is_some_and(|a| self.apis().contains(&a)),
         }
@@ -309,6 +331,7 @@ impl UpstreamApi {
             UpstreamApi::Anthropic => anthropic::key_header(key),
             UpstreamApi::Vertex => (http::header::AUTHORIZATION, format!("Bearer {key}")),
             api if api.is_azure() => azure::key_header(key),
+            UpstreamApi::Bedrock => bedrock::key_header(key),
             _ => openai::key_header(key),
         }
     }
@@ -322,6 +345,7 @@ impl UpstreamApi {
             UpstreamApi::Anthropic => anthropic::adopt_headers(headers, passthrough),
             UpstreamApi::Vertex => vertex::adopt_headers(headers),
             api if api.is_azure() => azure::adopt_headers(headers, passthrough),
+            UpstreamApi::Bedrock => bedrock::adopt_headers(headers, passthrough),
             _ => openai::adopt_headers(headers, passthrough),
         }
     }
@@ -531,6 +555,22 @@ impl Watch {
 
 /// Drop every header whose name starts with `prefix` (another vendor's
 /// `anthropic-*` / `openai-*` headers mean nothing to this one).
+/// A name (an Azure deployment, a Bedrock model id) as one path
+/// segment: unreserved bytes kept, everything else (a `/`, a `?`, the
+/// `:` of a Bedrock version) percent-encoded, so it can never leave its
+/// segment.
+fn path_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn remove_prefixed(headers: &mut HeaderMap, prefix: &str) {
     let stale: Vec<_> = headers
         .keys()

@@ -234,6 +234,12 @@ url = "https://r.openai.azure.com"
 protocol = "azure_chat"
 api_version = "v1"
 [[route.upstreams]]
+name = "br"
+protocol = "bedrock"
+region = "us-east-1"
+aws_credentials_file = "aws-credentials"
+aws_profile = "default"
+[[route.upstreams]]
 name = "vx"
 protocol = "vertex"
 project = "my-project"

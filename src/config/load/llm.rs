@@ -186,6 +186,7 @@ fn upstream(
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
     let azure = azure_surface(u, api);
+    let on_bedrock = api == Some(UpstreamApi::Bedrock);
     let vertex = super::vertex::settings(u, api);
     let http = super::group::http_version(u);
     let reasoning = named(
@@ -230,6 +231,7 @@ fn upstream(
             }]
         }),
         (None, Some(items)) => super::group::servers_of(u, items, upstream_uri),
+        (None, None) if on_bedrock => super::bedrock::default_server(u),
         (Some(_), Some(_)) => {
             u.problem(
                 "servers",
@@ -278,6 +280,7 @@ fn upstream(
                 _ => format!("env:{}", at.value),
             },
         }]),
+        (Ok(None), None) if on_bedrock => super::bedrock::aws_key(u).map(|k| vec![k]),
         (Ok(None), None) => Some(vec![ApiKey {
             credential: Credential::Passthrough,
             source: "passthrough".into(),
@@ -322,6 +325,8 @@ fn upstream(
     if let (Some(servers), Some(Some(_))) = (&servers, &azure) {
         ok &= azure_servers(u, servers);
     }
+    let bedrock = super::bedrock::settings(u, api, servers.as_deref());
+    ok &= bedrock.is_some();
     match (servers, keys, api, rules, http, (azure, vertex)) {
         (
             Some(servers),
@@ -351,6 +356,7 @@ fn upstream(
                 accepts,
                 http,
                 azure,
+                bedrock: bedrock.flatten(),
                 vertex,
             })
         }
@@ -519,7 +525,9 @@ fn serving_api(route: Protocol, asked: Option<UpstreamApi>) -> Result<UpstreamAp
         let apis: Vec<&str> = UpstreamApi::ALL
             .into_iter()
             .filter(|a| a.is_specific() && !route.is_native(*a) && a.is_azure() == azure)
-            .filter(|a| *a != UpstreamApi::Vertex)
+            // Bedrock and Vertex AI are services of their own, not one
+            // API of a family.
+            .filter(|a| !matches!(a, UpstreamApi::Bedrock | UpstreamApi::Vertex))
             .map(UpstreamApi::name)
             .collect();
         let quoted: Vec<String> = apis.iter().map(|n| format!("\"{n}\"")).collect();

@@ -12,6 +12,7 @@
 
 mod access;
 mod acme;
+mod bedrock;
 mod cluster;
 mod compress;
 mod database;

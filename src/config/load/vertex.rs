@@ -20,7 +20,8 @@ pub(super) fn settings(
 ) -> Option<Option<VertexConfig>> {
     if api != Some(UpstreamApi::Vertex) {
         let mut ok = true;
-        for key in KEYS {
+        // `region` is Bedrock's too: its settings report it elsewhere.
+        for key in KEYS.into_iter().filter(|k| *k != "region") {
             if let Some(v) = u.string(key)
                 && api.is_some()
             {

@@ -31,10 +31,10 @@
 //! upstream, or fail with weir's own answer — and a failure kept for the
 //! end carries its [`Rank`], which decides the one relayed.
 
+use crate::llm::framed::UpstreamBody;
 use bytes::Bytes;
 use http::header;
 use http::{Response, StatusCode};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::answer::{
@@ -47,7 +47,7 @@ use super::relay::{Held, Relay, Tally};
 use super::tenants::{Tenant, tenant};
 use super::upstream::{LlmMember, LlmUpstream, MAX_HINT, retry_hint};
 use super::{Context, LlmRoute};
-use crate::config::{Choice, Credential, UpstreamApi};
+use crate::config::{Choice, UpstreamApi};
 use crate::respond::{Payload, Rescue, StreamBody};
 use crate::sync::Locked;
 use crate::upstream::balance::{AllOut, Outcome, Pick, Reason};
@@ -163,6 +163,13 @@ impl Failover<'_, '_> {
             return verdict;
         }
         let member = pick.target();
+        if let Some(aws) = &member.aws
+            && aws.get(self.llm.settings.first_byte_timeout).await.is_err()
+        {
+            // No valid credentials (the first fetch, or every refresh
+            // past the expiry, failed: its log line says why).
+            return Verdict::NextMember(None);
+        }
         let Some(mut req) = turn.draft.as_ref().and_then(|d| d.for_member(member)) else {
             // A key that is no header value: another member may do.
             return Verdict::NextMember(None);
@@ -301,7 +308,7 @@ impl Failover<'_, '_> {
     /// anything else is the client's answer.
     async fn judge(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         mut pick: Pick<LlmMember>,
         turn: &mut Turn<'_>,
     ) -> Verdict {
@@ -309,12 +316,7 @@ impl Failover<'_, '_> {
         if let Some(t) = self.cx.trace {
             t.attempt_edit(|s| crate::telemetry::trace::http::answer(s, status));
         }
-        if matches!(status.as_u16(), 401 | 403)
-            && matches!(
-                pick.target().credential,
-                Credential::Key(_) | Credential::Refreshed
-            )
-        {
+        if matches!(status.as_u16(), 401 | 403) && pick.target().credential.is_weirs() {
             return self.refused_weirs_key(resp, &mut pick, turn).await;
         }
         if self.llm.settings.failover_on.contains(&status.as_u16()) {
@@ -359,7 +361,7 @@ impl Failover<'_, '_> {
     /// upstream is tried; with none left the client gets weir's own 502.
     async fn refused_weirs_key(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         pick: &mut Pick<LlmMember>,
         turn: &Turn<'_>,
     ) -> Verdict {
@@ -391,7 +393,7 @@ impl Failover<'_, '_> {
     /// ends the upstream's turn.
     async fn turned_away(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         pick: &mut Pick<LlmMember>,
         turn: &Turn<'_>,
     ) -> Verdict {
@@ -457,7 +459,7 @@ impl Failover<'_, '_> {
     /// the answer is relayed.
     async fn relay(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         pick: Pick<LlmMember>,
         translation: Option<Translation>,
         choice: &Choice,
@@ -493,7 +495,7 @@ impl Failover<'_, '_> {
     /// count its usage as a stream's is counted, and to translate it.
     async fn relay_answer(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         translation: Option<Translation>,
         api: UpstreamApi,
         tally: Tally,
@@ -554,7 +556,7 @@ impl Failover<'_, '_> {
     /// client gets if nothing better comes.
     async fn relay_stream(
         &self,
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         client_api: Api,
         translation: Option<Translation>,
         tally: Tally,

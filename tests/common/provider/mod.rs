@@ -57,9 +57,11 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod chat;
 pub mod responses;
 mod script;
+pub mod sts;
 pub mod vertex;
 
 use std::collections::{HashMap, VecDeque};
@@ -109,6 +111,8 @@ pub struct Options {
     pub max_body: usize,
     /// Served as an Azure OpenAI resource (Responses and Chat only).
     pub azure: Option<azure::Azure>,
+    /// Served as Amazon Bedrock (Anthropic only).
+    pub bedrock: Option<bedrock::Bedrock>,
     /// Served as Claude on Vertex AI (Anthropic only).
     pub vertex: Option<vertex::Vertex>,
 }
@@ -124,6 +128,7 @@ impl Default for Options {
             // Anthropic documents 32 MB for Messages (LLM-PROTOCOLS §4).
             max_body: 32 << 20,
             azure: None,
+            bedrock: None,
             vertex: None,
         }
     }
@@ -152,6 +157,11 @@ impl Options {
 
     pub fn azure(mut self, azure: azure::Azure) -> Self {
         self.azure = Some(azure);
+        self
+    }
+
+    pub fn bedrock(mut self, bedrock: bedrock::Bedrock) -> Self {
+        self.bedrock = Some(bedrock);
         self
     }
 }
@@ -478,18 +488,29 @@ impl State {
             Ok(raw) => {
                 let raw = raw.to_bytes();
                 let mut json = serde_json::from_slice::<Value>(&raw).ok();
-                sent = json.clone();
-                // Vertex's rules first; then its body is a Messages body.
-                let admitted = match &options.vertex {
-                    Some(v) => v.admit(&parts, json.as_ref()).map(|(path, body)| {
-                        json = body;
-                        Some(path)
-                    }),
-                    None => Ok(None),
-                };
-                let checked =
-                    admitted.and_then(|vertex| self.check(&parts, json.as_ref(), &options, vertex));
-                (json.unwrap_or(Value::Null), checked)
+                match &options.bedrock {
+                    Some(b) => match b.admit(&parts, &raw, json.as_ref()) {
+                        Ok((body, turns)) => {
+                            let checked = anthropic::validate(&body, turns).map(|()| Route::Create);
+                            (body, checked)
+                        }
+                        Err(r) => (json.unwrap_or(Value::Null), Err(r)),
+                    },
+                    None => {
+                        sent = json.clone();
+                        // Vertex's rules first; then its body is a Messages body.
+                        let admitted = match &options.vertex {
+                            Some(v) => v.admit(&parts, json.as_ref()).map(|(path, body)| {
+                                json = body;
+                                Some(path)
+                            }),
+                            None => Ok(None),
+                        };
+                        let checked = admitted
+                            .and_then(|vertex| self.check(&parts, json.as_ref(), &options, vertex));
+                        (json.unwrap_or(Value::Null), checked)
+                    }
+                }
             }
             Err(_) => (Value::Null, Err(self.too_large())),
         };
@@ -512,8 +533,17 @@ impl State {
                     status: rejection.status,
                     message: rejection.message.clone(),
                 };
-                let body = (rejection.body.clone()).unwrap_or_else(|| self.envelope(&rejection));
-                self.error(rejection.status, &[], body)
+                match &options.bedrock {
+                    Some(_) => {
+                        let (headers, body) = bedrock::error_parts(&rejection);
+                        self.error(rejection.status, &headers, body)
+                    }
+                    None => {
+                        let body =
+                            (rejection.body.clone()).unwrap_or_else(|| self.envelope(&rejection));
+                        self.error(rejection.status, &[], body)
+                    }
+                }
             }
             Ok(route) => match self.scheduled_failure(turn, &parts.headers) {
                 Some(failure) => {
@@ -630,7 +660,10 @@ impl State {
             ProviderApi::Responses => responses::answer(&plan, &view, body, &options.shape),
             ProviderApi::Chat => chat::answer(&plan, &view, body, &options.shape),
         };
-        respond(200, &[], answer)
+        match (&options.bedrock, answer) {
+            (Some(b), Answer::Events(events)) => respond_frames(bedrock::frames(&events, b), b),
+            (_, answer) => respond(200, &[], answer),
+        }
     }
 
     /// The model list in the API's shape: one model, the emulator's.
@@ -720,6 +753,37 @@ fn respond(status: u16, headers: &[(String, String)], answer: Answer) -> Respons
     tokio::spawn(async move {
         for chunk in chunks {
             if tx.send_data(Bytes::from(chunk)).await.is_err() {
+                return;
+            }
+        }
+    });
+    response.body(body).expect("response")
+}
+
+/// A Bedrock stream: its frames, then (when it stalls) a `ping` chunk
+/// every 20 ms until the reader goes away, counted in `cancelled`.
+fn respond_frames(frames: Vec<Vec<u8>>, b: &bedrock::Bedrock) -> Response<Body> {
+    let (mut tx, body): (Sender<Bytes, Infallible>, Body) = Channel::new(16);
+    let response = Response::builder()
+        .status(200)
+        .header("content-type", "application/vnd.amazon.eventstream")
+        .header("x-amzn-requestid", format!("emu{}", fastrand::u64(..)))
+        .header("x-amzn-bedrock-content-type", "application/json");
+    let stall = b.stall_after;
+    let cancelled = b.cancelled.clone();
+    tokio::spawn(async move {
+        for (i, f) in frames.into_iter().enumerate() {
+            if stall == Some(i) {
+                let ping = bedrock::chunk(&serde_json::json!({"type": "ping"}));
+                loop {
+                    if tx.send_data(Bytes::from(ping.clone())).await.is_err() {
+                        cancelled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+            if tx.send_data(Bytes::from(f)).await.is_err() {
                 return;
             }
         }
