@@ -166,7 +166,14 @@ async fn a_change_made_through_one_instance_reaches_another_within_a_second() {
     .await;
     let (id, secret) = create(&one, json!({"name": "ci"})).await;
     let started = Instant::now();
-    assert_eq!(until(&two, &secret, 200, Duration::from_secs(3)).await, 200);
+    // Awaited on the other instance's gauge: asking with a key it does not
+    // know yet would count as failed authentications from this address.
+    let admin_two = two.running().admin_addr().expect("admin");
+    assert!(
+        common::eventually_metric_at(admin_two, "weir_runtime_keys", 1, Duration::from_secs(3))
+            .await
+    );
+    assert_eq!(ask(&two, &secret, "claude-sonnet").await.0, 200);
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "{:?}",
