@@ -78,6 +78,12 @@ enum Command {
         #[arg(long)]
         csv: bool,
     },
+    /// The database of `[database]`: `weir db migrate` brings its schema up
+    /// to this binary's (as `weir run` does at start) and exits.
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
     /// Run a self-contained demo: HTTP, HTTPS (HTTP/2), admin, and a built-in upstream.
     Demo {
         #[arg(long, default_value_t = 8080)]
@@ -93,6 +99,16 @@ enum Command {
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbAction {
+    /// Run the schema's migrations (under PostgreSQL's advisory lock, so
+    /// safe beside starting instances) and exit.
+    Migrate {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
     },
 }
 
@@ -145,6 +161,9 @@ pub fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Db {
+            action: DbAction::Migrate { config },
+        } => migrate(&config),
         Command::Run { config } => match load(&config) {
             Ok((config, warnings)) => serve(config, warnings),
             Err(problems) => {
@@ -231,6 +250,39 @@ fn reload_running(
         }
         Err(e) => {
             eprintln!("weir reload: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `weir db migrate`: 0 when the database's schema is this binary's, 1
+/// when it could not be brought there, 2 for a bad config.
+fn migrate(config: &std::path::Path) -> ExitCode {
+    let loaded = match Config::load(config) {
+        Ok(c) => c,
+        Err(problems) => {
+            eprint!("{problems}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(database) = &loaded.database else {
+        eprintln!("weir db migrate: the config has no `[database]` table");
+        return ExitCode::from(2);
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    match runtime.block_on(crate::store::Store::open(&database.url)) {
+        Ok(_) => {
+            println!(
+                "database {}: schema at step {}",
+                database.url.shown(),
+                crate::store::Store::schema_step()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("weir db migrate: {e}");
             ExitCode::FAILURE
         }
     }

@@ -7,99 +7,16 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use common::keys::{admin, ask, create, dir, until, usage_lines};
 use common::llm::*;
 use common::provider::{Options, Provider, ProviderApi};
-use common::{Weir, get_with, send};
+use common::{Weir, get_with};
 use serde_json::{Value, json};
 
-const ADMIN: &str = "admin-s3cret";
-
 /// A route `llm` taking runtime keys, over `up`, with a database at
-/// `{dir}/db/weir.db` and an admin token.
+/// `{dir}/weir.db` and an admin token.
 fn config(up: &Provider, extra: &str) -> String {
-    let base = llm_config_with(
-        "anthropic",
-        &[(
-            "up",
-            up.base_url(),
-            "api_key_file = \"{dir}/provider-key\"".to_string(),
-        )],
-        &format!(
-            "runtime_keys = true\ndefault_upstreams = [\"up\"]\n{extra}\n\
-             [[route.prices]]\nmodel = \"*\"\ninput = 1\noutput = 2\n"
-        ),
-    );
-    base.replace(
-        "[admin]\naddress = \"127.0.0.1:0\"\n",
-        "[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{dir}/admin-token\"\n\
-         [database]\nurl = \"sqlite:{dir}/weir.db\"\n",
-    )
-}
-
-fn dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("admin-token"), ADMIN).expect("token");
-    std::fs::write(dir.path().join("provider-key"), "sk-ant-weirs-own").expect("key");
-    dir
-}
-
-async fn admin(weir: &Weir, method: http::Method, path: &str, body: Value) -> (u16, Value) {
-    let auth = format!("Bearer {ADMIN}");
-    let body = if body.is_null() {
-        Bytes::new()
-    } else {
-        Bytes::from(body.to_string())
-    };
-    let resp = send(
-        method,
-        &weir.admin_url(path),
-        &[
-            ("authorization", &auth),
-            ("content-type", "application/json"),
-        ],
-        body,
-    )
-    .await;
-    let status = resp.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .expect("body")
-        .to_bytes();
-    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, v)
-}
-
-async fn create(weir: &Weir, spec: Value) -> (String, String) {
-    let (status, v) = admin(weir, http::Method::POST, "/admin/keys", spec).await;
-    assert_eq!(status, 201, "{v}");
-    (
-        v["id"].as_str().expect("id").to_string(),
-        v["key"].as_str().expect("secret").to_string(),
-    )
-}
-
-async fn ask(weir: &Weir, secret: &str, model: &str) -> (u16, String) {
-    let (status, _, body) = post(
-        weir,
-        "/v1/messages",
-        messages_body(model, false),
-        &[("anthropic-version", "2023-06-01"), ("x-api-key", secret)],
-    )
-    .await;
-    (status.as_u16(), body)
-}
-
-/// Ask until `want` is answered, for at most `within`.
-async fn until(weir: &Weir, secret: &str, want: u16, within: Duration) -> u16 {
-    let start = Instant::now();
-    loop {
-        let (status, _) = ask(weir, secret, "claude-sonnet").await;
-        if status == want || start.elapsed() > within {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::keys::config(up, extra, "sqlite:{dir}/weir.db")
 }
 
 #[tokio::test]
@@ -341,23 +258,7 @@ async fn usage_rows_are_written_and_reported_by_person_and_model_and_none_lost_a
     }
     assert_eq!(ask(&weir, &bob, "claude-haiku").await.0, 200);
     // Rows are written off the request path: await them in the report.
-    let start = Instant::now();
-    let lines = loop {
-        let (status, v) = admin(
-            &weir,
-            http::Method::GET,
-            "/admin/usage?group_by=person,model",
-            Value::Null,
-        )
-        .await;
-        assert_eq!(status, 200, "{v}");
-        let lines = v["usage"].as_array().cloned().unwrap_or_default();
-        let requests: u64 = lines.iter().filter_map(|l| l["requests"].as_u64()).sum();
-        if requests == 4 || start.elapsed() > Duration::from_secs(5) {
-            break lines;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let lines = usage_lines(&weir, "group_by=person,model", 4).await;
     let alice_line = lines.iter().find(|l| l["user"] == "alice").expect("alice");
     assert_eq!(alice_line["requests"], 3, "{lines:?}");
     assert_eq!(alice_line["model"], "claude-sonnet");

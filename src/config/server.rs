@@ -32,12 +32,34 @@ pub struct ClusterSettings {
 /// `[database]`: where runtime keys and usage rows are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DatabaseSettings {
-    /// The SQLite file (created with its schema at start).
-    pub(crate) path: PathBuf,
+    /// Which database, and where.
+    pub(crate) url: DatabaseUrl,
     /// Usage rows older than this are deleted.
     pub(crate) usage_retention: Duration,
     /// Usage rows waiting to be written, at most.
     pub(crate) usage_queue: usize,
+}
+
+/// `[database] url`, read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DatabaseUrl {
+    /// An SQLite file (created with its schema at start).
+    Sqlite(PathBuf),
+    /// A PostgreSQL server, as a `postgres://` URL (checked by the driver).
+    Postgres(String),
+}
+
+impl DatabaseUrl {
+    /// Where, for the log (never a password).
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            DatabaseUrl::Sqlite(p) => p.display().to_string(),
+            DatabaseUrl::Postgres(url) => match url.split_once('@') {
+                Some((_, at)) => format!("postgres://…@{at}"),
+                None => url.clone(),
+            },
+        }
+    }
 }
 
 /// What a shared limit does while Redis is slow or gone.

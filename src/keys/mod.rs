@@ -4,17 +4,18 @@
 //!
 //! A request's key is looked up by its SHA-256 in a map behind an
 //! `ArcSwap` — no lock, no database. [`Keys::watch`] reads the store's
-//! change number every [`POLL`] and reloads the map when it moved, so a
-//! change made through any instance sharing the database is served
-//! everywhere within a second; when the database does not answer, the map
-//! in memory keeps serving and `weir_database_up` says so.
+//! change number when PostgreSQL notifies a change, and at the store's
+//! poll interval (every 250 ms for SQLite; a fallback every 2 s for
+//! PostgreSQL), and reloads the map when it moved, so a change made
+//! through any instance sharing the database is served everywhere within a
+//! second; when the database does not answer, the map in memory keeps
+//! serving and `weir_database_up` says so.
 
 mod manage;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
@@ -23,9 +24,6 @@ pub(crate) use manage::{KeySpec, view};
 use crate::config::{AllowedModels, Budget, DatabaseSettings};
 use crate::store::{KeyRow, Store, UsageRows, unix_now};
 use crate::telemetry::DatabaseMetrics;
-
-/// How often the change number is read.
-pub(crate) const POLL: Duration = Duration::from_millis(250);
 
 /// What every key starts with (so a leaked one can be recognised, and
 /// told from a provider's).
@@ -127,7 +125,7 @@ impl Database {
         settings: &DatabaseSettings,
         metrics: DatabaseMetrics,
     ) -> Result<Database, String> {
-        let store = Store::open(&settings.path)
+        let store = Store::open(&settings.url)
             .await
             .map_err(|e| e.to_string())?;
         let keys = Keys::open(store.clone(), metrics.clone()).await?;
@@ -138,7 +136,7 @@ impl Database {
             settings.usage_retention,
             metrics,
         );
-        tracing::info!(path = %settings.path.display(), "database open");
+        tracing::info!(at = %settings.url.shown(), "database open");
         Ok(Database { keys, rows })
     }
 }
@@ -210,13 +208,17 @@ impl Keys {
         Ok(())
     }
 
-    /// Keep the table fresh until the task is dropped: one read of the
-    /// change number per [`POLL`].
+    /// Keep the table fresh until the task is dropped: a read of the
+    /// change number on each sign of a change the store gives (PostgreSQL's
+    /// notifications, a connection made again) and at its poll interval.
     pub(crate) async fn watch(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(POLL);
+        let mut tick = tokio::time::interval(self.store.poll_every());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = self.store.changed() => {}
+            }
             let result = self.refresh().await;
             self.health(result);
         }

@@ -2,7 +2,11 @@ use super::*;
 
 async fn keys() -> (tempfile::TempDir, Arc<Keys>) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("weir.db")).await.unwrap();
+    let store = Store::open(&crate::config::DatabaseUrl::Sqlite(
+        dir.path().join("weir.db"),
+    ))
+    .await
+    .unwrap();
     let keys = Keys::open(store, DatabaseMetrics::default()).await.unwrap();
     (dir, keys)
 }
@@ -62,7 +66,11 @@ async fn an_expired_key_is_told_from_an_unknown_one() {
 #[tokio::test]
 async fn a_change_through_another_handle_is_served_after_a_refresh() {
     let (dir, keys) = keys().await;
-    let other = Store::open(&dir.path().join("weir.db")).await.unwrap();
+    let other = Store::open(&crate::config::DatabaseUrl::Sqlite(
+        dir.path().join("weir.db"),
+    ))
+    .await
+    .unwrap();
     let other = Keys::open(other, DatabaseMetrics::default()).await.unwrap();
     let (row, secret) = other.create(spec(r#"{"name":"bob"}"#)).await.unwrap();
     assert!(matches!(keys.find(&secret), Found::Unknown), "not yet");

@@ -1,136 +1,164 @@
 //! The system of record: runtime keys and usage rows, in an SQLite file
-//! (docs/decisions/083).
+//! (one instance) or PostgreSQL (a fleet) — docs/decisions/083 and 087.
 //!
 //! Nothing on the request path calls it: keys are served from memory
-//! (`keys`), usage rows are queued and written in batches (`rows`). Every
-//! call runs on the blocking pool, under the one connection's lock, and
-//! answers a [`StoreError`] rather than panicking on anything the file
-//! holds.
+//! (`keys`), usage rows are queued and written in batches (`rows`). Both
+//! databases are behind one [`Store`], so its callers do not know which;
+//! every call answers a [`StoreError`] rather than panicking on anything
+//! the database holds.
 
 mod keys;
+mod postgres;
 mod rows;
 mod schema;
+mod sqlite;
 mod usage;
-
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-use rusqlite::Connection;
 
 pub(crate) use keys::{KeyChange, KeyRow};
 pub(crate) use rows::UsageRows;
 pub(crate) use usage::{Group, Report, ReportLine, UsageRow};
 
-use crate::sync::Locked;
+use crate::config::DatabaseUrl;
+use postgres::Postgres;
+use sqlite::Sqlite;
 
-/// A store call that failed: what was asked and what the database said.
+/// A store call that failed: where, and what the database said.
 #[derive(Debug, thiserror::Error)]
-#[error("database {path}: {what}")]
+#[error("database {at}: {what}")]
 pub(crate) struct StoreError {
-    path: String,
+    at: String,
     what: String,
 }
 
-/// The database: one SQLite connection, shared.
-#[derive(Clone)]
-pub(crate) struct Store {
-    conn: Arc<Mutex<Connection>>,
-    path: Arc<PathBuf>,
+/// The database.
+#[derive(Clone, Debug)]
+pub(crate) enum Store {
+    Sqlite(Sqlite),
+    Postgres(Postgres),
 }
 
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
-    }
+/// Call the same method on whichever database it is.
+macro_rules! either {
+    ($store:expr, $db:ident => $call:expr) => {
+        match $store {
+            Store::Sqlite($db) => $call.await,
+            Store::Postgres($db) => $call.await,
+        }
+    };
 }
 
 impl Store {
-    /// Open (creating it if needed) the database at `path` and bring its
-    /// schema up to this binary's.
-    pub(crate) async fn open(path: &Path) -> Result<Store, StoreError> {
-        let owned = path.to_path_buf();
-        let opened = tokio::task::spawn_blocking(move || open_blocking(&owned)).await;
-        let conn = match opened {
-            Ok(r) => r.map_err(|what| StoreError {
-                path: path.display().to_string(),
-                what,
-            })?,
-            Err(e) => {
-                return Err(StoreError {
-                    path: path.display().to_string(),
-                    what: e.to_string(),
-                });
-            }
-        };
-        Ok(Store {
-            conn: Arc::new(Mutex::new(conn)),
-            path: Arc::new(path.to_path_buf()),
+    /// Open (an SQLite file is created if needed) the database at `url`
+    /// and bring its schema up to this binary's.
+    pub(crate) async fn open(url: &DatabaseUrl) -> Result<Store, StoreError> {
+        Ok(match url {
+            DatabaseUrl::Sqlite(path) => Store::Sqlite(Sqlite::open(path).await?),
+            DatabaseUrl::Postgres(url) => Store::Postgres(Postgres::open(url).await?),
         })
     }
 
-    /// Run `f` on the connection, on the blocking pool.
-    async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
-    {
-        let conn = self.conn.clone();
-        let fail = |what: String| StoreError {
-            path: self.path.display().to_string(),
-            what,
-        };
-        match tokio::task::spawn_blocking(move || f(&mut conn.locked())).await {
-            Ok(r) => r.map_err(|e| fail(e.to_string())),
-            Err(e) => Err(fail(e.to_string())),
+    /// The schema step the database is at (after [`Store::open`], this
+    /// binary's last).
+    pub(crate) fn schema_step() -> usize {
+        schema::STEPS.len()
+    }
+
+    /// How often the change number is read: SQLite has nothing else to
+    /// tell of a change; PostgreSQL notifies, so its read is the fallback.
+    pub(crate) fn poll_every(&self) -> std::time::Duration {
+        match self {
+            Store::Sqlite(_) => std::time::Duration::from_millis(250),
+            Store::Postgres(_) => postgres::POLL,
+        }
+    }
+
+    /// Wait for a sign that the keys may have changed (a notification, or
+    /// the connection lost or made again); never, for SQLite.
+    pub(crate) async fn changed(&self) {
+        match self {
+            Store::Sqlite(_) => std::future::pending().await,
+            Store::Postgres(p) => p.changed().await,
         }
     }
 
     /// The number every change to the keys moves on.
     pub(crate) async fn version(&self) -> Result<i64, StoreError> {
-        self.call(|c| c.query_row("SELECT version FROM changes WHERE id = 1", [], |r| r.get(0)))
-            .await
+        either!(self, db => db.version())
+    }
+
+    /// Every key, revoked ones included, oldest first.
+    pub(crate) async fn keys(&self) -> Result<Vec<KeyRow>, StoreError> {
+        either!(self, db => db.keys())
+    }
+
+    /// One key by id.
+    pub(crate) async fn key(&self, id: &str) -> Result<Option<KeyRow>, StoreError> {
+        either!(self, db => db.key(id))
+    }
+
+    /// Add a new key.
+    pub(crate) async fn insert_key(&self, key: KeyRow) -> Result<(), StoreError> {
+        either!(self, db => db.insert_key(key))
+    }
+
+    /// Change a key that is not revoked: the key as it now is, or `None`
+    /// when there is no such key (or it is revoked).
+    pub(crate) async fn change_key(
+        &self,
+        id: &str,
+        change: KeyChange,
+        secret: Option<(Vec<u8>, String)>,
+    ) -> Result<Option<KeyRow>, StoreError> {
+        either!(self, db => db.change_key(id, change, secret))
+    }
+
+    /// Revoke a key: whether it was live.
+    pub(crate) async fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
+        either!(self, db => db.revoke_key(id))
+    }
+
+    /// Write `rows` in one transaction.
+    pub(crate) async fn insert_usage(&self, rows: Vec<UsageRow>) -> Result<(), StoreError> {
+        either!(self, db => db.insert_usage(rows))
+    }
+
+    /// A key's requests, tokens and spend since `from_ms`.
+    pub(crate) async fn used_since(
+        &self,
+        key_id: &str,
+        from_ms: i64,
+    ) -> Result<(u64, u64, u64), StoreError> {
+        either!(self, db => db.used_since(key_id, from_ms))
+    }
+
+    /// Delete rows older than `before_ms`: how many.
+    pub(crate) async fn prune_usage(&self, before_ms: i64) -> Result<u64, StoreError> {
+        either!(self, db => db.prune_usage(before_ms))
+    }
+
+    /// Sum the rows of `report`'s period by its groups, the dearest first.
+    pub(crate) async fn report(&self, report: Report) -> Result<Vec<ReportLine>, StoreError> {
+        either!(self, db => db.report(report))
     }
 }
 
-/// Open, set the pragmas, migrate.
-fn open_blocking(path: &Path) -> Result<Connection, String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-        && !dir.is_dir()
-    {
-        return Err(format!("its directory {} does not exist", dir.display()));
+/// `row` with `change` and a new secret applied, as of now.
+fn changed(row: &mut KeyRow, change: KeyChange, secret: Option<(Vec<u8>, String)>) {
+    change.apply_to(row);
+    if let Some((hash, prefix)) = secret {
+        row.hash = hash;
+        row.prefix = prefix;
     }
-    let mut conn = Connection::open(path).map_err(|e| e.to_string())?;
-    // WAL: readers (a report) never block the usage writer; a lock held
-    // by another process is waited for up to 5 s, not failed at once.
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(|e| e.to_string())?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|e| e.to_string())?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| e.to_string())?;
-    migrate(&mut conn)?;
-    Ok(conn)
+    row.updated_at = unix_now();
 }
 
-/// Bring the schema to [`schema::STEPS`]' end; refuse a database a newer
-/// weir made (its steps are unknown here).
-fn migrate(conn: &mut Connection) -> Result<(), String> {
-    let at: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| e.to_string())?;
+/// Refuse a database a newer weir made (its steps are unknown here).
+fn check_step(at: i64) -> Result<(), String> {
     let known = schema::STEPS.len() as i64;
     if at > known {
         return Err(format!(
             "its schema is at step {at}, newer than this weir's {known}: run the weir that made it, or restore a backup made before it"
         ));
-    }
-    for (step, sql) in schema::STEPS.iter().enumerate().skip(at.max(0) as usize) {
-        let tx = conn.transaction().map_err(|e| e.to_string())?;
-        tx.execute_batch(sql)
-            .map_err(|e| format!("schema step {}: {e}", step + 1))?;
-        tx.pragma_update(None, "user_version", (step + 1) as i64)
-            .map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| e.to_string())?;
     }
     Ok(())
 }

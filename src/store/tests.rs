@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::DatabaseUrl;
 
 fn key(id: &str, hash: u8) -> KeyRow {
     KeyRow {
@@ -30,7 +31,9 @@ fn key(id: &str, hash: u8) -> KeyRow {
 #[tokio::test]
 async fn keys_are_kept_changed_and_revoked_and_each_change_moves_the_version() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("weir.db")).await.unwrap();
+    let store = Store::open(&DatabaseUrl::Sqlite(dir.path().join("weir.db")))
+        .await
+        .unwrap();
     let v0 = store.version().await.unwrap();
     store.insert_key(key("key_a", 1)).await.unwrap();
     let v1 = store.version().await.unwrap();
@@ -61,7 +64,9 @@ async fn keys_are_kept_changed_and_revoked_and_each_change_moves_the_version() {
     assert_eq!(none, None, "a revoked key is not changed");
     // Reopened: the same keys, no step run twice.
     drop(store);
-    let store = Store::open(&dir.path().join("weir.db")).await.unwrap();
+    let store = Store::open(&DatabaseUrl::Sqlite(dir.path().join("weir.db")))
+        .await
+        .unwrap();
     assert_eq!(store.keys().await.unwrap().len(), 1);
 }
 
@@ -73,17 +78,25 @@ async fn a_database_from_a_newer_weir_is_refused_with_what_to_do() {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.pragma_update(None, "user_version", 99).unwrap();
     }
-    let err = Store::open(&path).await.unwrap_err().to_string();
+    let err = Store::open(&DatabaseUrl::Sqlite(path.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("newer than this weir"), "{err}");
     let missing = dir.path().join("no/such/dir/weir.db");
-    let err = Store::open(&missing).await.unwrap_err().to_string();
+    let err = Store::open(&DatabaseUrl::Sqlite(missing))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("does not exist"), "{err}");
 }
 
 #[tokio::test]
 async fn a_report_sums_a_period_by_its_groups() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("weir.db")).await.unwrap();
+    let store = Store::open(&DatabaseUrl::Sqlite(dir.path().join("weir.db")))
+        .await
+        .unwrap();
     let row = |at_ms, team: &str, model: &str, spend, status| UsageRow {
         at_ms,
         team: Some(team.into()),

@@ -1,10 +1,9 @@
 //! The `usage` table: one row per LLM request, written in batches, and
 //! the report that sums them over a period by the groups asked for.
 
-use rusqlite::params_from_iter;
 use serde::Serialize;
 
-use super::{Store, StoreError};
+use super::schema::Dialect;
 
 /// One LLM request's usage. Spend is in 10⁻¹² of the currency.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -75,16 +74,21 @@ impl Group {
     }
 
     /// Its SQL expression: a fixed text per variant, never the caller's.
-    fn sql(self) -> &'static str {
+    fn sql(self, dialect: Dialect) -> &'static str {
         match self {
             Group::Key => "key_id",
             Group::Client => "client",
-            Group::User => "user",
+            Group::User => "\"user\"",
             Group::Team => "team",
             Group::Route => "route",
             Group::Model => "model",
             Group::Upstream => "upstream",
-            Group::Day => "strftime('%Y-%m-%d', at_ms / 1000, 'unixepoch')",
+            Group::Day => match dialect {
+                Dialect::Sqlite => "strftime('%Y-%m-%d', at_ms / 1000, 'unixepoch')",
+                Dialect::Postgres => {
+                    "to_char(to_timestamp(at_ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+                }
+            },
         }
     }
 }
@@ -115,124 +119,128 @@ pub(crate) struct ReportLine {
 /// one line per key).
 pub(crate) const MAX_REPORT_LINES: usize = 10_000;
 
-fn count(v: i64) -> i64 {
-    v.max(0)
+/// A stored sum back as a count (never negative).
+fn count(v: Option<i64>) -> u64 {
+    v.map_or(0, |v| v.max(0) as u64)
 }
 
-impl Store {
-    /// Write `rows` in one transaction.
-    pub(crate) async fn insert_usage(&self, rows: Vec<UsageRow>) -> Result<(), StoreError> {
-        self.call(move |c| {
-            let tx = c.transaction()?;
-            {
-                let mut q = tx.prepare_cached(
-                    "INSERT INTO usage (at_ms, request_id, key_id, client, user, team, route, model, \
-                     model_served, upstream, input_tokens, output_tokens, cache_read_tokens, \
-                     cache_write_tokens, spend, duration_ms, status, outcome) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-                )?;
-                let big = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-                for r in &rows {
-                    q.execute(rusqlite::params![
-                        r.at_ms,
-                        r.request_id,
-                        r.key_id,
-                        r.client,
-                        r.user,
-                        r.team,
-                        r.route,
-                        r.model,
-                        r.model_served,
-                        r.upstream,
-                        big(r.tokens[0]),
-                        big(r.tokens[1]),
-                        big(r.tokens[2]),
-                        big(r.tokens[3]),
-                        big(r.spend),
-                        big(r.duration_ms),
-                        r.status,
-                        r.outcome,
-                    ])?;
-                }
-            }
-            tx.commit()
-        })
-        .await
-    }
+/// The columns of `usage`, in the order [`cells`] gives them.
+pub(super) const COLUMNS: &str = "at_ms, request_id, key_id, client, \"user\", team, route, model, \
+    model_served, upstream, input_tokens, output_tokens, cache_read_tokens, \
+    cache_write_tokens, spend, duration_ms, status, outcome";
 
-    /// A key's requests, tokens and spend since `from_ms`.
-    pub(crate) async fn used_since(
-        &self,
-        key_id: &str,
-        from_ms: i64,
-    ) -> Result<(u64, u64, u64), StoreError> {
-        let key_id = key_id.to_string();
-        self.call(move |c| {
-            c.query_row(
-                "SELECT COUNT(*), SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), SUM(spend) \
-                 FROM usage WHERE key_id = ?1 AND at_ms >= ?2",
-                rusqlite::params![key_id, from_ms],
-                |r| {
-                    let n = |i: usize| -> rusqlite::Result<u64> {
-                        Ok(count(r.get::<_, Option<i64>>(i)?.unwrap_or(0)) as u64)
-                    };
-                    Ok((n(0)?, n(1)?, n(2)?))
-                },
-            )
-        })
-        .await
-    }
+/// A row's values in `COLUMNS`' order: integers, then texts, split so
+/// each database binds them its own way.
+pub(super) fn cells(r: &UsageRow) -> ([i64; 8], [Option<String>; 10]) {
+    let big = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    (
+        [
+            r.at_ms,
+            big(r.tokens[0]),
+            big(r.tokens[1]),
+            big(r.tokens[2]),
+            big(r.tokens[3]),
+            big(r.spend),
+            big(r.duration_ms),
+            i64::from(r.status),
+        ],
+        [
+            r.request_id.clone(),
+            r.key_id.clone(),
+            r.client.clone(),
+            r.user.clone(),
+            r.team.clone(),
+            Some(r.route.clone()),
+            r.model.clone(),
+            r.model_served.clone(),
+            r.upstream.clone(),
+            Some(r.outcome.clone()),
+        ],
+    )
+}
 
-    /// Delete rows older than `before_ms`: how many.
-    pub(crate) async fn prune_usage(&self, before_ms: i64) -> Result<usize, StoreError> {
-        self.call(move |c| c.execute("DELETE FROM usage WHERE at_ms < ?1", [before_ms]))
-            .await
-    }
+/// Where each of `COLUMNS` is in [`cells`]' two lists: `(is_int, index)`.
+pub(super) const PLACES: [(bool, usize); 18] = [
+    (true, 0),
+    (false, 0),
+    (false, 1),
+    (false, 2),
+    (false, 3),
+    (false, 4),
+    (false, 5),
+    (false, 6),
+    (false, 7),
+    (false, 8),
+    (true, 1),
+    (true, 2),
+    (true, 3),
+    (true, 4),
+    (true, 5),
+    (true, 6),
+    (true, 7),
+    (false, 9),
+];
 
-    /// Sum the rows of `report`'s period by its groups, the dearest first.
-    pub(crate) async fn report(&self, report: Report) -> Result<Vec<ReportLine>, StoreError> {
-        self.call(move |c| {
-            let groups: Vec<&str> = report.groups.iter().map(|g| g.sql()).collect();
-            let select = groups
-                .iter()
-                .map(|g| format!("{g}, "))
-                .collect::<String>();
-            let group_by = if groups.is_empty() {
-                String::new()
-            } else {
-                format!("GROUP BY {}", groups.join(", "))
-            };
-            let sql = format!(
-                "SELECT {select} COUNT(*), SUM(status >= 400), SUM(input_tokens), SUM(output_tokens), \
-                 SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(spend) \
-                 FROM usage WHERE at_ms >= ?1 AND at_ms < ?2 {group_by} \
-                 ORDER BY SUM(spend) DESC, COUNT(*) DESC LIMIT {MAX_REPORT_LINES}"
-            );
-            let mut q = c.prepare(&sql)?;
-            let n = groups.len();
-            let lines = q.query_map(params_from_iter([report.from_ms, report.to_ms]), |r| {
-                let mut group = Vec::with_capacity(n);
-                for (i, g) in report.groups.iter().enumerate() {
-                    group.push((g.name().to_string(), r.get::<_, Option<String>>(i)?));
-                }
-                let sum = |i: usize| -> rusqlite::Result<u64> {
-                    Ok(count(r.get::<_, Option<i64>>(n + i)?.unwrap_or(0)) as u64)
-                };
-                Ok(ReportLine {
-                    group,
-                    requests: sum(0)?,
-                    errors: sum(1)?,
-                    input_tokens: sum(2)?,
-                    output_tokens: sum(3)?,
-                    cache_read_tokens: sum(4)?,
-                    cache_write_tokens: sum(5)?,
-                    spend: sum(6)?,
-                })
-            })?;
-            let lines: rusqlite::Result<Vec<ReportLine>> = lines.collect();
-            // No rows at all: no line, rather than one line of zeros.
-            Ok(lines?.into_iter().filter(|l| l.requests > 0).collect())
-        })
-        .await
-    }
+/// A key's requests, tokens and spend since a time (parameters: the key,
+/// the time in ms).
+pub(super) fn used_since_sql(d: Dialect) -> String {
+    format!(
+        "SELECT COUNT(*), CAST(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) AS BIGINT), \
+         CAST(SUM(spend) AS BIGINT) FROM usage WHERE key_id = {} AND at_ms >= {}",
+        d.param(1),
+        d.param(2)
+    )
+}
+
+/// The sums [`used_since_sql`] answers, as counts.
+pub(super) fn used(sums: [Option<i64>; 3]) -> (u64, u64, u64) {
+    (count(sums[0]), count(sums[1]), count(sums[2]))
+}
+
+/// The report's query: the groups' columns, then seven sums (parameters:
+/// from and to, in ms).
+pub(super) fn report_sql(report: &Report, d: Dialect) -> String {
+    let groups: Vec<&str> = report.groups.iter().map(|g| g.sql(d)).collect();
+    let select = groups.iter().map(|g| format!("{g}, ")).collect::<String>();
+    let group_by = if groups.is_empty() {
+        String::new()
+    } else {
+        format!("GROUP BY {}", groups.join(", "))
+    };
+    format!(
+        "SELECT {select} COUNT(*), CAST(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS BIGINT), \
+         CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), \
+         CAST(SUM(cache_read_tokens) AS BIGINT), CAST(SUM(cache_write_tokens) AS BIGINT), \
+         CAST(SUM(spend) AS BIGINT) \
+         FROM usage WHERE at_ms >= {} AND at_ms < {} {group_by} \
+         ORDER BY SUM(spend) DESC, COUNT(*) DESC LIMIT {MAX_REPORT_LINES}",
+        d.param(1),
+        d.param(2)
+    )
+}
+
+/// One report line from its group's values and the seven sums; `None`
+/// for the line of zeros a query over no rows at all answers.
+pub(super) fn line(
+    report: &Report,
+    values: Vec<Option<String>>,
+    sums: [Option<i64>; 7],
+) -> Option<ReportLine> {
+    let group = report
+        .groups
+        .iter()
+        .map(|g| g.name().to_string())
+        .zip(values)
+        .collect();
+    let line = ReportLine {
+        group,
+        requests: count(sums[0]),
+        errors: count(sums[1]),
+        input_tokens: count(sums[2]),
+        output_tokens: count(sums[3]),
+        cache_read_tokens: count(sums[4]),
+        cache_write_tokens: count(sums[5]),
+        spend: count(sums[6]),
+    };
+    (line.requests > 0).then_some(line)
 }

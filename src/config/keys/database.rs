@@ -8,7 +8,7 @@ pub(crate) const URL: Key = Key {
     name: "url",
     kind: Kind::String,
     default: Default::Str("sqlite:weir.db"),
-    meaning: "the database: sqlite:PATH (relative to the config's directory)",
+    meaning: "the database: sqlite:PATH (relative to the config's directory), or postgres://USER:PASSWORD@HOST:PORT/DB for a fleet",
 };
 pub(crate) const USAGE_RETENTION: Key = Key {
     table: T,

@@ -1,0 +1,299 @@
+//! Runtime keys and usage rows kept in a real PostgreSQL shared by real
+//! weir processes (the fleet's store): a key made through one instance
+//! served by another, revoked on both within a second (notified, not
+//! polled); PostgreSQL crashed under load while known keys go on and no
+//! usage row is lost; migrations run by instances starting together and
+//! by `weir db migrate`; the usage report from PostgreSQL.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::keys::{Addresses, admin, ask, config, create, dir, usage_lines};
+use common::postgres::Postgres;
+use common::process::{Proc, WEIR, write_config};
+use common::provider::{Options, Provider, ProviderApi};
+use serde_json::{Value, json};
+
+/// A weir process on `pg`, over `up`.
+struct Member {
+    proc: Proc,
+    at: Addresses,
+    _dir: tempfile::TempDir,
+}
+
+fn member(up: &Provider, pg: &Postgres) -> Member {
+    let dir = dir();
+    let text = config(up, "", &pg.url())
+        .replace("[log]\n", "[log]\nformat = \"json\"\n")
+        .replace("{dir}", &dir.path().display().to_string());
+    let mut proc = Proc::run(&write_config(&dir, &text));
+    let web = proc.listening("web");
+    let admin = proc.admin();
+    Member {
+        proc,
+        at: Addresses { web, admin },
+        _dir: dir,
+    }
+}
+
+impl Member {
+    async fn metric_becomes(&self, name: &str, want: u64, within: Duration) -> bool {
+        common::eventually_metric_at(self.at.admin, name, want, within).await
+    }
+}
+
+#[tokio::test]
+async fn a_key_made_on_one_instance_works_on_the_other_within_a_second_and_stops_on_both_when_revoked()
+ {
+    let Some(pg) = Postgres::start_if_available() else {
+        return;
+    };
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let one = member(&up, &pg);
+    let two = member(&up, &pg);
+
+    let (id, secret) = create(&one.at, json!({"user": "alice", "team": "platform"})).await;
+    let started = Instant::now();
+    // Awaited on the other instance's gauge: asking with a key it does not
+    // know yet would count as a failed authentication from this address.
+    assert!(
+        two.metric_becomes("weir_runtime_keys", 1, Duration::from_secs(5))
+            .await
+    );
+    let reached = started.elapsed();
+    assert_eq!(ask(&two.at, &secret, "claude-sonnet").await.0, 200);
+    eprintln!("a new key reached the other instance in {reached:?}");
+    // PostgreSQL's fallback poll is every 2 s: within a second is the
+    // notification's doing.
+    assert!(reached < Duration::from_secs(1), "{reached:?}");
+
+    let (status, v) = admin(
+        &one.at,
+        http::Method::DELETE,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let started = Instant::now();
+    for m in [&one, &two] {
+        assert!(
+            m.metric_becomes("weir_runtime_keys", 0, Duration::from_secs(5))
+                .await
+        );
+    }
+    let stopped = started.elapsed();
+    eprintln!("the revocation reached both instances in {stopped:?}");
+    assert!(stopped < Duration::from_secs(1), "{stopped:?}");
+    assert_eq!(ask(&two.at, &secret, "claude-sonnet").await.0, 401);
+    assert_eq!(ask(&one.at, &secret, "claude-sonnet").await.0, 401);
+}
+
+#[tokio::test]
+async fn postgres_crashed_under_load_known_keys_go_on_and_every_usage_row_lands_after_it_returns() {
+    let Some(mut pg) = Postgres::start_if_available() else {
+        return;
+    };
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let mut one = member(&up, &pg);
+    let (_, alice) = create(&one.at, json!({"user": "alice", "team": "platform"})).await;
+    let (_, bob) = create(&one.at, json!({"user": "bob", "team": "data"})).await;
+
+    // Load from two clients the whole time, before, during and after.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for secret in [alice.clone(), bob.clone()] {
+        let stop = stop.clone();
+        let at = Addresses {
+            web: one.at.web,
+            admin: one.at.admin,
+        };
+        load.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                statuses.push(ask(&at, &secret, "claude-sonnet").await.0);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            statuses
+        }));
+    }
+    assert!(
+        common::eventually_async(Duration::from_secs(10), || async {
+            pg.count("SELECT COUNT(*) FROM usage").await >= 10
+        })
+        .await,
+        "rows written before the crash"
+    );
+
+    pg.crash();
+    assert!(
+        one.metric_becomes("weir_database_up", 0, Duration::from_secs(5))
+            .await,
+        "the outage is seen"
+    );
+    let during = common::metric_at(one.at.admin, "weir_usage_rows_written").await;
+    // A new key waits for the database: refused, not made up.
+    let (status, v) = admin(
+        &one.at,
+        http::Method::POST,
+        "/admin/keys",
+        json!({"user": "carol"}),
+    )
+    .await;
+    assert!(status >= 500, "{status} {v}");
+    // Requests go on through the outage (checked at the end: all 200).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        common::metric_at(one.at.admin, "weir_usage_rows_written").await,
+        during,
+        "nothing written while it is down"
+    );
+
+    pg.restart();
+    assert!(
+        one.metric_becomes("weir_database_up", 1, Duration::from_secs(10))
+            .await,
+        "reconnected"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut sent = 0i64;
+    for task in load {
+        let statuses = task.await.expect("load");
+        assert!(
+            statuses.iter().all(|s| *s == 200),
+            "every request with a known key answered: {statuses:?}"
+        );
+        sent += statuses.len() as i64;
+    }
+    // Every row queued during the outage lands: none lost.
+    assert!(
+        common::eventually_async(Duration::from_secs(15), || async {
+            pg.count("SELECT COUNT(*) FROM usage").await == sent
+        })
+        .await,
+        "{} rows for {sent} requests",
+        pg.count("SELECT COUNT(*) FROM usage").await
+    );
+    assert_eq!(
+        common::metric_at(one.at.admin, "weir_usage_rows_dropped").await,
+        Some(0)
+    );
+    // The gap is logged once, and its end.
+    let down = one.lines("database: unreachable");
+    assert_eq!(down, 1, "one line per outage");
+    assert_eq!(one.lines("database: reachable again"), 1);
+    // A new key is made again.
+    create(&one.at, json!({"user": "carol"})).await;
+
+    // The report from PostgreSQL: by person and model, by team and day.
+    let lines = usage_lines(&one.at, "group_by=person,model", sent as u64).await;
+    let alice_line = lines.iter().find(|l| l["user"] == "alice").expect("alice");
+    assert_eq!(alice_line["model"], "claude-sonnet");
+    assert!(
+        alice_line["input_tokens"].as_u64() > Some(0),
+        "{alice_line}"
+    );
+    assert!(alice_line["spend"].as_f64() > Some(0.0), "{alice_line}");
+    let total: u64 = lines.iter().filter_map(|l| l["requests"].as_u64()).sum();
+    assert_eq!(total, sent as u64, "{lines:?}");
+    let lines = usage_lines(&one.at, "group_by=team,day", sent as u64).await;
+    let today = humantime::format_rfc3339(std::time::SystemTime::now()).to_string();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["team"] == "data" && l["day"] == today[..10]),
+        "{lines:?}"
+    );
+}
+
+impl Member {
+    fn lines(&mut self, text: &str) -> usize {
+        self.proc.all_lines(|l| l.contains(text)).len()
+    }
+}
+
+/// What a config needs beside `[database]`.
+const LISTENER: &str = "[[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+    [[route]]\nname = \"demo\"\nupstream = \"http://127.0.0.1:9\"\n";
+
+/// `weir db migrate` on `url`: its exit code and output.
+fn migrate(url: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_config(&dir, &format!("[database]\nurl = \"{url}\"\n{LISTENER}"));
+    let out = Command::new(WEIR)
+        .args(["db", "migrate", "--config", &path])
+        .output()
+        .expect("weir db migrate");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+async fn migrations_run_once_from_instances_starting_together_and_by_weir_db_migrate() {
+    let Some(pg) = Postgres::start_if_available() else {
+        return;
+    };
+    // Four at once on an empty database: the advisory lock makes them take
+    // turns; without it they race to create the same tables.
+    let url = pg.url();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || migrate(&url))
+        })
+        .collect();
+    for r in runs {
+        let (code, out) = r.join().expect("thread");
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("schema at step"), "{out}");
+    }
+    assert_eq!(pg.count("SELECT step FROM weir_schema").await, 2);
+    assert_eq!(pg.count("SELECT COUNT(*) FROM weir_schema").await, 1);
+    assert_eq!(pg.count("SELECT version FROM changes").await, 0);
+    // Two instances starting together on it, and serving.
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let one = member(&up, &pg);
+    let two = member(&up, &pg);
+    let (_, secret) = create(&two.at, json!({"name": "ci"})).await;
+    assert_eq!(ask(&two.at, &secret, "claude-sonnet").await.0, 200);
+    drop(one);
+
+    // A database a newer weir made is refused, saying what to do.
+    pg.client()
+        .await
+        .execute("UPDATE weir_schema SET step = 99", &[])
+        .await
+        .expect("update");
+    let (code, out) = migrate(&url);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("newer than this weir"), "{out}");
+    // Nothing answering: an error, not a hang.
+    drop(pg);
+    let (code, out) = migrate(&url);
+    assert_eq!(code, 1, "{out}");
+}
+
+#[test]
+fn a_postgres_url_is_checked_when_the_config_is() {
+    let parse = |url: &str| {
+        let text = format!("[database]\nurl = \"{url}\"\n{LISTENER}");
+        weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), &text)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert!(parse("postgres://weir:pw@db.internal:5432/weir").is_ok());
+    assert!(parse("postgresql://weir@db.internal/weir?connect_timeout=3").is_ok());
+    let err = parse("postgres://weir@db.internal/weir?sslmode=require").expect_err("refused");
+    assert!(err.contains("TLS") && err.contains("sslmode"), "{err}");
+    let err = parse("postgres://weir@db.internal/weir?colour=red").expect_err("refused");
+    assert!(err.contains("not valid"), "{err}");
+}
