@@ -1,5 +1,5 @@
 //! `[idp]`: the issuer whose tokens identify people, and the policies of
-//! its groups (`[[idp.teams]]`). Only data and validation: fetching the
+//! its groups (`[[idp.teams]]`); `[[teams]]`: budgets a team shares. Only data and validation: fetching the
 //! keys and checking tokens is `crate::idp`'s.
 
 use super::keys::idp::*;
@@ -107,6 +107,49 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
             models,
             budget,
             max_concurrent: usize::try_from(max_concurrent).unwrap_or(usize::MAX),
+        });
+    }
+    ok.then_some(out)
+}
+
+/// `[[teams]]`: the budget each team shares, by the team's name (a key's
+/// `team`, or the IdP policy a person is under).
+pub(super) fn team_budgets(top: &Section<'_, '_>) -> Option<Vec<TeamBudget>> {
+    let mut ok = true;
+    let mut out: Vec<TeamBudget> = Vec::new();
+    for team in top.tables("teams") {
+        let name = team.string("name");
+        let budget = super::usage::budget(super::usage::budget_keys(&team), Budget::default());
+        let Some(name) = name else {
+            team.problem(
+                "name",
+                "missing",
+                Some("add `name = \"platform\"`: the team as keys and the IdP name it".into()),
+            );
+            ok = false;
+            continue;
+        };
+        if out.iter().any(|o| o.name == name.value) {
+            name.problem(
+                team.doc(),
+                format!("team `{}` is listed twice", name.value),
+                Some("give each team one budget".into()),
+            );
+            ok = false;
+            continue;
+        }
+        if budget.is_unbounded() {
+            name.problem(
+                team.doc(),
+                format!("team `{}` has no budget", name.value),
+                Some("add a bound such as `spend_per_month = 500.0`, or remove the table".into()),
+            );
+            ok = false;
+            continue;
+        }
+        out.push(TeamBudget {
+            name: name.value,
+            budget,
         });
     }
     ok.then_some(out)

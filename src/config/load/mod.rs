@@ -87,6 +87,7 @@ fn read(
     let cluster = cluster::cluster(&top);
     let database = database::database(&top);
     let idp = idp::idp(&top);
+    let teams = idp::team_budgets(&top);
     let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
@@ -131,6 +132,13 @@ fn read(
             );
         }
     }
+    if top.raw_present("teams") && !top.raw_present("database") && !top.raw_present("idp") {
+        top.problem(
+            "teams",
+            "team budgets apply to runtime keys and the IdP's people, and there is neither a `[database]` nor an `[idp]`",
+            Some("add `[database]` (keys with `--team`) or `[idp]`, or remove the `[[teams]]` tables".into()),
+        );
+    }
     let traces = traces::traces(&top);
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
@@ -149,6 +157,7 @@ fn read(
         cluster,
         database,
         idp,
+        teams: teams?,
         traces,
         warnings: doc.warnings(),
     })
