@@ -37,7 +37,7 @@ use crate::sync::Locked;
 use crate::telemetry::LlmRouteMetrics;
 use weir_wire::sse::{self, Framer};
 use weir_wire::translate;
-use weir_wire::{Api, EventClass, Usage, Watch};
+use weir_wire::{Api, EventClass, Finish, Usage, Watch};
 
 /// Where the relay reports: the request's facts and the route's metrics.
 pub(crate) struct Tally {
@@ -70,13 +70,24 @@ impl Tally {
         f.cache_write_tokens = f.cache_write_tokens.max(u.cache_write);
     }
 
-    /// A whole (non-streamed) answer: its usage, when it reports one, and
-    /// its outcome.
-    pub(crate) fn answered(&self, usage: Option<Usage>, outcome: &'static str) {
+    /// A whole (non-streamed) answer: its usage, when it reports one, why
+    /// it ended, and its outcome.
+    pub(crate) fn answered(
+        &self,
+        (usage, finish): (Option<Usage>, Option<Finish>),
+        outcome: &'static str,
+    ) {
         if let Some(u) = usage {
             self.usage(u);
         }
+        self.finished(finish);
         self.finish(outcome);
+    }
+
+    fn finished(&self, finish: Option<Finish>) {
+        if let Some(f) = finish {
+            self.facts.locked().finish = Some(f.as_str());
+        }
     }
 
     fn finish(&self, outcome: &'static str) {
@@ -340,8 +351,11 @@ impl Relay {
             EventClass::Error => self.error_seen = true,
             _ => {}
         }
-        if let (Some(t), Some(u)) = (&self.tally, observed.usage) {
-            t.usage(u);
+        if let Some(t) = &self.tally {
+            if let Some(u) = observed.usage {
+                t.usage(u);
+            }
+            t.finished(observed.finish);
         }
         class
     }
