@@ -93,17 +93,23 @@ impl Tally {
     fn finish(&self, outcome: &'static str) {
         self.metrics
             .request(self.model, Some(self.upstream), outcome);
-        let tokens = {
+        let (tokens, reported) = {
             let mut f = self.facts.locked();
             f.outcome = Some(outcome);
-            [
+            let tokens = [
                 f.input_tokens,
                 f.output_tokens,
                 f.cache_read_tokens,
                 f.cache_write_tokens,
-            ]
+            ];
+            (tokens, f.usage_reported)
         };
         self.metrics.tokens(self.model, tokens);
+        if reported {
+            let [input, output, read, write] = tokens;
+            let input = input.saturating_add(read).saturating_add(write);
+            self.metrics.request_tokens(self.model, input, output);
+        }
     }
 }
 
