@@ -22,6 +22,7 @@ mod group;
 mod idp;
 mod listeners;
 mod llm;
+mod prices;
 mod process;
 mod rate;
 mod routes;
@@ -161,6 +162,21 @@ fn read(
         traces,
         warnings: doc.warnings(),
     })
+}
+
+/// A file's bytes, if it is at most `max`; else what is wrong, as a
+/// sentence's end (`cannot be read: …`, `is larger than 1 MiB`).
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("is larger than {}", reader::size_text(max)));
+    }
+    Ok(bytes)
 }
 
 /// A timer of a table not declared yet: more than zero, at most a day.
