@@ -80,24 +80,18 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
         let max_concurrent = team
             .uint_in("max_concurrent", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0);
-        let Some(name) = name else {
-            team.problem(
-                "name",
-                "missing",
-                Some("add `name = \"platform\"`: the group as the token names it".into()),
-            );
+        let Some(name) = team_name(
+            &team,
+            name,
+            |n| out.iter().any(|o| o.name == n),
+            [
+                "the group as the token names it",
+                "give each group one policy",
+            ],
+        ) else {
             ok = false;
             continue;
         };
-        if out.iter().any(|o| o.name == name.value) {
-            name.problem(
-                team.doc(),
-                format!("team `{}` is listed twice", name.value),
-                Some("give each group one policy".into()),
-            );
-            ok = false;
-            continue;
-        }
         let Some(models) = models else {
             ok = false;
             continue;
@@ -112,6 +106,33 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
     ok.then_some(out)
 }
 
+/// A team table's `name`, present and not listed before (`listed`);
+/// else its problem, with `[what the name is, how to list it once]`.
+fn team_name(
+    team: &Section<'_, '_>,
+    name: Option<At<String>>,
+    listed: impl Fn(&str) -> bool,
+    [meaning, once]: [&str; 2],
+) -> Option<At<String>> {
+    let Some(name) = name else {
+        team.problem(
+            "name",
+            "missing",
+            Some(format!("add `name = \"platform\"`: {meaning}")),
+        );
+        return None;
+    };
+    if listed(&name.value) {
+        name.problem(
+            team.doc(),
+            format!("team `{}` is listed twice", name.value),
+            Some(once.into()),
+        );
+        return None;
+    }
+    Some(name)
+}
+
 /// `[[teams]]`: the budget each team shares, by the team's name (a key's
 /// `team`, or the IdP policy a person is under).
 pub(super) fn team_budgets(top: &Section<'_, '_>) -> Option<Vec<TeamBudget>> {
@@ -120,24 +141,18 @@ pub(super) fn team_budgets(top: &Section<'_, '_>) -> Option<Vec<TeamBudget>> {
     for team in top.tables("teams") {
         let name = team.string("name");
         let budget = super::usage::budget(super::usage::budget_keys(&team), Budget::default());
-        let Some(name) = name else {
-            team.problem(
-                "name",
-                "missing",
-                Some("add `name = \"platform\"`: the team as keys and the IdP name it".into()),
-            );
+        let Some(name) = team_name(
+            &team,
+            name,
+            |n| out.iter().any(|o| o.name == n),
+            [
+                "the team as keys and the IdP name it",
+                "give each team one budget",
+            ],
+        ) else {
             ok = false;
             continue;
         };
-        if out.iter().any(|o| o.name == name.value) {
-            name.problem(
-                team.doc(),
-                format!("team `{}` is listed twice", name.value),
-                Some("give each team one budget".into()),
-            );
-            ok = false;
-            continue;
-        }
         if budget.is_unbounded() {
             name.problem(
                 team.doc(),
