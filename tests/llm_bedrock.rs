@@ -517,46 +517,10 @@ async fn an_exception_frame_after_content_is_the_clients_in_band_error() {
     assert_eq!(last["error"]["message"], "scripted exception", "{last}");
 }
 
-/// botocore, the AWS SDK for Python's core, pinned: the reference signer.
-const BOTOCORE: &str = "botocore==1.43.11";
-
-/// A python with botocore: the SDK tests' virtual environment (made by
-/// `.ci/run`, or here on first use), botocore installed into it when
-/// missing.
-fn botocore_python() -> std::path::PathBuf {
-    let venv = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-venv");
-    let python = venv.join("bin/python");
-    let ready = || {
-        std::process::Command::new(&python)
-            .args(["-c", "import botocore"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ready() {
-        if !python.exists() {
-            let made = std::process::Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .expect("python3 is needed for the SigV4 reference");
-            assert!(made.success(), "python3 -m venv failed");
-        }
-        // `python -m pip`: the venv's `pip` script names the python it was
-        // made with, which a copied target directory no longer has.
-        let pip = std::process::Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", BOTOCORE])
-            .status()
-            .expect("pip");
-        assert!(pip.success(), "installing {BOTOCORE} from PyPI failed");
-        assert!(ready(), "botocore does not import after installing");
-    }
-    python
-}
-
 /// The headers botocore's SigV4 signer adds to a POST of `body` to `url`.
 fn botocore_signed(url: &str, body: &str, secret: &str) -> Vec<(String, String)> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/sigv4.py");
-    let out = std::process::Command::new(botocore_python())
+    let out = std::process::Command::new(common::sdk::botocore_python())
         .args([script, url, body, KEY_ID, secret, "us-west-2"])
         .output()
         .expect("run the reference signer");
