@@ -44,6 +44,26 @@ async fn over_anthropic() -> (Provider, Weir) {
     (up, weir)
 }
 
+/// A `kind = "bedrock"` route serving [`MODEL`] from the Bedrock
+/// stand-in of `account` (access key `AKIDWEIR`), signed from a
+/// credentials file.
+async fn over_bedrock(account: Bedrock) -> (Provider, Weir) {
+    let br = Provider::spawn(ProviderApi::Anthropic, Options::default().bedrock(account)).await;
+    let (dir, tokens) = client_tokens(&format!("{TOKEN}\n"));
+    std::fs::write(
+        dir.path().join("creds"),
+        "[default]\naws_access_key_id = AKIDWEIR\naws_secret_access_key = s3cret\n",
+    )
+    .expect("credentials");
+    let keys =
+        "protocol = \"bedrock\"\nregion = \"us-west-2\"\naws_credentials_file = \"{dir}/creds\"\n";
+    let extra =
+        format!("{tokens}[[route.models]]\nname = \"{MODEL}\"\nupstreams = [\"br:{MODEL}\"]\n");
+    let config = llm_config_with("bedrock", &[("br", br.base_url(), keys.into())], &extra);
+    let weir = Weir::start_in(dir, &config).await;
+    (br, weir)
+}
+
 /// The body Claude Code sends in Bedrock mode.
 fn invoke_body() -> Value {
     json!({
@@ -214,23 +234,8 @@ async fn a_whole_invoke_is_answered_with_the_messages_json() {
 /// the client's bearer is never sent on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_to_a_bedrock_upstream_is_relayed_event_for_event() {
-    let br = Provider::spawn(
-        ProviderApi::Anthropic,
-        Options::default().bedrock(Bedrock::new("us-west-2", "AKIDWEIR", "s3cret", &[MODEL])),
-    )
-    .await;
-    let (dir, tokens) = client_tokens(&format!("{TOKEN}\n"));
-    std::fs::write(
-        dir.path().join("creds"),
-        "[default]\naws_access_key_id = AKIDWEIR\naws_secret_access_key = s3cret\n",
-    )
-    .expect("credentials");
-    let keys =
-        "protocol = \"bedrock\"\nregion = \"us-west-2\"\naws_credentials_file = \"{dir}/creds\"\n";
-    let extra =
-        format!("{tokens}[[route.models]]\nname = \"{MODEL}\"\nupstreams = [\"br:{MODEL}\"]\n");
-    let config = llm_config_with("bedrock", &[("br", br.base_url(), keys.into())], &extra);
-    let weir = Weir::start_in(dir, &config).await;
+    let account = Bedrock::new("us-west-2", "AKIDWEIR", "s3cret", &[MODEL]);
+    let (br, weir) = over_bedrock(account).await;
     let (status, headers, bytes) = stream_bytes(&weir).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
     assert_eq!(
@@ -295,19 +300,7 @@ async fn errors_are_bedrocks_exceptions() {
 async fn a_stream_broken_after_content_ends_with_an_exception_frame() {
     let mut acct = Bedrock::new("us-west-2", "AKIDWEIR", "s3cret", &[MODEL]);
     acct.exception_after = Some((3, "modelStreamErrorException".into()));
-    let br = Provider::spawn(ProviderApi::Anthropic, Options::default().bedrock(acct)).await;
-    let (dir, tokens) = client_tokens(&format!("{TOKEN}\n"));
-    std::fs::write(
-        dir.path().join("creds"),
-        "[default]\naws_access_key_id = AKIDWEIR\naws_secret_access_key = s3cret\n",
-    )
-    .expect("credentials");
-    let keys =
-        "protocol = \"bedrock\"\nregion = \"us-west-2\"\naws_credentials_file = \"{dir}/creds\"\n";
-    let extra =
-        format!("{tokens}[[route.models]]\nname = \"{MODEL}\"\nupstreams = [\"br:{MODEL}\"]\n");
-    let config = llm_config_with("bedrock", &[("br", br.base_url(), keys.into())], &extra);
-    let weir = Weir::start_in(dir, &config).await;
+    let (_br, weir) = over_bedrock(acct).await;
     let (status, _, bytes) = stream_bytes(&weir).await;
     assert_eq!(status, 200);
     let all = frames(&bytes);
