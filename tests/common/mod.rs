@@ -27,6 +27,7 @@ pub mod otlp;
 pub mod process;
 pub mod provider;
 pub mod redis;
+pub mod sdk;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -12,6 +12,7 @@
 
 mod access;
 mod acme;
+mod azure;
 mod bedrock;
 mod cluster;
 mod compress;
