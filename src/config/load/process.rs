@@ -209,7 +209,35 @@ pub(super) fn admin(top: &Section<'_, '_>) -> Option<AdminSettings> {
         .ok()
         .flatten()
         .map(|(token, _)| token);
-    address.map(|address| AdminSettings { address, token })
+    let view_token = secrets::secret(
+        &t,
+        &admin::VIEW_TOKEN_ENV,
+        &admin::VIEW_TOKEN_FILE,
+        "the dashboard's read-only token",
+    )
+    .ok()
+    .flatten();
+    // The same secret for both would make the read-only token a full one.
+    let view_token = match (view_token, &token) {
+        (Some((view, at)), Some(full)) if view == *full => {
+            at.problem(
+                t.doc(),
+                "the view token is the admin token: it would not be read-only",
+                Some("give the view token a secret of its own".into()),
+            );
+            None
+        }
+        (view, _) => view.map(|(view, _)| view),
+    };
+    let dashboard_interval = t
+        .duration(&admin::DASHBOARD_INTERVAL)
+        .unwrap_or(admin::DASHBOARD_INTERVAL.duration());
+    address.map(|address| AdminSettings {
+        address,
+        token,
+        view_token,
+        dashboard_interval,
+    })
 }
 
 pub(super) fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
