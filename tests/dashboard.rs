@@ -230,7 +230,7 @@ async fn the_json_follows_requests_members_and_spend() {
     assert!(app["latency_ms"]["p50"].as_f64().is_some(), "{app}");
     let alice = &state["llm"]["since_start"]["client"][0];
     assert_eq!(
-        (alice["name"].as_str(), alice["requests"].as_f64()),
+        (alice["client"].as_str(), alice["requests"].as_f64()),
         (Some("alice"), Some(4.0))
     );
     assert!(alice["spend"].as_f64().is_some_and(|s| s > 0.0), "{alice}");

@@ -93,15 +93,9 @@ impl Status {
             .routes
             .iter()
             .map(|r| {
-                let kind = match &r.kind {
-                    RouteKind::Proxy { .. } => "proxy",
-                    RouteKind::Llm(l) => l.protocol.name(),
-                    RouteKind::Static(_) => "static",
-                    RouteKind::Redirect(_) => "redirect",
-                };
                 serde_json::json!({
                     "name": r.name,
-                    "kind": kind,
+                    "kind": kind_name(&r.kind),
                     "hosts": r.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     "path": r.path,
                 })
@@ -126,6 +120,16 @@ impl Status {
             "requests_in_flight": metrics.in_flight(),
             "requests_shed": metrics.shed_total(),
         })
+    }
+}
+
+/// What a route is, as the status and the dashboard name it.
+fn kind_name(kind: &RouteKind) -> &'static str {
+    match kind {
+        RouteKind::Proxy { .. } => "proxy",
+        RouteKind::Llm(l) => l.protocol.name(),
+        RouteKind::Static(_) => "static",
+        RouteKind::Redirect(_) => "redirect",
     }
 }
 

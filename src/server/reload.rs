@@ -377,39 +377,21 @@ impl admin::Reload for Reloadable {
         let mut out = Vec::new();
         for r in snapshot.router.routes() {
             match &r.target {
-                crate::route::Target::Proxy(up) => {
-                    let group = up.group.load();
-                    let members = (0..group.len())
-                        .filter_map(|i| {
-                            Some((
-                                group.member(i)?.target.label.to_string(),
-                                group.view(i, now)?,
-                            ))
-                        })
-                        .collect();
-                    out.push(admin::dashboard::RouteMembers {
-                        route: r.name.to_string(),
-                        group: up.label.to_string(),
-                        members,
-                    });
-                }
+                crate::route::Target::Proxy(up) => out.push(admin::dashboard::RouteMembers {
+                    route: r.name.to_string(),
+                    group: up.label.to_string(),
+                    members: up.group.load().views(now, |s| s.label.to_string()),
+                }),
                 crate::route::Target::Llm(llm) => {
-                    for u in &llm.upstreams {
-                        let group = &u.group;
-                        let members = (0..group.len())
-                            .filter_map(|i| {
-                                Some((
-                                    group.member(i)?.target.label.to_string(),
-                                    group.view(i, now)?,
-                                ))
-                            })
-                            .collect();
-                        out.push(admin::dashboard::RouteMembers {
-                            route: r.name.to_string(),
-                            group: u.config.name.to_string(),
-                            members,
-                        });
-                    }
+                    out.extend(
+                        llm.upstreams
+                            .iter()
+                            .map(|u| admin::dashboard::RouteMembers {
+                                route: r.name.to_string(),
+                                group: u.config.name.to_string(),
+                                members: u.group.views(now, |m| m.label.to_string()),
+                            }),
+                    );
                 }
                 _ => {}
             }

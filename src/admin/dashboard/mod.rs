@@ -168,18 +168,9 @@ fn json(status: StatusCode, body: &serde_json::Value) -> Response<Payload> {
 async fn usage(req: &Request<Incoming>, state: &AdminState) -> Response<Payload> {
     let query = req.uri().query().unwrap_or("");
     if let Some(database) = &state.database {
-        let mut resp = super::keys::usage(query, database).await;
-        let h = resp.headers_mut();
-        h.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        );
-        h.insert(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        );
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        return resp;
+        // `/admin/usage`'s answer, with the dashboard's headers.
+        let resp = super::keys::usage(query, database).await;
+        return guarded(resp, "application/json", "no-store");
     }
     let by = query
         .split('&')
@@ -198,38 +189,9 @@ async fn usage(req: &Request<Incoming>, state: &AdminState) -> Response<Payload>
         }
     };
     let lines = state.series.with(|m| {
-        let Some(now) = m.latest.as_deref() else {
-            return Vec::new();
-        };
-        let spend = now.sum_by("weir_llm_client_spend_total", label);
-        let mut lines: Vec<serde_json::Value> = now
-            .sum_by("weir_llm_client_requests_total", label)
-            .into_iter()
-            .map(|(name, requests)| {
-                let tokens = |kind| {
-                    now.sum(
-                        "weir_llm_client_tokens_total",
-                        &[(label, name.as_str()), ("kind", kind)],
-                    )
-                };
-                serde_json::json!({
-                    by: name,
-                    "requests": requests,
-                    "input_tokens": tokens("input"),
-                    "output_tokens": tokens("output"),
-                    "cache_read_tokens": tokens("cache_read"),
-                    "cache_write_tokens": tokens("cache_write"),
-                    "spend": spend.get(&name).copied().unwrap_or(0.0),
-                })
-            })
-            .collect();
-        lines.sort_by(|a, b| {
-            b["spend"]
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&a["spend"].as_f64().unwrap_or(0.0))
-        });
-        lines
+        m.latest
+            .as_deref()
+            .map_or_else(Vec::new, |now| state::usage_lines(now, label))
     });
     json(
         StatusCode::OK,

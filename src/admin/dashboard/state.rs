@@ -122,12 +122,7 @@ fn routes(config: &Config, now: &Scrape, minute: Option<&Scrape>, rate: &Rates<'
         .routes
         .iter()
         .map(|r| {
-            let kind = match &r.kind {
-                RouteKind::Proxy { .. } => "proxy",
-                RouteKind::Llm(l) => l.protocol.name(),
-                RouteKind::Static(_) => "static",
-                RouteKind::Redirect(_) => "redirect",
-            };
+            let kind = super::super::kind_name(&r.kind);
             let name = r.name.as_str();
             let with = [("route", name)];
             let mut errors = 0.0;
@@ -293,22 +288,7 @@ fn certificates(config: &Config, now: &Scrape) -> Vec<Value> {
 fn llm(now: &Scrape, budgets: &[Value], database: bool, rate: &Rates<'_>) -> Value {
     let mut by: BTreeMap<&str, Value> = BTreeMap::new();
     for label in ["client", "model", "upstream", "route"] {
-        let spend = now.sum_by("weir_llm_client_spend_total", label);
-        let requests = now.sum_by("weir_llm_client_requests_total", label);
-        let mut rows: Vec<Value> = requests
-            .iter()
-            .map(|(name, n)| {
-                let tokens = now.sum("weir_llm_client_tokens_total", &[(label, name)]);
-                json!({"name": name, "requests": n, "tokens": tokens, "spend": spend.get(name).copied().unwrap_or(0.0)})
-            })
-            .collect();
-        rows.sort_by(|a, b| {
-            b["spend"]
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&a["spend"].as_f64().unwrap_or(0.0))
-        });
-        by.insert(label, json!(rows));
+        by.insert(label, json!(usage_lines(now, label)));
     }
     json!({
         "source": if database { "database" } else { "process" },
@@ -321,6 +301,38 @@ fn llm(now: &Scrape, budgets: &[Value], database: bool, rate: &Rates<'_>) -> Val
         "since_start": by,
         "budgets": nearest(budgets, 10),
     })
+}
+
+/// LLM usage since start by `label` (`client`, `model`, `upstream`,
+/// `route`) from the per-client counters, dearest first: one line per
+/// value, named by the label as the database's report names its groups.
+pub(crate) fn usage_lines(now: &Scrape, label: &str) -> Vec<Value> {
+    let spend = now.sum_by("weir_llm_client_spend_total", label);
+    let mut lines: Vec<(f64, Value)> = now
+        .sum_by("weir_llm_client_requests_total", label)
+        .into_iter()
+        .map(|(name, requests)| {
+            let tokens = |kind| {
+                now.sum(
+                    "weir_llm_client_tokens_total",
+                    &[(label, name.as_str()), ("kind", kind)],
+                )
+            };
+            let spent = spend.get(&name).copied().unwrap_or(0.0);
+            let line = json!({
+                label: name,
+                "requests": requests,
+                "input_tokens": tokens("input"),
+                "output_tokens": tokens("output"),
+                "cache_read_tokens": tokens("cache_read"),
+                "cache_write_tokens": tokens("cache_write"),
+                "spend": spent,
+            });
+            (spent, line)
+        })
+        .collect();
+    lines.sort_by(|a, b| b.0.total_cmp(&a.0));
+    lines.into_iter().map(|(_, l)| l).collect()
 }
 
 /// The `n` budget windows nearest their limits, fullest first.

@@ -200,6 +200,17 @@ impl<T> Group<T> {
         })
     }
 
+    /// Every server's [`view`](Self::view), named by `label`.
+    pub(crate) fn views(
+        &self,
+        now: Instant,
+        label: impl Fn(&T) -> String,
+    ) -> Vec<(String, MemberView)> {
+        (0..self.servers.len())
+            .filter_map(|i| Some((label(&self.member(i)?.target), self.view(i, now)?)))
+            .collect()
+    }
+
     /// Whether server `index` is in at `now` (not ejected).
     #[cfg(test)]
     pub(crate) fn is_in(&self, index: usize, now: Instant) -> bool {
