@@ -8,6 +8,9 @@
 #   bash bench/instructions.sh [N]        (WEIR_BIN= to measure another build;
 #                                          H2=1: HTTP/2 over TLS from the client;
 #                                          LLM=1: an LLM route, below;
+#                                          AUTH=token|key, with LLM=1: the client
+#                                          presents a static client token, or a
+#                                          runtime key from [database];
 #                                          KEEP=DIR: keep the callgrind files there)
 # LLM=1 measures a `kind = "anthropic"` route instead: nginx answers a
 # Messages JSON (bench/frontier.py's), and the frontier load generator
@@ -29,10 +32,23 @@ open('$work/body.json', 'w').write(frontier.body(1024))
 open('$work/answer.json', 'w').write(frontier.ANSWER)")
   answer=$(sed -e 's/\\/\\\\/g' -e "s/'/\\\\'/g" "$work/answer.json")
   upstream_location="location / { default_type application/json; return 200 '$answer'; }"
-  route=$'name = "anthropic"\nkind = "anthropic"\n[[route.upstreams]]\nname = "static"\nurl'
+  case "${AUTH:-}" in
+    "") route_keys="" ;;
+    token) route_keys="" ; export WEIR_BENCH_TOKEN=sk-bench
+      route_tail=$'[[route.clients]]\nname = "bench"\ntoken_env = "WEIR_BENCH_TOKEN"' ;;
+    key) route_keys="runtime_keys = true" ;;
+    *) echo "AUTH is token or key" >&2; exit 2 ;;
+  esac
+  route=$'name = "anthropic"\nkind = "anthropic"\n'"$route_keys"$'\n[[route.upstreams]]\nname = "static"\nurl'
 fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up=$(free_port); px=$(free_port)
+if [[ "${AUTH:-}" == key ]]; then
+  # Keys are made through the running weir's admin API, into its SQLite
+  # file (kept across the two runs: the key made in the first serves both).
+  ad=$(free_port); printf admin-bench > "$work/admin-token"
+  top=$'[admin]\naddress = "127.0.0.1:'"$ad"$'"\ntoken_file = "'"$work"$'/admin-token"\n[database]\nurl = "sqlite:'"$work"$'/weir.db"'
+fi
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/error.log;
 events { worker_connections 4096; }
@@ -48,12 +64,14 @@ max_requests = 0
 [log]
 access_log = false
 level = "error"
+${top:-}
 [[listener]]
 name = "web"
 address = "127.0.0.1:$px"
 $(if [[ -n "${H2:-}" ]]; then echo "tls = { certificates = [{ cert = \"$work/cert.pem\", key = \"$work/key.pem\" }] }"; fi)
 [[route]]
 ${route:-upstream} = "http://127.0.0.1:$up"
+${route_tail:-}
 CONF
 if [[ -n "${H2:-}" ]]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
@@ -76,6 +94,14 @@ fi
 count() {
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1" "$WEIR" run --config "$work/weir.toml" 2>"$work/vg.$1" &
   local pid=$!
+  if [[ "${AUTH:-}" == key ]]; then
+    for _ in $(seq 1500); do curl -sf -o /dev/null -H "authorization: Bearer admin-bench" "http://127.0.0.1:$ad/admin/keys" && break; sleep 0.2; done
+    [[ -s "$work/key" ]] || curl -sf -H "authorization: Bearer admin-bench" -H "content-type: application/json" \
+      --data '{"user":"bench"}' "http://127.0.0.1:$ad/admin/keys" \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"], end="")' > "$work/key"
+    headers[0]="x-api-key: $(cat "$work/key")"
+    probe=(curl -sf -o /dev/null -H "${headers[0]}" -H "${headers[1]}" --data-binary @"$work/body.json")
+  fi
   # Under valgrind, and on a busy machine, start-up takes a while.
   for _ in $(seq 1500); do "${probe[@]}" "$url" && break; sleep 0.2; done
   "${client[@]}" -n "$1" -c "${c1:-4}" "$url" >"$work/h2load.$1" 2>&1

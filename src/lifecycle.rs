@@ -516,6 +516,8 @@ impl Gateway {
             shutdown: conn.shutdown.clone(),
             limits: snapshot.tunnel_limits,
             cap: self.standing.tunnel_cap.take(conn.peer.ip()),
+            tracer: self.standing.tracer.clone(),
+            tls: conn.tls,
         };
         llm::accept_websocket(opening, req, &cx).await
     }

@@ -168,6 +168,8 @@ pub(crate) struct Standing {
     /// Each runtime key's budget ledger and concurrency gate, by key id
     /// (kept across reloads; a key's budget is the key's on every route).
     key_books: Arc<crate::llm::KeyBooks>,
+    /// Each team's shared ledger, by name (kept across reloads).
+    team_ledgers: crate::llm::TeamLedgers,
     /// With `[telemetry.traces]` at start: who records and exports traces.
     pub(crate) tracer: Option<Arc<crate::telemetry::trace::Tracer>>,
     routes: Mutex<HashMap<String, RouteState>>,
@@ -199,6 +201,7 @@ impl Standing {
             database: people.database,
             idp: people.idp,
             key_books: Arc::default(),
+            team_ledgers: crate::llm::TeamLedgers::default(),
             cluster: cluster.map(|c| Cluster::start(c, metrics.cluster())),
             body_budget: ByteBudget::new(max_buffered_body_bytes),
             offload: Offload::per_core(),
@@ -236,6 +239,10 @@ impl Snapshot {
         let mut states = standing.routes.locked();
         let mut ledgers = standing.ledgers.locked();
         let mut kept_ledgers = HashMap::new();
+        let teams = Arc::new(crate::llm::TeamBooks::new(
+            &config.teams,
+            &standing.team_ledgers,
+        ));
         let workers = crate::worker::count(config.server.workers);
         let mut kept = HashMap::with_capacity(config.routes.len());
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -299,6 +306,7 @@ impl Snapshot {
                             .map(|d| d.keys.clone()),
                         idp: standing.idp.clone().filter(|_| settings.idp_tokens),
                         key_books: standing.key_books.clone(),
+                        teams: teams.clone(),
                         rows: standing
                             .database
                             .as_ref()

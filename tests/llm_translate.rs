@@ -824,6 +824,17 @@ async fn whole_answers_count_their_usage_native_and_translated() {
     assert_eq!(metric(&weir, input).await, Some(20));
     assert_eq!(metric(&weir, cached).await, Some(30));
     assert_eq!(metric(&weir, output).await, Some(7));
+    // Each request's tokens as a histogram (gen_ai.client.token.usage):
+    // its input whole, cached included (50 tokens: above 16, up to 64).
+    let bucket = |kind: &str, le: &str| {
+        format!(
+            "weir_llm_request_tokens_bucket{{le=\"{le}\",route=\"llm\",model=\"default\",kind=\"{kind}\"}}"
+        )
+    };
+    assert_eq!(metric(&weir, &bucket("input", "16.0")).await, Some(0));
+    assert_eq!(metric(&weir, &bucket("input", "64.0")).await, Some(1));
+    assert_eq!(metric(&weir, &bucket("output", "4.0")).await, Some(0));
+    assert_eq!(metric(&weir, &bucket("output", "16.0")).await, Some(1));
 }
 
 /// A Chat client's stream fails over across protocols like any other: a

@@ -505,3 +505,58 @@ async fn each_frames_model_is_checked_against_the_tokens_model_list() {
     );
     assert_eq!(up.journal().len(), 1);
 }
+
+#[tokio::test]
+async fn each_turn_is_traced_as_a_request_with_the_upgrades_session() {
+    use common::otlp::{Collector, attr, traces_table};
+    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+    let collector = Collector::start().await;
+    let up = text_provider(ProviderApi::Responses).await;
+    let top = traces_table(&collector.http_endpoint(), "");
+    let weir = weir_over_provider(&up, "openai", &top, "").await;
+    let url = format!("ws://{}/v1/responses", weir.addr("web"));
+    let mut req = url.into_client_request().expect("request");
+    let h = req.headers_mut();
+    h.insert(
+        "openai-beta",
+        "responses_websockets=2026-02-06".parse().expect("value"),
+    );
+    h.insert("session_id", "codex-sess-9".parse().expect("value"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("upgrade");
+    for _ in 0..2 {
+        ws.send(create(&[user("Say hello")], None))
+            .await
+            .expect("send");
+        completed_id(&until_terminal(&mut ws).await);
+    }
+    // The upgrade's own span, then each turn a server span with its
+    // attempt's client span.
+    let spans = collector.wait_spans(5, Duration::from_secs(10)).await;
+    assert!(spans.iter().any(|s| s.name == "GET llm"), "{spans:#?}");
+    let servers: Vec<_> = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Server as i32 && s.name == "POST llm")
+        .collect();
+    assert_eq!(servers.len(), 2, "{spans:#?}");
+    assert_ne!(servers[0].trace_id, servers[1].trace_id, "a trace per turn");
+    for s in &servers {
+        assert_eq!(attr(s, "weir.llm.transport").as_deref(), Some("websocket"));
+        assert_eq!(attr(s, "http.request.method").as_deref(), Some("POST"));
+        assert_eq!(attr(s, "session.id").as_deref(), Some("codex-sess-9"));
+        assert_eq!(
+            attr(s, "gen_ai.request.model").as_deref(),
+            Some("gpt-5-codex")
+        );
+        assert!(attr(s, "gen_ai.usage.output_tokens").is_some(), "{s:#?}");
+        let attempt = spans
+            .iter()
+            .find(|c| c.kind == SpanKind::Client as i32 && c.parent_span_id == s.span_id)
+            .expect("the turn's attempt");
+        assert_eq!(
+            attr(attempt, "gen_ai.provider.name").as_deref(),
+            Some("openai")
+        );
+    }
+}

@@ -261,6 +261,57 @@ async fn a_keys_budget_refuses_in_the_clients_shape_once_spent() {
 }
 
 #[tokio::test]
+async fn a_team_budget_is_shared_by_its_members_and_leaves_other_teams_alone() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let text = format!(
+        "{}\n[[teams]]\nname = \"platform\"\ntokens_per_day = 400\n",
+        config(&up, "default_max_tokens = 64")
+    );
+    let weir = Weir::start_in(dir(), &text).await;
+    // Alice's own budget is far from its end; the team's is what ends.
+    let (_, alice) = create(
+        &weir,
+        json!({"user": "alice", "team": "platform", "tokens_per_day": 100_000}),
+    )
+    .await;
+    let (_, bob) = create(&weir, json!({"user": "bob", "team": "platform"})).await;
+    let (_, carol) = create(&weir, json!({"user": "carol", "team": "data"})).await;
+    let mut served = 0;
+    let refused = loop {
+        let (status, body) = ask(&weir, &alice, "claude-sonnet").await;
+        if status != 200 {
+            break (status, body);
+        }
+        served += 1;
+        assert!(served < 20, "the team's budget never ended");
+    };
+    assert!(served >= 1, "the team's budget let nothing through");
+    assert_eq!(refused.0, 429, "{}", refused.1);
+    assert!(
+        refused.1.contains("team `platform`") && refused.1.contains("tokens_per_day"),
+        "{}",
+        refused.1
+    );
+    // Bob never asked, and the team's day is spent for him too.
+    let (status, body) = ask(&weir, &bob, "claude-sonnet").await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("team `platform`"), "{body}");
+    // Another team is untouched.
+    assert_eq!(ask(&weir, &carol, "claude-sonnet").await.0, 200);
+    // The team's refusal gave Alice's own reservation back, and her
+    // window shows only what was served; the team's is there to read.
+    let (status, _, body) = get_with(&weir.url("web", "/v1/me"), &[("x-api-key", &alice)]).await;
+    assert_eq!(status, 200, "{body}");
+    let me: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(me["in_flight"], 0, "{me}");
+    let own = &me["budget"]["tokens_per_day"];
+    assert_eq!(own["reserved"], 0, "{me}");
+    let team = &me["team_budget"]["windows"]["tokens_per_day"];
+    assert_eq!(team["limit"], 400, "{me}");
+    assert_eq!(team["used"], own["used"], "only Alice spent: {me}");
+}
+
+#[tokio::test]
 async fn a_monthly_spend_warns_past_its_soft_limit_then_refuses_until_next_month() {
     let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
     let weir = Weir::start_in(dir(), &config(&up, "default_max_tokens = 64")).await;
@@ -431,4 +482,27 @@ fn a_fleet_refuses_week_and_month_budgets_it_cannot_share() {
         .expect_err("refused")
         .to_string();
     assert!(err.contains("week or month"), "{err}");
+}
+
+#[test]
+fn every_team_budget_problem_is_named_at_once() {
+    let text = "[[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+                [[route]]\nname = \"llm\"\nkind = \"anthropic\"\n\
+                default_upstreams = [\"up\"]\n\
+                [[route.upstreams]]\nname = \"up\"\nurl = \"http://127.0.0.1:9\"\n\
+                [[teams]]\nname = \"platform\"\nspend_per_month = 500.0\n\
+                [[teams]]\nname = \"platform\"\nspend_per_day = 5\n\
+                [[teams]]\nname = \"data\"\n\
+                [[teams]]\nspend_per_day = 5\n";
+    let err = weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), text)
+        .expect_err("refused")
+        .to_string();
+    for want in [
+        "team `platform` is listed twice",
+        "team `data` has no budget",
+        "teams[3].name: missing",
+        "neither a `[database]` nor an `[idp]`",
+    ] {
+        assert!(err.contains(want), "{want} in {err}");
+    }
 }

@@ -329,6 +329,11 @@ async fn llm_failover(status: u16) {
         );
         assert!(attr(span, "gen_ai.server.time_to_first_token").is_some());
         assert!(attr(span, "weir.llm.stream_duration").is_some());
+        assert_eq!(
+            attr(span, "gen_ai.response.finish_reasons").as_deref(),
+            Some("end_turn"),
+            "the stream's message_delta says why it ended"
+        );
     }
     assert_eq!(second.events[0].name, "gen_ai.first_token");
     assert_eq!(

@@ -1,5 +1,6 @@
 //! `[idp]`: identity from the company's IdP — JWTs checked against the
-//! issuer's signing keys, and a policy per team.
+//! issuer's signing keys, and a policy per team; and `[[teams]]`: the
+//! budgets a whole team shares.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,4 +35,13 @@ pub(crate) struct TeamPolicy {
     pub(crate) budget: Budget,
     /// Each person's requests in flight; 0 = no bound.
     pub(crate) max_concurrent: usize,
+}
+
+/// A budget every member of a team shares (`[[teams]]`): the runtime keys
+/// whose team it is and the IdP's people under it, on every route, beside
+/// each one's own budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TeamBudget {
+    pub(crate) name: String,
+    pub(crate) budget: Budget,
 }

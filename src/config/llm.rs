@@ -147,7 +147,7 @@ pub(crate) struct LlmSettings {
     /// no client authentication.
     pub(crate) client_tokens: Vec<ClientToken>,
     /// Prices per model id, for spend (usage records, metrics, budgets).
-    pub(crate) prices: Vec<(String, Price)>,
+    pub(crate) prices: std::collections::HashMap<String, Price>,
     /// Output tokens a budget reservation counts for a request that sets
     /// no output limit of its own.
     pub(crate) default_max_tokens: u64,
@@ -267,7 +267,7 @@ impl LlmSettings {
     /// The price of `model` (an id as sent upstream): its own entry, else
     /// the `"*"` entry, else none.
     pub(crate) fn price(&self, model: &str) -> Option<Price> {
-        let find = |m: &str| self.prices.iter().find(|(n, _)| n == m).map(|(_, p)| *p);
+        let find = |m: &str| self.prices.get(m).copied();
         find(model).or_else(|| find("*"))
     }
 

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use access::*;
 pub(crate) use compress::{Coding, Compression, Levels, TypePattern, default as compress_default};
-pub(crate) use idp::{IdpSettings, TeamPolicy};
+pub(crate) use idp::{IdpSettings, TeamBudget, TeamPolicy};
 pub use listen::*;
 pub(crate) use llm::*;
 pub(crate) use problem::Problem;
@@ -97,6 +97,8 @@ pub struct Config {
     pub(crate) database: Option<DatabaseSettings>,
     /// Identity from an IdP (`[idp]`); `None`: no JWTs are accepted.
     pub(crate) idp: Option<IdpSettings>,
+    /// `[[teams]]`: budgets each team shares across its keys and people.
+    pub(crate) teams: Vec<TeamBudget>,
     /// `[telemetry.traces]`: OpenTelemetry traces; `None`: none made.
     pub(crate) traces: Option<TraceSettings>,
     /// What loads but should be fixed (a secret file others can read).

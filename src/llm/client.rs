@@ -216,7 +216,8 @@ async fn limit_key(
         _ => key,
     };
     let book = llm.books.key_books.of(&key);
-    account.identify_key(key.clone(), book.clone(), cx.facts);
+    let team = llm.books.teams.of(key.team.as_deref());
+    account.identify_key(key.clone(), book.clone(), team, cx.facts);
     crate::admit::limit_client(
         cx.rate.map(|r| &**r),
         Client::Key(crate::upstream::balance::key(key.id.as_bytes())),

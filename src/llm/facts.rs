@@ -66,6 +66,8 @@ pub(crate) struct LlmFacts {
     pub(crate) output_tokens: u64,
     pub(crate) cache_read_tokens: u64,
     pub(crate) cache_write_tokens: u64,
+    /// Why the answer ended, as the upstream said it.
+    pub(crate) finish: Option<&'static str>,
     /// The trace the request is in, when it is traced.
     pub(crate) trace_id: Option<String>,
     /// What the request cost, once settled (with prices).
@@ -180,6 +182,12 @@ fn usage(f: &LlmFacts, start: u64, end: u64) -> (Vec<(&'static str, Value)>, Opt
         a.push((
             "gen_ai.usage.cache_creation.input_tokens",
             f.cache_write_tokens.into(),
+        ));
+    }
+    if let Some(finish) = f.finish {
+        a.push((
+            "gen_ai.response.finish_reasons",
+            Value::StrList(vec![finish.to_string()]),
         ));
     }
     let first = f.first_token_ms.map(|ms| {

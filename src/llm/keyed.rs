@@ -1,13 +1,14 @@
 //! Each runtime key's budget ledger and concurrency gate, process-wide
 //! and by key id: a key's budget is the key's on every route it opens,
 //! and survives reloads and changes to the key (a new limit applies to
-//! the same ledger).
+//! the same ledger). Each team's shared ledger likewise, by team name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::ledger::{Clock, Ledger};
 use crate::admit::TokenGate;
+use crate::config::{Budget, TeamBudget};
 use crate::keys::Key;
 use crate::sync::Locked;
 
@@ -48,5 +49,58 @@ impl KeyBooks {
             book.limit = key.max_concurrent;
         }
         book.clone()
+    }
+}
+
+/// One team's shared budget and the ledger it is counted in.
+#[derive(Clone)]
+pub(crate) struct TeamBook {
+    pub(crate) name: Arc<str>,
+    pub(crate) budget: Budget,
+    pub(crate) ledger: Arc<Ledger>,
+}
+
+/// Every team's ledger, by name, process-wide: kept across reloads while
+/// the team keeps a budget (a new bound applies to the same ledger).
+#[derive(Default)]
+pub(crate) struct TeamLedgers {
+    by_name: Mutex<HashMap<Arc<str>, Arc<Ledger>>>,
+}
+
+/// The team budgets of one configuration (`[[teams]]`), with their
+/// ledgers; shared by its routes.
+#[derive(Default)]
+pub(crate) struct TeamBooks {
+    by_name: HashMap<Arc<str>, TeamBook>,
+}
+
+impl TeamBooks {
+    /// The books of `teams`, each with its ledger from `ledgers` (made the
+    /// first time); the ledgers of teams no longer listed are dropped.
+    pub(crate) fn new(teams: &[TeamBudget], ledgers: &TeamLedgers) -> TeamBooks {
+        let mut kept = ledgers.by_name.locked();
+        kept.retain(|name, _| teams.iter().any(|t| *t.name == **name));
+        let by_name = teams
+            .iter()
+            .map(|t| {
+                let name: Arc<str> = t.name.as_str().into();
+                let ledger = kept
+                    .entry(name.clone())
+                    .or_insert_with(|| Arc::new(Ledger::new(Clock::system())))
+                    .clone();
+                let book = TeamBook {
+                    name: name.clone(),
+                    budget: t.budget,
+                    ledger,
+                };
+                (name, book)
+            })
+            .collect();
+        TeamBooks { by_name }
+    }
+
+    /// The budget `team` shares, when it has one.
+    pub(crate) fn of(&self, team: Option<&str>) -> Option<TeamBook> {
+        self.by_name.get(team?).cloned()
     }
 }

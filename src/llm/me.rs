@@ -54,6 +54,17 @@ pub(crate) async fn answer(
             me.insert("user".into(), key.user.as_deref().into());
             me.insert("team".into(), key.team.as_deref().into());
             me.insert("expires_at".into(), key.expires_at.into());
+            if let Some(team) = llm.books.teams.of(key.team.as_deref()) {
+                let view = team.ledger.view(&team.budget);
+                me.insert(
+                    "team_budget".into(),
+                    serde_json::json!({
+                        "in_flight": view.in_flight,
+                        "warn_at": team.budget.warn_at,
+                        "windows": super::usage::windows(&view, now),
+                    }),
+                );
+            }
             (key.budget, book.ledger.view(&key.budget))
         }
     };

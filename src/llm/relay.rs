@@ -37,7 +37,7 @@ use crate::sync::Locked;
 use crate::telemetry::LlmRouteMetrics;
 use weir_wire::sse::{self, Framer};
 use weir_wire::translate;
-use weir_wire::{Api, EventClass, Usage, Watch};
+use weir_wire::{Api, EventClass, Finish, Usage, Watch};
 
 /// Where the relay reports: the request's facts and the route's metrics.
 pub(crate) struct Tally {
@@ -70,29 +70,46 @@ impl Tally {
         f.cache_write_tokens = f.cache_write_tokens.max(u.cache_write);
     }
 
-    /// A whole (non-streamed) answer: its usage, when it reports one, and
-    /// its outcome.
-    pub(crate) fn answered(&self, usage: Option<Usage>, outcome: &'static str) {
+    /// A whole (non-streamed) answer: its usage, when it reports one, why
+    /// it ended, and its outcome.
+    pub(crate) fn answered(
+        &self,
+        (usage, finish): (Option<Usage>, Option<Finish>),
+        outcome: &'static str,
+    ) {
         if let Some(u) = usage {
             self.usage(u);
         }
+        self.finished(finish);
         self.finish(outcome);
+    }
+
+    fn finished(&self, finish: Option<Finish>) {
+        if let Some(f) = finish {
+            self.facts.locked().finish = Some(f.as_str());
+        }
     }
 
     fn finish(&self, outcome: &'static str) {
         self.metrics
             .request(self.model, Some(self.upstream), outcome);
-        let tokens = {
+        let (tokens, reported) = {
             let mut f = self.facts.locked();
             f.outcome = Some(outcome);
-            [
+            let tokens = [
                 f.input_tokens,
                 f.output_tokens,
                 f.cache_read_tokens,
                 f.cache_write_tokens,
-            ]
+            ];
+            (tokens, f.usage_reported)
         };
         self.metrics.tokens(self.model, tokens);
+        if reported {
+            let [input, output, read, write] = tokens;
+            let input = input.saturating_add(read).saturating_add(write);
+            self.metrics.request_tokens(self.model, input, output);
+        }
     }
 }
 
@@ -340,8 +357,11 @@ impl Relay {
             EventClass::Error => self.error_seen = true,
             _ => {}
         }
-        if let (Some(t), Some(u)) = (&self.tally, observed.usage) {
-            t.usage(u);
+        if let Some(t) = &self.tally {
+            if let Some(u) = observed.usage {
+                t.usage(u);
+            }
+            t.finished(observed.finish);
         }
         class
     }

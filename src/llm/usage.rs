@@ -36,7 +36,7 @@ use charge::{Usage, charge, dearest, worst_input};
 pub(crate) use view::{view, windows};
 
 use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
-use super::keyed::KeyBook;
+use super::keyed::{KeyBook, TeamBook};
 use super::ledger::{Amount, Bound, Ledger, Refused, Reservation};
 use crate::admit::Budgeted;
 use crate::cluster::{BudgetAsk, Cluster, SharedReservation};
@@ -76,6 +76,8 @@ pub(crate) struct Books {
     pub(crate) idp: Option<Arc<crate::idp::Idp>>,
     /// Each key's and person's ledger and gate (process-wide).
     pub(crate) key_books: Arc<super::KeyBooks>,
+    /// The budgets teams share (`[[teams]]`), with their ledgers.
+    pub(crate) teams: Arc<super::TeamBooks>,
     /// Where usage rows go (with `[database]`).
     pub(crate) rows: UsageRows,
 }
@@ -119,7 +121,18 @@ impl Settled {
 
 struct Held {
     holder: Holder,
+    /// The payer's team's shared budget, reserved beside its own.
+    team: Option<(Arc<Ledger>, Reservation)>,
     estimate: Estimate,
+}
+
+impl Held {
+    fn settle(self, charged: Amount) {
+        if let Some((ledger, r)) = self.team {
+            ledger.settle(r, charged);
+        }
+        self.holder.settle(charged);
+    }
 }
 
 /// Where a request's reservation is held.
@@ -166,12 +179,13 @@ impl Holder {
     }
 }
 
-/// Who pays for a request: a client token of the route, or a runtime key.
+/// Who pays for a request: a client token of the route, or a runtime key
+/// (or a person), with the budget its team shares.
 #[derive(Clone)]
 pub(crate) enum Payer {
     /// By its index in the route's client tokens.
     Token(usize),
-    Key(Arc<Key>, KeyBook),
+    Key(Arc<Key>, KeyBook, Option<TeamBook>),
 }
 
 /// A payer's budget, where it is kept and what it is called.
@@ -187,9 +201,11 @@ struct Budgeting {
     series: Option<usize>,
 }
 
-/// What a request would reserve, before it is reserved.
+/// What a request would reserve, before it is reserved: in its payer's
+/// budget, and in its team's too (kept in this process's ledgers).
 pub(crate) struct Want {
     budgeting: Budgeting,
+    team: Option<Budgeting>,
     estimate: Estimate,
     amount: Amount,
 }
@@ -236,10 +252,17 @@ impl Account {
         }
     }
 
-    /// The request presented runtime key `key`.
-    pub(crate) fn identify_key(&self, key: Arc<Key>, book: KeyBook, facts: &SharedLlmFacts) {
+    /// The request presented runtime key `key` (or is a person), whose
+    /// team shares `team`'s budget when it has one.
+    pub(crate) fn identify_key(
+        &self,
+        key: Arc<Key>,
+        book: KeyBook,
+        team: Option<TeamBook>,
+        facts: &SharedLlmFacts,
+    ) {
         facts.locked().client = Some(key.name.clone());
-        *self.payer.locked() = Some(Payer::Key(key, book));
+        *self.payer.locked() = Some(Payer::Key(key, book, team));
     }
 
     /// Whether this request's client token has a budget the fleet keeps
@@ -269,7 +292,7 @@ impl Account {
                     series: Some(*index),
                 })
             }
-            Payer::Key(key, book) => (!key.budget.is_unbounded()).then(|| Budgeting {
+            Payer::Key(key, book, _) => (!key.budget.is_unbounded()).then(|| Budgeting {
                 budget: key.budget,
                 ledger: book.ledger.clone(),
                 fleet_key: None,
@@ -277,6 +300,20 @@ impl Account {
                 series: None,
             }),
         }
+    }
+
+    /// The budget the payer's team shares, when it has one.
+    fn team_budget(&self) -> Option<Budgeting> {
+        let Payer::Key(_, _, Some(team)) = self.payer.locked().clone()? else {
+            return None;
+        };
+        Some(Budgeting {
+            budget: team.budget,
+            ledger: team.ledger,
+            fleet_key: None,
+            label: format!("team `{}`", team.name),
+            series: None,
+        })
     }
 
     /// What the request reserves: its input bounded by `body_len`, its
@@ -288,7 +325,10 @@ impl Account {
         max_output: Option<u64>,
         models: impl Iterator<Item = &'a str>,
     ) -> Option<Want> {
-        let budgeting = self.budget()?;
+        let (budgeting, team) = match (self.budget(), self.team_budget()) {
+            (Some(own), team) => (own, team),
+            (None, team) => (team?, None),
+        };
         let estimate = Estimate {
             input: (body_len as u64).div_ceil(INPUT_BYTES_PER_TOKEN),
             output: max_output.unwrap_or(self.settings.default_max_tokens),
@@ -305,6 +345,7 @@ impl Account {
         };
         Some(Want {
             budgeting,
+            team,
             estimate,
             amount,
         })
@@ -335,16 +376,33 @@ impl Account {
     /// Reserve the request's budget in this process's ledger before any
     /// upstream is contacted. A client over its budget gets 429 with when
     /// it frees; a request larger than a whole bound gets 400.
+    /// With a team budget, both must have room; the team refusing gives
+    /// the payer's reservation back.
     pub(crate) fn reserve(&self, want: Want, facts: &SharedLlmFacts) -> Result<(), Rescue> {
         let ledger = want.budgeting.ledger.clone();
-        match ledger.reserve(want.amount, &want.budgeting.budget) {
-            Ok(reservation) => {
-                self.hold(Holder::Local(ledger.clone(), reservation), want.estimate);
-                self.warn(&want.budgeting);
-                Ok(())
-            }
-            Err(refused) => Err(self.refuse(&want, refused, facts)),
+        let reservation = ledger
+            .reserve(want.amount, &want.budgeting.budget)
+            .map_err(|refused| self.refuse(&want.budgeting, want.amount, refused, facts))?;
+        let team = match &want.team {
+            None => None,
+            Some(team) => match team.ledger.reserve(want.amount, &team.budget) {
+                Ok(r) => Some((team.ledger.clone(), r)),
+                Err(refused) => {
+                    ledger.settle(reservation, Amount::default());
+                    return Err(self.refuse(team, want.amount, refused, facts));
+                }
+            },
+        };
+        *self.held.locked() = Some(Held {
+            holder: Holder::Local(ledger, reservation),
+            team,
+            estimate: want.estimate,
+        });
+        self.warn(&want.budgeting);
+        if let Some(team) = &want.team {
+            self.warn(team);
         }
+        Ok(())
     }
 
     /// Take the fleet's answer for the budget: hold its reservation, or
@@ -372,7 +430,8 @@ impl Account {
                 .copied()
                 .unwrap_or(Bound::TokensPerMinute);
                 Err(self.refuse(
-                    &want,
+                    &want.budgeting,
+                    want.amount,
                     Refused {
                         bound,
                         retry_after: over.wait,
@@ -400,7 +459,7 @@ impl Account {
                         );
                         Ok(())
                     }
-                    Err(refused) => Err(self.refuse(&want, refused, facts)),
+                    Err(refused) => Err(self.refuse(&want.budgeting, want.amount, refused, facts)),
                 }
             }
         }
@@ -430,18 +489,25 @@ impl Account {
     }
 
     fn hold(&self, holder: Holder, estimate: Estimate) {
-        *self.held.locked() = Some(Held { holder, estimate });
+        *self.held.locked() = Some(Held {
+            holder,
+            team: None,
+            estimate,
+        });
     }
 
     /// The answer to a request its client's budget has no room for.
-    fn refuse(&self, want: &Want, refused: Refused, facts: &SharedLlmFacts) -> Rescue {
-        let budget = want.budgeting.budget;
-        let label = &want.budgeting.label;
-        self.metrics.budget_refused(
-            want.budgeting.series.unwrap_or(usize::MAX),
-            refused.bound.name(),
-        );
-        let want = want.amount;
+    fn refuse(
+        &self,
+        budgeting: &Budgeting,
+        want: Amount,
+        refused: Refused,
+        facts: &SharedLlmFacts,
+    ) -> Rescue {
+        let budget = budgeting.budget;
+        let label = &budgeting.label;
+        self.metrics
+            .budget_refused(budgeting.series.unwrap_or(usize::MAX), refused.bound.name());
         facts.locked().outcome = Some("over_budget");
         let limit = refused.bound.limit(&budget).unwrap_or(0);
         let (limit, asked) = if refused.bound.is_spend() {
@@ -480,12 +546,12 @@ impl Account {
         let (charged, settled) = charge(f, status, estimate, price);
         let reserved = held.as_ref().map(|h| h.holder.amount());
         if let Some(h) = held {
-            h.holder.settle(charged);
+            h.settle(charged);
         }
         let outcome = outcome(f, status);
         let payer = self.payer.locked().clone();
         let key = match &payer {
-            Some(Payer::Key(k, _)) => Some(k.clone()),
+            Some(Payer::Key(k, _, _)) => Some(k.clone()),
             _ => None,
         };
         self.metrics.client_usage(
@@ -599,7 +665,7 @@ impl Drop for Account {
     fn drop(&mut self) {
         if let Some(h) = self.held.get_mut().ok().and_then(Option::take) {
             let amount = h.holder.amount();
-            h.holder.settle(amount);
+            h.settle(amount);
         }
     }
 }

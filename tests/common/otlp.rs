@@ -242,6 +242,16 @@ pub fn attr(span: &Span, key: &str) -> Option<String> {
         Value::IntValue(n) => n.to_string(),
         Value::DoubleValue(n) => n.to_string(),
         Value::BoolValue(b) => b.to_string(),
+        // A list of texts, as `a,b`.
+        Value::ArrayValue(list) => list
+            .values
+            .iter()
+            .filter_map(|v| match v.value.as_ref()? {
+                Value::StringValue(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join(","),
         other => format!("{other:?}"),
     })
 }

@@ -340,18 +340,25 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
         event::MESSAGE_STOP => EventClass::Done,
         _ => EventClass::Content,
     };
-    let usage = if data.contains("usage") {
-        serde_json::from_str::<Value>(data).ok().and_then(|v| {
-            let u = match kind {
-                event::MESSAGE_START => &v["message"]["usage"],
-                _ => &v["usage"],
-            };
-            usage(u)
-        })
+    // Usage rides on message_start and message_delta, the stop reason on
+    // message_delta: only those are parsed.
+    let v = if data.contains("usage") || data.contains("stop_reason") {
+        serde_json::from_str::<Value>(data).ok()
     } else {
         None
     };
-    Observed { class, usage }
+    let Some(v) = v else {
+        return Observed::of(class, None);
+    };
+    let u = match kind {
+        event::MESSAGE_START => &v["message"]["usage"],
+        _ => &v["usage"],
+    };
+    Observed {
+        class,
+        usage: usage(u),
+        finish: v["delta"]["stop_reason"].as_str().map(super::Finish::of),
+    }
 }
 
 /// A Messages `usage` object: the counts weir reads and writes (others,

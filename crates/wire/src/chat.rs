@@ -50,22 +50,13 @@ pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
 
 pub(super) fn observe(data: &str) -> Observed {
     if data.trim() == DONE {
-        return Observed {
-            class: EventClass::Done,
-            usage: None,
-        };
+        return Observed::of(EventClass::Done, None);
     }
     let Ok(v) = serde_json::from_str::<Value>(data) else {
-        return Observed {
-            class: EventClass::Content,
-            usage: None,
-        };
+        return Observed::of(EventClass::Content, None);
     };
     if v.get("error").is_some() {
-        return Observed {
-            class: EventClass::Error,
-            usage: None,
-        };
+        return Observed::of(EventClass::Error, None);
     }
     let choice = &v["choices"][0];
     let delta = &choice["delta"];
@@ -86,6 +77,7 @@ pub(super) fn observe(data: &str) -> Observed {
             EventClass::Preamble
         },
         usage: usage(&v["usage"]),
+        finish: choice["finish_reason"].as_str().map(super::Finish::of),
     }
 }
 

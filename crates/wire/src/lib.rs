@@ -439,21 +439,54 @@ impl Api {
         }
     }
 
-    /// The usage a whole (non-streamed) answer of this API reports.
-    pub fn answer_usage(self, body: &[u8]) -> Option<Usage> {
-        /// Only `usage` is built; the rest of the answer is skipped
-        /// unparsed (a `Value` of a whole answer cost more than the rest of
-        /// the request's handling by weir).
+    /// The usage a whole (non-streamed) answer of this API reports, and
+    /// why it ended.
+    pub fn answer_facts(self, body: &[u8]) -> (Option<Usage>, Option<Finish>) {
+        /// Only `usage` and the end's fields are built; the rest of the
+        /// answer is skipped unparsed (a `Value` of a whole answer cost
+        /// more than the rest of the request's handling by weir).
         #[derive(serde::Deserialize)]
         struct Whole {
             #[serde(default)]
             usage: serde_json::Value,
+            /// Messages.
+            #[serde(default)]
+            stop_reason: Option<String>,
+            /// Responses.
+            #[serde(default)]
+            status: Option<String>,
+            #[serde(default)]
+            incomplete_details: serde_json::Value,
+            /// Chat Completions.
+            #[serde(default)]
+            choices: Vec<Choice>,
         }
-        let usage = serde_json::from_slice::<Whole>(body).ok()?.usage;
+        #[derive(serde::Deserialize)]
+        struct Choice {
+            #[serde(default)]
+            finish_reason: Option<String>,
+        }
+        let Ok(whole) = serde_json::from_slice::<Whole>(body) else {
+            return (None, None);
+        };
+        let u = &whole.usage;
         match self {
-            Api::Messages => anthropic::usage(&usage),
-            Api::Responses => responses::usage(&usage),
-            Api::Chat => chat::usage(&usage),
+            Api::Messages => (
+                anthropic::usage(u),
+                whole.stop_reason.as_deref().map(Finish::of),
+            ),
+            Api::Responses => (
+                responses::usage(u),
+                responses::finish(whole.status.as_deref(), &whole.incomplete_details),
+            ),
+            Api::Chat => (
+                chat::usage(u),
+                whole
+                    .choices
+                    .first()
+                    .and_then(|c| c.finish_reason.as_deref())
+                    .map(Finish::of),
+            ),
         }
     }
 
@@ -508,6 +541,60 @@ pub struct Usage {
 pub struct Observed {
     pub class: EventClass,
     pub usage: Option<Usage>,
+    /// Why the answer ended, on the event that says it.
+    pub finish: Option<Finish>,
+}
+
+impl Observed {
+    fn of(class: EventClass, usage: Option<Usage>) -> Observed {
+        Observed {
+            class,
+            usage,
+            finish: None,
+        }
+    }
+}
+
+/// Why an answer ended, as its API says it (`end_turn`, `tool_use`,
+/// `stop`, `tool_calls`, `max_output_tokens`…): one of the values the
+/// APIs document, else `other` (an upstream's text is never kept as is:
+/// it becomes a label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finish(&'static str);
+
+impl Finish {
+    const KNOWN: &'static [&'static str] = &[
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+        "stop",
+        "length",
+        "tool_calls",
+        "content_filter",
+        "function_call",
+        "completed",
+        "max_output_tokens",
+        "incomplete",
+        "failed",
+    ];
+
+    pub fn of(said: &str) -> Finish {
+        Finish(
+            Self::KNOWN
+                .iter()
+                .find(|k| **k == said)
+                .copied()
+                .unwrap_or("other"),
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
 }
 
 /// Reads one stream's events as they pass, keeping what its API needs to
@@ -523,10 +610,7 @@ impl Watch {
     /// field, `data` its joined data).
     pub fn observe(&mut self, name: Option<&str>, data: &str) -> Observed {
         if name.is_none() && data.is_empty() {
-            return Observed {
-                class: EventClass::KeepAlive,
-                usage: None,
-            };
+            return Observed::of(EventClass::KeepAlive, None);
         }
         match self.api {
             Api::Messages => anthropic::observe(name, data),
@@ -683,6 +767,59 @@ mod tests {
         );
         assert_eq!(class(c, None, r#"{"error":{"message":"x"}}"#), Error);
         assert_eq!(class(c, None, "[DONE]"), Done);
+    }
+
+    #[test]
+    fn why_an_answer_ended_is_read_from_each_api_streamed_or_whole() {
+        let finish = |api: Api, name: Option<&str>, data: &str| {
+            api.watch().observe(name, data).finish.map(Finish::as_str)
+        };
+        let delta = r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":40}}"#;
+        assert_eq!(
+            finish(Api::Messages, Some("message_delta"), delta),
+            Some("tool_use")
+        );
+        let text = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"stop_reason"}}"#;
+        assert_eq!(
+            finish(Api::Messages, Some("content_block_delta"), text),
+            None
+        );
+        let chunk = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#;
+        assert_eq!(finish(Api::Chat, None, chunk), Some("tool_calls"));
+        let done = r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":1,"output_tokens":2}}}"#;
+        assert_eq!(
+            finish(Api::Responses, Some("response.incomplete"), done),
+            Some("max_output_tokens")
+        );
+        // An upstream's own words become a label, never kept as sent.
+        let odd = r#"{"type":"message_delta","delta":{"stop_reason":"a novel reason"},"usage":{}}"#;
+        assert_eq!(
+            finish(Api::Messages, Some("message_delta"), odd),
+            Some("other")
+        );
+        let whole = |api: Api, body: &str| api.answer_facts(body.as_bytes()).1.map(Finish::as_str);
+        assert_eq!(
+            whole(
+                Api::Messages,
+                r#"{"content":[],"stop_reason":"max_tokens","usage":{"input_tokens":1,"output_tokens":2}}"#
+            ),
+            Some("max_tokens")
+        );
+        assert_eq!(
+            whole(
+                Api::Chat,
+                r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{}}"#
+            ),
+            Some("stop")
+        );
+        assert_eq!(
+            whole(
+                Api::Responses,
+                r#"{"status":"completed","output":[],"usage":{}}"#
+            ),
+            Some("completed")
+        );
+        assert_eq!(whole(Api::Messages, "not json"), None);
     }
 
     #[test]

@@ -126,7 +126,27 @@ pub(super) fn observe(name: Option<&str>, data: &str) -> Observed {
         _ => EventClass::Content,
     };
     let usage = parsed.as_ref().and_then(|v| usage(&v["response"]["usage"]));
-    Observed { class, usage }
+    let finish = match (class, &parsed) {
+        (EventClass::Done, Some(v)) => finish(
+            v["response"]["status"].as_str(),
+            &v["response"]["incomplete_details"],
+        ),
+        _ => None,
+    };
+    Observed {
+        class,
+        usage,
+        finish,
+    }
+}
+
+/// Why a response ended: `incomplete`'s reason (`max_output_tokens`,
+/// `content_filter`), else its status.
+pub(super) fn finish(status: Option<&str>, incomplete: &Value) -> Option<super::Finish> {
+    incomplete["reason"]
+        .as_str()
+        .or(status)
+        .map(super::Finish::of)
 }
 
 /// `sequence_number` of an event, read without a full parse.

@@ -158,16 +158,7 @@ fn realm_byte(b: u8) -> bool {
 
 /// A file's bytes, if it is at most [`MAX_FILE`].
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    if bytes.len() as u64 > MAX_FILE {
-        return Err(format!("is larger than {}", reader::size_text(MAX_FILE)));
-    }
-    Ok(bytes)
+    super::read_bounded(path, MAX_FILE)
 }
 
 /// An htpasswd file's users, or every line's problem (line numbers from

@@ -272,6 +272,17 @@ tokens_per_month = 4000
 spend_per_month = 4.0
 warn_at = 90
 max_concurrent = 2
+
+[[teams]]
+name = "platform"
+tokens_per_minute = 1000
+tokens_per_day = 10000
+spend_per_day = 5.0
+tokens_per_week = 50000
+spend_per_week = 20.0
+tokens_per_month = 200000
+spend_per_month = 50.0
+warn_at = 80
 "#;
 
 /// The keys documented per table: the first cell of each row of a key

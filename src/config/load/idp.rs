@@ -1,5 +1,5 @@
 //! `[idp]`: the issuer whose tokens identify people, and the policies of
-//! its groups (`[[idp.teams]]`). Only data and validation: fetching the
+//! its groups (`[[idp.teams]]`); `[[teams]]`: budgets a team shares. Only data and validation: fetching the
 //! keys and checking tokens is `crate::idp`'s.
 
 use super::keys::idp::*;
@@ -80,24 +80,18 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
         let max_concurrent = team
             .uint_in("max_concurrent", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0);
-        let Some(name) = name else {
-            team.problem(
-                "name",
-                "missing",
-                Some("add `name = \"platform\"`: the group as the token names it".into()),
-            );
+        let Some(name) = team_name(
+            &team,
+            name,
+            |n| out.iter().any(|o| o.name == n),
+            [
+                "the group as the token names it",
+                "give each group one policy",
+            ],
+        ) else {
             ok = false;
             continue;
         };
-        if out.iter().any(|o| o.name == name.value) {
-            name.problem(
-                team.doc(),
-                format!("team `{}` is listed twice", name.value),
-                Some("give each group one policy".into()),
-            );
-            ok = false;
-            continue;
-        }
         let Some(models) = models else {
             ok = false;
             continue;
@@ -107,6 +101,70 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
             models,
             budget,
             max_concurrent: usize::try_from(max_concurrent).unwrap_or(usize::MAX),
+        });
+    }
+    ok.then_some(out)
+}
+
+/// A team table's `name`, present and not listed before (`listed`);
+/// else its problem, with `[what the name is, how to list it once]`.
+fn team_name(
+    team: &Section<'_, '_>,
+    name: Option<At<String>>,
+    listed: impl Fn(&str) -> bool,
+    [meaning, once]: [&str; 2],
+) -> Option<At<String>> {
+    let Some(name) = name else {
+        team.problem(
+            "name",
+            "missing",
+            Some(format!("add `name = \"platform\"`: {meaning}")),
+        );
+        return None;
+    };
+    if listed(&name.value) {
+        name.problem(
+            team.doc(),
+            format!("team `{}` is listed twice", name.value),
+            Some(once.into()),
+        );
+        return None;
+    }
+    Some(name)
+}
+
+/// `[[teams]]`: the budget each team shares, by the team's name (a key's
+/// `team`, or the IdP policy a person is under).
+pub(super) fn team_budgets(top: &Section<'_, '_>) -> Option<Vec<TeamBudget>> {
+    let mut ok = true;
+    let mut out: Vec<TeamBudget> = Vec::new();
+    for team in top.tables("teams") {
+        let name = team.string("name");
+        let budget = super::usage::budget(super::usage::budget_keys(&team), Budget::default());
+        let Some(name) = team_name(
+            &team,
+            name,
+            |n| out.iter().any(|o| o.name == n),
+            [
+                "the team as keys and the IdP name it",
+                "give each team one budget",
+            ],
+        ) else {
+            ok = false;
+            continue;
+        };
+        if budget.is_unbounded() {
+            name.problem(
+                team.doc(),
+                format!("team `{}` has no budget", name.value),
+                Some("add a bound such as `spend_per_month = 500.0`, or remove the table".into()),
+            );
+            ok = false;
+            continue;
+        }
+        out.push(TeamBudget {
+            name: name.value,
+            budget,
         });
     }
     ok.then_some(out)

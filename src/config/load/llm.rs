@@ -115,7 +115,7 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
         None => Vec::new(),
     };
     let client_tokens = super::usage::client_tokens(t);
-    let prices = super::usage::prices(t);
+    let prices = super::prices::prices(t);
     let default_max_tokens = t
         .uint_in("default_max_tokens", 1 << 30)
         .unwrap_or(defaults::LLM_DEFAULT_MAX_TOKENS);

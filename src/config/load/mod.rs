@@ -22,6 +22,7 @@ mod group;
 mod idp;
 mod listeners;
 mod llm;
+mod prices;
 mod process;
 mod rate;
 mod routes;
@@ -87,6 +88,7 @@ fn read(
     let cluster = cluster::cluster(&top);
     let database = database::database(&top);
     let idp = idp::idp(&top);
+    let teams = idp::team_budgets(&top);
     let routes = routes::routes(&top, cluster.is_some(), server.error_pages.as_ref());
     let listeners = listeners::listeners(&top, admin.as_ref(), &routes);
     let upstream = process::upstream(&top);
@@ -131,6 +133,13 @@ fn read(
             );
         }
     }
+    if top.raw_present("teams") && !top.raw_present("database") && !top.raw_present("idp") {
+        top.problem(
+            "teams",
+            "team budgets apply to runtime keys and the IdP's people, and there is neither a `[database]` nor an `[idp]`",
+            Some("add `[database]` (keys with `--team`) or `[idp]`, or remove the `[[teams]]` tables".into()),
+        );
+    }
     let traces = traces::traces(&top);
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
@@ -149,9 +158,25 @@ fn read(
         cluster,
         database,
         idp,
+        teams: teams?,
         traces,
         warnings: doc.warnings(),
     })
+}
+
+/// A file's bytes, if it is at most `max`; else what is wrong, as a
+/// sentence's end (`cannot be read: …`, `is larger than 1 MiB`).
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("is larger than {}", reader::size_text(max)));
+    }
+    Ok(bytes)
 }
 
 /// A timer of a table not declared yet: more than zero, at most a day.

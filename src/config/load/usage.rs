@@ -10,7 +10,7 @@ use super::*;
 const MAX_TOKENS: u64 = 1 << 50;
 /// The largest spend budget and the largest price per million tokens, in
 /// currency units.
-const MAX_MONEY: f64 = 1_000_000.0;
+pub(super) const MAX_MONEY: f64 = 1_000_000.0;
 
 /// A budget's keys in `t` (a route, a `[[route.clients]]` entry, a
 /// team), in [`BUDGET_KEYS`]' order; a key set to 0 means no bound, and
@@ -47,7 +47,7 @@ fn money(n: f64) -> u64 {
 
 /// A price per million tokens as weir's integer unit per token (10⁻¹²
 /// of the currency): `3.0` per million is 3,000,000 per token.
-fn per_token(n: f64) -> u64 {
+pub(super) fn per_token(n: f64) -> u64 {
     (n * 1e6).round() as u64
 }
 
@@ -258,67 +258,6 @@ pub(crate) fn fingerprint(token: &Secret, key: Option<&Secret>) -> String {
     let head = tag.as_ref().get(..6).unwrap_or(tag.as_ref());
     let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
     format!("token-{hex}")
-}
-
-/// `[[route.prices]]`: per model id (as sent upstream; `"*"` for any
-/// other), per million tokens.
-pub(super) fn prices(t: &Section<'_, '_>) -> Option<Vec<(String, Price)>> {
-    let mut out: Vec<(String, Price)> = Vec::new();
-    let mut ok = true;
-    for p in t.tables("prices") {
-        let model = p.string("model");
-        let price = |key| p.number(key, MAX_MONEY).map(per_token);
-        let (input, output, cache_read, cache_write) = (
-            price("input"),
-            price("output"),
-            price("cache_read"),
-            price("cache_write"),
-        );
-        let Some(model) = model else {
-            p.problem(
-                "model",
-                "missing",
-                Some(
-                    "add `model = \"claude-sonnet-4-5\"`, or `\"*\"` for every other model".into(),
-                ),
-            );
-            ok = false;
-            continue;
-        };
-        if out.iter().any(|(m, _)| *m == model.value) {
-            model.problem(
-                p.doc(),
-                format!("model `{}` is priced twice", model.value),
-                Some("keep one `[[route.prices]]` entry per model".into()),
-            );
-            ok = false;
-            continue;
-        }
-        let (Some(input), Some(output)) = (input, output) else {
-            for (key, v) in [("input", input), ("output", output)] {
-                if v.is_none() && !p.raw_present(key) {
-                    p.problem(
-                        key,
-                        "missing",
-                        Some(format!("add `{key} = 3.0` (per million tokens)")),
-                    );
-                }
-            }
-            ok = false;
-            continue;
-        };
-        // A provider without prompt caching bills cached tokens as input.
-        out.push((
-            model.value,
-            Price {
-                input,
-                output,
-                cache_read: cache_read.unwrap_or(input),
-                cache_write: cache_write.unwrap_or(input),
-            },
-        ));
-    }
-    ok.then_some(out)
 }
 
 #[cfg(test)]

@@ -510,7 +510,7 @@ impl Failover<'_, '_> {
         if status.is_success() {
             tally.first_content();
         } else if translation.is_none() && !api.has_own_errors() {
-            tally.answered(None, outcome);
+            tally.answered((None, None), outcome);
             return Verdict::Relay(relay_verbatim(resp, served_by));
         }
         let declared = weir_wire::fields::content_length(resp.headers());
@@ -520,11 +520,11 @@ impl Failover<'_, '_> {
         let held = match read_whole(body, declared, &self.llm.budget, translated, idle).await {
             Ok(Answer::Whole(held)) => held,
             Ok(Answer::Streaming { head, rest }) => {
-                tally.answered(None, outcome);
+                tally.answered((None, None), outcome);
                 return Verdict::Relay(relay_streaming(parts, head, rest, served_by));
             }
             Err(e) => {
-                tally.answered(None, outcome);
+                tally.answered((None, None), outcome);
                 return Verdict::Fail(e);
             }
         };
@@ -539,10 +539,10 @@ impl Failover<'_, '_> {
         }
         let answer_api = (self.endpoint.api())
             .map(|a| translation.as_ref().map_or(a, |t| t.pair.upstream_api()));
-        let usage = answer_api
+        let said = answer_api
             .filter(|_| status.is_success())
-            .and_then(|a| a.answer_usage(&bytes));
-        tally.answered(usage, outcome);
+            .map_or((None, None), |a| a.answer_facts(&bytes));
+        tally.answered(said, outcome);
         let relayed = match translation {
             None => Ok(relay_whole(parts, bytes, served_by)),
             Some(t) => translate_whole(t, parts, bytes, self.request, served_by),

@@ -100,6 +100,11 @@ pub(crate) struct Opening {
     pub(crate) limits: TunnelLimits,
     /// Its place under the per-address tunnel cap (`None`: at the cap).
     pub(crate) cap: Option<CapTicket>,
+    /// With `[telemetry.traces]`: each turn is traced as a request is,
+    /// from the upgrade's head (its `traceparent`, the agents' hints).
+    pub(crate) tracer: Option<Arc<crate::telemetry::trace::Tracer>>,
+    /// Whether the connection is over TLS (`url.scheme` of the spans).
+    pub(crate) tls: bool,
 }
 
 /// What the turns of one connection share: the opening, the client's

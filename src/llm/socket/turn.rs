@@ -292,7 +292,10 @@ async fn exchange(bridge: &Bridge, socket: &mut Socket, body: Bytes) -> Result<A
         admission: None,
         kind: Some(std::sync::Arc::new(crate::llm::LlmRecord(facts.clone()))),
         request_id: None,
-        trace: None,
+        trace: open
+            .tracer
+            .as_ref()
+            .and_then(|tracer| begin_trace(tracer, bridge)),
     };
     let shape = ErrorShape::Llm(open.llm.settings.protocol);
     let resp = match pipeline(bridge, &facts, &mut record, body).await {
@@ -313,6 +316,22 @@ async fn exchange(bridge: &Bridge, socket: &mut Socket, body: Bytes) -> Result<A
         let resp = Response::from_parts(parts, body);
         super::relay::error_answer(socket, resp).await
     }
+}
+
+/// A turn's trace, as an HTTP request's (`POST` of the API path) made
+/// from the upgrade's head, marked as a WebSocket turn.
+fn begin_trace(
+    tracer: &std::sync::Arc<crate::telemetry::trace::Tracer>,
+    bridge: &Bridge,
+) -> Option<Box<crate::telemetry::trace::Trace>> {
+    let mut head = http::Request::from_parts(bridge.head.clone(), ());
+    *head.method_mut() = http::Method::POST;
+    let trace = crate::telemetry::trace::http::begin(tracer, &head, bridge.peer, bridge.open.tls)?;
+    trace.server(|s| {
+        crate::telemetry::trace::http::routed(s, &bridge.open.route_name);
+        s.set("weir.llm.transport", "websocket");
+    });
+    Some(trace)
 }
 
 /// The pipeline's entry for one turn: the route's body limit, admission
@@ -356,7 +375,7 @@ async fn pipeline(
         rate: open.rate.as_ref(),
         peer: bridge.peer,
         host: &open.host,
-        trace: None,
+        trace: record.trace.as_deref(),
     };
     let account = usage::Account::open(
         &open.route_name,

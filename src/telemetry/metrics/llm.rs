@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::{
     HistogramFamily, Lazy, Metrics, RouteName, cached, combinations, latency_histogram, place,
+    token_histogram,
 };
 
 /// LLM routes' own figures. `model` is the configured model entry (or
@@ -103,6 +104,9 @@ pub(super) struct LlmFamilies {
     failovers: Family<LlmFailoverLabels, Counter>,
     first_token: HistogramFamily<LlmModelLabels>,
     tokens: Family<LlmTokenLabels, Counter>,
+    /// Each request's input and output tokens (OpenTelemetry's
+    /// `gen_ai.client.token.usage`).
+    request_tokens: HistogramFamily<LlmTokenLabels>,
     cooldown_until: Family<LlmUpstreamLabels, Gauge>,
     websocket_upgrades: Family<RouteOutcomeLabels, Counter>,
     websocket_responses: Family<RouteOutcomeLabels, Counter>,
@@ -119,6 +123,7 @@ impl LlmFamilies {
             failovers: Family::default(),
             first_token: Family::new_with_constructor(latency_histogram),
             tokens: Family::default(),
+            request_tokens: Family::new_with_constructor(token_histogram),
             cooldown_until: Family::default(),
             websocket_upgrades: Family::default(),
             websocket_responses: Family::default(),
@@ -152,6 +157,11 @@ impl LlmFamilies {
             "llm_tokens",
             "Tokens reported by upstreams, by kind (input, output, cache_read, cache_write)",
             m.tokens.clone(),
+        );
+        registry.register(
+            "llm_request_tokens",
+            "Each request's tokens as its upstream reported them, by kind (input: all of it, cached included; output), OpenTelemetry's gen_ai.client.token.usage",
+            m.request_tokens.clone(),
         );
         registry.register(
             "llm_client_requests",
@@ -234,6 +244,8 @@ pub(crate) struct LlmRouteMetrics {
     first_token: Lazy<Histogram>,
     /// By model and kind.
     tokens: Lazy<Counter>,
+    /// By model and kind (input, output).
+    request_tokens: Lazy<Histogram>,
     /// By model, upstream and outcome.
     requests: Lazy<Counter>,
     /// By client, model and upstream.
@@ -334,6 +346,26 @@ impl LlmRouteMetrics {
             };
             let at = place(&[(model, self.models.len()), (k, TOKEN_KINDS.len())]);
             self.tokens.get(at, resolve).inc_by(n);
+        }
+    }
+
+    /// One request's input (cached included) and output tokens, when its
+    /// upstream reported usage.
+    pub(crate) fn request_tokens(&self, model: usize, input: u64, output: u64) {
+        for (k, (kind, n)) in [("input", input), ("output", output)]
+            .into_iter()
+            .enumerate()
+        {
+            let resolve = || {
+                let labels = LlmTokenLabels {
+                    route: self.route.clone(),
+                    model: self.name(&self.models, model),
+                    kind,
+                };
+                self.families.request_tokens.get_or_create(&labels).clone()
+            };
+            let at = place(&[(model, self.models.len()), (k, 2)]);
+            self.request_tokens.get(at, resolve).observe(n as f64);
         }
     }
 
@@ -445,6 +477,7 @@ impl Metrics {
             route: RouteName(route.clone()),
             first_token: Lazy::new(Some(m)),
             tokens: Lazy::new(combinations(&[m, TOKEN_KINDS.len()])),
+            request_tokens: Lazy::new(combinations(&[m, 2])),
             requests: Lazy::new(combinations(&[m, u, OUTCOMES.len()])),
             by_client: Lazy::new(combinations(&[c, m, u])),
             models,

@@ -104,6 +104,12 @@ fn combinations(counts: &[usize]) -> Option<usize> {
     counts.iter().try_fold(1usize, |all, &n| all.checked_mul(n))
 }
 
+/// Tokens of one request: OpenTelemetry's advised buckets for
+/// `gen_ai.client.token.usage`, 1 to 4^13 by fours.
+fn token_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 4.0, 14))
+}
+
 fn latency_histogram() -> Histogram {
     // 1 ms .. ~65 s
     Histogram::new(exponential_buckets(0.001, 2.0, 17))

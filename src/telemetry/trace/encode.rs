@@ -1,7 +1,9 @@
 //! weir's spans as OTLP's protobuf messages (`opentelemetry-proto`).
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::{
+    AnyValue, ArrayValue, InstrumentationScope, KeyValue, any_value,
+};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{self as otlp, ResourceSpans, ScopeSpans};
 
@@ -91,6 +93,9 @@ fn any(value: Value) -> AnyValue {
         Value::Int(n) => any_value::Value::IntValue(n),
         Value::Float(n) => any_value::Value::DoubleValue(n),
         Value::Bool(b) => any_value::Value::BoolValue(b),
+        Value::StrList(list) => any_value::Value::ArrayValue(ArrayValue {
+            values: list.into_iter().map(|s| any(Value::Str(s))).collect(),
+        }),
     };
     AnyValue { value: Some(value) }
 }

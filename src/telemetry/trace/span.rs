@@ -10,6 +10,8 @@ pub(crate) enum Value {
     Int(i64),
     Float(f64),
     Bool(bool),
+    /// A list of texts (`gen_ai.response.finish_reasons`).
+    StrList(Vec<String>),
 }
 
 impl From<&str> for Value {
