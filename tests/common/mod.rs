@@ -15,6 +15,7 @@
 #![allow(unreachable_pub)]
 
 pub mod agents;
+pub mod browser;
 pub mod dns;
 pub mod fleet;
 pub mod h2raw;
