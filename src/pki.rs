@@ -142,6 +142,13 @@ pub(crate) fn self_signed(
     Ok((certified, names, pem))
 }
 
+/// A certificate's notAfter in Unix seconds (`None`: not a certificate
+/// this parser reads), for the dashboard.
+pub(crate) fn not_after_unix(der: &[u8]) -> Option<i64> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(cert.tbs_certificate.validity.not_after.timestamp())
+}
+
 /// Read a PEM file of CA certificates.
 pub(crate) fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
     read_chain(path)

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::agents::{self, Agent};
+use common::agents::{self, Agent, Run};
 use common::provider::vertex::{GoogleAuth, Vertex};
 use common::provider::{Failure, Options, Provider, ProviderApi, Script, Verdict};
 
@@ -129,6 +129,81 @@ async fn claude_code_to_bedrock() {
         "{:?}",
         up.journal().iter().map(|e| &e.path).collect::<Vec<_>>()
     );
+    let answer = run.answer(Agent::ClaudeCode);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+}
+
+/// Claude Code in Bedrock mode (`CLAUDE_CODE_USE_BEDROCK=1`, weir as
+/// `ANTHROPIC_BEDROCK_BASE_URL`, no SigV4, weir's client token as
+/// `AWS_BEARER_TOKEN_BEDROCK`) on a `kind = "bedrock"` route, over `up`
+/// serving the inference profile it asks for as `as_model`.
+async fn claude_code_in_bedrock_mode(up: &Provider, keys: String, as_model: &str) -> Option<Run> {
+    const PROFILE: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+    let bin = agents::find(Agent::ClaudeCode)?;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("tokens"), "tok-bedrock-mode\n").expect("tokens");
+    std::fs::write(dir.path().join("up-key"), "sk-ant-upstream\n").expect("key");
+    let extra = format!(
+        "client_tokens_file = \"{}/tokens\"\n[[route.models]]\nname = \"{PROFILE}\"\nupstreams = [\"up:{as_model}\"]\n",
+        dir.path().display()
+    );
+    let keys = keys.replace("{dir}", &dir.path().display().to_string());
+    let config = common::llm::llm_config_with("bedrock", &[("up", up.base_url(), keys)], &extra)
+        .replacen("[log]\n", "[log]\nformat = \"json\"\n", 1);
+    let mut weir = common::process::Proc::run(&common::process::write_config(&dir, &config));
+    let addr = weir.listening("web");
+    let run = agents::run_claude_on_bedrock(&bin, addr, PROMPT, "tok-bedrock-mode", PROFILE).await;
+    agents::dump(&[up]);
+    Some(run)
+}
+
+/// Claude Code in Bedrock mode through weir to an Anthropic upstream: the
+/// InvokeModel calls made Messages requests, the stream back in
+/// event-stream frames, a whole tool round trip.
+#[tokio::test]
+async fn claude_code_in_bedrock_mode_to_anthropic() {
+    let (command, output) = round_trip();
+    let up = emulator(ProviderApi::Anthropic, &command).await;
+    let keys = "api_key_file = \"{dir}/up-key\"\n".to_string();
+    let Some(run) = claude_code_in_bedrock_mode(&up, keys, "claude-sonnet-4-5").await else {
+        return;
+    };
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "the upstream never saw {output}");
+    assert!(up.journal().iter().all(|e| e.path == "/v1/messages"));
+    let answer = run.answer(Agent::ClaudeCode);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+}
+
+/// Claude Code in Bedrock mode through weir to Bedrock (the stand-in
+/// checking weir's SigV4 on each request): the event stream relayed.
+#[tokio::test]
+async fn claude_code_in_bedrock_mode_to_bedrock() {
+    use common::provider::bedrock::Bedrock;
+    const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+    let (command, output) = round_trip();
+    let account = Bedrock::new("us-east-1", "AKIDAGENTS", "agents-secret", &[MODEL]);
+    let options = Options::default()
+        .bedrock(account)
+        .script(Script::RoundTrip { command });
+    let up = Provider::spawn(ProviderApi::Anthropic, options).await;
+    let creds = tempfile::NamedTempFile::new().expect("credentials");
+    std::fs::write(
+        creds.path(),
+        "[default]\naws_access_key_id = AKIDAGENTS\naws_secret_access_key = agents-secret\n",
+    )
+    .expect("credentials");
+    let keys = format!(
+        "protocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials_file = \"{}\"\n",
+        creds.path().display()
+    );
+    let Some(run) = claude_code_in_bedrock_mode(&up, keys, MODEL).await else {
+        return;
+    };
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "Bedrock never saw {output}");
     let answer = run.answer(Agent::ClaudeCode);
     assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
 }

@@ -517,46 +517,10 @@ async fn an_exception_frame_after_content_is_the_clients_in_band_error() {
     assert_eq!(last["error"]["message"], "scripted exception", "{last}");
 }
 
-/// botocore, the AWS SDK for Python's core, pinned: the reference signer.
-const BOTOCORE: &str = "botocore==1.43.11";
-
-/// A python with botocore: the SDK tests' virtual environment (made by
-/// `.ci/run`, or here on first use), botocore installed into it when
-/// missing.
-fn botocore_python() -> std::path::PathBuf {
-    let venv = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-venv");
-    let python = venv.join("bin/python");
-    let ready = || {
-        std::process::Command::new(&python)
-            .args(["-c", "import botocore"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !ready() {
-        if !python.exists() {
-            let made = std::process::Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .expect("python3 is needed for the SigV4 reference");
-            assert!(made.success(), "python3 -m venv failed");
-        }
-        // `python -m pip`: the venv's `pip` script names the python it was
-        // made with, which a copied target directory no longer has.
-        let pip = std::process::Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", BOTOCORE])
-            .status()
-            .expect("pip");
-        assert!(pip.success(), "installing {BOTOCORE} from PyPI failed");
-        assert!(ready(), "botocore does not import after installing");
-    }
-    python
-}
-
 /// The headers botocore's SigV4 signer adds to a POST of `body` to `url`.
 fn botocore_signed(url: &str, body: &str, secret: &str) -> Vec<(String, String)> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/sigv4.py");
-    let out = std::process::Command::new(botocore_python())
+    let out = std::process::Command::new(common::sdk::botocore_python())
         .args([script, url, body, KEY_ID, secret, "us-west-2"])
         .output()
         .expect("run the reference signer");
@@ -603,12 +567,33 @@ fn weir_with_web_identity(
     sts: &Sts,
     token: &str,
 ) -> (Proc, String, tempfile::TempDir) {
+    weir_with_web_identity_then(br, None, sts, token)
+}
+
+/// [`weir_with_web_identity`], then `next` (an Anthropic upstream, weir's
+/// key `sk-ant-weir`) when given; `x-weir-upstream` names who served.
+fn weir_with_web_identity_then(
+    br: &Provider,
+    next: Option<&Provider>,
+    sts: &Sts,
+    token: &str,
+) -> (Proc, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{token}\n")).expect("token");
     let keys = "protocol = \"bedrock\"\nregion = \"us-west-2\"\n".to_string();
-    let models = format!("[[route.models]]\nname = \"claude\"\nupstreams = [\"br:{MODEL}\"]\n");
-    let config = llm_config_with("anthropic", &[("br", br.base_url(), keys)], &models).replacen(
+    let mut ups = vec![("br", br.base_url(), keys)];
+    let mut order = format!("\"br:{MODEL}\"");
+    if let Some(next) = next {
+        std::fs::write(dir.path().join("ant"), "sk-ant-weir\n").expect("key");
+        let keys = format!("api_key_file = \"{}/ant\"\n", dir.path().display());
+        ups.push(("ant", next.base_url(), keys));
+        order.push_str(", \"ant\"");
+    }
+    let models = format!(
+        "served_by_header = true\n[[route.models]]\nname = \"claude\"\nupstreams = [{order}]\n"
+    );
+    let config = llm_config_with("anthropic", &ups, &models).replacen(
         "[log]\n",
         "[log]\nformat = \"json\"\n",
         1,
@@ -700,4 +685,62 @@ async fn a_refused_web_identity_is_a_502_not_a_hang() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     assert!(sts.calls() >= 1);
     assert!(br.journal().is_empty(), "nothing unsigned reached Bedrock");
+}
+
+/// Under steady load, the web identity's refreshes fail from before the
+/// credentials expire until past it (the token file holds a token STS
+/// never issued), then recover: no request hangs or errs — before the
+/// expiry Bedrock serves with the credentials still good, in the gap the
+/// requests go to the next upstream at once, and once STS answers again
+/// Bedrock serves again, no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refreshes_failing_past_expiry_fail_over_then_recover_under_load() {
+    let mut acct = account();
+    acct.session_token = Some("sts-session-token".into());
+    let br = stand_in(acct).await;
+    let ant = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let sts = Sts::spawn(short_grant()).await;
+    let (_weir, url, dir) = weir_with_web_identity_then(&br, Some(&ant), &sts, "eks-issued-token");
+    let token_file = dir.path().join("token");
+    let served_by = |url: String| async move {
+        let started = std::time::Instant::now();
+        let (status, headers, body) =
+            post_json(&url, claude_request(false).to_string(), CLAUDE_HEADERS).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "a request hung"
+        );
+        let name = headers
+            .get("x-weir-upstream")
+            .map(|v| v.as_bytes().to_vec());
+        String::from_utf8(name.unwrap_or_default()).expect("utf8")
+    };
+    assert_eq!(served_by(url.clone()).await, "br");
+    // STS now refuses every refresh: the credentials (8 s, sent for 6 s)
+    // run out while the load goes on.
+    std::fs::write(&token_file, "a-token-sts-never-issued\n").expect("token");
+    let mut seen = std::collections::BTreeSet::new();
+    let gap = std::time::Instant::now() + std::time::Duration::from_secs(9);
+    while std::time::Instant::now() < gap {
+        let load: Vec<_> = (0..4)
+            .map(|_| tokio::spawn(served_by(url.clone())))
+            .collect();
+        for h in load {
+            seen.insert(h.await.expect("request"));
+        }
+    }
+    assert!(seen.contains("br"), "served while still good: {seen:?}");
+    assert!(seen.contains("ant"), "the gap failed over: {seen:?}");
+    let refused = sts.calls();
+    // STS answers again: the next retry (back-off at most 30 s) serves.
+    std::fs::write(&token_file, "eks-issued-token\n").expect("token");
+    let back = eventually_async(std::time::Duration::from_secs(40), || {
+        let served = served_by(url.clone());
+        async move { served.await == "br" }
+    })
+    .await;
+    assert!(back, "Bedrock never served again after STS recovered");
+    assert!(sts.calls() > refused);
+    br.assert_all_accepted();
 }

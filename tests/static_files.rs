@@ -534,16 +534,9 @@ fn the_file_slots_bound_static_work_and_a_client_that_hangs_up_frees_its_slot() 
     assert_eq!(ask(w.addr, "GET", "/notes.txt", "").status, 200);
 }
 
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
 #[test]
 fn a_browser_runs_the_single_page_app_at_a_deep_link() {
-    let found = chromium();
+    let found = common::browser::chromium();
     if !can_run(
         found.is_some(),
         "chromium is not installed",

@@ -176,7 +176,7 @@ async fn rotate(id: &str, database: &Database) -> Response<Payload> {
 /// `GET /admin/usage?group_by=team,model&from=…&to=…`: `from` and `to`
 /// RFC 3339 times or dates (`to` exclusive; by default the last 30
 /// days).
-async fn usage(query: &str, database: &Database) -> Response<Payload> {
+pub(super) async fn usage(query: &str, database: &Database) -> Response<Payload> {
     let report = match report_of(query) {
         Ok(r) => r,
         Err(e) => return problem(StatusCode::BAD_REQUEST, e),

@@ -2,7 +2,9 @@
 //! Prometheus and `/usage` (LLM client tokens against their budgets), open
 //! to whoever can reach the listener (loopback by default); and `/admin/*` behind a bearer token — reload, reopen-logs,
 //! status (rendered here from what the running server reports) and the
-//! effective config — which, without a configured token, answers 404. It
+//! effective config — which, without a configured token, answers 404; and
+//! the dashboard (`/dashboard/`, its JSON under `/admin/dashboard/`, which
+//! a read-only view token may also read). It
 //! has its own socket and
 //! accept loop, outside the request path, so it keeps answering while the
 //! proxy listeners are busy or draining — and reports the drain, so a load
@@ -26,6 +28,7 @@ use tokio::net::TcpListener;
 
 use subtle::ConstantTimeEq;
 
+pub(crate) mod dashboard;
 mod keys;
 
 use crate::admit::auth_failures::AuthFailures;
@@ -63,6 +66,9 @@ pub(crate) trait Reload: Send + Sync {
     /// Each LLM route's client tokens against their budgets (`client`:
     /// only the tokens of that name).
     fn usage(self: Arc<Self>, client: Option<String>) -> UsageView;
+    /// Every upstream group's members as they stand now, for the
+    /// dashboard.
+    fn members(&self) -> Vec<dashboard::RouteMembers>;
 }
 
 /// The running server's state that `/admin/status` reports (with the
@@ -87,15 +93,9 @@ impl Status {
             .routes
             .iter()
             .map(|r| {
-                let kind = match &r.kind {
-                    RouteKind::Proxy { .. } => "proxy",
-                    RouteKind::Llm(l) => l.protocol.name(),
-                    RouteKind::Static(_) => "static",
-                    RouteKind::Redirect(_) => "redirect",
-                };
                 serde_json::json!({
                     "name": r.name,
-                    "kind": kind,
+                    "kind": kind_name(&r.kind),
                     "hosts": r.hosts.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     "path": r.path,
                 })
@@ -123,12 +123,27 @@ impl Status {
     }
 }
 
+/// What a route is, as the status and the dashboard name it.
+fn kind_name(kind: &RouteKind) -> &'static str {
+    match kind {
+        RouteKind::Proxy { .. } => "proxy",
+        RouteKind::Llm(l) => l.protocol.name(),
+        RouteKind::Static(_) => "static",
+        RouteKind::Redirect(_) => "redirect",
+    }
+}
+
 /// State the admin endpoints report on and act through.
 pub(crate) struct AdminState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) draining: AtomicBool,
     /// Bearer token for `/admin/*`; `None` = those endpoints are off (404).
     pub(crate) token: Option<Secret>,
+    /// A read-only token: it may only GET `/admin/dashboard/*`.
+    pub(crate) view_token: Option<Secret>,
+    /// The dashboard's ring of samples, and how often it samples.
+    pub(crate) series: dashboard::Series,
+    pub(crate) dashboard_interval: Duration,
     pub(crate) reload: Arc<dyn Reload>,
     /// Failed authentications, for the once-per-10-s log line.
     pub(crate) auth_failures: AtomicU64,
@@ -157,32 +172,45 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response<Payload> {
     resp
 }
 
-/// Whether the request carries the admin token (constant-time compare).
-fn authorized(req: &Request<Incoming>, token: &Secret) -> bool {
+/// Whether the request carries `token` (constant-time compare).
+fn authorized(req: &Request<Incoming>, token: Option<&Secret>) -> bool {
+    let Some(token) = token else { return false };
     req.headers()
         .get(header::AUTHORIZATION)
         .and_then(weir_wire::fields::bearer)
         .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.0.as_bytes())))
 }
 
+/// What the view token may do: read the dashboard's JSON, nothing else.
+fn view_only(req: &Request<Incoming>) -> bool {
+    (req.method() == Method::GET || req.method() == Method::HEAD)
+        && req.uri().path().starts_with("/admin/dashboard/")
+}
+
 /// `/admin/*`: off without a token; 401 (logged at most once per 10 s,
-/// so failed attempts cannot flood the log) without the right one.
+/// so failed attempts cannot flood the log) without the right one; 403
+/// for the view token anywhere but reading the dashboard.
 async fn admin_api(
     req: Request<Incoming>,
     state: Arc<AdminState>,
     peer: std::net::IpAddr,
 ) -> Response<Payload> {
     let shape = ErrorShape::Json;
-    let Some(token) = &state.token else {
+    if state.token.is_none() && state.view_token.is_none() {
         return error_response(shape, StatusCode::NOT_FOUND);
-    };
+    }
     // A client that keeps failing is refused before its token is looked
     // at: guessing is limited to AUTH_FAILURE_BURST tries, then one a
     // minute.
     if let Some(secs) = state.auth_failures_by_client.refused(peer) {
         return render(shape, StatusCode::TOO_MANY_REQUESTS, None, Some(secs));
     }
-    if !authorized(&req, token) {
+    let full = authorized(&req, state.token.as_ref());
+    if !full && authorized(&req, state.view_token.as_ref()) {
+        if !view_only(&req) {
+            return error_response(shape, StatusCode::FORBIDDEN);
+        }
+    } else if !full {
         // Failures alone spend the client's budget.
         state.auth_failures_by_client.failed(peer);
         static LAST_LOG: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
@@ -198,6 +226,9 @@ async fn admin_api(
         return resp;
     }
     let path = req.uri().path();
+    if path.starts_with("/admin/dashboard/") {
+        return dashboard::api(&req, &state).await;
+    }
     if path == "/admin/keys" || path.starts_with("/admin/keys/") || path == "/admin/usage" {
         return keys::handle(req, state.database.as_ref()).await;
     }
@@ -302,8 +333,16 @@ pub(crate) async fn run(socket: TcpListener, state: Arc<AdminState>) {
     let mut accepts = AcceptLoop::new(socket, SpareFd::new(), "admin");
     let metrics = state.metrics.clone();
     accepts.on_error = Box::new(move |kind| metrics.accept_error(kind));
+    // The dashboard's sampler lives as long as this task, and only when
+    // someone may read what it samples.
+    let dashboard_on = state.token.is_some() || state.view_token.is_some();
+    let sampler = dashboard::sample(state.clone());
+    tokio::pin!(sampler);
     loop {
-        let (stream, peer) = accepts.next().await;
+        let (stream, peer) = tokio::select! {
+            next = accepts.next() => next,
+            () = &mut sampler, if dashboard_on => continue,
+        };
         let state = state.clone();
         let http = http.clone();
         tokio::spawn(async move {
@@ -311,7 +350,11 @@ pub(crate) async fn run(socket: TcpListener, state: Arc<AdminState>) {
                 let state = state.clone();
                 async move {
                     let path = req.uri().path();
-                    let resp = if path.starts_with("/admin/") {
+                    let dashboard = path == "/dashboard" || path.starts_with("/dashboard/");
+                    let resp = if dashboard && (state.token.is_some() || state.view_token.is_some())
+                    {
+                        dashboard::page(&req)
+                    } else if path.starts_with("/admin/") {
                         admin_api(req, state, peer.ip()).await
                     } else if (path == "/usage" || path.starts_with("/usage/"))
                         && (req.method() == Method::GET || req.method() == Method::HEAD)

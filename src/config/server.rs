@@ -225,6 +225,10 @@ pub(crate) struct AdminSettings {
     pub(crate) address: SocketAddr,
     /// Bearer token for `/admin/*`; without one those endpoints answer 404.
     pub(crate) token: Option<Secret>,
+    /// A read-only token: it may only read the dashboard's JSON.
+    pub(crate) view_token: Option<Secret>,
+    /// How often the dashboard samples the metrics.
+    pub(crate) dashboard_interval: Duration,
 }
 
 impl Default for ServerSettings {

@@ -31,6 +31,7 @@ mod facts;
 mod failover;
 mod framed;
 mod google;
+mod invoke;
 mod keyed;
 pub(crate) mod ledger;
 mod local;
@@ -215,7 +216,12 @@ pub(crate) async fn serve(
         return local::models(llm, &request, allowed, &cx).await;
     }
     let client = presented.body_client(&cx);
-    let read = read_body(llm, incoming, (declared, client), &cx).await?;
+    let mut read = read_body(llm, incoming, (declared, client), &cx).await?;
+    let mut request = request;
+    let bedrock = llm.settings.protocol == weir_wire::Protocol::Bedrock;
+    if bedrock {
+        invoke::into_messages(&mut request, &mut read, &llm.offload).await?;
+    }
     let turn = Turn {
         request,
         read,
@@ -223,7 +229,12 @@ pub(crate) async fn serve(
         deferred: presented.deferred,
         who: presented.who,
     };
-    generate(llm, turn, &account, cx).await
+    let answer = generate(llm, turn, &account, cx).await?;
+    if bedrock {
+        let timeout = llm.settings.stream_idle_timeout;
+        return Ok(invoke::answer(answer, timeout).await);
+    }
+    Ok(answer)
 }
 
 /// A request whose body is read whole (over HTTP, or one WebSocket

@@ -291,6 +291,76 @@ mod tests {
         );
     }
 
+    /// Gives `v{n}` living `life` while `up`, else fails.
+    struct Switched {
+        up: Arc<std::sync::atomic::AtomicBool>,
+        calls: Arc<AtomicUsize>,
+        life: Duration,
+    }
+
+    impl Source<str> for Switched {
+        fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<str>, String>> + Send + '_>> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            let (up, life) = (self.up.load(Ordering::SeqCst), self.life);
+            Box::pin(async move {
+                if !up {
+                    return Err("STS refused: the role cannot be assumed".into());
+                }
+                Ok(Fresh {
+                    value: format!("v{n}").into(),
+                    lifetime: life,
+                })
+            })
+        }
+    }
+
+    /// Refreshes fail from before the expiry until past it, then recover:
+    /// through the gap every one of many concurrent requests is told why
+    /// at once (none waits for a fetch), and the first refresh that
+    /// succeeds serves them all again, with no request having to ask.
+    #[tokio::test(start_paused = true)]
+    async fn refreshes_failing_past_expiry_answer_at_once_and_recover() {
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let source = Switched {
+            up: up.clone(),
+            calls: calls.clone(),
+            life: Duration::from_secs(60),
+        };
+        let r = Arc::new(Refreshed::spawn("t".into(), source).expect("runtime"));
+        assert_eq!(r.get(FIRST_WAIT).await.as_deref().ok(), Some("v0"));
+        // The source goes down before the refresh is due (30 s) and stays
+        // down past the value's last usable moment (45 s).
+        up.store(false, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        assert_eq!(r.current().as_deref(), Some("v0"), "still good: sent");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(r.current().is_none(), "past its usable life: never sent");
+        let before = Instant::now();
+        let load: Vec<_> = (0..200)
+            .map(|_| {
+                let r = r.clone();
+                tokio::spawn(async move { r.get(FIRST_WAIT).await })
+            })
+            .collect();
+        for h in load {
+            let err = h
+                .await
+                .expect("task")
+                .expect_err("no credential in the gap");
+            assert!(err.contains("STS refused"), "{err}");
+        }
+        assert_eq!(before, Instant::now(), "no request waited in the gap");
+        let failed = calls.load(Ordering::SeqCst);
+        assert!(failed >= 3, "retried while failing: {failed} fetches");
+        // Back: the next retry (at most MAX_BACKOFF away) serves again.
+        up.store(true, Ordering::SeqCst);
+        tokio::time::sleep(MAX_BACKOFF + Duration::from_millis(1)).await;
+        let back = r.current();
+        assert!(back.as_deref().is_some_and(|v| v != "v0"), "{back:?}");
+        assert_eq!(r.get(FIRST_WAIT).await.ok(), back);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_value_that_barely_lives_is_not_fetched_in_a_tight_loop() {
         let calls = Arc::new(AtomicUsize::new(0));

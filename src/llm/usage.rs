@@ -304,12 +304,13 @@ impl Account {
 
     /// The budget the payer's team shares, when it has one.
     fn team_budget(&self) -> Option<Budgeting> {
-        let Payer::Key(_, _, Some(team)) = self.payer.locked().clone()? else {
+        let payer = self.payer.locked();
+        let Some(Payer::Key(_, _, Some(team))) = payer.as_ref() else {
             return None;
         };
         Some(Budgeting {
             budget: team.budget,
-            ledger: team.ledger,
+            ledger: team.ledger.clone(),
             fleet_key: None,
             label: format!("team `{}`", team.name),
             series: None,

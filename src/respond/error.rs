@@ -277,6 +277,9 @@ fn llm(protocol: Protocol, status: StatusCode, message: Option<&str>) -> Respons
     if let Ok(v) = HeaderValue::from_str(&id) {
         h.insert(id_header, v);
     }
+    if let Some((name, value)) = protocol.error_type(status) {
+        h.insert(name, HeaderValue::from_static(value));
+    }
     resp
 }
 

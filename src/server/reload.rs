@@ -371,6 +371,34 @@ impl admin::Reload for Reloadable {
         format!("{:#?}\n", self.current.locked())
     }
 
+    fn members(&self) -> Vec<admin::dashboard::RouteMembers> {
+        let snapshot = self.gateway.snapshot();
+        let now = tokio::time::Instant::now();
+        let mut out = Vec::new();
+        for r in snapshot.router.routes() {
+            match &r.target {
+                crate::route::Target::Proxy(up) => out.push(admin::dashboard::RouteMembers {
+                    route: r.name.to_string(),
+                    group: up.label.to_string(),
+                    members: up.group.load().views(now, |s| s.label.to_string()),
+                }),
+                crate::route::Target::Llm(llm) => {
+                    out.extend(
+                        llm.upstreams
+                            .iter()
+                            .map(|u| admin::dashboard::RouteMembers {
+                                route: r.name.to_string(),
+                                group: u.config.name.to_string(),
+                                members: u.group.views(now, |m| m.label.to_string()),
+                            }),
+                    );
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     fn usage(self: Arc<Self>, client: Option<String>) -> admin::UsageView {
         let snapshot = self.gateway.snapshot();
         Box::pin(async move {
@@ -444,8 +472,15 @@ fn listeners(c: &Config) -> Vec<ListenerFixed<'_>> {
         .collect()
 }
 
-fn admin(c: &Config) -> Option<(SocketAddr, Option<&crate::config::Secret>)> {
-    c.admin.as_ref().map(|a| (a.address, a.token.as_ref()))
+fn admin(c: &Config) -> impl PartialEq + '_ {
+    c.admin.as_ref().map(|a| {
+        (
+            a.address,
+            a.token.as_ref(),
+            a.view_token.as_ref(),
+            a.dashboard_interval,
+        )
+    })
 }
 
 fn log(c: &Config) -> impl PartialEq + '_ {

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
@@ -186,6 +187,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         metrics,
         draining: false.into(),
         token: config.admin.as_ref().and_then(|a| a.token.clone()),
+        view_token: config.admin.as_ref().and_then(|a| a.view_token.clone()),
+        series: admin::dashboard::Series::default(),
+        dashboard_interval: config
+            .admin
+            .as_ref()
+            .map_or(Duration::from_secs(5), |a| a.dashboard_interval),
         reload: reloadable.clone(),
         auth_failures: Default::default(),
         auth_failures_by_client: admin::auth_failure_limit(),

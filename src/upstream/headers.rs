@@ -11,8 +11,10 @@ use ipnet::IpNet;
 /// Headers that describe one connection, never the message (RFC 9110
 /// §7.6.1), plus the proxy credentials of RFC 2616 §13.5.1, which are meant
 /// for a proxy and must not leak past it. `Trailer` is end-to-end: hyper
-/// needs it to send the trailer fields it names.
-const HOP_BY_HOP: [HeaderName; 7] = [
+/// needs it to send the trailer fields it names. A `static`, not a
+/// `const`: a `const` array is made and dropped again at every use, once
+/// per header name of every message.
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),

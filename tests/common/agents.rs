@@ -167,6 +167,43 @@ pub async fn run_as(
     codex_toml: String,
     credential: Option<&str>,
 ) -> Run {
+    run_in_mode(agent, bin, weir, prompt, codex_toml, credential, None).await
+}
+
+/// Claude Code in Bedrock mode with weir as its Bedrock endpoint:
+/// `CLAUDE_CODE_USE_BEDROCK=1`, `ANTHROPIC_BEDROCK_BASE_URL` weir,
+/// `CLAUDE_CODE_SKIP_BEDROCK_AUTH=1` (no SigV4), asking for `model`, and
+/// `token` as `AWS_BEARER_TOKEN_BEDROCK`, which it sends as
+/// `Authorization: Bearer` (without it, no credential at all).
+pub async fn run_claude_on_bedrock(
+    bin: &Path,
+    weir: SocketAddr,
+    prompt: &str,
+    token: &str,
+    model: &str,
+) -> Run {
+    let bedrock = Some((token, model));
+    run_in_mode(
+        Agent::ClaudeCode,
+        bin,
+        weir,
+        prompt,
+        String::new(),
+        None,
+        bedrock,
+    )
+    .await
+}
+
+async fn run_in_mode(
+    agent: Agent,
+    bin: &Path,
+    weir: SocketAddr,
+    prompt: &str,
+    codex_toml: String,
+    credential: Option<&str>,
+    bedrock: Option<(&str, &str)>,
+) -> Run {
     let _slot = SLOTS.acquire().await.expect("semaphore");
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
@@ -181,6 +218,20 @@ pub async fn run_as(
         .env("LANG", "C.UTF-8")
         .current_dir(&work);
     match agent {
+        Agent::ClaudeCode if bedrock.is_some() => {
+            let (token, model) = bedrock.unwrap_or_default();
+            cmd.env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+                .env("CLAUDE_CODE_USE_BEDROCK", "1")
+                .env("CLAUDE_CODE_SKIP_BEDROCK_AUTH", "1")
+                .env("ANTHROPIC_BEDROCK_BASE_URL", format!("http://{weir}"))
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_BEARER_TOKEN_BEDROCK", token)
+                .env("ANTHROPIC_MODEL", model)
+                .env("ANTHROPIC_DEFAULT_HAIKU_MODEL", model)
+                .envs(CLAUDE_QUIET.iter().copied())
+                .args(["-p", prompt, "--allowedTools", "Bash"])
+                .args(["--output-format", "json"]);
+        }
         Agent::ClaudeCode => {
             match credential {
                 Some(jwt) if jwt.starts_with("eyJ") => cmd.env("ANTHROPIC_AUTH_TOKEN", jwt),

@@ -15,6 +15,7 @@
 #![allow(unreachable_pub)]
 
 pub mod agents;
+pub mod browser;
 pub mod dns;
 pub mod fleet;
 pub mod h2raw;
@@ -29,6 +30,7 @@ pub mod postgres;
 pub mod process;
 pub mod provider;
 pub mod redis;
+pub mod sdk;
 
 use std::convert::Infallible;
 use std::future::Future;

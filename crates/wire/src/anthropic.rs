@@ -18,7 +18,7 @@ pub const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
 pub const REQUEST_ID_HEADER: &str = "request-id";
 pub(crate) const KEY_HEADER: &str = "x-api-key";
 /// The API version sent when the client named none (translated requests).
-const VERSION: &str = "2023-06-01";
+pub(crate) const VERSION: &str = "2023-06-01";
 
 pub(super) fn endpoint(path: &str) -> Option<super::Endpoint> {
     match path {

@@ -28,6 +28,7 @@ use http::header::{AUTHORIZATION, HeaderMap, HeaderName};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+pub mod client;
 pub mod eventstream;
 
 use super::anthropic;

@@ -64,11 +64,15 @@ pub enum Protocol {
     /// OpenAI Responses and Chat Completions (`/v1/responses`,
     /// `/v1/chat/completions`, `/v1/models`).
     OpenAi,
+    /// Amazon Bedrock's `InvokeModel` with Anthropic bodies
+    /// (`/model/{id}/invoke`, `/invoke-with-response-stream`): Claude Code
+    /// in Bedrock mode. Served as Messages ([`bedrock::client`]).
+    Bedrock,
 }
 
 impl Protocol {
     /// Every protocol, with the name the config uses for it.
-    pub const ALL: [Protocol; 2] = [Protocol::Anthropic, Protocol::OpenAi];
+    pub const ALL: [Protocol; 3] = [Protocol::Anthropic, Protocol::OpenAi, Protocol::Bedrock];
 
     pub fn from_name(name: &str) -> Option<Protocol> {
         Self::ALL.into_iter().find(|p| p.name() == name)
@@ -78,13 +82,14 @@ impl Protocol {
         match self {
             Protocol::Anthropic => "anthropic",
             Protocol::OpenAi => "openai",
+            Protocol::Bedrock => "bedrock",
         }
     }
 
     /// The provider's own base URL, for upstreams that name none.
     pub fn default_base_url(self) -> &'static str {
         match self {
-            Protocol::Anthropic => anthropic::BASE_URL,
+            Protocol::Anthropic | Protocol::Bedrock => anthropic::BASE_URL,
             Protocol::OpenAi => openai::BASE_URL,
         }
     }
@@ -92,7 +97,7 @@ impl Protocol {
     /// The API an upstream of this route speaks unless it says otherwise.
     pub fn default_upstream(self) -> UpstreamApi {
         match self {
-            Protocol::Anthropic => UpstreamApi::Anthropic,
+            Protocol::Anthropic | Protocol::Bedrock => UpstreamApi::Anthropic,
             Protocol::OpenAi => UpstreamApi::OpenAi,
         }
     }
@@ -116,7 +121,8 @@ impl Protocol {
     /// their own format (so its model list, say, can be relayed as is).
     pub fn is_native(self, api: UpstreamApi) -> bool {
         match self {
-            Protocol::Anthropic => api == UpstreamApi::Anthropic,
+            // A Bedrock client's request is made a Messages one first.
+            Protocol::Anthropic | Protocol::Bedrock => api == UpstreamApi::Anthropic,
             Protocol::OpenAi => !matches!(
                 api,
                 UpstreamApi::Anthropic | UpstreamApi::Bedrock | UpstreamApi::Vertex
@@ -141,13 +147,29 @@ impl Protocol {
                 openai::error_body(status, message),
                 openai::REQUEST_ID_HEADER,
             ),
+            Protocol::Bedrock => (
+                bedrock::client::error_body(message),
+                bedrock::client::REQUEST_ID_HEADER,
+            ),
         }
+    }
+
+    /// The header naming a generated error's type, for a protocol whose
+    /// clients read it there rather than in the body (Bedrock's
+    /// `x-amzn-ErrorType`), and its value.
+    pub fn error_type(self, status: StatusCode) -> Option<(&'static str, &'static str)> {
+        (self == Protocol::Bedrock).then(|| {
+            (
+                bedrock::client::ERROR_TYPE_HEADER,
+                bedrock::client::exception_for(status),
+            )
+        })
     }
 
     /// The list `GET /v1/models` returns, in this protocol's format.
     pub fn model_list<'a>(self, names: impl Iterator<Item = &'a str>) -> serde_json::Value {
         match self {
-            Protocol::Anthropic => anthropic::model_list(names),
+            Protocol::Anthropic | Protocol::Bedrock => anthropic::model_list(names),
             Protocol::OpenAi => openai::model_list(names),
         }
     }
@@ -370,6 +392,11 @@ impl Endpoint {
     /// The endpoint `method` + `path` names on a route speaking `protocol`.
     pub fn find(protocol: Protocol, method: &Method, path: &str) -> Option<Endpoint> {
         let path = path.trim_end_matches('/');
+        if protocol == Protocol::Bedrock {
+            // The runtime's two calls only: no model list, no counting.
+            let call = bedrock::client::Invocation::of(path);
+            return (method == Method::POST && call.is_some()).then_some(Endpoint::Messages);
+        }
         if path == "/v1/models" {
             return (method == Method::GET).then_some(Endpoint::Models);
         }
@@ -377,7 +404,7 @@ impl Endpoint {
             return None;
         }
         match protocol {
-            Protocol::Anthropic => anthropic::endpoint(path),
+            Protocol::Anthropic | Protocol::Bedrock => anthropic::endpoint(path),
             Protocol::OpenAi => [responses::endpoint(path), chat::endpoint(path)]
                 .into_iter()
                 .flatten()

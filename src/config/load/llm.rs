@@ -3,7 +3,6 @@
 
 use super::*;
 use weir_wire::Api;
-use weir_wire::azure::Surface;
 use weir_wire::openai::{MaxTokensField, Reasoning};
 
 pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<LlmSettings> {
@@ -35,7 +34,9 @@ pub(super) fn llm_settings(t: &Section<'_, '_>, protocol: Protocol) -> Option<Ll
                 None => (entry.value.as_str(), None),
             };
             match upstreams.iter().position(|u| u.name == name) {
-                Some(upstream) if !deployment_fits(&upstreams[upstream], model.as_deref()) => {
+                Some(upstream)
+                    if !super::azure::deployment_fits(&upstreams[upstream], model.as_deref()) =>
+                {
                     entry.problem(
                         t.doc(),
                         format!(
@@ -185,7 +186,7 @@ fn upstream(
     );
     let connect_timeout = timer(u, "connect_timeout").unwrap_or(defaults::CONNECT_TIMEOUT);
     let api = upstream_api(u, protocol);
-    let azure = azure_surface(u, api);
+    let azure = super::azure::surface(u, api);
     let on_bedrock = api == Some(UpstreamApi::Bedrock);
     let vertex = super::vertex::settings(u, api);
     let http = super::group::http_version(u);
@@ -263,7 +264,7 @@ fn upstream(
     // Neither `api_key_env`, `api_key_file` nor `keys`: the client's own
     // credential is passed through.
     let keys = match (credential, keys) {
-        _ if api == Some(UpstreamApi::Vertex) => vertex_keys(u),
+        _ if api == Some(UpstreamApi::Vertex) => super::vertex::keys(u),
         (Ok(Some(_)), Some(_)) | (Err(_), Some(_)) => {
             u.problem(
                 "keys",
@@ -323,7 +324,7 @@ fn upstream(
         }
     }
     if let (Some(servers), Some(Some(_))) = (&servers, &azure) {
-        ok &= azure_servers(u, servers);
+        ok &= super::azure::servers(u, servers);
     }
     let bedrock = super::bedrock::settings(u, api, servers.as_deref());
     ok &= bedrock.is_some();
@@ -362,96 +363,6 @@ fn upstream(
         }
         _ => None,
     }
-}
-
-/// A Vertex AI upstream's one credential, the access token weir gets
-/// from its `credentials`: an API key or `keys` beside it is a problem.
-fn vertex_keys(u: &Section<'_, '_>) -> Option<Vec<ApiKey>> {
-    let mut ok = true;
-    for key in ["api_key_env", "api_key_file", "keys"] {
-        if u.raw_present(key) {
-            u.problem(
-                key,
-                "a Vertex AI upstream takes no API key: weir gets its access tokens from `credentials`",
-                Some(format!("remove `{key}`")),
-            );
-            ok = false;
-        }
-    }
-    ok.then(|| {
-        vec![ApiKey {
-            credential: Credential::Refreshed,
-            source: "google".into(),
-        }]
-    })
-}
-
-/// Whether `model`, the id a model entry sends `upstream`, can name an
-/// Azure deployment (any id can name another upstream's model).
-fn deployment_fits(upstream: &LlmUpstreamConfig, model: Option<&str>) -> bool {
-    !upstream.api.is_azure() || model.is_none_or(weir_wire::azure::is_deployment_name)
-}
-
-/// An Azure OpenAI upstream's surface, from its `api_version` (the v1 API
-/// when unset): `Some(None)` for an upstream of another API (which must
-/// not set it), `None` when reported.
-fn azure_surface(u: &Section<'_, '_>, api: Option<UpstreamApi>) -> Option<Option<Surface>> {
-    let version = u.string("api_version");
-    let azure = api.is_some_and(UpstreamApi::is_azure);
-    match version {
-        None if azure => Some(Some(Surface::V1)),
-        None => Some(None),
-        Some(v) if !azure => {
-            if api.is_some() {
-                v.problem(
-                    u.doc(),
-                    "`api_version` is read only on an Azure OpenAI upstream",
-                    Some(
-                        "remove it, or set `protocol = \"azure_responses\"`, \"azure_chat\" or \"azure\""
-                            .into(),
-                    ),
-                );
-            }
-            None
-        }
-        Some(v) => match Surface::from_version(&v.value) {
-            Ok(surface) => Some(Some(surface)),
-            Err(why) => {
-                v.problem(
-                    u.doc(),
-                    why,
-                    Some("use \"v1\" (the default), or the dated version your deployments are called with, such as \"2024-10-21\"".into()),
-                );
-                None
-            }
-        },
-    }
-}
-
-/// An Azure upstream's endpoints are resources: weir adds the `/openai/…`
-/// paths itself, so a URL with a path would send every request to the
-/// wrong place. Whether they are.
-fn azure_servers(u: &Section<'_, '_>, servers: &[Member<http::Uri>]) -> bool {
-    let Some(bad) = servers
-        .iter()
-        .find(|s| !s.target.path().trim_end_matches('/').is_empty())
-    else {
-        return true;
-    };
-    let key = if u.raw_present("url") {
-        "url"
-    } else {
-        "servers"
-    };
-    u.problem(
-        key,
-        format!(
-            "`{}`: an Azure OpenAI upstream is its resource's URL, without a path (weir adds `/openai/v1/…` or the deployment path)",
-            bad.target
-        ),
-        Some("write it like \"https://my-resource.openai.azure.com\"".into()),
-    );
-    false
 }
 
 /// A key whose value is one of `names`: `Some(None)` when unset,
@@ -767,76 +678,6 @@ mod tests {
               (fix: use \"openai_responses\" or \"openai_chat\")"
             ]
         );
-    }
-
-    #[test]
-    fn an_azure_upstream_reads_its_surface_and_sends_its_key_in_api_key() {
-        let dir = tempfile::tempdir().expect("dir");
-        std::fs::write(dir.path().join("k"), "azure-key\n").expect("key");
-        let c = parse(
-            &dir.path().join("w.toml"),
-            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
-             [[route]]\nkind = \"openai\"\n\
-             [[route.upstreams]]\nname = \"az\"\nurl = \"https://res.openai.azure.com/\"\n\
-             protocol = \"azure\"\napi_key_file = \"k\"\n\
-             [[route.upstreams]]\nname = \"old\"\nurl = \"https://res.openai.azure.com\"\n\
-             protocol = \"azure_chat\"\napi_version = \"2024-10-21\"\n\
-             [[route.upstreams]]\nname = \"openai\"\nurl = \"https://api.openai.com\"\n\
-             [[route.models]]\nname = \"gpt-5\"\nupstreams = [\"az:my-gpt5.1_a\", \"old:dep\"]\n",
-        )
-        .expect("valid");
-        let RouteKind::Llm(llm) = &c.routes[0].kind else {
-            panic!("an LLM route");
-        };
-        let surfaces: Vec<_> = llm.upstreams.iter().map(|u| u.azure.clone()).collect();
-        assert_eq!(
-            surfaces,
-            [
-                Some(Surface::V1),
-                Some(Surface::Dated("2024-10-21".into())),
-                None
-            ]
-        );
-        assert_eq!(llm.upstreams[0].api, UpstreamApi::Azure);
-        assert_eq!(llm.upstreams[0].api.key_header("k").0.as_str(), "api-key");
-        assert_eq!(
-            llm.upstreams[0].keys[0].credential,
-            Credential::Key(Secret("azure-key".into()))
-        );
-    }
-
-    #[test]
-    fn every_azure_problem_is_named_with_its_place_and_fix() {
-        let p = problems(
-            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
-             [[route]]\nkind = \"anthropic\"\nfailover_on = [400, 429]\n\
-             [[route.upstreams]]\nname = \"a\"\nurl = \"https://r.openai.azure.com\"\nprotocol = \"azure\"\n\
-             [[route.upstreams]]\nname = \"b\"\nurl = \"https://r.openai.azure.com/openai/v1\"\nprotocol = \"azure_chat\"\n\
-             [[route.upstreams]]\nname = \"c\"\nurl = \"https://r.openai.azure.com\"\nprotocol = \"azure_chat\"\n\
-             api_version = \"2024-13\"\n\
-             [[route.upstreams]]\nname = \"d\"\nurl = \"http://127.0.0.1:1\"\nprotocol = \"openai_chat\"\n\
-             api_version = \"v1\"\n\
-             [[route.upstreams]]\nname = \"e\"\nurl = \"https://r.openai.azure.com\"\nprotocol = \"azure_responses\"\n\
-             [[route.models]]\nname = \"m\"\nupstreams = [\"e:gpt/5\", \"d:any/id\"]\n",
-        );
-        let joined = p.join("\n");
-        for needle in [
-            "route[0].failover_on: 400 on a route with an Azure OpenAI upstream",
-            "(fix: remove 400 from `failover_on`)",
-            "route[0].upstreams[0].protocol: `azure` names more than one API",
-            "(fix: use \"azure_responses\" or \"azure_chat\")",
-            "route[0].upstreams[1].url: `https://r.openai.azure.com/openai/v1`: an Azure OpenAI upstream is its resource's URL, without a path",
-            "route[0].upstreams[2].api_version: `2024-13` is not an Azure OpenAI API version",
-            "route[0].upstreams[3].api_version: `api_version` is read only on an Azure OpenAI upstream",
-            "route[0].models[0].upstreams[0]: `gpt/5` cannot be an Azure OpenAI deployment name",
-        ] {
-            assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
-        }
-        assert!(
-            !joined.contains("any/id"),
-            "any id names another upstream's model"
-        );
-        assert!(p.iter().all(|l| l.starts_with("w.toml:")), "{joined}");
     }
 
     #[test]

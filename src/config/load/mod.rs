@@ -12,6 +12,7 @@
 
 mod access;
 mod acme;
+mod azure;
 mod bedrock;
 mod cluster;
 mod compress;
@@ -530,7 +531,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 36, "duration keys exercised");
+        assert_eq!(durations, 37, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

@@ -240,12 +240,10 @@ mod tests {
         );
         assert!(negative[0].contains(": a"), "{negative:?}");
         let dir = tempfile::tempdir().expect("dir");
-        let text = format!(
-            "[[listener]]\naddress = \"127.0.0.1:0\"\n\
+        let text = "[[listener]]\naddress = \"127.0.0.1:0\"\n\
              [[route]]\nkind = \"anthropic\"\nprices_file = \"missing.json\"\n\
-             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n"
-        );
-        let missing = parse(&dir.path().join("w.toml"), &text).expect_err("refused");
+             [[route.upstreams]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n";
+        let missing = parse(&dir.path().join("w.toml"), text).expect_err("refused");
         assert!(
             missing.to_string().contains("missing.json: cannot be read"),
             "{missing}"

@@ -209,7 +209,35 @@ pub(super) fn admin(top: &Section<'_, '_>) -> Option<AdminSettings> {
         .ok()
         .flatten()
         .map(|(token, _)| token);
-    address.map(|address| AdminSettings { address, token })
+    let view_token = secrets::secret(
+        &t,
+        &admin::VIEW_TOKEN_ENV,
+        &admin::VIEW_TOKEN_FILE,
+        "the dashboard's read-only token",
+    )
+    .ok()
+    .flatten();
+    // The same secret for both would make the read-only token a full one.
+    let view_token = match (view_token, &token) {
+        (Some((view, at)), Some(full)) if view == *full => {
+            at.problem(
+                t.doc(),
+                "the view token is the admin token: it would not be read-only",
+                Some("give the view token a secret of its own".into()),
+            );
+            None
+        }
+        (view, _) => view.map(|(view, _)| view),
+    };
+    let dashboard_interval = t
+        .duration(&admin::DASHBOARD_INTERVAL)
+        .unwrap_or(admin::DASHBOARD_INTERVAL.duration());
+    address.map(|address| AdminSettings {
+        address,
+        token,
+        view_token,
+        dashboard_interval,
+    })
 }
 
 pub(super) fn upstream(top: &Section<'_, '_>) -> UpstreamSettings {
@@ -315,5 +343,40 @@ mod tests {
         .expect("valid");
         let admin = c.admin.expect("admin");
         assert_eq!(admin.token, Some(Secret("t0ken".into())));
+        assert_eq!(
+            (admin.view_token, admin.dashboard_interval.as_secs()),
+            (None, 5)
+        );
+    }
+
+    #[test]
+    fn the_view_token_is_read_only_so_it_may_not_be_the_admin_token() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, secret) in [("admin", "t0ken"), ("same", "t0ken"), ("view", "v1ew")] {
+            std::fs::write(dir.path().join(name), format!("{secret}\n")).expect("write");
+        }
+        let config = |view: &str| {
+            format!(
+                "[admin]\naddress = \"127.0.0.1:9\"\ntoken_file = \"{}\"\nview_token_file = \"{}\"\n\
+                 dashboard_interval = \"2s\"\n{MINIMAL}",
+                dir.path().join("admin").display(),
+                dir.path().join(view).display()
+            )
+        };
+        let p = problems(&config("same"));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].contains("admin.view_token_file: the view token is the admin token"),
+            "{}",
+            p[0]
+        );
+        let c = parse(Path::new("w.toml"), &config("view")).expect("valid");
+        let admin = c.admin.expect("admin");
+        assert_eq!(admin.view_token, Some(Secret("v1ew".into())));
+        assert_eq!(admin.dashboard_interval.as_secs(), 2);
+        let p = problems(&format!(
+            "[admin]\naddress = \"127.0.0.1:9\"\ndashboard_interval = \"2min\"\n{MINIMAL}"
+        ));
+        assert!(p[0].contains("admin.dashboard_interval"), "{p:#?}");
     }
 }

@@ -533,7 +533,7 @@ mod tests {
                 "w.toml:7:17: route[0].preserve_host: `preserve_host` does not apply to anthropic routes \
                  (fix: remove the key; LLM routes take `[[route.upstreams]]`)",
                 "w.toml:13:8: route[1].kind: unknown route kind `gemini` \
-                 (fix: use \"proxy\" (the default), \"static\", \"anthropic\" or \"openai\")",
+                 (fix: use \"proxy\" (the default), \"static\", \"anthropic\", \"openai\" or \"bedrock\")",
                 "w.toml:16:1: route[1].upstraem: unknown key (fix: did you mean `upstream`?)",
                 "w.toml:21:10: route[2].models: `models` does not apply to proxy routes \
                  (fix: set `kind = \"anthropic\"` or `kind = \"openai\"` for an LLM route, or remove the key)",

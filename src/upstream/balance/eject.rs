@@ -59,6 +59,25 @@ impl Health {
         failing.max(held)
     }
 
+    /// Why it is out at `now`, and until when if known: the check holding
+    /// it down, its own word (a hold), or failing. `None`: in.
+    pub(super) fn why_out(&self, now: Instant) -> Option<(&'static str, Option<Instant>)> {
+        if self.checked_down {
+            return Some(("health_check", None));
+        }
+        if let Some((until, reason)) = self.held.out(now) {
+            return Some((reason.name(), Some(until)));
+        }
+        self.until
+            .filter(|u| *u > now)
+            .map(|u| ("failing", Some(u)))
+    }
+
+    /// Failures since the last success.
+    pub(super) fn consecutive(&self) -> u32 {
+        self.consecutive
+    }
+
     /// The active check's verdict; whether it changed.
     pub(super) fn checked(&mut self, up: bool) -> bool {
         let changed = self.checked_down == up;

@@ -90,6 +90,21 @@ pub(crate) struct AllOut {
     pub(crate) until: Option<Instant>,
 }
 
+/// A server as the dashboard shows it ([`Group::view`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct MemberView {
+    /// Out: why (`health_check`, `failing`, `rate_limited`, `overloaded`,
+    /// `unreachable`) and for how much longer, when known.
+    pub(crate) out: Option<(&'static str, Option<Duration>)>,
+    /// Failures since its last success.
+    pub(crate) failures: u32,
+    pub(crate) in_flight: u32,
+    /// Its peak-EWMA latency estimate (decayed to now).
+    pub(crate) latency: Duration,
+    pub(crate) weight: u32,
+    pub(crate) backup: bool,
+}
+
 /// A route's servers and their state.
 #[derive(Debug)]
 pub(crate) struct Group<T> {
@@ -165,6 +180,35 @@ impl<T> Group<T> {
 
     pub(crate) fn member(&self, index: usize) -> Option<&Member<T>> {
         self.servers.get(index).map(|s| &s.member)
+    }
+
+    /// What is known of server `index` at `now`, for the dashboard: read
+    /// only, taking each of its locks once.
+    pub(crate) fn view(&self, index: usize, now: Instant) -> Option<MemberView> {
+        let s = self.servers.get(index)?;
+        let (out, failures) = {
+            let health = s.health.locked();
+            (health.why_out(now), health.consecutive())
+        };
+        Some(MemberView {
+            out: out.map(|(why, until)| (why, until.map(|u| u.saturating_duration_since(now)))),
+            failures,
+            in_flight: s.in_flight.load(Ordering::Relaxed),
+            latency: Duration::from_nanos(s.latency.locked().value(now) as u64),
+            weight: s.member.weight,
+            backup: s.member.backup,
+        })
+    }
+
+    /// Every server's [`view`](Self::view), named by `label`.
+    pub(crate) fn views(
+        &self,
+        now: Instant,
+        label: impl Fn(&T) -> String,
+    ) -> Vec<(String, MemberView)> {
+        (0..self.servers.len())
+            .filter_map(|i| Some((label(&self.member(i)?.target), self.view(i, now)?)))
+            .collect()
     }
 
     /// Whether server `index` is in at `now` (not ejected).

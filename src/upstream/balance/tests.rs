@@ -509,3 +509,38 @@ async fn the_retry_budget_is_a_share_of_requests_plus_a_floor_over_the_window() 
     tokio::time::advance(Duration::from_secs(3600)).await;
     assert_eq!(spend(), 10, "after a long idle, the floor");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_view_says_why_a_server_is_out_and_until_when() {
+    let g = group(
+        &[(1, false), (2, true)],
+        Policy::RoundRobin,
+        Ejection::default(),
+    );
+    let now = Instant::now();
+    let v = g.view(0, now).expect("a server");
+    assert_eq!(
+        (v.out, v.in_flight, v.weight, v.backup),
+        (None, 0, 1, false)
+    );
+    let p = g.pick(None, &[], now).expect("a server");
+    assert_eq!(
+        g.view(0, now).map(|v| v.in_flight),
+        Some(1),
+        "counted in flight"
+    );
+    drop(p);
+    g.checked(0, false);
+    assert_eq!(
+        g.view(0, now).and_then(|v| v.out),
+        Some(("health_check", None))
+    );
+    g.checked(0, true);
+    g.hold(1, now + Duration::from_secs(30), Reason::RateLimited, now);
+    let later = now + Duration::from_secs(10);
+    assert_eq!(
+        g.view(1, later).and_then(|v| v.out),
+        Some(("rate_limited", Some(Duration::from_secs(20))))
+    );
+    assert!(g.view(2, now).is_none());
+}

@@ -61,20 +61,24 @@ impl Frame {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The frame's bytes, CRCs included (string headers only).
-    #[cfg(test)]
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    /// The frame's bytes, CRCs included (string headers only). A header
+    /// name past 255 bytes or value past 65,535 is cut there, and the
+    /// payload is the caller's: weir encodes only its own small headers
+    /// and one Messages event per frame (bounded by the relay).
+    pub fn encode(&self) -> Vec<u8> {
         let mut headers = Vec::new();
         for (name, value) in &self.headers {
+            let name = &name.as_bytes()[..name.len().min(usize::from(u8::MAX))];
+            let value = &value.as_bytes()[..value.len().min(usize::from(u16::MAX))];
             headers.push(name.len() as u8);
-            headers.extend_from_slice(name.as_bytes());
+            headers.extend_from_slice(name);
             headers.push(7);
             headers.extend_from_slice(&(value.len() as u16).to_be_bytes());
-            headers.extend_from_slice(value.as_bytes());
+            headers.extend_from_slice(value);
         }
         let total = MIN_FRAME + headers.len() + self.payload.len();
         let mut out = Vec::with_capacity(total);
-        out.extend_from_slice(&(total as u32).to_be_bytes());
+        out.extend_from_slice(&u32::try_from(total).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(&(headers.len() as u32).to_be_bytes());
         let prelude_crc = crc32fast::hash(&out);
         out.extend_from_slice(&prelude_crc.to_be_bytes());

@@ -205,3 +205,82 @@ proptest::proptest! {
         proptest::prop_assert!(!matches!(d.next_frame(), Ok(Some(_))));
     }
 }
+
+#[test]
+fn an_invoke_path_names_the_model_and_the_stream() {
+    use super::client::Invocation;
+    let call = Invocation::of("/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke");
+    assert_eq!(
+        call,
+        Some(Invocation {
+            model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0".into(),
+            stream: false
+        })
+    );
+    let raw = Invocation::of("/model/claude-x-v1:0/invoke-with-response-stream");
+    assert!(raw.is_some_and(|c| c.stream && c.model == "claude-x-v1:0"));
+    for bad in [
+        "/model//invoke",
+        "/model/a%2Fb/invoke",
+        "/model/a/b/invoke",
+        "/model/a/converse",
+        "/model/a%zz/invoke",
+        "/v1/messages",
+    ] {
+        assert_eq!(Invocation::of(bad), None, "{bad}");
+    }
+    let long = format!("/model/{}/invoke", "m".repeat(513));
+    assert_eq!(Invocation::of(&long), None);
+}
+
+#[test]
+fn an_invoke_body_becomes_a_messages_body() {
+    use super::client::{Invocation, messages_body};
+    let call = Invocation {
+        model: "m:0".into(),
+        stream: true,
+    };
+    let body = br#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["b1"],"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#;
+    let made = messages_body(body, &call).expect("a body");
+    let v: Value = serde_json::from_slice(&made.body).expect("json");
+    assert_eq!(v["model"], "m:0");
+    assert_eq!(v["stream"], true);
+    assert_eq!(v["max_tokens"], 5);
+    assert!(v.get("anthropic_version").is_none() && v.get("anthropic_beta").is_none());
+    assert_eq!(made.betas, ["b1"]);
+    assert!(messages_body(br#"{"model":"x"}"#, &call).is_err());
+    assert!(messages_body(br#"{"stream":true}"#, &call).is_err());
+    assert!(messages_body(br#"{"anthropic_beta":"b"}"#, &call).is_err());
+    assert!(messages_body(b"[1]", &call).is_err());
+}
+
+#[test]
+fn a_messages_stream_is_encoded_in_frames_that_decode_back() {
+    use super::client::FrameEncoder;
+    let sse = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n: comment\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"busy\"}}\n\n";
+    let mut enc = FrameEncoder::default();
+    // Split mid-event: frames come only for whole events.
+    let (a, b) = sse.as_bytes().split_at(20);
+    let mut bytes = enc.push(a);
+    assert!(bytes.is_empty());
+    bytes.extend(enc.push(b));
+    assert_eq!(enc.pending(), 0);
+    let mut dec = Decoder::default();
+    dec.push(&bytes);
+    let mut frames = Vec::new();
+    while let Some(f) = dec.next_frame().expect("CRCs match") {
+        frames.push(f);
+    }
+    assert_eq!(frames.len(), 3, "the comment is no frame");
+    let sse_back = event_to_sse(&frames[0]).expect("chunk").expect("event");
+    assert_eq!(
+        String::from_utf8(sse_back).expect("utf8"),
+        "event: message_start\ndata: {\"type\":\"message_start\"}\n\n"
+    );
+    assert_eq!(frames[2].header(":message-type"), Some("exception"));
+    assert_eq!(
+        frames[2].header(":exception-type"),
+        Some("serviceUnavailableException")
+    );
+    assert_eq!(frames[2].payload, br#"{"message":"busy"}"#);
+}
