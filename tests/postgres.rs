@@ -312,6 +312,10 @@ fn a_postgres_url_is_checked_when_the_config_is() {
         err.contains("sslrootcert") && err.contains("nonexistent"),
         "{err}"
     );
+    // Client certificates are not supported: refused, not ignored.
+    let err = parse("postgres://weir@db.internal/weir?sslmode=require&sslcert=/etc/c.pem")
+        .expect_err("refused");
+    assert!(err.contains("not valid"), "{err}");
     let err = parse("postgres://weir@db.internal/weir?colour=red").expect_err("refused");
     assert!(err.contains("not valid"), "{err}");
 }
