@@ -62,7 +62,7 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
-const VERSIONS: &[&rustls::SupportedProtocolVersion] =
+pub(crate) const VERSIONS: &[&rustls::SupportedProtocolVersion] =
     &[&rustls::version::TLS13, &rustls::version::TLS12];
 
 /// Every certificate in a PEM file; at least one.

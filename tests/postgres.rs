@@ -3,7 +3,8 @@
 //! served by another, revoked on both within a second (notified, not
 //! polled); PostgreSQL crashed under load while known keys go on and no
 //! usage row is lost; migrations run by instances starting together and
-//! by `weir db migrate`; the usage report from PostgreSQL.
+//! by `weir db migrate`; the usage report from PostgreSQL; TLS to it
+//! (`sslmode=verify-full`, `require`), refused with the wrong CA or name.
 
 mod common;
 
@@ -24,8 +25,13 @@ struct Member {
 }
 
 fn member(up: &Provider, pg: &Postgres) -> Member {
+    member_at(up, &pg.url())
+}
+
+/// A weir process on the database at `url`, over `up`.
+fn member_at(up: &Provider, url: &str) -> Member {
     let dir = dir();
-    let text = config(up, "", &pg.url())
+    let text = config(up, "", url)
         .replace("[log]\n", "[log]\nformat = \"json\"\n")
         .replace("{dir}", &dir.path().display().to_string());
     let mut proc = Proc::run(&write_config(&dir, &text));
@@ -292,8 +298,108 @@ fn a_postgres_url_is_checked_when_the_config_is() {
     };
     assert!(parse("postgres://weir:pw@db.internal:5432/weir").is_ok());
     assert!(parse("postgresql://weir@db.internal/weir?connect_timeout=3").is_ok());
-    let err = parse("postgres://weir@db.internal/weir?sslmode=require").expect_err("refused");
-    assert!(err.contains("TLS") && err.contains("sslmode"), "{err}");
+    assert!(parse("postgres://weir@db.internal/weir?sslmode=require").is_ok());
+    assert!(parse("postgres://weir@db.internal/weir?sslmode=verify-full").is_ok());
+    let err = parse("postgres://weir@db.internal/weir?sslmode=verify-ca").expect_err("refused");
+    assert!(err.contains("verify-full"), "{err}");
+    let err = parse("postgres://weir@db.internal/weir?sslmode=require&sslrootcert=/etc/ca.pem")
+        .expect_err("refused");
+    assert!(err.contains("sslrootcert` has no effect"), "{err}");
+    let err =
+        parse("postgres://weir@db.internal/weir?sslmode=verify-full&sslrootcert=/nonexistent.pem")
+            .expect_err("refused");
+    assert!(
+        err.contains("sslrootcert") && err.contains("nonexistent"),
+        "{err}"
+    );
+    // Client certificates are not supported: refused, not ignored.
+    let err = parse("postgres://weir@db.internal/weir?sslmode=require&sslcert=/etc/c.pem")
+        .expect_err("refused");
+    assert!(err.contains("not valid"), "{err}");
     let err = parse("postgres://weir@db.internal/weir?colour=red").expect_err("refused");
     assert!(err.contains("not valid"), "{err}");
+}
+
+/// A CA, and a certificate for `names` it issued (PEM, with its key);
+/// the CA's PEM written to `dir/file`.
+fn issue(dir: &std::path::Path, file: &str, names: &[&str]) -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(
+        DnType::CommonName,
+        format!("weir test PostgreSQL CA {file}"),
+    );
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("ca key"))
+        .expect("ca certificate");
+    let key = KeyPair::generate().expect("key");
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let cert = CertificateParams::new(names)
+        .expect("params")
+        .signed_by(&key, &ca)
+        .expect("certificate");
+    std::fs::write(dir.join(file), ca.pem()).expect("write ca");
+    (cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test]
+async fn tls_to_postgres_verified_against_sslrootcert_or_required_and_refused_with_the_wrong_ca_or_without_tls()
+ {
+    let Some(mut pg) = Postgres::start_if_available() else {
+        return;
+    };
+    let certs = tempfile::tempdir().expect("tempdir");
+    // The server's certificate names its address only (the URL's host).
+    let (cert, key) = issue(certs.path(), "ca.pem", &["127.0.0.1"]);
+    issue(certs.path(), "other-ca.pem", &["127.0.0.1"]);
+    pg.serve_tls(&cert, &key, false);
+    let url = pg.url();
+    let at = |query: &str| format!("{url}?{query}");
+    let ca = certs.path().join("ca.pem").display().to_string();
+    let other = certs.path().join("other-ca.pem").display().to_string();
+
+    // verify-full with the CA: weir serves a runtime key, and its
+    // connection to PostgreSQL is TLS.
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let one = member_at(&up, &at(&format!("sslmode=verify-full&sslrootcert={ca}")));
+    let (_, secret) = create(&one.at, json!({"user": "alice", "team": "platform"})).await;
+    assert_eq!(ask(&one.at, &secret, "claude-sonnet").await.0, 200);
+    let tls = "SELECT COUNT(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
+               WHERE application_name = 'weir' AND ssl";
+    assert_eq!(pg.count(tls).await, 1);
+    drop(one);
+
+    // Another CA, or a name the certificate does not hold: refused at
+    // start, saying why.
+    let (code, out) = migrate(&at(&format!("sslmode=verify-full&sslrootcert={other}")));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("invalid peer certificate: UnknownIssuer"),
+        "{out}"
+    );
+    let by_name =
+        at(&format!("sslmode=verify-full&sslrootcert={ca}")).replace("127.0.0.1", "localhost");
+    let (code, out) = migrate(&by_name);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("certificate not valid for name \"localhost\""),
+        "{out}"
+    );
+    // Without a CA the web PKI roots do not know the test CA either.
+    let (code, out) = migrate(&at("sslmode=verify-full"));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("UnknownIssuer"), "{out}");
+
+    // require: TLS, the certificate not checked (as libpq).
+    let (code, out) = migrate(&at("sslmode=require"));
+    assert_eq!(code, 0, "{out}");
+
+    // A server taking TLS only refuses `disable` (the default): the
+    // connections above were TLS indeed.
+    pg.serve_tls(&cert, &key, true);
+    let (code, out) = migrate(&url);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no encryption"), "{out}");
+    let (code, out) = migrate(&at("sslmode=require"));
+    assert_eq!(code, 0, "{out}");
 }

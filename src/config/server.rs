@@ -45,8 +45,32 @@ pub(crate) struct DatabaseSettings {
 pub(crate) enum DatabaseUrl {
     /// An SQLite file (created with its schema at start).
     Sqlite(PathBuf),
-    /// A PostgreSQL server, as a `postgres://` URL (checked by the driver).
-    Postgres(String),
+    /// A PostgreSQL server.
+    Postgres(PostgresUrl),
+}
+
+/// `[database] url = "postgres://…"`, read: the URL as the driver reads
+/// it, and the TLS weir does itself (the driver knows neither
+/// `verify-full` nor `sslrootcert`; docs/decisions/093).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PostgresUrl {
+    /// The URL without `sslmode` and `sslrootcert`.
+    pub(crate) url: String,
+    pub(crate) tls: PostgresTls,
+}
+
+/// `sslmode` (and `sslrootcert`), as libpq has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PostgresTls {
+    /// `disable`, the default: no TLS.
+    Disable,
+    /// `prefer`: TLS when the server offers it, certificate not checked.
+    Prefer,
+    /// `require`: TLS, certificate not checked.
+    Require,
+    /// `verify-full`: TLS, the chain checked against the web PKI roots
+    /// and `sslrootcert`, and the host name.
+    VerifyFull { root_cert: Option<PathBuf> },
 }
 
 impl DatabaseUrl {
@@ -54,9 +78,9 @@ impl DatabaseUrl {
     pub(crate) fn shown(&self) -> String {
         match self {
             DatabaseUrl::Sqlite(p) => p.display().to_string(),
-            DatabaseUrl::Postgres(url) => match url.split_once('@') {
+            DatabaseUrl::Postgres(p) => match p.url.split_once('@') {
                 Some((_, at)) => format!("postgres://…@{at}"),
-                None => url.clone(),
+                None => p.url.clone(),
             },
         }
     }

@@ -164,6 +164,48 @@ impl Postgres {
         }
     }
 
+    /// Serve TLS with `cert_pem` and `key_pem` (`ssl = on`), and when
+    /// `only` refuse connections without it (`hostssl` for every TCP
+    /// entry of pg_hba.conf); restarted. The key is the server's user's
+    /// and mode 0600, as PostgreSQL demands.
+    pub fn serve_tls(&mut self, cert_pem: &str, key_pem: &str, only: bool) {
+        let (cert, key) = (self.home.join("server.crt"), self.home.join("server.key"));
+        std::fs::write(&cert, cert_pem).expect("write cert");
+        std::fs::write(&key, key_pem).expect("write key");
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&key, mode).expect("chmod");
+        if is_root() {
+            let status = Command::new("chown")
+                .args(["nobody:nogroup"])
+                .arg(&key)
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown the key");
+        }
+        let data = self.home.join("data");
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
+        text.push_str(&format!(
+            "\nssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+            cert.display(),
+            key.display()
+        ));
+        std::fs::write(&conf, text).expect("postgresql.conf");
+        if only {
+            let hba = data.join("pg_hba.conf");
+            let text = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+            let text: String = text
+                .lines()
+                .map(|l| match l.strip_prefix("host ") {
+                    Some(rest) => format!("hostssl {rest}\n"),
+                    None => format!("{l}\n"),
+                })
+                .collect();
+            std::fs::write(&hba, text).expect("pg_hba.conf");
+        }
+        self.restart();
+    }
+
     /// A client connection for the test's own queries.
     pub async fn client(&self) -> tokio_postgres::Client {
         let (client, connection) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)

@@ -15,8 +15,8 @@ pub(super) fn database(top: &Section<'_, '_>) -> Option<DatabaseSettings> {
                 Some(DatabaseUrl::Sqlite(t.doc().dir_at(u.span.start).join(p)))
             }
             _ if u.value.starts_with("postgres://") || u.value.starts_with("postgresql://") => {
-                match postgres(&u.value) {
-                    Ok(()) => Some(DatabaseUrl::Postgres(u.value.clone())),
+                match postgres(&u.value, &t.doc().dir_at(u.span.start)) {
+                    Ok(p) => Some(DatabaseUrl::Postgres(p)),
                     Err((problem, fix)) => {
                         u.problem(t.doc(), problem, Some(fix));
                         None
@@ -51,26 +51,94 @@ pub(super) fn database(top: &Section<'_, '_>) -> Option<DatabaseSettings> {
     })
 }
 
-/// A PostgreSQL URL the driver reads, asking for nothing weir lacks: the
-/// problem and its fix otherwise.
-fn postgres(url: &str) -> Result<(), (String, String)> {
+/// A PostgreSQL URL the driver reads, asking for nothing weir lacks, with
+/// `sslmode` and `sslrootcert` taken out for weir's own TLS (the driver
+/// knows neither `verify-full` nor `sslrootcert`): the problem and its fix
+/// otherwise. A relative `sslrootcert` is the config file's directory's.
+fn postgres(url: &str, dir: &std::path::Path) -> Result<PostgresUrl, (String, String)> {
+    let (url, mode, root_cert) = take_tls(url);
     let config: tokio_postgres::Config = url.parse().map_err(|e| {
         (
             format!("the PostgreSQL URL is not valid: {e}"),
             "write it like \"postgres://weir:PASSWORD@db.internal:5432/weir\"".to_string(),
         )
     })?;
-    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err((
-            "TLS to PostgreSQL (`sslmode=require`) is not supported by this version of weir".into(),
-            "reach the database over a private network or a local TLS tunnel, with `sslmode=disable` (docs/operations.md, \"The database\")".into(),
-        ));
-    }
     if config.get_hosts().is_empty() {
         return Err((
             "the PostgreSQL URL names no host".into(),
             "write it like \"postgres://weir:PASSWORD@db.internal:5432/weir\"".into(),
         ));
     }
-    Ok(())
+    let root_cert = root_cert.map(|p| dir.join(p));
+    let tls = match (mode.as_deref(), root_cert) {
+        (Some("verify-full"), root_cert) => PostgresTls::VerifyFull { root_cert },
+        (Some("verify-ca"), _) => {
+            return Err((
+                "`sslmode=verify-ca` (the chain checked, the host name not) is not supported"
+                    .into(),
+                "use `sslmode=verify-full` with the host name the certificate names".into(),
+            ));
+        }
+        (Some(m), _) if !matches!(m, "disable" | "prefer" | "require") => {
+            return Err((
+                format!("`sslmode={m}` is not a mode weir knows"),
+                "write `sslmode=disable`, `require` or `verify-full`".into(),
+            ));
+        }
+        (m, Some(_)) => {
+            return Err((
+                format!(
+                    "`sslrootcert` has no effect with `sslmode={}`: the certificate is not checked",
+                    m.unwrap_or("disable")
+                ),
+                "add `sslmode=verify-full`, or remove `sslrootcert`".into(),
+            ));
+        }
+        (None | Some("disable"), None) => PostgresTls::Disable,
+        (Some("prefer"), None) => PostgresTls::Prefer,
+        (Some(_), None) => PostgresTls::Require,
+    };
+    if let PostgresTls::VerifyFull {
+        root_cert: Some(path),
+    } = &tls
+        && let Err(e) = crate::pki::client_config(Some(path))
+    {
+        return Err((
+            format!("`sslrootcert`: {e}"),
+            "give a PEM file of the CA certificates that issued the server's".into(),
+        ));
+    }
+    Ok(PostgresUrl { url, tls })
+}
+
+/// `url` without its `sslmode` and `sslrootcert` parameters, and their
+/// values (percent-decoded).
+fn take_tls(url: &str) -> (String, Option<String>, Option<String>) {
+    // The query starts at the first `?` after the user and password.
+    let (user, rest) = match url.rsplit_once('@') {
+        Some((user, rest)) => (format!("{user}@"), rest),
+        None => (String::new(), url),
+    };
+    let Some((host, query)) = rest.split_once('?') else {
+        return (url.to_string(), None, None);
+    };
+    let base = format!("{user}{host}");
+    let (mut mode, mut root_cert, mut kept) = (None, None, Vec::new());
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = || {
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        match key {
+            "sslmode" => mode = Some(value()),
+            "sslrootcert" => root_cert = Some(value()),
+            _ => kept.push(pair),
+        }
+    }
+    match kept.is_empty() {
+        true => (base, mode, root_cert),
+        false => (format!("{base}?{}", kept.join("&")), mode, root_cert),
+    }
 }

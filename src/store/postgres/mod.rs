@@ -9,15 +9,17 @@
 //! so a server that went silent is noticed and reconnected.
 
 mod queries;
+mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard, Notify};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use super::schema::{Dialect, STEPS};
 use super::{StoreError, check_step};
+use crate::config::PostgresUrl;
 
 /// The fallback read of the change number: notifications are what make a
 /// change reach every instance within a second; this catches one missed.
@@ -37,6 +39,7 @@ const MIGRATION_LOCK: i64 = 0x7765_6972;
 /// The connection as the calls share it.
 struct Shared {
     config: tokio_postgres::Config,
+    tls: tls::Tls,
     /// Where, for messages (never the password).
     shown: String,
     client: Mutex<Option<Client>>,
@@ -58,24 +61,41 @@ impl std::fmt::Debug for Postgres {
     }
 }
 
-/// A driver error as text: the server's message when it sent one.
+/// A driver error as text: the server's message when it sent one, else
+/// the error with its causes (a TLS handshake's says what the certificate
+/// lacks).
 fn text(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => e.to_string(),
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
     }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        // The driver's own text sometimes ends with its cause already.
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 impl Postgres {
     /// Connect (failing when the server does not answer: there is nothing
     /// to serve keys from yet), migrate under the advisory lock, and start
     /// the task that keeps the connection.
-    pub(super) async fn open(url: &str) -> Result<Postgres, StoreError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError {
+    pub(super) async fn open(url: &PostgresUrl) -> Result<Postgres, StoreError> {
+        let mut config: tokio_postgres::Config = url.url.parse().map_err(|e| StoreError {
             at: "postgres".into(),
             what: format!("the URL: {e}"),
         })?;
+        let (tls, mode) = tls::Tls::new(&url.tls).map_err(|e| StoreError {
+            at: "postgres".into(),
+            what: format!("TLS (`sslrootcert`): {e}"),
+        })?;
         config
+            .ssl_mode(mode)
             .connect_timeout(CONNECT_TIMEOUT)
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30))
@@ -83,6 +103,7 @@ impl Postgres {
         let shown = shown(&config);
         let shared = Arc::new(Shared {
             config,
+            tls,
             shown,
             client: Mutex::new(None),
             driver: std::sync::Mutex::new(None),
@@ -111,7 +132,7 @@ impl Postgres {
     async fn connect(
         &self,
     ) -> Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
-        let (client, mut connection) = self.0.config.connect(NoTls).await?;
+        let (client, mut connection) = self.0.config.connect(self.0.tls.clone()).await?;
         let weak = Arc::downgrade(&self.0);
         let driver = tokio::spawn(async move {
             // Notifications (and notices) come through the connection's
