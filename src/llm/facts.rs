@@ -81,8 +81,7 @@ pub(crate) struct LlmFacts {
 /// The headers a coding agent names its session in: Claude Code's, then
 /// Codex's (the trace's `session.id` reads the same ones).
 const SESSION_HEADERS: [&str; 2] = ["x-claude-code-session-id", "session_id"];
-/// The header Claude Code names the agent in (a subagent's own id; absent
-/// on the main agent's requests in some versions).
+/// The header Claude Code names the agent in (a subagent's own id).
 const AGENT_HEADER: &str = "x-claude-code-agent-id";
 /// The most of a session or agent id kept: ids are UUIDs (36 bytes), and a
 /// client must not make every usage row large.
