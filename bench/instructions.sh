@@ -11,6 +11,8 @@
 #                                          AUTH=token|key, with LLM=1: the client
 #                                          presents a static client token, or a
 #                                          runtime key from [database];
+#                                          TRACES=1: [telemetry.traces] on, every request
+#                                          sampled, exported over OTLP/HTTP to nginx;
 #                                          KEEP=DIR: keep the callgrind files there)
 # LLM=1 measures a `kind = "anthropic"` route instead: nginx answers a
 # Messages JSON (bench/frontier.py's), and the frontier load generator
@@ -53,7 +55,8 @@ cat > "$work/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/error.log;
 events { worker_connections 4096; }
 http { access_log off; client_body_temp_path $work/body;
-  server { listen 127.0.0.1:$up; $upstream_location keepalive_requests 1000000; } }
+  server { listen 127.0.0.1:$up; $upstream_location keepalive_requests 1000000;
+    location = /v1/traces { default_type application/x-protobuf; return 200 ''; } } }
 CONF
 nginx -c "$work/nginx.conf" & echo $! >> "$work/pids"
 cat > "$work/weir.toml" <<CONF
@@ -65,6 +68,7 @@ max_requests = 0
 access_log = false
 level = "error"
 ${top:-}
+$(if [[ -n "${TRACES:-}" ]]; then printf '[telemetry.traces]\nendpoint = "http://127.0.0.1:%s/v1/traces"\nsampling_ratio = 1.0' "$up"; fi)
 [[listener]]
 name = "web"
 address = "127.0.0.1:$px"

@@ -338,9 +338,20 @@ async fn a_browser_shows_the_live_dashboard_under_its_policy_with_no_console_err
         )
         .await
     );
-    // The browser logs the refused fetches (401), and only those.
+    // The browser logs the refused fetches (401: the state's and the
+    // series', asked together), and only those. The second's log may come
+    // after the page has shown the first's refusal: await both.
+    let both = |errors: &[String]| {
+        ["dashboard/state", "dashboard/series"]
+            .iter()
+            .all(|u| errors.iter().any(|e| e.contains(u)))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !both(&b.errors) && std::time::Instant::now() < deadline {
+        b.until(Duration::from_millis(50), "false").await;
+    }
     assert!(
-        !b.errors.is_empty() && b.errors.iter().all(|e| e.contains("status of 401")),
+        both(&b.errors) && b.errors.iter().all(|e| e.contains("status of 401")),
         "{:#?}",
         b.errors
     );

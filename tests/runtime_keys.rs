@@ -97,13 +97,14 @@ async fn a_change_made_through_one_instance_reaches_another_within_a_second() {
         started.elapsed()
     );
 
-    let (_, v) = admin(
+    let (status, v) = admin(
         &one,
         http::Method::POST,
         &format!("/admin/keys/{id}/rotate"),
         Value::Null,
     )
     .await;
+    assert_eq!(status, 200, "{v}");
     let rotated = v["key"].as_str().expect("new secret").to_string();
     let started = Instant::now();
     assert_eq!(

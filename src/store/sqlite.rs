@@ -119,7 +119,7 @@ impl Sqlite {
 
     pub(super) async fn insert_key(&self, key: KeyRow) -> Result<(), StoreError> {
         self.call(move |c| {
-            let tx = c.transaction()?;
+            let tx = writing(c)?;
             write(&tx, &key)?;
             bump(&tx)?;
             tx.commit()
@@ -135,7 +135,7 @@ impl Sqlite {
     ) -> Result<Option<KeyRow>, StoreError> {
         let id = id.to_string();
         self.call(move |c| {
-            let tx = c.transaction()?;
+            let tx = writing(c)?;
             let found = tx
                 .query_row(
                     &format!(
@@ -161,7 +161,7 @@ impl Sqlite {
     pub(super) async fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_string();
         self.call(move |c| {
-            let tx = c.transaction()?;
+            let tx = writing(c)?;
             let now = unix_now();
             let n = tx.execute(
                 "UPDATE keys SET revoked_at = ?1, updated_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
@@ -176,7 +176,7 @@ impl Sqlite {
 
     pub(super) async fn insert_usage(&self, rows: Vec<UsageRow>) -> Result<(), StoreError> {
         self.call(move |c| {
-            let tx = c.transaction()?;
+            let tx = writing(c)?;
             {
                 let params = (1..=PLACES.len()).map(|n| D.param(n)).collect::<Vec<_>>();
                 let mut q = tx.prepare_cached(&format!(
@@ -239,6 +239,15 @@ impl Sqlite {
     }
 }
 
+/// A transaction that writes, begun `IMMEDIATE`: it takes the write
+/// lock first (waiting for it under the busy timeout). A deferred one
+/// that reads and then writes fails at once with `SQLITE_BUSY` when
+/// another process (an instance sharing the file) wrote in between, and
+/// the busy timeout does not apply to that.
+fn writing(c: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+}
+
 fn bump(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute("UPDATE changes SET version = version + 1 WHERE id = 1", [])
         .map(|_| ())
@@ -286,7 +295,7 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     super::check_step(at)?;
     for (step, sql) in STEPS.iter().enumerate().skip(at.max(0) as usize) {
-        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        let tx = writing(conn).map_err(|e| e.to_string())?;
         tx.execute_batch(&D.step(sql))
             .map_err(|e| format!("schema step {}: {e}", step + 1))?;
         tx.pragma_update(None, "user_version", (step + 1) as i64)

@@ -162,3 +162,36 @@ async fn a_report_sums_a_period_by_its_groups() {
     assert_eq!(Group::named("person"), Some(Group::User));
     assert_eq!(Group::named("nope"), None);
 }
+
+/// Two instances on one SQLite file: one writing usage rows while the
+/// other changes a key (a read, then a write, in one transaction). Begun
+/// deferred, the change failed at once with `SQLITE_BUSY` whenever the
+/// other wrote between its read and its write; begun immediate, it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_file_write_at_once_without_a_busy_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = DatabaseUrl::Sqlite(dir.path().join("weir.db"));
+    let one = Store::open(&url).await.unwrap();
+    let two = Store::open(&url).await.unwrap();
+    one.insert_key(key("key_a", 1)).await.unwrap();
+    let writer = tokio::spawn(async move {
+        for i in 0..300 {
+            let row = UsageRow {
+                at_ms: i,
+                route: "claude".into(),
+                outcome: "completed".into(),
+                ..UsageRow::default()
+            };
+            two.insert_usage(vec![row]).await.unwrap();
+        }
+    });
+    for i in 0..300 {
+        let change = KeyChange {
+            name: Some(format!("n{i}")),
+            ..KeyChange::default()
+        };
+        let changed = one.change_key("key_a", change, None).await;
+        assert!(matches!(changed, Ok(Some(_))), "change {i}: {changed:?}");
+    }
+    writer.await.unwrap();
+}
