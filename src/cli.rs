@@ -68,7 +68,7 @@ enum Command {
         #[command(flatten)]
         target: keys::AdminTarget,
         /// What to group by: key, client, person (user), team, route,
-        /// model, upstream, day; comma-separated.
+        /// model, upstream, session, agent, day; comma-separated.
         #[arg(long, default_value = "user")]
         by: String,
         /// The period: from this long ago until now.

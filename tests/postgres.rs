@@ -11,7 +11,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::keys::{Addresses, admin, ask, config, create, dir, usage_lines};
+use common::keys::{Addresses, admin, ask, ask_with, config, create, dir, usage_lines};
 use common::postgres::Postgres;
 use common::process::{Proc, WEIR, write_config};
 use common::provider::{Options, Provider, ProviderApi};
@@ -211,6 +211,37 @@ async fn postgres_crashed_under_load_known_keys_go_on_and_every_usage_row_lands_
         lines
             .iter()
             .any(|l| l["team"] == "data" && l["day"] == today[..10]),
+        "{lines:?}"
+    );
+    // A coding agent's session and subagent, as PostgreSQL reports them.
+    let hints: [&[(&str, &str)]; 2] = [
+        &[("x-claude-code-session-id", "s-pg")],
+        &[
+            ("x-claude-code-session-id", "s-pg"),
+            ("x-claude-code-agent-id", "sub-pg"),
+        ],
+    ];
+    for hint in hints {
+        let asked = ask_with(&one.at, &alice, "claude-sonnet", hint).await;
+        assert_eq!(asked.0, 200);
+    }
+    let lines = usage_lines(&one.at, "group_by=session,agent", sent as u64 + 2).await;
+    let line = |agent: Value| {
+        lines
+            .iter()
+            .find(|l| l["session"] == "s-pg" && l["agent"] == agent)
+            .unwrap_or_else(|| panic!("{agent} in {lines:?}"))
+    };
+    let (main, sub) = (line(Value::Null), line(json!("sub-pg")));
+    for field in ["requests", "input_tokens", "output_tokens", "spend"] {
+        assert_eq!(main[field], sub[field], "{field}: {main} {sub}");
+    }
+    assert_eq!(main["requests"], 1);
+    assert!(main["spend"].as_f64() > Some(0.0), "{main}");
+    let unnamed = lines.iter().find(|l| l["session"].is_null());
+    assert_eq!(
+        unnamed.map(|l| &l["requests"]),
+        Some(&json!(sent)),
         "{lines:?}"
     );
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::keys::{admin, ask, create, dir, until, usage_lines};
+use common::keys::{admin, ask, ask_with, create, dir, until, usage_lines};
 use common::llm::*;
 use common::provider::{Options, Provider, ProviderApi};
 use common::{Weir, get_with};
@@ -305,8 +305,19 @@ async fn usage_rows_are_written_and_reported_by_person_and_model_and_none_lost_a
     let mut weir = Weir::start_in(dir, &config(&up, "")).await;
     let (_, alice) = create(&weir, json!({"user": "alice", "team": "platform"})).await;
     let (_, bob) = create(&weir, json!({"user": "bob", "team": "platform"})).await;
-    for _ in 0..3 {
-        assert_eq!(ask(&weir, &alice, "claude-sonnet").await.0, 200);
+    // Alice's three requests: Claude Code's session `s-one`, its subagent
+    // `sub-1` in it, and Codex's session `s-two`; Bob's names none.
+    let hints: [&[(&str, &str)]; 3] = [
+        &[("x-claude-code-session-id", "s-one")],
+        &[
+            ("x-claude-code-session-id", "s-one"),
+            ("x-claude-code-agent-id", "sub-1"),
+        ],
+        &[("session_id", "s-two")],
+    ];
+    for hint in hints {
+        let asked = ask_with(&weir, &alice, "claude-sonnet", hint).await;
+        assert_eq!(asked.0, 200);
     }
     assert_eq!(ask(&weir, &bob, "claude-haiku").await.0, 200);
     // Rows are written off the request path: await them in the report.
@@ -319,6 +330,41 @@ async fn usage_rows_are_written_and_reported_by_person_and_model_and_none_lost_a
         "{alice_line}"
     );
     assert!(alice_line["spend"].as_f64() > Some(0.0), "{alice_line}");
+    // Per session and agent: each of Alice's requests is a line of its
+    // own with a third of her tokens and spend; Bob's has neither.
+    let lines = usage_lines(&weir, "group_by=session,agent", 4).await;
+    let line = |session: Value, agent: Value| {
+        let found = lines
+            .iter()
+            .find(|l| l["session"] == session && l["agent"] == agent);
+        found.unwrap_or_else(|| panic!("{session} {agent} in {lines:?}"))
+    };
+    let third = |l: &Value, field: &str| {
+        assert_eq!(l["requests"], 1, "{l}");
+        let (one, all) = (l[field].as_f64(), alice_line[field].as_f64());
+        let (one, all) = (one.unwrap_or(-1.0), all.unwrap_or(0.0));
+        assert!(
+            (one * 3.0 - all).abs() < 1e-9,
+            "{field}: {l} of {alice_line}"
+        );
+    };
+    for l in [
+        line(json!("s-one"), Value::Null),
+        line(json!("s-one"), json!("sub-1")),
+        line(json!("s-two"), Value::Null),
+    ] {
+        third(l, "input_tokens");
+        third(l, "output_tokens");
+        third(l, "spend");
+    }
+    assert_eq!(line(Value::Null, Value::Null)["requests"], 1, "{lines:?}");
+    let by_session = usage_lines(&weir, "group_by=session", 4).await;
+    let one = by_session.iter().find(|l| l["session"] == "s-one");
+    assert_eq!(
+        one.map(|l| &l["requests"]),
+        Some(&json!(2)),
+        "{by_session:?}"
+    );
     let (status, v) = admin(
         &weir,
         http::Method::GET,

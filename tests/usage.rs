@@ -147,13 +147,25 @@ fn close(a: f64, b: f64) -> bool {
 async fn usage_is_counted_per_client_in_metrics_and_records() {
     let up = serving(WORDS).await;
     let weir = start("anthropic", &up, "", &clients("")).await;
-    for (token, stream) in [
-        ("tok-alice", false),
-        ("tok-alice", false),
-        ("tok-bob", true),
-    ] {
-        served(&weir, "/v1/messages", &messages("m", stream, 64), token).await;
+    for token in ["tok-alice", "tok-alice"] {
+        served(&weir, "/v1/messages", &messages("m", false, 64), token).await;
     }
+    // Bob's request is a Claude Code subagent's, in a session whose id is
+    // longer than a record keeps.
+    let long_session = "s".repeat(200);
+    let (s, _, answer) = post(
+        &weir,
+        "/v1/messages",
+        messages("m", true, 64).to_string(),
+        &[
+            ("x-api-key", "tok-bob"),
+            ("anthropic-version", "2023-06-01"),
+            ("x-claude-code-session-id", &long_session),
+            ("x-claude-code-agent-id", "agent-7"),
+        ],
+    )
+    .await;
+    assert_eq!(s, 200, "{answer}");
     // The mock reports 12 input tokens, and 3 output tokens (the words).
     let series = |client: &str, kind: &str| {
         format!(
@@ -205,6 +217,8 @@ async fn usage_is_counted_per_client_in_metrics_and_records() {
         ("request_id", json!("req_mock_stream")),
         ("settled", json!("usage")),
         ("failovers", json!(0)),
+        ("session", json!("s".repeat(128))),
+        ("agent", json!("agent-7")),
     ] {
         assert_eq!(r[field], want, "{field} in {r}");
     }
@@ -213,8 +227,14 @@ async fn usage_is_counted_per_client_in_metrics_and_records() {
         "{r}"
     );
     assert!(r["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
-    let alice = records.iter().filter(|r| r["client"] == "alice").count();
-    assert_eq!(alice, 2);
+    let alice: Vec<&Value> = records.iter().filter(|r| r["client"] == "alice").collect();
+    assert_eq!(alice.len(), 2);
+    assert!(
+        alice
+            .iter()
+            .all(|r| r["session"].is_null() && r["agent"].is_null()),
+        "{alice:?}"
+    );
 }
 
 /// An Anthropic answer with prompt caching: 100 uncached input tokens,

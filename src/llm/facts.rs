@@ -72,6 +72,31 @@ pub(crate) struct LlmFacts {
     pub(crate) trace_id: Option<String>,
     /// What the request cost, once settled (with prices).
     pub(crate) spend: Option<f64>,
+    /// The coding agent's session, from its hint header ([`LlmFacts::hinted`]).
+    pub(crate) session: Option<String>,
+    /// The (sub)agent within the session, from its hint header.
+    pub(crate) agent: Option<String>,
+}
+
+/// The headers a coding agent names its session in: Claude Code's, then
+/// Codex's (the trace's `session.id` reads the same ones).
+const SESSION_HEADERS: [&str; 2] = ["x-claude-code-session-id", "session_id"];
+/// The header Claude Code names the agent in (a subagent's own id).
+const AGENT_HEADER: &str = "x-claude-code-agent-id";
+/// The most of a session or agent id kept: ids are UUIDs (36 bytes), and a
+/// client must not make every usage row large.
+const MAX_HINT: usize = 128;
+
+impl LlmFacts {
+    /// Keep the session and agent the request's head names.
+    pub(crate) fn hinted(&mut self, headers: &http::HeaderMap) {
+        let hint = |name: &str| {
+            let v = headers.get(name)?.to_str().ok()?.trim();
+            (!v.is_empty()).then(|| bounded(v, MAX_HINT).to_string())
+        };
+        self.session = SESSION_HEADERS.into_iter().find_map(hint);
+        self.agent = hint(AGENT_HEADER);
+    }
 }
 
 pub(crate) type SharedLlmFacts = Arc<std::sync::Mutex<LlmFacts>>;

@@ -206,6 +206,7 @@ pub(crate) async fn serve(
     if me::asks(&req, &cx.route.path) {
         return me::answer(llm, &req, &cx).await;
     }
+    cx.facts.locked().hinted(req.headers());
     let (endpoint, api_path) = find_endpoint(&llm.settings, &req, &cx)?;
     let presented = client::admit(llm, &req, endpoint, &account, &mut cx).await?;
     let declared = declared_length(&req, &cx)?;

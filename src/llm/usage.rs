@@ -607,6 +607,8 @@ impl Account {
                 "first_token_ms": f.first_token_ms,
                 "failovers": f.failovers,
                 "trace_id": f.trace_id,
+                "session": f.session,
+                "agent": f.agent,
             });
             self.books.records.write(&record);
         }
@@ -646,6 +648,8 @@ impl Account {
                 duration_ms: elapsed.as_millis() as u64,
                 status,
                 outcome: outcome.to_string(),
+                session: f.session.clone(),
+                agent: f.agent.clone(),
             });
         }
         spend.map(|s| s as f64 / SPEND_UNIT)
@@ -700,11 +704,7 @@ fn outcome(f: &LlmFacts, status: u16) -> &'static str {
 /// A client's text as a record field: at most [`MAX_FIELD`] bytes (a
 /// model name is whatever the client sent; a record line stays small).
 fn bounded(s: &str) -> &str {
-    let mut end = s.len().min(MAX_FIELD);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    crate::respond::bounded(s, MAX_FIELD)
 }
 
 /// The longest client-chosen text a usage record carries.

@@ -87,4 +87,8 @@ pub(super) const STEPS: &[&str] = &[
      ALTER TABLE keys ADD COLUMN tokens_per_month {int};
      ALTER TABLE keys ADD COLUMN spend_per_month {int};
      ALTER TABLE keys ADD COLUMN warn_at {int};",
+    // 3: the coding agent's session and agent a request came from (its
+    // hint headers), so a session's and a subagent's spend can be summed.
+    "ALTER TABLE usage ADD COLUMN session TEXT;
+     ALTER TABLE usage ADD COLUMN agent TEXT;",
 ];

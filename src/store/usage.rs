@@ -24,6 +24,10 @@ pub(crate) struct UsageRow {
     pub(crate) duration_ms: u64,
     pub(crate) status: u16,
     pub(crate) outcome: String,
+    /// The coding agent's session (Claude Code's, Codex's), when it said.
+    pub(crate) session: Option<String>,
+    /// The (sub)agent within the session, when it said.
+    pub(crate) agent: Option<String>,
 }
 
 /// What a report groups by (each a column, or the UTC day).
@@ -36,11 +40,13 @@ pub(crate) enum Group {
     Route,
     Model,
     Upstream,
+    Session,
+    Agent,
     Day,
 }
 
 impl Group {
-    pub(crate) const ALL: [Group; 8] = [
+    pub(crate) const ALL: [Group; 10] = [
         Group::Key,
         Group::Client,
         Group::User,
@@ -48,6 +54,8 @@ impl Group {
         Group::Route,
         Group::Model,
         Group::Upstream,
+        Group::Session,
+        Group::Agent,
         Group::Day,
     ];
 
@@ -61,6 +69,8 @@ impl Group {
             Group::Route => "route",
             Group::Model => "model",
             Group::Upstream => "upstream",
+            Group::Session => "session",
+            Group::Agent => "agent",
             Group::Day => "day",
         }
     }
@@ -83,6 +93,8 @@ impl Group {
             Group::Route => "route",
             Group::Model => "model",
             Group::Upstream => "upstream",
+            Group::Session => "session",
+            Group::Agent => "agent",
             Group::Day => match dialect {
                 Dialect::Sqlite => "strftime('%Y-%m-%d', at_ms / 1000, 'unixepoch')",
                 Dialect::Postgres => {
@@ -127,11 +139,11 @@ fn count(v: Option<i64>) -> u64 {
 /// The columns of `usage`, in the order [`cells`] gives them.
 pub(super) const COLUMNS: &str = "at_ms, request_id, key_id, client, \"user\", team, route, model, \
     model_served, upstream, input_tokens, output_tokens, cache_read_tokens, \
-    cache_write_tokens, spend, duration_ms, status, outcome";
+    cache_write_tokens, spend, duration_ms, status, outcome, session, agent";
 
 /// A row's values in `COLUMNS`' order: integers, then texts, split so
 /// each database binds them its own way.
-pub(super) fn cells(r: &UsageRow) -> ([i64; 8], [Option<String>; 10]) {
+pub(super) fn cells(r: &UsageRow) -> ([i64; 8], [Option<String>; 12]) {
     let big = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     (
         [
@@ -155,12 +167,14 @@ pub(super) fn cells(r: &UsageRow) -> ([i64; 8], [Option<String>; 10]) {
             r.model_served.clone(),
             r.upstream.clone(),
             Some(r.outcome.clone()),
+            r.session.clone(),
+            r.agent.clone(),
         ],
     )
 }
 
 /// Where each of `COLUMNS` is in [`cells`]' two lists: `(is_int, index)`.
-pub(super) const PLACES: [(bool, usize); 18] = [
+pub(super) const PLACES: [(bool, usize); 20] = [
     (true, 0),
     (false, 0),
     (false, 1),
@@ -179,6 +193,8 @@ pub(super) const PLACES: [(bool, usize); 18] = [
     (true, 6),
     (true, 7),
     (false, 9),
+    (false, 10),
+    (false, 11),
 ];
 
 /// A key's requests, tokens and spend since a time (parameters: the key,

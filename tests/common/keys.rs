@@ -126,10 +126,22 @@ pub async fn create(weir: &impl Instance, spec: Value) -> (String, String) {
 
 /// A Messages request with `secret`: the status and the body.
 pub async fn ask(weir: &impl Instance, secret: &str, model: &str) -> (u16, String) {
+    ask_with(weir, secret, model, &[]).await
+}
+
+/// [`ask`] with more headers (a coding agent's session hints).
+pub async fn ask_with(
+    weir: &impl Instance,
+    secret: &str,
+    model: &str,
+    more: &[(&str, &str)],
+) -> (u16, String) {
+    let mut headers = vec![("anthropic-version", "2023-06-01"), ("x-api-key", secret)];
+    headers.extend_from_slice(more);
     let (status, _, body) = super::post_json(
         &format!("{}/v1/messages", weir.web_base()),
         messages_body(model, false),
-        &[("anthropic-version", "2023-06-01"), ("x-api-key", secret)],
+        &headers,
     )
     .await;
     (status.as_u16(), body)

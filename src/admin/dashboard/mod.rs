@@ -183,7 +183,7 @@ async fn usage(req: &Request<Incoming>, state: &AdminState) -> Response<Payload>
             return json(
                 StatusCode::BAD_REQUEST,
                 &serde_json::json!({"error": format!(
-                    "without [database] usage is grouped by client, model, upstream or route, not `{other}`"
+                    "without [database] usage is grouped by client, model, upstream or route, not `{other}` (sessions and agents are kept in the database)"
                 )}),
             );
         }

@@ -20,6 +20,7 @@ use super::{Bridge, Gone, Socket, error_frame, send};
 use crate::llm::client::{self, Presented, Who};
 use crate::llm::{Context, SharedLlmFacts, Turn, body, outgoing, usage};
 use crate::respond::{ErrorShape, Payload, Recorded, RequestRecord, Rescue};
+use crate::sync::Locked;
 
 /// The most of a client's string an error message repeats.
 const MAX_ECHOED: usize = 256;
@@ -276,6 +277,8 @@ fn overloaded() -> Message {
 async fn exchange(bridge: &Bridge, socket: &mut Socket, body: Bytes) -> Result<Answered, Gone> {
     let open = &bridge.open;
     let facts = SharedLlmFacts::default();
+    // Every turn is the session the upgrade's head named.
+    facts.locked().hinted(&bridge.head.headers);
     let mut record = RequestRecord {
         start: std::time::Instant::now(),
         client: bridge.peer,

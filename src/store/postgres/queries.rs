@@ -176,7 +176,7 @@ impl Postgres {
         rows: Vec<UsageRow>,
     ) -> Result<(), StoreError> {
         let mut ints: [Vec<i64>; 8] = Default::default();
-        let mut texts: [Vec<Option<String>>; 10] = Default::default();
+        let mut texts: [Vec<Option<String>>; 12] = Default::default();
         for r in &rows {
             let (i, t) = usage::cells(r);
             for (column, v) in ints.iter_mut().zip(i) {
