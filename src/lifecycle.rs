@@ -55,6 +55,9 @@ pub(crate) struct Gateway {
     standing: Standing,
     /// ACME challenge answers (http-01 tokens).
     challenges: Arc<Challenges>,
+    /// With `[telemetry.metrics]`: the OTLP metrics exporter (its task
+    /// ends with the gateway).
+    metrics_export: Option<crate::telemetry::otlp_metrics::MetricsExport>,
 }
 
 impl Gateway {
@@ -73,6 +76,13 @@ impl Gateway {
             ),
             None => None,
         };
+        let metrics_export = match &config.metrics_export {
+            Some(m) => Some(
+                crate::telemetry::otlp_metrics::MetricsExport::start(m, metrics.clone())
+                    .map_err(BuildError::MetricsExport)?,
+            ),
+            None => None,
+        };
         let mut standing = Standing::new(
             config.server.max_concurrent_requests,
             config.server.max_buffered_body_bytes,
@@ -88,6 +98,7 @@ impl Gateway {
             current: ArcSwap::from_pointee(snapshot),
             standing,
             challenges,
+            metrics_export,
         })
     }
 
@@ -104,6 +115,12 @@ impl Gateway {
     /// The fleet's shared state, with `[cluster]` (as at start).
     pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.standing.cluster.as_ref()
+    }
+
+    /// The OTLP metrics exporter, with `[telemetry.metrics]` (as at
+    /// start).
+    pub(crate) fn metrics_export(&self) -> Option<&crate::telemetry::otlp_metrics::MetricsExport> {
+        self.metrics_export.as_ref()
     }
 
     /// The tracer, with `[telemetry.traces]` (as at start).

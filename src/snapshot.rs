@@ -48,6 +48,8 @@ pub enum BuildError {
     UsageLog(std::io::Error),
     #[error("traces: {0}")]
     Traces(String),
+    #[error("metrics export: {0}")]
+    MetricsExport(String),
 }
 
 /// The reloadable configuration, ready to serve.

@@ -10,7 +10,7 @@
 //! against the declarations.
 //!
 //! Declared so far: `[server]`, `[connections]`, `[http1]`, `[http2]`,
-//! `[log]`, `[admin]`, `[upstream]`, `[cluster]`, `[telemetry.traces]`, and `[[listener]]` with
+//! `[log]`, `[admin]`, `[upstream]`, `[cluster]`, `[telemetry.traces]`, `[telemetry.metrics]`, and `[[listener]]` with
 //! its `tls`, `certificates`, `acme` and `external_account` tables (see
 //! [`ALL`]). The route tables' keys are still named in their getters'
 //! calls.
@@ -177,6 +177,8 @@ pub(crate) mod database;
 
 /// `[idp]`.
 pub(crate) mod idp;
+/// `[telemetry.metrics]`.
+pub(crate) mod metrics;
 /// `[telemetry]` and `[telemetry.traces]`.
 pub(crate) mod traces;
 
@@ -282,6 +284,14 @@ pub(crate) const ALL: &[&Key] = &[
     &traces::EXPORT_TIMEOUT,
     &traces::CAPTURE_CONTENT,
     &traces::MAX_CONTENT_SIZE,
+    &metrics::METRICS,
+    &metrics::ENDPOINT,
+    &metrics::PROTOCOL,
+    &metrics::HEADERS,
+    &metrics::CA_FILE,
+    &metrics::SERVICE_NAME,
+    &metrics::EXPORT_INTERVAL,
+    &metrics::EXPORT_TIMEOUT,
     &listener::NAME,
     &listener::ADDRESS,
     &listener::TLS,

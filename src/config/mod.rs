@@ -42,7 +42,7 @@ pub use secret::Secret;
 pub use server::*;
 pub(crate) use sources::Sources;
 pub(crate) use statics::{Precompressed, StaticSettings};
-pub(crate) use traces::{OtlpProtocol, TraceSettings};
+pub(crate) use traces::{MetricsExportSettings, OtlpProtocol, TraceSettings};
 pub(crate) use upstream::UpstreamHttp;
 
 pub(crate) use upstream::{Ejection, Member, Policy, RetryBudget, ServerUrl};
@@ -101,6 +101,9 @@ pub struct Config {
     pub(crate) teams: Vec<TeamBudget>,
     /// `[telemetry.traces]`: OpenTelemetry traces; `None`: none made.
     pub(crate) traces: Option<TraceSettings>,
+    /// `[telemetry.metrics]`: the metrics pushed over OTLP too; `None`:
+    /// only `/metrics` serves them.
+    pub(crate) metrics_export: Option<MetricsExportSettings>,
     /// What loads but should be fixed (a secret file others can read).
     pub(crate) warnings: Vec<String>,
 }

@@ -1,5 +1,7 @@
-//! `[telemetry.traces]`: OpenTelemetry traces exported over OTLP. Only
-//! data: the spans and their export are `crate::telemetry::trace`'s.
+//! `[telemetry.traces]` and `[telemetry.metrics]`: OpenTelemetry traces
+//! and metrics exported over OTLP. Only data: the spans and their export
+//! are `crate::telemetry::trace`'s, the metrics' export
+//! `crate::telemetry::otlp_metrics`'s.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,4 +38,19 @@ pub(crate) struct TraceSettings {
     /// LLM prompts in the spans, at most `max_content_size` bytes each.
     pub(crate) capture_content: bool,
     pub(crate) max_content_size: usize,
+}
+
+/// `[telemetry.metrics]`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MetricsExportSettings {
+    /// For HTTP the whole URL (`/v1/metrics` added to a bare origin), for
+    /// gRPC the origin.
+    pub(crate) endpoint: http::Uri,
+    pub(crate) protocol: OtlpProtocol,
+    /// Sent with every export (marked sensitive: never printed).
+    pub(crate) headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub(crate) ca_file: Option<PathBuf>,
+    pub(crate) service_name: String,
+    pub(crate) export_interval: Duration,
+    pub(crate) export_timeout: Duration,
 }

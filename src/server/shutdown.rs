@@ -101,6 +101,10 @@ impl Running {
         if let Some(tracer) = self.reloadable.gateway.tracer() {
             tracer.flush(TRACE_FLUSH_WAIT).await;
         }
+        // The last counts, to the collector if it takes them soon.
+        if let Some(export) = self.reloadable.gateway.metrics_export() {
+            export.flush(TRACE_FLUSH_WAIT).await;
+        }
         drained
     }
 }

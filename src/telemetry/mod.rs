@@ -1,16 +1,19 @@
 //! Logs and metrics: the tracing subscriber, and the Prometheus registry
-//! every layer records into.
+//! every layer records into; OTLP export of traces and metrics.
 
+pub(crate) mod exposition;
 pub(crate) mod logfile;
 mod metrics;
+mod otlp;
+pub(crate) mod otlp_metrics;
 pub(crate) mod records;
 pub(crate) mod trace;
 
 pub use metrics::ClusterMetrics;
 pub use metrics::Metrics;
 pub(crate) use metrics::{
-    DatabaseMetrics, LlmRouteMetrics, RouteMetrics, ServerMetrics, TraceSpans, UpstreamErrorKind,
-    UsageOf,
+    DatabaseMetrics, LlmRouteMetrics, MetricsExports, RouteMetrics, ServerMetrics, TraceSpans,
+    UpstreamErrorKind, UsageOf,
 };
 pub(crate) use records::RecordSink;
 

@@ -1,10 +1,12 @@
 //! An OpenTelemetry collector stand-in: OTLP/HTTP (`POST /v1/traces`,
-//! protobuf) and OTLP/gRPC (`TraceService/Export`) on 127.0.0.1:0, as
-//! strict as the collector's receiver about what it takes — the content
-//! type, a body that decodes as an `ExportTraceServiceRequest` (with
+//! `POST /v1/metrics`, protobuf) and OTLP/gRPC (`TraceService/Export`,
+//! `MetricsService/Export`) on 127.0.0.1:0, as strict as the collector's
+//! receiver about what it takes — the content type, a body that decodes as
+//! an `ExportTraceServiceRequest` or `ExportMetricsServiceRequest` (with
 //! opentelemetry-proto's prost types, not weir's code), ids of the right
-//! length — and the spans it took, for the tests to assert on. It can be
-//! told to refuse (503) or to blackhole (take the request, never answer).
+//! length, histograms whose buckets add up — and the spans and metric
+//! exports it took, for the tests to assert on. It can be told to refuse
+//! (503) or to blackhole (take the request, never answer).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -18,6 +20,9 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -25,6 +30,7 @@ use prost::Message;
 use tokio::net::TcpListener;
 
 const GRPC_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+const METRICS_GRPC_PATH: &str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
 
 /// What the collector does with an export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +53,8 @@ struct State {
     mode: Option<Mode>,
     /// Headers of the last export.
     headers: http::HeaderMap,
+    /// Every metrics export taken, in order.
+    metric_exports: Vec<ExportMetricsServiceRequest>,
 }
 
 #[derive(Clone)]
@@ -81,6 +89,11 @@ impl Collector {
     /// The OTLP/HTTP endpoint.
     pub fn http_endpoint(&self) -> String {
         format!("http://{}/v1/traces", self.addr)
+    }
+
+    /// Every metrics export it took, in order.
+    pub fn metric_exports(&self) -> Vec<ExportMetricsServiceRequest> {
+        self.state.lock().expect("state").metric_exports.clone()
     }
 
     pub fn set_mode(&self, mode: Mode) {
@@ -130,6 +143,10 @@ async fn take(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full
     }
     if mode == Mode::Refuse {
         return answer(StatusCode::SERVICE_UNAVAILABLE, "full");
+    }
+    let path = parts.uri.path();
+    if path == "/v1/metrics" || path == METRICS_GRPC_PATH {
+        return take_metrics(&state, parts, body);
     }
     let grpc = parts.uri.path() == GRPC_PATH;
     let content_type = parts.headers.get(http::header::CONTENT_TYPE);
@@ -181,8 +198,91 @@ async fn take(state: Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full
     resp
 }
 
+/// A metrics export, over HTTP or gRPC, decoded and checked.
+fn take_metrics(
+    state: &Mutex<State>,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Response<Full<Bytes>> {
+    let grpc = parts.uri.path() == METRICS_GRPC_PATH;
+    let content_type = parts.headers.get(http::header::CONTENT_TYPE);
+    let decoded = match (grpc, content_type.and_then(|v| v.to_str().ok())) {
+        (false, Some("application/x-protobuf")) => {
+            ExportMetricsServiceRequest::decode(body).map_err(|e| e.to_string())
+        }
+        (true, Some("application/grpc")) if parts.version == http::Version::HTTP_2 => {
+            grpc_message(body)
+        }
+        (_, ct) => Err(format!("{} {} as {ct:?}", parts.method, parts.uri.path())),
+    };
+    let mut s = state.lock().expect("state");
+    match decoded.and_then(checked_metrics) {
+        Ok(request) => {
+            s.metric_exports.push(request);
+            s.headers = parts.headers;
+        }
+        Err(why) => {
+            s.rejected.push(why);
+            return answer(StatusCode::BAD_REQUEST, "bad export");
+        }
+    }
+    drop(s);
+    if grpc {
+        return grpc_ok();
+    }
+    let mut out = Vec::new();
+    let _ = ExportMetricsServiceResponse::default().encode(&mut out);
+    Response::new(Full::new(Bytes::from(out)))
+}
+
+/// What the collector refuses in a metrics export: a metric without a
+/// name or data, a point before its start, a sum or histogram without a
+/// temporality, a histogram whose buckets do not match its bounds or its
+/// count.
+fn checked_metrics(r: ExportMetricsServiceRequest) -> Result<ExportMetricsServiceRequest, String> {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    for m in r
+        .resource_metrics
+        .iter()
+        .flat_map(|rm| &rm.scope_metrics)
+        .flat_map(|sm| &sm.metrics)
+    {
+        let bad = || Err(format!("bad metric {m:?}"));
+        match &m.data {
+            _ if m.name.is_empty() => return bad(),
+            Some(Data::Sum(s)) => {
+                let times_ok = s
+                    .data_points
+                    .iter()
+                    .all(|p| p.start_time_unix_nano <= p.time_unix_nano && p.value.is_some());
+                if s.aggregation_temporality == 0 || !times_ok {
+                    return bad();
+                }
+            }
+            Some(Data::Gauge(g)) => {
+                if g.data_points.iter().any(|p| p.value.is_none()) {
+                    return bad();
+                }
+            }
+            Some(Data::Histogram(h)) => {
+                let points_ok = h.data_points.iter().all(|p| {
+                    p.bucket_counts.len() == p.explicit_bounds.len() + 1
+                        && p.bucket_counts.iter().sum::<u64>() == p.count
+                        && p.explicit_bounds.windows(2).all(|w| w[0] < w[1])
+                        && p.start_time_unix_nano <= p.time_unix_nano
+                });
+                if h.aggregation_temporality == 0 || !points_ok {
+                    return bad();
+                }
+            }
+            _ => return bad(),
+        }
+    }
+    Ok(r)
+}
+
 /// One gRPC message: no compression, its length as said.
-fn grpc_message(mut body: Bytes) -> Result<ExportTraceServiceRequest, String> {
+fn grpc_message<M: Message + Default>(mut body: Bytes) -> Result<M, String> {
     if body.len() < 5 || body[0] != 0 {
         return Err("not an uncompressed gRPC message".into());
     }
@@ -191,7 +291,7 @@ fn grpc_message(mut body: Bytes) -> Result<ExportTraceServiceRequest, String> {
     if body.len() != len {
         return Err(format!("gRPC length {len}, body {}", body.len()));
     }
-    ExportTraceServiceRequest::decode(body).map_err(|e| e.to_string())
+    M::decode(body).map_err(|e| e.to_string())
 }
 
 /// What the collector refuses in a decoded request: ids of the wrong

@@ -88,50 +88,20 @@ fn le(text: &str) -> Option<f64> {
     }
 }
 
-/// `name{a="x",b="y"} 1.5` or `name 1.5` (a timestamp after the value is
-/// ignored).
-fn sample(line: &str) -> Option<(String, Sample)> {
-    let (name, rest) = match line.find(['{', ' ']) {
-        Some(i) => line.split_at(i),
-        None => return None,
-    };
-    let (labels, rest) = match rest.strip_prefix('{') {
-        Some(inner) => labels(inner)?,
-        None => (Vec::new(), rest),
-    };
-    let value = rest.split_whitespace().next()?;
-    let value = match value {
+/// A sample line's name and sample (the line read by
+/// `telemetry::exposition`).
+fn sample(text: &str) -> Option<(String, Sample)> {
+    let line = crate::telemetry::exposition::line(text)?;
+    let value = match line.value {
         "+Inf" => f64::INFINITY,
         "-Inf" => f64::NEG_INFINITY,
         v => v.parse().ok()?,
     };
-    Some((name.to_string(), Sample { labels, value }))
-}
-
-/// The labels after `{`, up to the closing `}`, and what follows it.
-fn labels(mut text: &str) -> Option<(Vec<(String, String)>, &str)> {
-    let mut out = Vec::new();
-    loop {
-        text = text.trim_start_matches([',', ' ']);
-        if let Some(rest) = text.strip_prefix('}') {
-            return Some((out, rest));
-        }
-        let (key, rest) = text.split_once("=\"")?;
-        let mut value = String::new();
-        let mut chars = rest.char_indices();
-        let end = loop {
-            match chars.next()? {
-                (i, '"') => break i,
-                (_, '\\') => match chars.next()?.1 {
-                    'n' => value.push('\n'),
-                    other => value.push(other),
-                },
-                (_, c) => value.push(c),
-            }
-        };
-        out.push((key.trim().to_string(), value));
-        text = rest.get(end + 1..)?;
-    }
+    let sample = Sample {
+        labels: line.labels,
+        value,
+    };
+    Some((line.name.to_string(), sample))
 }
 
 /// The `q` quantile (0..1) of the observations a histogram gained

@@ -141,7 +141,7 @@ fn read(
             Some("add `[database]` (keys with `--team`) or `[idp]`, or remove the `[[teams]]` tables".into()),
         );
     }
-    let traces = traces::traces(&top);
+    let (traces, metrics_export) = traces::telemetry(&top);
     // Followed when the files were read (see `sources`).
     top.raw_present(super::sources::INCLUDE);
     Some(Config {
@@ -161,6 +161,7 @@ fn read(
         idp,
         teams: teams?,
         traces,
+        metrics_export,
         warnings: doc.warnings(),
     })
 }
@@ -531,7 +532,7 @@ mod tests {
             );
             durations += 1;
         }
-        assert_eq!(durations, 37, "duration keys exercised");
+        assert_eq!(durations, 39, "duration keys exercised");
         assert_eq!(p.matches("`400days` is longer").count(), durations, "{p}");
     }
 

@@ -127,6 +127,7 @@ pub struct Metrics {
     certificates: acme::CertificateFamilies,
     pub(crate) database: DatabaseMetrics,
     trace_spans: TraceSpans,
+    metrics_exports: MetricsExports,
 }
 
 /// What became of the spans `telemetry::trace` made.
@@ -136,6 +137,15 @@ pub(crate) struct TraceSpans {
     pub(crate) dropped: Counter,
     /// Taken by the collector.
     pub(crate) exported: Counter,
+}
+
+/// What became of the OTLP metric exports (`telemetry::otlp_metrics`).
+#[derive(Clone, Default)]
+pub(crate) struct MetricsExports {
+    /// Taken by the collector.
+    pub(crate) exported: Counter,
+    /// Refused, failed or timed out.
+    pub(crate) failed: Counter,
 }
 
 impl Default for Metrics {
@@ -187,6 +197,17 @@ impl Metrics {
             "Trace spans the collector took",
             trace_spans.exported.clone(),
         );
+        let metrics_exports = MetricsExports::default();
+        registry.register(
+            "metrics_exports",
+            "OTLP metric exports the collector took ([telemetry.metrics])",
+            metrics_exports.exported.clone(),
+        );
+        registry.register(
+            "metrics_exports_failed",
+            "OTLP metric exports that failed: the collector down, refusing, or not answering within export_timeout",
+            metrics_exports.failed.clone(),
+        );
         Metrics {
             registry,
             server,
@@ -199,7 +220,13 @@ impl Metrics {
             certificates,
             database,
             trace_spans,
+            metrics_exports,
         }
+    }
+
+    /// The OTLP metrics exporter's counters.
+    pub(crate) fn metrics_exports(&self) -> MetricsExports {
+        self.metrics_exports.clone()
     }
 
     /// The trace exporter's counters.

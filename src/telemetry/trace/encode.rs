@@ -1,33 +1,19 @@
 //! weir's spans as OTLP's protobuf messages (`opentelemetry-proto`).
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    AnyValue, ArrayValue, InstrumentationScope, KeyValue, any_value,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{self as otlp, ResourceSpans, ScopeSpans};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{self as proto, ResourceSpans, ScopeSpans};
 
 use super::span::{Event, Kind, Span, Status, Value};
+use crate::telemetry::otlp;
 
 /// One export: weir's resource, its scope, the spans.
 pub(super) fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
-    let resource = Resource {
-        attributes: vec![
-            key_value("service.name", Value::from(service)),
-            key_value("service.version", Value::from(env!("CARGO_PKG_VERSION"))),
-        ],
-        ..Default::default()
-    };
-    let scope = InstrumentationScope {
-        name: "weir".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        ..Default::default()
-    };
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
-            resource: Some(resource),
+            resource: Some(otlp::resource(service)),
             scope_spans: vec![ScopeSpans {
-                scope: Some(scope),
+                scope: Some(otlp::scope()),
                 spans: spans.into_iter().map(span).collect(),
                 schema_url: String::new(),
             }],
@@ -36,19 +22,19 @@ pub(super) fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequ
     }
 }
 
-fn span(s: Span) -> otlp::Span {
+fn span(s: Span) -> proto::Span {
     let kind = match s.kind {
-        Kind::Server => otlp::span::SpanKind::Server,
-        Kind::Client => otlp::span::SpanKind::Client,
+        Kind::Server => proto::span::SpanKind::Server,
+        Kind::Client => proto::span::SpanKind::Client,
     };
     let status = match s.status {
         Status::Unset => None,
-        Status::Error(message) => Some(otlp::Status {
+        Status::Error(message) => Some(proto::Status {
             message,
-            code: otlp::status::StatusCode::Error as i32,
+            code: proto::status::StatusCode::Error as i32,
         }),
     };
-    otlp::Span {
+    proto::Span {
         trace_id: s.trace_id.to_vec(),
         span_id: s.span_id.to_vec(),
         trace_state: s.trace_state,
@@ -66,8 +52,8 @@ fn span(s: Span) -> otlp::Span {
     }
 }
 
-fn event(e: Event) -> otlp::span::Event {
-    otlp::span::Event {
+fn event(e: Event) -> proto::span::Event {
+    proto::span::Event {
         time_unix_nano: e.at,
         name: e.name.into(),
         attributes: attributes(e.attributes),

@@ -8,26 +8,17 @@
 
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{self, HeaderValue};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::encode;
 use super::span::Span;
-use crate::config::{OtlpProtocol, TraceSettings};
+use crate::config::TraceSettings;
 use crate::telemetry::TraceSpans;
+use crate::telemetry::otlp::{Collector, Target};
 
 /// gRPC's path for trace exports.
 const GRPC_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-/// The most of a collector's answer read (OTLP answers are small).
-const MAX_ANSWER: usize = 64 * 1024;
 
 enum Item {
     Span(Box<Span>),
@@ -122,14 +113,9 @@ async fn run(mut rx: mpsc::Receiver<Item>, exporter: Exporter, batching: Batchin
     }
 }
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
-
-/// One collector, and how to reach it.
+/// One collector, and what its exports are counted as.
 struct Exporter {
-    client: Client<Https, Full<Bytes>>,
-    uri: http::Uri,
-    protocol: OtlpProtocol,
-    headers: Vec<(http::HeaderName, HeaderValue)>,
+    collector: Collector,
     timeout: Duration,
     service: String,
     counters: TraceSpans,
@@ -137,31 +123,17 @@ struct Exporter {
 
 impl Exporter {
     fn new(settings: &TraceSettings, counters: TraceSpans) -> Result<Self, String> {
-        let tls = crate::pki::client_config(settings.ca_file.as_deref())
-            .map_err(|e| format!("telemetry.traces.ca_file: {e}"))?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(settings.export_timeout));
-        connector.enforce_http(false);
-        let grpc = settings.protocol == OtlpProtocol::Grpc;
-        let builder = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http();
-        let https = match grpc {
-            true => builder.enable_http2().wrap_connector(connector),
-            false => builder.enable_http1().wrap_connector(connector),
-        };
-        let client = Client::builder(TokioExecutor::new())
-            .http2_only(grpc)
-            .build(https);
-        let uri = match grpc {
-            true => grpc_uri(&settings.endpoint)?,
-            false => settings.endpoint.clone(),
-        };
-        Ok(Exporter {
-            client,
-            uri,
+        let collector = Collector::new(&Target {
+            endpoint: &settings.endpoint,
             protocol: settings.protocol,
-            headers: settings.headers.clone(),
+            headers: &settings.headers,
+            ca_file: settings.ca_file.as_deref(),
+            connect_timeout: settings.export_timeout,
+            grpc_path: GRPC_PATH,
+            table: "telemetry.traces",
+        })?;
+        Ok(Exporter {
+            collector,
             timeout: settings.export_timeout,
             service: settings.service_name.clone(),
             counters,
@@ -173,7 +145,7 @@ impl Exporter {
     async fn export(&self, batch: Vec<Span>) {
         let n = batch.len() as u64;
         let message = encode::request(&self.service, batch);
-        let sent = tokio::time::timeout(self.timeout, self.send(&message)).await;
+        let sent = tokio::time::timeout(self.timeout, self.collector.send(&message)).await;
         match sent {
             Ok(Ok(())) => {
                 self.counters.exported.inc_by(n);
@@ -188,65 +160,4 @@ impl Exporter {
             }
         }
     }
-
-    async fn send(&self, message: &ExportTraceServiceRequest) -> Result<(), String> {
-        let (body, content_type) = match self.protocol {
-            OtlpProtocol::HttpProtobuf => {
-                (message.encode_to_vec().into(), "application/x-protobuf")
-            }
-            OtlpProtocol::Grpc => (grpc_frame(message), "application/grpc"),
-        };
-        let mut req = http::Request::post(self.uri.clone())
-            .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
-        if self.protocol == OtlpProtocol::Grpc {
-            *req.version_mut() = http::Version::HTTP_2;
-            req.headers_mut()
-                .insert(header::TE, HeaderValue::from_static("trailers"));
-        }
-        let h = req.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        for (name, value) in &self.headers {
-            h.insert(name.clone(), value.clone());
-        }
-        let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status();
-        let head_grpc = grpc_status(resp.headers());
-        let answer = Limited::new(resp.into_body(), MAX_ANSWER)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?;
-        if !status.is_success() {
-            return Err(format!("the collector answered {status}"));
-        }
-        if self.protocol == OtlpProtocol::Grpc {
-            let code = head_grpc.or_else(|| answer.trailers().and_then(grpc_status));
-            if code != Some(0) {
-                return Err(format!("the collector answered grpc-status {code:?}"));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A gRPC message: uncompressed flag, length, bytes.
-fn grpc_frame(message: &ExportTraceServiceRequest) -> Bytes {
-    let len = message.encoded_len();
-    let mut out = BytesMut::with_capacity(5 + len);
-    out.put_u8(0);
-    out.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
-    // Encoding into a buffer with room for it cannot fail.
-    let _ = message.encode(&mut out);
-    out.freeze()
-}
-
-fn grpc_status(h: &http::HeaderMap) -> Option<u32> {
-    h.get("grpc-status")?.to_str().ok()?.parse().ok()
-}
-
-/// The export call's URI at the endpoint's origin.
-fn grpc_uri(endpoint: &http::Uri) -> Result<http::Uri, String> {
-    let mut parts = endpoint.clone().into_parts();
-    parts.path_and_query = Some(http::uri::PathAndQuery::from_static(GRPC_PATH));
-    http::Uri::from_parts(parts).map_err(|e| format!("telemetry.traces.endpoint: {e}"))
 }
