@@ -436,3 +436,48 @@ async fn a_browser_shows_the_live_dashboard_under_its_policy_with_no_console_err
         b.errors
     );
 }
+
+#[tokio::test]
+async fn the_budgets_nearest_their_limits_include_runtime_keys_and_teams() {
+    use common::keys;
+    use common::provider::{Options, Provider, ProviderApi};
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let text = format!(
+        "{}\n[[teams]]\nname = \"platform\"\ntokens_per_day = 200000\n",
+        keys::config(&up, "default_max_tokens = 64", "sqlite:{dir}/weir.db")
+    );
+    let weir = Weir::start_in(keys::dir(), &text).await;
+    let (id, secret) = keys::create(
+        &weir,
+        serde_json::json!({"user": "alice", "team": "platform", "tokens_per_day": 1000}),
+    )
+    .await;
+    assert_eq!(keys::ask(&weir, &secret, "claude-sonnet").await.0, 200);
+    let state = admin_json(&weir, "/admin/dashboard/state", keys::ADMIN)
+        .await
+        .1;
+    let budgets = state["llm"]["budgets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let key = budgets.iter().find(|b| b["kind"] == "key");
+    let key = key.unwrap_or_else(|| panic!("no key budget in {budgets:#?}"));
+    assert_eq!(
+        (
+            key["key"].as_str(),
+            key["user"].as_str(),
+            key["bound"].as_str()
+        ),
+        (Some(id.as_str()), Some("alice"), Some("tokens_per_day"))
+    );
+    assert!(key["used"].as_f64().is_some_and(|u| u > 0.0), "{key}");
+    let team = budgets.iter().find(|b| b["kind"] == "team");
+    let team = team.unwrap_or_else(|| panic!("no team budget in {budgets:#?}"));
+    assert_eq!(
+        (team["team"].as_str(), team["bound"].as_str()),
+        (Some("platform"), Some("tokens_per_day"))
+    );
+    assert_eq!(team["used"], key["used"], "the key's request is its team's");
+    // The key's own budget is the fuller: it comes first.
+    assert_eq!(budgets[0]["kind"], "key", "{budgets:#?}");
+}

@@ -66,6 +66,9 @@ pub(crate) trait Reload: Send + Sync {
     /// Each LLM route's client tokens against their budgets (`client`:
     /// only the tokens of that name).
     fn usage(self: Arc<Self>, client: Option<String>) -> UsageView;
+    /// Runtime keys' and teams' budgets as they stand in this process,
+    /// for the dashboard.
+    fn keyed_budgets(&self) -> Vec<serde_json::Value>;
     /// Every upstream group's members as they stand now, for the
     /// dashboard.
     fn members(&self) -> Vec<dashboard::RouteMembers>;

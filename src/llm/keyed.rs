@@ -50,6 +50,15 @@ impl KeyBooks {
         }
         book.clone()
     }
+
+    /// Every key's ledger kept now, by key id (for the admin views).
+    pub(crate) fn ledgers(&self) -> Vec<(Arc<str>, Arc<Ledger>)> {
+        let books = self.by_id.locked();
+        books
+            .iter()
+            .map(|(id, b)| (id.clone(), b.ledger.clone()))
+            .collect()
+    }
 }
 
 /// One team's shared budget and the ledger it is counted in.
@@ -102,5 +111,10 @@ impl TeamBooks {
     /// The budget `team` shares, when it has one.
     pub(crate) fn of(&self, team: Option<&str>) -> Option<TeamBook> {
         self.by_name.get(team?).cloned()
+    }
+
+    /// Every team's book (for the admin views).
+    pub(crate) fn all(&self) -> Vec<TeamBook> {
+        self.by_name.values().cloned().collect()
     }
 }

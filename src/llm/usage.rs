@@ -33,7 +33,7 @@ mod charge;
 mod view;
 
 use charge::{Usage, charge, dearest, worst_input};
-pub(crate) use view::{view, windows};
+pub(crate) use view::{key_views, team_views, view, windows};
 
 use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
 use super::keyed::{KeyBook, TeamBook};

@@ -411,6 +411,30 @@ impl admin::Reload for Reloadable {
             clients
         })
     }
+
+    fn keyed_budgets(&self) -> Vec<serde_json::Value> {
+        let snapshot = self.gateway.snapshot();
+        let llms: Vec<_> = snapshot
+            .router
+            .routes()
+            .iter()
+            .filter_map(|r| match &r.target {
+                crate::route::Target::Llm(llm) => Some(llm),
+                _ => None,
+            })
+            .collect();
+        // Keys' books are process-wide and teams' shared by every route:
+        // one route's view of each is all of them.
+        let mut out = llms
+            .iter()
+            .find(|l| l.books.keys.is_some())
+            .map(|l| crate::llm::usage::key_views(l))
+            .unwrap_or_default();
+        if let Some(l) = llms.first() {
+            out.extend(crate::llm::usage::team_views(l));
+        }
+        out
+    }
 }
 
 /// Whether a setting differs between the running config and a new one.

@@ -134,7 +134,8 @@ pub(crate) async fn api(req: &Request<Incoming>, state: &AdminState) -> Response
         "/admin/dashboard/state" => {
             let status = state.reload.status();
             let members = state.reload.members();
-            let budgets = state.reload.clone().usage(None).await;
+            let mut budgets = state.reload.clone().usage(None).await;
+            budgets.extend(state.reload.keyed_budgets());
             state.series.with(|memory| {
                 state::state(&state::Inputs {
                     status: &status,

@@ -24,7 +24,8 @@ pub(crate) struct Inputs<'a> {
     pub(crate) status: &'a super::super::Status,
     pub(crate) memory: &'a Memory,
     pub(crate) members: &'a [RouteMembers],
-    /// Client budgets as `/usage` reports them.
+    /// Client budgets as `/usage` reports them, then runtime keys' and
+    /// teams' (`kind`: `key`, `team`).
     pub(crate) budgets: &'a [Value],
     pub(crate) draining: bool,
     pub(crate) database: bool,
@@ -354,6 +355,8 @@ fn nearest(clients: &[Value], n: usize) -> Vec<Value> {
                 share,
                 json!({
                     "route": c["route"], "client": c["client"], "bound": bound,
+                    "kind": c.get("kind").unwrap_or(&json!("client_token")),
+                    "key": c["key"], "user": c["user"], "team": c["team"],
                     "used": used, "limit": limit, "share": share,
                     "resets_in_seconds": w["resets_in_seconds"],
                 }),

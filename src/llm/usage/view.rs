@@ -43,6 +43,52 @@ pub(crate) async fn view(
     out
 }
 
+/// Each runtime key that has a budget and has been used since start,
+/// against its budget (this process's ledger), by key id and person.
+pub(crate) fn key_views(llm: &crate::llm::LlmRoute) -> Vec<serde_json::Value> {
+    let Some(keys) = &llm.books.keys else {
+        return Vec::new();
+    };
+    let now = unix_now();
+    let mut out = Vec::new();
+    for (id, ledger) in llm.books.key_books.ledgers() {
+        let Some(key) = keys.by_id(&id).filter(|k| !k.budget.is_unbounded()) else {
+            continue;
+        };
+        let v = ledger.view(&key.budget);
+        out.push(serde_json::json!({
+            "kind": "key",
+            "key": &*id,
+            "client": &*key.name,
+            "user": key.user.as_deref(),
+            "team": key.team.as_deref(),
+            "source": "local",
+            "in_flight": v.in_flight,
+            "budget": windows(&v, now),
+        }));
+    }
+    out
+}
+
+/// Each `[[teams]]` budget, against this process's ledger.
+pub(crate) fn team_views(llm: &crate::llm::LlmRoute) -> Vec<serde_json::Value> {
+    let now = unix_now();
+    let teams = llm.books.teams.all();
+    teams
+        .iter()
+        .map(|t| {
+            let v = t.ledger.view(&t.budget);
+            serde_json::json!({
+                "kind": "team",
+                "team": &*t.name,
+                "source": "local",
+                "in_flight": v.in_flight,
+                "budget": windows(&v, now),
+            })
+        })
+        .collect()
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -173,7 +173,9 @@
     card(cards, "failovers", pairs(l.failovers));
     card(cards, "budget refusals", pairs(l.budget_refusals));
     table("budgets", ["route", "client", "window", "used", "limit", "share", "resets in"],
-      l.budgets.map((b) => [b.route, b.client, b.bound, num(b.used, 4), num(b.limit, 4),
+      l.budgets.map((b) => [b.route || "–",
+        b.kind === "team" ? "team " + b.team
+          : b.kind === "key" ? b.client + " (" + (b.user || b.key) + ")" : b.client, b.bound, num(b.used, 4), num(b.limit, 4),
         [num(b.share * 100, 0) + " %", b.share >= 0.9 ? "bad" : b.share >= 0.7 ? "warn" : ""],
         duration(b.resets_in_seconds)]), "no bounded budgets");
     $("certificates").dataset.count = s.certificates.length;
