@@ -457,6 +457,7 @@ fn weir_for_a_team(
     up: &Provider,
     protocol: &str,
     idp_issuer: &str,
+    top: &str,
 ) -> (
     common::process::Proc,
     std::net::SocketAddr,
@@ -468,25 +469,102 @@ fn weir_for_a_team(
     std::fs::write(dir.path().join("admin-token"), "admin-s3cret").expect("token");
     std::fs::write(dir.path().join("key-up"), "sk-upstream-up").expect("key");
     let keys = format!("protocol = \"{protocol}\"\napi_key_file = \"{path}/key-up\"\n");
-    let config = common::llm::llm_config_with(
-        kind,
-        &[("up", up.base_url(), keys)],
-        "runtime_keys = true\nidp_tokens = true\n",
-    )
-    .replacen("[log]\n", "[log]\nformat = \"json\"\n", 1)
-    .replacen(
-        "[admin]\naddress = \"127.0.0.1:0\"\n",
-        &format!(
-            "[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{path}/admin-token\"\n\
+    let config = top.to_string()
+        + &common::llm::llm_config_with(
+            kind,
+            &[("up", up.base_url(), keys)],
+            "runtime_keys = true\nidp_tokens = true\n",
+        )
+        .replacen("[log]\n", "[log]\nformat = \"json\"\n", 1)
+        .replacen(
+            "[admin]\naddress = \"127.0.0.1:0\"\n",
+            &format!(
+                "[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{path}/admin-token\"\n\
              [database]\nurl = \"sqlite:{path}/weir.db\"\n\
              [idp]\nissuer = \"{idp_issuer}\"\naudience = \"weir\"\n"
-        ),
-        1,
-    );
+            ),
+            1,
+        );
     let mut weir = common::process::Proc::run(&common::process::write_config(&dir, &config));
     let addr = weir.listening("web");
     let admin = weir.admin();
     (weir, addr, admin, dir)
+}
+
+/// Claude Code through weir with traces and usage rows on: the session
+/// id Claude Code sends (`x-claude-code-session-id`) is on the exported
+/// server span and is the usage row's `session`.
+#[tokio::test]
+async fn claude_codes_session_id_is_on_its_spans_and_its_usage_rows() {
+    let Some(claude) = agents::find(Agent::ClaudeCode) else {
+        return;
+    };
+    let collector = common::otlp::Collector::start().await;
+    let idp = common::idp::Idp::start().await;
+    let (command, output) = round_trip();
+    let up = emulator(ProviderApi::Anthropic, &command).await;
+    let traces = common::otlp::traces_table(&collector.http_endpoint(), "");
+    let (_weir, addr, admin, _dir) =
+        weir_for_a_team("anthropic", &up, "anthropic", &idp.issuer(), &traces);
+    let key = issue_key(admin, "alice@example.com").await;
+    let run = agents::run_as(
+        Agent::ClaudeCode,
+        &claude,
+        addr,
+        PROMPT,
+        String::new(),
+        Some(&key),
+    )
+    .await;
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "the upstream never saw {output}");
+    // Every LLM request's server span carries the session.
+    let wait = std::time::Duration::from_secs(10);
+    let spans = collector.wait_spans(2, wait).await;
+    collector.assert_all_taken();
+    let sessions: Vec<String> = spans
+        .iter()
+        .filter(|s| s.kind == opentelemetry_proto::tonic::trace::v1::span::SpanKind::Server as i32)
+        .filter_map(|s| common::otlp::attr(s, "claude_code.session.id"))
+        .collect();
+    assert!(!sessions.is_empty(), "no span with the session: {spans:#?}");
+    assert!(
+        sessions.iter().all(|s| !s.is_empty() && *s == sessions[0]),
+        "{sessions:?}"
+    );
+    for s in spans
+        .iter()
+        .filter(|s| common::otlp::attr(s, "claude_code.session.id").is_some())
+    {
+        assert_eq!(
+            common::otlp::attr(s, "session.id"),
+            Some(sessions[0].clone())
+        );
+    }
+    // The usage rows, once written, are of the same session.
+    let report = || async {
+        let (_, _, body) = common::get_with(
+            &format!("http://{admin}/admin/usage?group_by=session"),
+            &[("authorization", "Bearer admin-s3cret")],
+        )
+        .await;
+        serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default()
+    };
+    common::eventually_async(wait, || async {
+        report().await["usage"]
+            .as_array()
+            .is_some_and(|u| !u.is_empty())
+    })
+    .await;
+    let report = report().await;
+    let rows = report["usage"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 1, "one session: {report}");
+    assert_eq!(
+        rows[0]["session"].as_str(),
+        Some(sessions[0].as_str()),
+        "{report}"
+    );
 }
 
 /// A key issued through the admin API, for `user`.
@@ -522,7 +600,8 @@ async fn claude_code_with_a_runtime_key_and_codex_with_an_idp_token() {
 
     let (command, output) = round_trip();
     let up = emulator(ProviderApi::Anthropic, &command).await;
-    let (_weir, addr, admin, _dir) = weir_for_a_team("anthropic", &up, "anthropic", &idp.issuer());
+    let (_weir, addr, admin, _dir) =
+        weir_for_a_team("anthropic", &up, "anthropic", &idp.issuer(), "");
     let key = issue_key(admin, "alice@example.com").await;
     let run = agents::run_as(
         Agent::ClaudeCode,
@@ -539,7 +618,7 @@ async fn claude_code_with_a_runtime_key_and_codex_with_an_idp_token() {
 
     let (command, output) = round_trip();
     let up = emulator(ProviderApi::Responses, &command).await;
-    let (_weir, addr, admin, _dir) = weir_for_a_team("openai", &up, "openai", &idp.issuer());
+    let (_weir, addr, admin, _dir) = weir_for_a_team("openai", &up, "openai", &idp.issuer(), "");
     let token = signer.sign(&idp.claims("bob@example.com", &["platform"]));
     let run = agents::run_as(
         Agent::Codex,
