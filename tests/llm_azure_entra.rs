@@ -97,7 +97,11 @@ fn codex_request(stream: bool) -> Value {
     })
 }
 
-const CODEX_HEADERS: &[(&str, &str)] = &[("authorization", "Bearer sk-codex-client")];
+const CODEX_HEADERS: &[(&str, &str)] = &[
+    ("authorization", "Bearer sk-codex-client"),
+    ("api-key", "the-clients-own-key"),
+    ("x-api-key", "the-clients-own-key"),
+];
 
 /// Every request Azure got carried a bearer Entra issued, and neither an
 /// `api-key` nor the client's credential; Entra refused no grant.
