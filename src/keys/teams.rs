@@ -167,7 +167,7 @@ impl TeamSpec {
 /// What a team write came to.
 #[derive(Debug)]
 pub(crate) enum Written {
-    Done(TeamRow),
+    Done(Box<TeamRow>),
     Deleted,
     /// No such team (to change), or one already (to create).
     Missing,
@@ -231,7 +231,7 @@ impl Keys {
         spec.change.apply_to(&mut row);
         let made = self.store.insert_team(row).await.map_err(failed)?;
         self.refresh().await.map_err(failed)?;
-        Ok(made.map_or(Written::Exists, Written::Done))
+        Ok(made.map_or(Written::Exists, |r| Written::Done(Box::new(r))))
     }
 
     /// Change a team's policy.
@@ -245,7 +245,7 @@ impl Keys {
             .await
             .map_err(failed)?;
         self.refresh().await.map_err(failed)?;
-        Ok(row.map_or(Written::Missing, Written::Done))
+        Ok(row.map_or(Written::Missing, |r| Written::Done(Box::new(r))))
     }
 
     /// Delete a team: its keys keep working, under no team policy.

@@ -69,8 +69,11 @@ pub(crate) struct TeamLedgers {
     by_name: Mutex<HashMap<Arc<str>, Arc<Ledger>>>,
     /// The ledgers of teams the database keeps (a team changed keeps its
     /// ledger; one deleted loses it at the next prune).
-    runtime: Arc<Mutex<HashMap<Arc<str>, Arc<Ledger>>>>,
+    runtime: RuntimeLedgers,
 }
+
+/// The ledgers of the database's teams, by name.
+type RuntimeLedgers = Arc<Mutex<HashMap<Arc<str>, Arc<Ledger>>>>;
 
 /// The team budgets of one configuration (`[[teams]]`), with their
 /// ledgers, and the database's teams; shared by its routes.
@@ -78,7 +81,7 @@ pub(crate) struct TeamLedgers {
 pub(crate) struct TeamBooks {
     by_name: HashMap<Arc<str>, TeamBook>,
     /// The teams the database keeps, served from memory, and their ledgers.
-    runtime: Option<(Arc<Keys>, Arc<Mutex<HashMap<Arc<str>, Arc<Ledger>>>>)>,
+    runtime: Option<(Arc<Keys>, RuntimeLedgers)>,
 }
 
 impl TeamBooks {
