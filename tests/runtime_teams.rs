@@ -263,3 +263,67 @@ async fn bad_team_settings_get_every_problem_and_the_configs_teams_are_refused()
     let (status, v) = team(&weir, http::Method::PATCH, "/nobody", json!({})).await;
     assert_eq!(status, 404, "{v}");
 }
+
+#[tokio::test]
+async fn weir_teams_creates_lists_shows_changes_and_deletes_through_the_admin_api() {
+    use common::process::{Proc, WEIR, write_config};
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let dir = dir();
+    let text = config(&up, None, "")
+        .replace("[log]\n", "[log]\nformat = \"json\"\n")
+        .replace("{dir}", &dir.path().display().to_string());
+    let file = write_config(&dir, &text);
+    let mut proc = Proc::run(&file);
+    let admin_at = proc.admin().to_string();
+    let weir = |args: &[&str]| {
+        let out = std::process::Command::new(WEIR)
+            .args(["teams", "--config", &file, "--admin", &admin_at])
+            .args(args)
+            .output()
+            .expect("weir teams");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, out) = weir(&[
+        "create",
+        "platform",
+        "--budget",
+        "500USD/month",
+        "--budget",
+        "2000000tokens/week",
+        "--models",
+        "claude-*",
+        "--per-person",
+        "50/month",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let shown: Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(shown["spend_per_month"], 500.0, "{out}");
+    assert_eq!(shown["tokens_per_week"], 2_000_000, "{out}");
+    assert_eq!(shown["per_person"]["spend_per_month"], 50.0, "{out}");
+    let (code, out) = weir(&["list"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("platform") && out.contains("500/month"),
+        "{out}"
+    );
+    let (code, out) = weir(&["update", "platform", "--budget", "off/month"]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = weir(&["show", "platform"]);
+    assert_eq!(code, Some(0), "{out}");
+    let shown: Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(shown["spend_per_month"], Value::Null, "{out}");
+    assert_eq!(shown["used"]["month"]["requests"], 0, "{out}");
+    let (code, out) = weir(&["create", "x", "--budget", "500USD/year"]);
+    assert_eq!(code, Some(2), "refused before asking: {out}");
+    assert!(out.contains("500USD/year"), "{out}");
+    let (code, out) = weir(&["delete", "platform"]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = weir(&["delete", "platform"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("404"), "{out}");
+}
