@@ -4,7 +4,8 @@
 //! polled); PostgreSQL crashed under load while known keys go on and no
 //! usage row is lost; migrations run by instances starting together and
 //! by `weir db migrate`; the usage report from PostgreSQL; TLS to it
-//! (`sslmode=verify-full`, `require`), refused with the wrong CA or name.
+//! (`sslmode=verify-full`, `require`), refused with the wrong CA or name;
+//! a team made through one instance applied by another within a second.
 
 mod common;
 
@@ -107,6 +108,47 @@ async fn a_key_made_on_one_instance_works_on_the_other_within_a_second_and_stops
     assert!(stopped < Duration::from_secs(1), "{stopped:?}");
     assert_eq!(ask(&two.at, &secret, "claude-sonnet").await.0, 401);
     assert_eq!(ask(&one.at, &secret, "claude-sonnet").await.0, 401);
+}
+
+#[tokio::test]
+async fn a_team_made_on_one_instance_applies_on_the_other_within_a_second() {
+    let Some(pg) = Postgres::start_if_available() else {
+        return;
+    };
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let one = member(&up, &pg);
+    let two = member(&up, &pg);
+    let (_, secret) = create(&one.at, json!({"user": "alice", "team": "platform"})).await;
+    assert!(
+        two.metric_becomes("weir_runtime_keys", 1, Duration::from_secs(5))
+            .await
+    );
+    assert_eq!(ask(&two.at, &secret, "claude-sonnet").await.0, 200);
+
+    // A team budget smaller than one request: refused by the team's name
+    // once the other instance holds the team.
+    let (status, v) = admin(
+        &one.at,
+        http::Method::POST,
+        "/admin/teams",
+        json!({"name": "platform", "tokens_per_day": 1}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let started = Instant::now();
+    let body = loop {
+        let (status, body) = ask(&two.at, &secret, "claude-sonnet").await;
+        if status != 200 || started.elapsed() > Duration::from_secs(5) {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let reached = started.elapsed();
+    eprintln!("a new team reached the other instance in {reached:?}");
+    assert!(body.contains("team `platform`"), "{body}");
+    // The fallback poll is every 2 s: within a second is the notification's.
+    assert!(reached < Duration::from_secs(1), "{reached:?}");
+    assert_eq!(pg.count("SELECT COUNT(*) FROM teams").await, 1);
 }
 
 #[tokio::test]

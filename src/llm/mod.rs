@@ -58,6 +58,7 @@ pub(crate) use body::ByteBudget;
 use body::ReadError;
 pub(crate) use facts::{LlmRecord, SharedLlmFacts};
 pub(crate) use keyed::{KeyBooks, TeamBooks, TeamLedgers};
+
 pub(crate) use offload::Offload;
 pub(crate) use socket::{Opening, accept as accept_websocket, asks_upgrade as asks_websocket};
 use upstream::LlmUpstream;
