@@ -101,6 +101,12 @@ impl Period {
     }
 }
 
+/// The starts of the day, the week and the month holding `now` (Unix
+/// seconds, UTC), as the ledger's windows begin: for reports of use.
+pub(crate) fn window_starts(now: u64) -> [u64; 3] {
+    [Period::Day, Period::Week, Period::Month].map(|p| p.start(now))
+}
+
 /// The (year, month, day) of a day since 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`, for days after the epoch).
 fn civil(days: u64) -> (u64, u64, u64) {
