@@ -59,6 +59,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod chat;
+pub mod imds;
 pub mod responses;
 mod script;
 pub mod sts;
