@@ -137,19 +137,9 @@ impl WebIdentitySource {
             .header(header::ACCEPT, "application/xml")
             .body(Full::new(Bytes::from(form)))
             .map_err(|e| e.to_string())?;
-        let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
-            let status = resp.status();
-            let body = Limited::new(resp.into_body(), MAX_STS_ANSWER)
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            Ok::<_, String>((status, body))
-        };
-        let (status, body) = tokio::time::timeout(STS_TIMEOUT, exchange)
+        let (status, body) = exchange(&self.client, req, STS_TIMEOUT)
             .await
-            .map_err(|_| "STS did not answer in time".to_string())??;
+            .ok_or("STS did not answer in time")??;
         let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             let message = xml_field(&text, "Message").unwrap_or_default();
@@ -207,19 +197,9 @@ impl ImdsSource {
             .header(header.0, header.1)
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;
-        let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
-            let status = resp.status();
-            let body = Limited::new(resp.into_body(), MAX_STS_ANSWER)
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            Ok::<_, String>((status, body))
-        };
-        let (status, body) = tokio::time::timeout(IMDS_TIMEOUT, exchange)
+        let (status, body) = exchange(&self.client, req, IMDS_TIMEOUT)
             .await
-            .map_err(|_| {
+            .ok_or_else(|| {
                 format!("the instance metadata service did not answer {path} in time")
             })??;
         if !status.is_success() {
@@ -298,6 +278,29 @@ fn fresh((keys, expires): (AwsKeys, SystemTime)) -> Result<Fresh<AwsKeys>, Strin
         value: std::sync::Arc::new(keys),
         lifetime,
     })
+}
+
+/// One exchange with a credentials service: its status and at most
+/// 64 KiB of its answer, or why not; None when it took past `timeout`.
+async fn exchange<C>(
+    client: &Client<C, Full<Bytes>>,
+    req: http::Request<Full<Bytes>>,
+    timeout: Duration,
+) -> Option<Result<(http::StatusCode, Bytes), String>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    let exchange = async {
+        let resp = client.request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status();
+        let body = Limited::new(resp.into_body(), MAX_STS_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange).await.ok()
 }
 
 /// The text of the first `<name>…</name>` in `xml` (STS's answers are
