@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use common::llm::{assert_whole_messages_stream, events, llm_config_with, open_stream, post};
 use common::process::Proc;
 use common::provider::bedrock::{self as aws, Bedrock};
+use common::provider::imds::{Imds, Role as ImdsRole};
 use common::provider::sts::{Grant, Sts};
 use common::provider::*;
 use common::*;
@@ -476,7 +477,9 @@ fn bedrock_config_problems_are_named_with_their_fix() {
         [[route.upstreams]]\nname = \"b\"\nprotocol = \"bedrock\"\nregion = \"US East\"\napi_key_file = \"k\"\n\
         [[route.upstreams]]\nname = \"c\"\nurl = \"http://127.0.0.1:1\"\nregion = \"us-east-1\"\n\
         [[route.upstreams]]\nname = \"d\"\nprotocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials_file = \"missing\"\n\
-        [[route.upstreams]]\nname = \"e\"\nprotocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials_file = \"creds\"\naws_profile = \"prod\"\n";
+        [[route.upstreams]]\nname = \"e\"\nprotocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials_file = \"creds\"\naws_profile = \"prod\"\n\
+        [[route.upstreams]]\nname = \"f\"\nprotocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials = \"imds\"\n\
+        [[route.upstreams]]\nname = \"g\"\nprotocol = \"bedrock\"\nregion = \"us-east-1\"\naws_credentials = \"metadata\"\naws_profile = \"dev\"\n";
     std::fs::write(dir.path().join("k"), "key\n").expect("k");
     std::fs::write(
         dir.path().join("creds"),
@@ -495,6 +498,8 @@ fn bedrock_config_problems_are_named_with_their_fix() {
         "route[0].upstreams[2].region: `region` is read only on an Amazon Bedrock or Vertex AI upstream",
         "route[0].upstreams[3].aws_credentials_file: the AWS credentials file",
         "route[0].upstreams[4].aws_profile: profile `prod` of the AWS credentials file: no such profile",
+        "route[0].upstreams[5].aws_credentials: `imds` names no AWS credentials source",
+        "route[0].upstreams[6].aws_profile: `aws_credentials` and a credentials file's profile are two sources",
     ] {
         assert!(
             problems.contains(needle),
@@ -743,4 +748,81 @@ async fn refreshes_failing_past_expiry_fail_over_then_recover_under_load() {
     assert!(back, "Bedrock never served again after STS recovered");
     assert!(sts.calls() > refused);
     br.assert_all_accepted();
+}
+
+/// The instance role's credentials from the EC2 instance metadata service
+/// (the stand-in allows IMDSv2 only, as an instance with
+/// `HttpTokens = required`; its documents live 8 s): every request is
+/// signed with them, no metadata `GET` goes without the session token,
+/// and the document is fetched again before it expires, requests past the
+/// first one's expiry still signed and accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_metadata_credentials_sign_requests_and_are_refreshed_across_expiry() {
+    let mut acct = account();
+    acct.session_token = Some("imds-session-token".into());
+    let br = stand_in(acct).await;
+    let imds = Imds::spawn(ImdsRole {
+        name: "weir-bedrock".into(),
+        access_key_id: KEY_ID.into(),
+        secret_access_key: SECRET.into(),
+        session_token: "imds-session-token".into(),
+        lifetime: std::time::Duration::from_secs(8),
+    })
+    .await;
+    let keys = format!(
+        "protocol = \"bedrock\"\nregion = \"us-west-2\"\naws_credentials = \"metadata:{}\"\n",
+        imds.url()
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let weir = weir_over(dir, "anthropic", &[("br", br.base_url(), keys)]).await;
+    let url = weir.url("web", "/v1/messages");
+    let started = std::time::Instant::now();
+    let mut served = 0;
+    // Past the first document's expiry, a request every 250 ms.
+    while started.elapsed() < std::time::Duration::from_secs(9) {
+        let (status, _, body) =
+            post_json(&url, claude_request(false).to_string(), CLAUDE_HEADERS).await;
+        assert_eq!(status, 200, "{body}");
+        served += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(served > 10);
+    assert!(imds.issued() >= 2, "refreshed before the expiry");
+    assert_eq!(imds.refused(), 0, "every GET carried the IMDSv2 token");
+    br.assert_all_accepted();
+    let journal = br.journal();
+    assert_eq!(journal.len(), served);
+    for e in journal {
+        assert_eq!(e.headers["x-amz-security-token"], "imds-session-token");
+    }
+}
+
+/// An instance metadata service that cannot be reached gives no
+/// credentials: a 502 at once, and nothing unsigned reaches Bedrock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_instance_metadata_service_is_a_502_not_a_hang() {
+    let br = stand_in(account()).await;
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = closed.local_addr().expect("addr");
+    drop(closed);
+    let keys = format!(
+        "protocol = \"bedrock\"\nregion = \"us-west-2\"\naws_credentials = \"metadata:http://{addr}\"\n"
+    );
+    let weir = weir_over(
+        tempfile::tempdir().expect("dir"),
+        "anthropic",
+        &[("br", br.base_url(), keys)],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (status, _, body) = post_json(
+        &weir.url("web", "/v1/messages"),
+        claude_request(false).to_string(),
+        CLAUDE_HEADERS,
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(br.journal().is_empty());
 }

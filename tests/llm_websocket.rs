@@ -560,3 +560,159 @@ async fn each_turn_is_traced_as_a_request_with_the_upgrades_session() {
         );
     }
 }
+
+// permessage-deflate (RFC 7692), spoken by the tests' own frame-level
+// client (tests/common/wsraw.rs), which sees each frame's RSV1 bit.
+
+use common::wsraw::{RawWs, Received, deflate};
+
+/// What Codex offers (tungstenite's deflate default).
+const CODEX_OFFER: &str = "permessage-deflate; client_max_window_bits";
+
+async fn raw(weir: &Weir, offer: Option<&str>) -> RawWs {
+    let beta = [("openai-beta", "responses_websockets=2026-02-06")];
+    RawWs::open(weir.addr("web"), "/v1/responses", offer, &beta).await
+}
+
+fn create_text(input: &[Value], previous: Option<&str>) -> String {
+    create(input, previous)
+        .into_text()
+        .expect("text")
+        .to_string()
+}
+
+/// Events to the terminal one, each with whether it came compressed.
+async fn raw_until_terminal(ws: &mut RawWs) -> (Vec<Value>, Vec<bool>) {
+    let (mut events, mut compressed) = (Vec::new(), Vec::new());
+    loop {
+        let Some(Received::Text {
+            text,
+            compressed: c,
+        }) = ws.message().await
+        else {
+            panic!("closed before the terminal event: {events:#?}");
+        };
+        let event: Value = serde_json::from_str(&text).expect("JSON frame");
+        let kind = event["type"].as_str().unwrap_or_default().to_string();
+        events.push(event);
+        compressed.push(c);
+        if matches!(
+            kind.as_str(),
+            "response.completed" | "response.failed" | "response.incomplete" | "error"
+        ) {
+            return (events, compressed);
+        }
+    }
+}
+
+/// A client offering deflate gets it, and the answer's frames come
+/// compressed (RSV1) and inflate to the events: over two turns, so the
+/// window kept across messages and the one dropped between turns both
+/// decode.
+#[tokio::test]
+async fn a_turn_is_answered_compressed_when_the_client_offers_deflate() {
+    let up = text_provider(ProviderApi::Responses).await;
+    let weir = weir_over_provider(&up, "openai", "", "").await;
+    let mut ws = raw(&weir, Some(CODEX_OFFER)).await;
+    assert_eq!(ws.extensions.as_deref(), Some("permessage-deflate"));
+    let mut previous: Option<String> = None;
+    for turn in ["Say hello", "Again"] {
+        let frame = create_text(&[user(turn)], previous.as_deref());
+        ws.send_frame(true, false, 0x1, frame.as_bytes()).await;
+        let (events, compressed) = raw_until_terminal(&mut ws).await;
+        assert_eq!(text_of(&events), ANSWER);
+        assert_eq!(
+            compressed.last(),
+            Some(&true),
+            "the terminal event compressed"
+        );
+        previous = Some(completed_id(&events));
+    }
+    assert_eq!(up.journal().len(), 2);
+    up.assert_all_accepted();
+}
+
+/// A request frame compressed by the client, split over a frame with
+/// RSV1 and a continuation, is inflated and served; the context
+/// parameters offered are echoed.
+#[tokio::test]
+async fn a_compressed_fragmented_request_frame_is_accepted() {
+    let up = text_provider(ProviderApi::Responses).await;
+    let weir = weir_over_provider(&up, "openai", "", "").await;
+    let offer = "permessage-deflate; client_no_context_takeover; server_no_context_takeover";
+    let mut ws = raw(&weir, Some(offer)).await;
+    assert_eq!(
+        ws.extensions.as_deref(),
+        Some("permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+    );
+    for turn in ["compressed hello", "compressed again"] {
+        let body = deflate(create_text(&[user(turn)], None).as_bytes());
+        let (first, rest) = body.split_at(body.len() / 2);
+        ws.send_frame(false, true, 0x1, first).await;
+        ws.send_frame(true, false, 0x0, rest).await;
+        let (events, _) = raw_until_terminal(&mut ws).await;
+        assert_eq!(text_of(&events), ANSWER, "{events:#?}");
+    }
+    let journal = up.journal();
+    assert_eq!(journal.len(), 2);
+    assert!(
+        journal[1].body["input"]
+            .to_string()
+            .contains("compressed again")
+    );
+}
+
+/// The peak resident size of this process (weir runs in it), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib * 1024
+}
+
+/// A decompression bomb — a 0.5 MB frame that inflates to 512 MiB — is
+/// refused once it passes the message limit (`max_request_body`), with a
+/// close 1009, never inflated whole.
+#[tokio::test]
+async fn a_compressed_frame_inflating_past_the_limit_is_refused_with_1009() {
+    let up = text_provider(ProviderApi::Responses).await;
+    let weir = weir_over_provider(&up, "openai", "", "max_request_body = \"1MiB\"\n").await;
+    let mut ws = raw(&weir, Some(CODEX_OFFER)).await;
+    // 1 MiB of spaces as one self-contained block run, 512 times over.
+    let mut unit = deflate(&vec![b' '; 1 << 20]);
+    unit.extend_from_slice(&[0x00, 0x00, 0xff, 0xff]);
+    let mut bomb = unit.repeat(512);
+    bomb.truncate(bomb.len() - 4);
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let before = peak_rss();
+    ws.send_frame(true, true, 0x1, &bomb).await;
+    let Some(Received::Close(code)) = ws.message().await else {
+        panic!("a close frame");
+    };
+    assert_eq!(code, 1009);
+    let grew = peak_rss().saturating_sub(before);
+    assert!(grew < 128 << 20, "peak RSS grew {grew} bytes");
+    let closed = "weir_tunnels_closed_total{reason=\"message_too_big\"}";
+    assert!(eventually_metric(&weir, closed, 1).await);
+    assert!(up.journal().is_empty());
+}
+
+/// Without an offer — or with one weir declines (a server window under
+/// 15 bits) — the 101 names no extension and no frame is compressed.
+#[tokio::test]
+async fn a_client_without_the_offer_gets_no_extension() {
+    let up = text_provider(ProviderApi::Responses).await;
+    let weir = weir_over_provider(&up, "openai", "", "").await;
+    for offer in [None, Some("permessage-deflate; server_max_window_bits=10")] {
+        let mut ws = raw(&weir, offer).await;
+        assert_eq!(ws.extensions, None, "{offer:?}");
+        let frame = create_text(&[user("Say hello")], None);
+        ws.send_frame(true, false, 0x1, frame.as_bytes()).await;
+        let (events, compressed) = raw_until_terminal(&mut ws).await;
+        assert_eq!(text_of(&events), ANSWER);
+        assert!(compressed.iter().all(|c| !c), "{offer:?}");
+    }
+}

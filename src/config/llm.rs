@@ -25,6 +25,10 @@ pub(crate) enum Credential {
     /// Sign with temporary credentials for a role, from STS with a web
     /// identity token, refreshed before they expire.
     AwsWebIdentity(WebIdentity),
+    /// Sign with the instance role's temporary credentials from the EC2
+    /// instance metadata service at this base URL (IMDSv2), refreshed
+    /// before they expire.
+    AwsImds(String),
     /// An access token weir gets itself and keeps fresh (a Vertex AI
     /// upstream's, [`VertexConfig::credentials`]; an Azure OpenAI
     /// upstream's from Entra ID, [`EntraCredentials`]); the client's is

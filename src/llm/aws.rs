@@ -5,8 +5,9 @@
 //!
 //! The credentials are the member's: keys read with the config
 //! ([`AwsKeys`]), or temporary ones for a role from STS with a web
-//! identity token ([`WebIdentitySource`], refreshed before they expire by
-//! [`super::refresh`]).
+//! identity token ([`WebIdentitySource`]) or from the EC2 instance
+//! metadata service ([`ImdsSource`]), refreshed before they expire by
+//! [`super::refresh`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -136,19 +137,9 @@ impl WebIdentitySource {
             .header(header::ACCEPT, "application/xml")
             .body(Full::new(Bytes::from(form)))
             .map_err(|e| e.to_string())?;
-        let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
-            let status = resp.status();
-            let body = Limited::new(resp.into_body(), MAX_STS_ANSWER)
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            Ok::<_, String>((status, body))
-        };
-        let (status, body) = tokio::time::timeout(STS_TIMEOUT, exchange)
+        let (status, body) = exchange(&self.client, req, STS_TIMEOUT)
             .await
-            .map_err(|_| "STS did not answer in time".to_string())??;
+            .ok_or("STS did not answer in time")??;
         let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             let message = xml_field(&text, "Message").unwrap_or_default();
@@ -160,18 +151,156 @@ impl WebIdentitySource {
 
 impl Source<AwsKeys> for WebIdentitySource {
     fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<AwsKeys>, String>> + Send + '_>> {
-        Box::pin(async move {
-            let (keys, expires) = self.assume_role().await?;
-            // STS says when they expire; the refresher counts how long
-            // they live from now (none left: a refused answer).
-            let lifetime = (expires.duration_since(SystemTime::now()))
-                .map_err(|_| "STS gave credentials that have already expired".to_string())?;
-            Ok(Fresh {
-                value: std::sync::Arc::new(keys),
-                lifetime,
-            })
-        })
+        Box::pin(async move { fresh(self.assume_role().await?) })
     }
+}
+
+/// The instance role's temporary credentials from the EC2 instance
+/// metadata service, IMDSv2: a session token from `PUT /latest/api/token`,
+/// sent with each `GET` (an instance that allows IMDSv2 only refuses a
+/// `GET` without it with 401), the role's name from
+/// `…/iam/security-credentials/`, then its credentials and their
+/// `Expiration`. A fresh session token per fetch: a fetch is rare (five
+/// minutes before the credentials expire), and no token is kept.
+pub(crate) struct ImdsSource {
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// How long one call to the metadata service may take (it is local).
+const IMDS_TIMEOUT: Duration = Duration::from_secs(5);
+/// The session token's life asked for, in seconds (AWS's SDKs ask 6 h).
+const IMDS_TOKEN_TTL: &str = "21600";
+const IMDS_CREDENTIALS: &str = "/latest/meta-data/iam/security-credentials/";
+
+impl ImdsSource {
+    /// `base`: the service's URL without a path (checked at load).
+    pub(crate) fn new(base: &str) -> ImdsSource {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(IMDS_TIMEOUT));
+        ImdsSource {
+            base: base.trim_end_matches('/').to_string(),
+            client: Client::builder(TokioExecutor::new()).build(http),
+        }
+    }
+
+    /// One call: the answer's body as text, or why there is none.
+    async fn call(
+        &self,
+        method: http::Method,
+        path: &str,
+        header: (&str, &str),
+    ) -> Result<String, String> {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header(header.0, header.1)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let (status, body) = exchange(&self.client, req, IMDS_TIMEOUT)
+            .await
+            .ok_or_else(|| {
+                format!("the instance metadata service did not answer {path} in time")
+            })??;
+        if !status.is_success() {
+            return Err(format!(
+                "the instance metadata service answered {path} {status}"
+            ));
+        }
+        String::from_utf8(body.to_vec()).map_err(|_| format!("{path}: not text"))
+    }
+
+    async fn role_credentials(&self) -> Fetched {
+        let token = self
+            .call(
+                http::Method::PUT,
+                "/latest/api/token",
+                ("x-aws-ec2-metadata-token-ttl-seconds", IMDS_TOKEN_TTL),
+            )
+            .await?;
+        let token = token.trim();
+        let with_token = ("x-aws-ec2-metadata-token", token);
+        let roles = self
+            .call(http::Method::GET, IMDS_CREDENTIALS, with_token)
+            .await?;
+        let role = roles
+            .lines()
+            .map(str::trim)
+            .find(|r| !r.is_empty())
+            .ok_or("the instance has no IAM role (no instance profile)")?;
+        if role.contains(['/', '?', '#', '%']) {
+            return Err(format!("`{role}` is no role name"));
+        }
+        let path = format!("{IMDS_CREDENTIALS}{role}");
+        imds_credentials(&self.call(http::Method::GET, &path, with_token).await?)
+    }
+}
+
+impl Source<AwsKeys> for ImdsSource {
+    fn fetch(&self) -> Pin<Box<dyn Future<Output = Result<Fresh<AwsKeys>, String>> + Send + '_>> {
+        Box::pin(async move { fresh(self.role_credentials().await?) })
+    }
+}
+
+/// The credentials of the role's document (`Code`, `AccessKeyId`,
+/// `SecretAccessKey`, `Token`, `Expiration`).
+fn imds_credentials(json: &str) -> Fetched {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Document {
+        code: String,
+        access_key_id: String,
+        secret_access_key: String,
+        token: String,
+        expiration: String,
+    }
+    let d: Document =
+        serde_json::from_str(json).map_err(|e| format!("the role's credentials document: {e}"))?;
+    if d.code != "Success" {
+        return Err(format!("the instance metadata service says `{}`", d.code));
+    }
+    let expires =
+        httpdate_rfc3339(&d.expiration).ok_or_else(|| format!("`{}` is no time", d.expiration))?;
+    let keys = AwsKeys {
+        access_key_id: d.access_key_id,
+        secret_access_key: Secret(d.secret_access_key),
+        session_token: Some(Secret(d.token)),
+    };
+    Ok((keys, expires))
+}
+
+/// Keys and their expiry as the refresher takes them: how long they live
+/// from now (none left: a refused answer).
+fn fresh((keys, expires): (AwsKeys, SystemTime)) -> Result<Fresh<AwsKeys>, String> {
+    let lifetime = (expires.duration_since(SystemTime::now()))
+        .map_err(|_| "the credentials given have already expired".to_string())?;
+    Ok(Fresh {
+        value: std::sync::Arc::new(keys),
+        lifetime,
+    })
+}
+
+/// One exchange with a credentials service: its status and at most
+/// 64 KiB of its answer, or why not; None when it took past `timeout`.
+async fn exchange<C>(
+    client: &Client<C, Full<Bytes>>,
+    req: http::Request<Full<Bytes>>,
+    timeout: Duration,
+) -> Option<Result<(http::StatusCode, Bytes), String>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    let exchange = async {
+        let resp = client.request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status();
+        let body = Limited::new(resp.into_body(), MAX_STS_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange).await.ok()
 }
 
 /// The text of the first `<name>…</name>` in `xml` (STS's answers are
@@ -253,5 +382,16 @@ mod tests {
             Some(Some(1))
         );
         assert!(httpdate_rfc3339("yesterday").is_none());
+    }
+
+    #[test]
+    fn an_imds_document_gives_keys_and_their_expiry() {
+        let doc = r#"{"Code":"Success","LastUpdated":"2026-12-03T11:00:00Z","Type":"AWS-HMAC",
+            "AccessKeyId":"ASIA2","SecretAccessKey":"s","Token":"t","Expiration":"2026-12-03T12:00:00Z"}"#;
+        let (keys, _) = imds_credentials(doc).expect("credentials");
+        assert_eq!(keys.access_key_id, "ASIA2");
+        assert_eq!(keys.session_token, Some(Secret("t".into())));
+        assert!(imds_credentials(&doc.replace("Success", "Failed")).is_err());
+        assert!(imds_credentials("{}").is_err());
     }
 }

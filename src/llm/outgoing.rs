@@ -89,7 +89,7 @@ impl Draft {
         let refreshed;
         let keys = match &member.credential {
             Credential::Aws(keys) => Some(keys),
-            Credential::AwsWebIdentity(_) => {
+            Credential::AwsWebIdentity(_) | Credential::AwsImds(_) => {
                 refreshed = member.aws.as_ref()?.current()?;
                 Some(&*refreshed)
             }

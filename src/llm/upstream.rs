@@ -211,6 +211,11 @@ fn refreshed_credentials(
                 let label = format!("{route}/{} {}", config.name, w.role_arn).into();
                 Refreshed::spawn(label, source).map(Arc::new)
             }
+            Credential::AwsImds(url) => {
+                let source = super::aws::ImdsSource::new(url);
+                let label = format!("{route}/{} instance metadata", config.name).into();
+                Refreshed::spawn(label, source).map(Arc::new)
+            }
             _ => None,
         })
         .collect()
@@ -261,6 +266,7 @@ impl LlmUpstream {
                     Credential::Passthrough => "passthrough".into(),
                     Credential::Aws(keys) => keys.secret_access_key.digest_hex(8),
                     Credential::AwsWebIdentity(w) => Secret(w.role_arn.clone()).digest_hex(8),
+                    Credential::AwsImds(url) => Secret(url.clone()).digest_hex(8),
                     Credential::Refreshed => "refreshed".into(),
                 };
                 ids.push(Cluster::member_id(

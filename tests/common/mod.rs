@@ -31,6 +31,7 @@ pub mod process;
 pub mod provider;
 pub mod redis;
 pub mod sdk;
+pub mod wsraw;
 
 use std::convert::Infallible;
 use std::future::Future;

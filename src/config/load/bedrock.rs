@@ -6,6 +6,8 @@
 //! without them, weir's environment (`AWS_ACCESS_KEY_ID`, …), then the
 //! shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
 //! `~/.aws/credentials`) under `AWS_PROFILE` or `default`.
+//! `aws_credentials = "metadata"` names the EC2 instance metadata service
+//! instead (the instance role's temporary credentials).
 
 use super::*;
 use crate::config::llm::{AwsKeys, BedrockSettings, WebIdentity};
@@ -92,6 +94,30 @@ pub(super) fn aws_key(u: &Section<'_, '_>) -> Option<ApiKey> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let file = u.string("aws_credentials_file");
     let profile = u.string("aws_profile");
+    if let Some(c) = u.string("aws_credentials") {
+        if let Some(other) = (file.as_ref().map(|_| "aws_credentials_file"))
+            .or(profile.as_ref().map(|_| "aws_profile"))
+        {
+            u.problem(
+                other,
+                "`aws_credentials` and a credentials file's profile are two sources of AWS credentials",
+                Some("keep one: `aws_credentials = \"metadata\"` on EC2, or the profile".into()),
+            );
+            return None;
+        }
+        let Some(url) = imds_url(&c.value, &env) else {
+            c.problem(
+                u.doc(),
+                format!("`{}` names no AWS credentials source", c.value),
+                Some(IMDS_FIX.into()),
+            );
+            return None;
+        };
+        return Some(ApiKey {
+            source: format!("aws:instance-metadata:{url}"),
+            credential: Credential::AwsImds(url),
+        });
+    }
     let named = file.is_some() || profile.is_some();
     if !named && let (Some(id), Some(secret)) = (env(ACCESS_KEY_ID), env(SECRET_ACCESS_KEY)) {
         return Some(ApiKey {
@@ -160,6 +186,29 @@ pub(super) fn aws_key(u: &Section<'_, '_>) -> Option<ApiKey> {
     }
 }
 
+/// The instance metadata service's address when none is given: AWS's.
+const IMDS_URL: &str = "http://169.254.169.254";
+
+const IMDS_FIX: &str = "write `aws_credentials = \"metadata\"` (the EC2 instance metadata service, at `AWS_EC2_METADATA_SERVICE_ENDPOINT` or http://169.254.169.254) or `\"metadata:http://HOST:PORT\"`";
+
+/// The base URL `aws_credentials` names: `metadata` (the environment's
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else AWS's address) or
+/// `metadata:URL` (http, no path). None for anything else.
+fn imds_url(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let url = match value.split_once(':') {
+        None if value == "metadata" => {
+            env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| IMDS_URL.into())
+        }
+        Some(("metadata", url)) => url.to_string(),
+        _ => return None,
+    };
+    let url = url.trim().trim_end_matches('/');
+    let ok = url.parse::<http::Uri>().is_ok_and(|uri| {
+        uri.scheme_str() == Some("http") && uri.authority().is_some() && uri.path() == "/"
+    });
+    ok.then(|| url.to_string())
+}
+
 /// The role of a web identity, when weir's environment names one as EKS
 /// does (`AWS_ROLE_ARN`, `AWS_WEB_IDENTITY_TOKEN_FILE`, optionally
 /// `AWS_ROLE_SESSION_NAME` and `AWS_ENDPOINT_URL_STS`).
@@ -215,6 +264,31 @@ fn profile_keys(text: &str, profile: &str) -> Result<AwsKeys, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_instance_metadata_address_comes_from_the_value_then_the_environment() {
+        let none = |_: &str| None;
+        let set = |k: &str| {
+            (k == "AWS_EC2_METADATA_SERVICE_ENDPOINT").then(|| "http://[fd00:ec2::254]/".into())
+        };
+        assert_eq!(imds_url("metadata", &none).as_deref(), Some(IMDS_URL));
+        assert_eq!(
+            imds_url("metadata", &set).as_deref(),
+            Some("http://[fd00:ec2::254]")
+        );
+        assert_eq!(
+            imds_url("metadata:http://127.0.0.1:9", &set).as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        for bad in [
+            "imds",
+            "metadata:https://x",
+            "metadata:http://x/latest",
+            "file:x",
+        ] {
+            assert_eq!(imds_url(bad, &none), None, "{bad}");
+        }
+    }
 
     #[test]
     fn a_profile_is_read_from_its_section() {

@@ -21,6 +21,7 @@
 //! `previous_response_id` can be expanded into a complete request.
 
 mod conversation;
+mod deflate;
 mod relay;
 mod turn;
 
@@ -41,6 +42,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use weir_wire::Endpoint;
 use weir_wire::responses::websocket as ws;
 
+use self::deflate::Deflating;
 use super::{Context, LlmRoute};
 use crate::admit::tunnels::{CapTicket, TunnelLimits};
 use crate::admit::{Admitter, Gate, rate::RateLimit};
@@ -54,10 +56,13 @@ use crate::telemetry::{Metrics, RouteMetrics};
 /// endpoint allows (60 minutes).
 const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 
+/// A message's limit when the route sets no body limit: tungstenite's.
+const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
+
 /// The read and write buffers of a connection.
 const BUFFER: usize = 16 << 10;
 
-type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+type Socket = WebSocketStream<Deflating<TokioIo<hyper::upgrade::Upgraded>>>;
 
 /// Whether `req` asks to open the WebSocket transport: an HTTP/1.1
 /// `GET` with `Upgrade: websocket` on an `openai` route's Responses path
@@ -135,6 +140,7 @@ pub(crate) async fn accept(
         "refused"
     });
     let (accept_key, token) = accepted?;
+    let agreed = deflate::negotiate(req.headers());
     let on_upgrade = hyper::upgrade::on(&mut req);
     open.slot.state.upgraded();
     let api_path = super::api_path(&open.route.path, req.uri().path()).to_string();
@@ -158,18 +164,26 @@ pub(crate) async fn accept(
             (bridge.open.route.max_request_body).map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         // Buffers of 16 KiB, not tungstenite's 128 KiB each: an idle
         // connection costs little, and events are small.
-        // A frame is bounded as a body is (else by tungstenite's 64 MiB).
-        let mut config = WebSocketConfig::default()
+        // A frame is bounded as a body is (else by tungstenite's 64 MiB
+        // message, 16 MiB frame). With compression a message inflated is
+        // bounded the same, and a frame by the message limit: an inflated
+        // frame is handed on whole.
+        let config = WebSocketConfig::default()
             .read_buffer_size(BUFFER)
             .write_buffer_size(BUFFER);
-        if let Some(limit) = limit {
-            config = config
-                .max_message_size(Some(limit))
-                .max_frame_size(Some(limit));
-        }
-        let socket =
-            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config))
-                .await;
+        let message_limit = limit
+            .or(config.max_message_size)
+            .unwrap_or(DEFAULT_MAX_MESSAGE);
+        let frame_limit = match (limit, agreed) {
+            (Some(l), _) => Some(l),
+            (None, Some(_)) => Some(message_limit),
+            (None, None) => config.max_frame_size,
+        };
+        let config = config
+            .max_message_size(Some(message_limit))
+            .max_frame_size(frame_limit);
+        let io = Deflating::new(TokioIo::new(upgraded), agreed, message_limit);
+        let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
         let reason = run(&bridge, socket).await;
         tracing::debug!(reason, "websocket closed");
         bridge.open.metrics.tunnel_closed(reason);
@@ -180,6 +194,9 @@ pub(crate) async fn accept(
     h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     h.insert("sec-websocket-accept", accept_key);
+    if let Some(agreed) = agreed {
+        h.insert("sec-websocket-extensions", agreed.header());
+    }
     Ok(resp)
 }
 
@@ -256,6 +273,10 @@ async fn run(bridge: &Bridge, mut socket: Socket) -> &'static str {
         };
         open.slot.state.tunnel_active();
         let text = match message {
+            Some(Err(e)) if too_big(&e) => {
+                close(&mut socket, CloseCode::Size, "message too big").await;
+                return "message_too_big";
+            }
             None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return "closed",
             Some(Ok(Message::Text(text))) => text,
             Some(Ok(Message::Binary(_))) => {
@@ -274,6 +295,18 @@ async fn run(bridge: &Bridge, mut socket: Socket) -> &'static str {
         {
             return "closed";
         }
+        socket.get_mut().rest();
+    }
+}
+
+/// Whether a read failed on a message past the limit, as it came or
+/// inflated: the close then says so (1009).
+fn too_big(e: &tokio_tungstenite::tungstenite::Error) -> bool {
+    use tokio_tungstenite::tungstenite::Error;
+    match e {
+        Error::Capacity(_) => true,
+        Error::Io(e) => deflate::stream::is_too_big(e),
+        _ => false,
     }
 }
 

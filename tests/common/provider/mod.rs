@@ -60,6 +60,7 @@ pub mod azure;
 pub mod bedrock;
 pub mod chat;
 pub mod entra;
+pub mod imds;
 pub mod responses;
 mod script;
 pub mod sts;

@@ -177,7 +177,7 @@ pub fn civil(t: SystemTime) -> (u64, u64, u64, u64, u64, u64) {
     (y, m, d, rem / 3600, rem / 60 % 60, rem % 60)
 }
 
-fn iso8601(t: SystemTime) -> String {
+pub fn iso8601(t: SystemTime) -> String {
     let (y, m, d, h, mi, s) = civil(t);
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
