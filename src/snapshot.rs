@@ -312,6 +312,7 @@ impl Snapshot {
                             .as_ref()
                             .map(|d| d.rows.clone())
                             .unwrap_or_default(),
+                        cluster: standing.cluster.clone(),
                     };
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),
