@@ -243,6 +243,8 @@ impl Snapshot {
             &config.teams,
             &standing.team_ledgers,
         ));
+        // Every budget window from now on is placed in this config's zone.
+        crate::calendar::set_zone(&config.server.budget_time_zone);
         let workers = crate::worker::count(config.server.workers);
         let mut kept = HashMap::with_capacity(config.routes.len());
         let mut routes = Vec::with_capacity(config.routes.len());

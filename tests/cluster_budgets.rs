@@ -360,11 +360,16 @@ async fn a_killed_instances_reservations_come_back_within_the_ttl() {
         back_after >= Duration::from_millis(600),
         "back after {back_after:?}: they were never held in Redis"
     );
-    let (_, reserved, held) = fleet_figures(&redis);
-    assert_eq!(
-        (reserved, held),
-        (r as i64, 1),
-        "the survivor's one is still held"
+    // The quick request's settle is off its path: awaited.
+    let survivor = common::eventually(Duration::from_secs(5), || {
+        let (_, reserved, held) = fleet_figures(&redis);
+        (reserved, held) == (r as i64, 1)
+    })
+    .await;
+    assert!(
+        survivor,
+        "the survivor's one is still held: {:?}",
+        fleet_figures(&redis)
     );
     up.release();
 }

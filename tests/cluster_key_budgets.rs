@@ -351,3 +351,35 @@ async fn without_redis_fail_closed_refuses_budgeted_keys() {
     }
     assert_eq!(up.seen(), 1);
 }
+
+/// With `[server] budget_time_zone`, the fleet's day is the zone's: its
+/// Redis key is named by the zone's midnight (Kiritimati, UTC+14 all
+/// year), and `/v1/me` says it resets at the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_day_starts_at_midnight_in_the_configured_zone() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let zone = "[server]\nbudget_time_zone = \"Pacific/Kiritimati\"\n";
+    let fleet = key_fleet(&shared, &redis, &up, zone, "").await;
+    let (id, secret) = key(&fleet, json!({"user": "fay", "tokens_per_day": 100_000})).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    const OFFSET: u64 = 14 * 3600;
+    let midnight = (now + OFFSET) / 86_400 * 86_400 - OFFSET;
+    assert_eq!(send(&fleet[1], &secret, "quick").await.0, 200);
+    settled_to(&redis, &format!("weir:bk:{id}:td:{midnight}"), USED as i64).await;
+    let (status, _, text) =
+        common::get_with(&fleet[0].url("/v1/me"), &[("x-api-key", &secret)]).await;
+    assert_eq!(status, 200, "{text}");
+    let me: Value = serde_json::from_str(&text).expect("json");
+    let day = &me["budget"]["tokens_per_day"];
+    assert_eq!(day["used"], USED, "{me}");
+    let resets = day["resets_in_seconds"].as_u64().expect("seconds");
+    let want = midnight + 86_400 - now;
+    assert!(resets.abs_diff(want) <= 5, "{resets} vs {want}: {me}");
+}

@@ -219,7 +219,7 @@ impl Inner {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        crate::calendar::spans(now)
+        crate::calendar::spans(now, &crate::calendar::zone())
     }
 
     /// A reservation's member in its token's set: unique in the fleet, and

@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::config::Budget;
 use crate::sync::Locked;
 
-use crate::calendar::Period;
+use crate::calendar::{Period, Zone};
 
 /// An amount of budget: tokens, and spend in 10⁻¹² of the currency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -173,8 +173,8 @@ struct Window {
 
 impl Window {
     /// Start a new window when `now` has passed this one.
-    fn roll(&mut self, now: u64, period: Period) {
-        let start = period.start(now);
+    fn roll(&mut self, now: u64, period: Period, zone: &Zone) {
+        let start = period.start(now, zone);
         if start != self.start {
             self.start = start;
             self.used = 0;
@@ -195,9 +195,9 @@ struct State {
 }
 
 impl State {
-    fn roll(&mut self, now: u64) {
+    fn roll(&mut self, now: u64, zone: &Zone) {
         for (w, bound) in self.windows.iter_mut().zip(Bound::ALL) {
-            w.roll(now, bound.period());
+            w.roll(now, bound.period(), zone);
         }
     }
 }
@@ -244,18 +244,19 @@ impl Ledger {
         }
     }
 
-    fn now(&self) -> (u64, Duration) {
+    /// Now, and the zone windows are placed in now.
+    fn now(&self) -> (u64, Duration, std::sync::Arc<Zone>) {
         let now = self.clock.now();
-        (now.as_secs(), now)
+        (now.as_secs(), now, crate::calendar::zone())
     }
 
     /// Reserve `want` against `budget`: admitted only if it fits every
     /// bounded window with everything settled there and everything in
     /// flight.
     pub(crate) fn reserve(&self, want: Amount, budget: &Budget) -> Result<Reservation, Refused> {
-        let (secs, now) = self.now();
+        let (secs, now, zone) = self.now();
         let mut s = self.state.locked();
-        s.roll(secs);
+        s.roll(secs, &zone);
         let checks = Bound::ALL
             .into_iter()
             .zip(s.windows)
@@ -283,7 +284,7 @@ impl Ledger {
             }
             // Settled use frees when the window ends; reservations alone
             // free as the requests holding them end (soon: try in 1 s).
-            let ends = Duration::from_secs(period.end(window.start)).saturating_sub(now);
+            let ends = Duration::from_secs(period.end(window.start, &zone)).saturating_sub(now);
             let wait = if window.used.saturating_add(want) > limit {
                 ends
             } else {
@@ -308,10 +309,10 @@ impl Ledger {
     /// End a reservation: it leaves what is in flight, and `actual` is
     /// charged to the windows current now (nothing, to release it).
     pub(crate) fn settle(&self, reservation: Reservation, actual: Amount) {
-        let (secs, _) = self.now();
+        let (secs, _, zone) = self.now();
         let mut guard = self.state.locked();
         let s = &mut *guard;
-        s.roll(secs);
+        s.roll(secs, &zone);
         let held = reservation.amount;
         s.reserved.tokens = s.reserved.tokens.saturating_sub(held.tokens);
         s.reserved.spend = s.reserved.spend.saturating_sub(held.spend);
@@ -326,9 +327,9 @@ impl Ledger {
     /// and whether this is the first time in the window it is told.
     pub(crate) fn warning(&self, budget: &Budget) -> Option<(Bound, u64, bool)> {
         let at = u64::from(budget.warn_at?);
-        let (secs, _) = self.now();
+        let (secs, _, zone) = self.now();
         let mut s = self.state.locked();
-        s.roll(secs);
+        s.roll(secs, &zone);
         let reserved = s.reserved;
         let (i, bound, percent) = Bound::ALL
             .into_iter()
@@ -350,9 +351,9 @@ impl Ledger {
 
     /// The ledger against `budget`, now.
     pub(crate) fn view(&self, budget: &Budget) -> View {
-        let (secs, _) = self.now();
+        let (secs, _, zone) = self.now();
         let mut s = self.state.locked();
-        s.roll(secs);
+        s.roll(secs, &zone);
         let reserved = s.reserved;
         View {
             windows: std::array::from_fn(|i| {
@@ -363,7 +364,7 @@ impl Ledger {
                     limit: bound.limit(budget),
                     used: window.used,
                     reserved: bound.of(reserved),
-                    resets_at: bound.period().end(window.start),
+                    resets_at: bound.period().end(window.start, &zone),
                 }
             }),
             in_flight: s.in_flight,

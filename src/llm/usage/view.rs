@@ -53,7 +53,7 @@ fn unix_now() -> u64 {
 /// scripts' does (by Redis's clock for the minute, by the calendar for
 /// the rest).
 pub(crate) fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
-    let [_, day, _, week, _, month] = crate::calendar::spans(fb.now);
+    let [_, day, _, week, _, month] = crate::calendar::spans(fb.now, &crate::calendar::zone());
     View {
         windows: std::array::from_fn(|i| {
             let bound = Bound::ALL[i];
