@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod keys;
 mod reload;
+mod teams;
 
 use crate::config::{Config, Problems};
 use crate::demo::{self, DemoPorts};
@@ -62,6 +63,17 @@ enum Command {
         target: keys::AdminTarget,
         #[command(subcommand)]
         action: keys::KeysAction,
+    },
+    /// Create, list, show, change and delete teams' policies kept in the
+    /// database (through the running weir's admin API; needs
+    /// `[database]`): budgets the team shares, models, routes and each
+    /// member's limits. A team in the config's `[[teams]]` or
+    /// `[[idp.teams]]` is the config's and is refused.
+    Teams {
+        #[command(flatten)]
+        target: keys::AdminTarget,
+        #[command(subcommand)]
+        action: teams::TeamsAction,
     },
     /// Report LLM usage from the database, grouped (through the admin API).
     Usage {
@@ -145,6 +157,15 @@ pub fn main() -> ExitCode {
                 Ok(to) => keys::keys(&action, to),
                 Err(e) => {
                     eprintln!("weir keys: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Teams { target, action } => {
+            match admin_of(&target.config, target.admin, target.token_file.as_deref()) {
+                Ok(to) => teams::teams(&action, to),
+                Err(e) => {
+                    eprintln!("weir teams: {e}");
                     ExitCode::FAILURE
                 }
             }

@@ -82,16 +82,27 @@ fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
 /// Load a PEM certificate chain and its private key, check they belong
 /// together, and return the DNS names the leaf certificate is valid for.
 pub fn load_certificate(cert_path: &Path, key_path: &Path) -> Result<LoadedCertificate, PkiError> {
+    let (chain, key) = load_pair(cert_path, key_path)?;
+    certified_key(chain, key)
+}
+
+/// A PEM certificate chain and its private key, checked to belong
+/// together, as a client shows them (`ClientConfig::with_client_auth_cert`).
+pub(crate) fn load_pair(
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), PkiError> {
     let chain = read_chain(cert_path)?;
     let key = PrivateKeyDer::from_pem_file(key_path).map_err(|source| PkiError::ReadKey {
         path: key_path.to_path_buf(),
         source,
     })?;
-    certified_key(chain, key).map_err(|e| PkiError::Pair {
+    certified_key(chain.clone(), key.clone_key()).map_err(|e| PkiError::Pair {
         cert: cert_path.to_path_buf(),
         key: key_path.to_path_buf(),
         source: Box::new(e),
-    })
+    })?;
+    Ok((chain, key))
 }
 
 /// Pair a DER chain (leaf first, non-empty) with its key.

@@ -239,9 +239,18 @@ impl Snapshot {
         let mut states = standing.routes.locked();
         let mut ledgers = standing.ledgers.locked();
         let mut kept_ledgers = HashMap::new();
+        let db_keys = standing.database.as_ref().map(|d| d.keys.clone());
+        if let Some(keys) = &db_keys {
+            // The config's teams are the config's: the database's rows of
+            // those names are not served, and the admin API refuses them.
+            let idp = config.idp.iter().flat_map(|i| &i.teams).map(|t| &t.name);
+            let names = config.teams.iter().map(|t| &t.name).chain(idp);
+            keys.set_config_teams(names.cloned().collect());
+        }
         let teams = Arc::new(crate::llm::TeamBooks::new(
             &config.teams,
             &standing.team_ledgers,
+            db_keys,
         ));
         // Every budget window from now on is placed in this config's zone.
         crate::calendar::set_zone(&config.server.budget_time_zone);

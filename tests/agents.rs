@@ -10,6 +10,8 @@
 mod common;
 
 use common::agents::{self, Agent, Run};
+use common::provider::azure::Azure;
+use common::provider::entra::{CLIENT_ID, Entra, TENANT};
 use common::provider::vertex::{GoogleAuth, Vertex};
 use common::provider::{Failure, Options, Provider, ProviderApi, Script, Verdict};
 
@@ -392,6 +394,69 @@ async fn codex_over_websocket(api: ProviderApi, protocol: &str) {
         completed,
         "every upstream request came through the WebSocket, none from an HTTP fallback"
     );
+}
+
+/// Codex on Azure OpenAI: its built-in provider pointed at weir by
+/// `openai_base_url` (Responses over WebSocket), each response sent to the
+/// Azure stand-in's v1 Responses API (`/openai/v1/responses`, the
+/// deployment as the model) with an Entra ID token weir got by the client
+/// credentials grant — the stand-in takes no other bearer. A tool round
+/// trip with reasoning completes.
+#[tokio::test]
+async fn codex_to_azure_with_an_entra_token() {
+    let Some(bin) = agents::find(Agent::Codex) else {
+        return;
+    };
+    let (command, output) = round_trip();
+    let entra = Entra::spawn(std::time::Duration::from_secs(3600)).await;
+    let azure = Azure::v1("azure-key", &["my-gpt5"]).with_entra(&entra);
+    let up = Provider::spawn(
+        ProviderApi::Responses,
+        Options::default()
+            .azure(azure)
+            .script(Script::RoundTrip { command }),
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("entra-secret");
+    std::fs::write(&secret, entra.secret()).expect("secret");
+    let keys = format!(
+        "protocol = \"azure\"\ncredentials = \"client_secret\"\ntenant_id = \"{TENANT}\"\n\
+         client_id = \"{CLIENT_ID}\"\nclient_secret_file = \"{}\"\nauthority = \"{}\"\n",
+        secret.display(),
+        entra.url()
+    );
+    // Whatever model Codex asks for is the one deployment here.
+    let extra = "default_upstreams = [\"az:my-gpt5\"]\n";
+    let (_weir, addr, _dir) =
+        agents::weir_with("openai", &[("az", up.base_url(), keys)], extra, dir);
+    let config = agents::codex_builtin_config(addr);
+    let run = agents::run_with(Agent::Codex, &bin, addr, PROMPT, config).await;
+    agents::dump(&[&up]);
+    up.assert_all_accepted();
+    run.assert_success();
+    assert!(saw_output(&up, &output), "{:#?}", up.journal());
+    let answer = run.answer(Agent::Codex);
+    assert!(answer.contains(&output), "answer {answer:?} lacks {output}");
+    assert!(entra.refused().is_empty(), "{:?}", entra.refused());
+    assert_eq!(entra.bad_tokens(), 0);
+    let journal = up.journal();
+    assert!(journal.len() >= 2, "a tool round trip: {journal:#?}");
+    for e in journal {
+        assert_eq!(e.path, "/openai/v1/responses", "the v1 API, no api-version");
+        assert_eq!(e.body["model"], "my-gpt5", "the deployment");
+        assert!(
+            e.body["reasoning"].is_object(),
+            "with reasoning: {}",
+            e.body
+        );
+        let bearer = e.headers.get("authorization").and_then(|v| v.to_str().ok());
+        assert!(
+            bearer.is_some_and(|b| b.starts_with("Bearer eyJ0eXAiOiJKV1QifQ.entra-")),
+            "{e:?}"
+        );
+        assert!(e.headers.get("api-key").is_none(), "{e:?}");
+    }
 }
 
 /// Claude Code in its own (Anthropic) format to weir, weir to Claude on

@@ -251,3 +251,48 @@ fn idp_tokens_without_an_idp_is_a_config_problem() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_group_named_by_a_team_made_at_runtime_gets_its_policy_without_a_reload() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let idp = Idp::start().await;
+    let key = Signer::es256("k1");
+    idp.publish(&key);
+    let dir = common::keys::dir();
+    std::fs::write(dir.path().join("provider-key"), "sk-ant-weirs-own").expect("key");
+    let text = config(&up, &idp, "").replace(
+        "[admin]\naddress = \"127.0.0.1:0\"\n",
+        "[admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{dir}/admin-token\"\n\
+         [database]\nurl = \"sqlite:{dir}/weir.db\"\n",
+    );
+    let weir = Weir::start_in(dir, &text).await;
+    let alice = key.sign(&idp.claims("alice@example.com", &["everyone", "platform"]));
+    let mallory = key.sign(&idp.claims("mallory@example.com", &["everyone"]));
+    // No team anywhere yet: every valid token is served, any model.
+    assert_eq!(ask_ready(&weir, &alice, "gpt-5").await.0, 200);
+    assert_eq!(ask(&weir, &mallory, "claude-sonnet").await.0, 200);
+
+    let (status, v) = common::keys::admin(
+        &weir,
+        http::Method::POST,
+        "/admin/teams",
+        json!({"name": "platform", "models": ["claude-*"],
+               "per_person": {"tokens_per_day": 120}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    // Alice's token, verified before, is held to the new policy at once.
+    let (status, body) = ask(&weir, &alice, "gpt-5").await;
+    assert_eq!(status, 403, "outside the team's models: {body}");
+    let bearer = format!("Bearer {alice}");
+    let (status, _, body) =
+        common::get_with(&weir.url("web", "/v1/me"), &[("authorization", &bearer)]).await;
+    assert_eq!(status, 200, "{body}");
+    let me: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(me["team"], "platform", "{me}");
+    assert_eq!(me["budget"]["tokens_per_day"]["limit"], 120, "{me}");
+    // With teams listed, a person in none of them is refused.
+    let (status, body) = ask(&weir, &mallory, "claude-sonnet").await;
+    assert_eq!(status, 403, "in no team: {body}");
+    assert!(body.contains("no team"), "{body}");
+}

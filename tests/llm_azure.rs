@@ -13,7 +13,7 @@
 mod common;
 
 use common::llm::{assert_whole_messages_stream, events, llm_config_with, post};
-use common::provider::azure::{Azure, content_filter, rate_limited};
+use common::provider::azure::{Azure, content_filter, rate_limited, rate_limited_ms_only};
 use common::provider::*;
 use common::*;
 use serde_json::{Value, json};
@@ -308,6 +308,32 @@ async fn a_rate_limited_resource_fails_over_and_is_held_out() {
     assert_eq!(second.journal().len(), 2);
     second.assert_all_accepted();
     only_the_key_in_api_key(&first, "first");
+}
+
+/// Azure's own hint, `x-ms-retry-after-ms`, alone on a 429: the member is
+/// held for it (the next request is answered 429 by weir, not sent), and
+/// the client is told it in `retry-after`, the header every SDK reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azures_own_retry_hint_holds_the_member_and_reaches_the_client() {
+    let az = resource(ProviderApi::Responses, "az", None).await;
+    az.fail_next(1, rate_limited_ms_only(20_500));
+    let weir = weir_over("openai", &[("az", &az, "protocol = \"azure\"")]).await;
+    let (status, headers, body) =
+        post(&weir, "/v1/responses", codex_request(false), CODEX_HEADERS).await;
+    assert_eq!(status, 429, "{body}");
+    let retry = |h: &http::HeaderMap| {
+        h.get("retry-after")
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+    };
+    assert_eq!(retry(&headers), Some(21), "{headers:?}");
+    let (status, headers, body) =
+        post(&weir, "/v1/responses", codex_request(false), CODEX_HEADERS).await;
+    assert_eq!(status, 429, "held, not sent: {body}");
+    assert!(
+        retry(&headers).is_some_and(|s| (19..=21).contains(&s)),
+        "{headers:?}"
+    );
+    assert_eq!(az.journal().len(), 1, "{:?}", az.journal());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -583,3 +583,65 @@ async fn a_shed_request_says_so_on_its_span() {
     assert!(attr(refused, "weir.route").is_none(), "shed before routing");
     assert!(is_error(refused));
 }
+
+#[tokio::test]
+async fn a_budget_refusal_names_the_budget_and_its_payer_on_its_span() {
+    let collector = Collector::start().await;
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let body = serde_json::json!({
+        "model": "claude-test", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    });
+    // Room for one request's reservation: the second finds the day spent.
+    let reservation = (body.to_string().len() as u64).div_ceil(3) + 64;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("alice"), "tok-alice\n").expect("token");
+    std::fs::write(dir.path().join("upstream-key"), "sk-ant-test\n").expect("key");
+    let config = format!(
+        "{}{}api_key_file = \"upstream-key\"\n\
+         [[route.clients]]\nname = \"alice\"\ntoken_file = \"alice\"\ntokens_per_day = {}\n",
+        traces_table(&collector.http_endpoint(), ""),
+        llm_config("anthropic", &[("only", up.base_url())], ""),
+        reservation + 10
+    );
+    let weir = Weir::start_in(dir, &config).await;
+    let headers = [
+        ("x-api-key", "tok-alice"),
+        ("anthropic-version", "2023-06-01"),
+    ];
+    let (s, _, answer) = common::llm::post(&weir, "/v1/messages", &body, &headers).await;
+    assert_eq!(s, 200, "{answer}");
+    let (s, _, answer) = common::llm::post(&weir, "/v1/messages", &body, &headers).await;
+    assert_eq!(s, 429, "{answer}");
+
+    // Two server spans, one attempt: the refused request never left.
+    let spans = collector.wait_spans(3, WAIT).await;
+    let servers = by_kind(&spans, SpanKind::Server);
+    assert_eq!(servers.len(), 2, "{servers:#?}");
+    assert_eq!(by_kind(&spans, SpanKind::Client).len(), 1);
+    let refused = servers
+        .iter()
+        .find(|s| attr(s, "http.response.status_code").as_deref() == Some("429"))
+        .expect("the refused request's span");
+    assert_eq!(
+        attr(refused, "weir.llm.outcome").as_deref(),
+        Some("over_budget")
+    );
+    assert_eq!(
+        attr(refused, "weir.llm.budget.bound").as_deref(),
+        Some("tokens_per_day")
+    );
+    assert_eq!(
+        attr(refused, "weir.llm.budget.payer").as_deref(),
+        Some("client token `alice`")
+    );
+    assert_eq!(
+        attr(refused, "weir.client_token.name").as_deref(),
+        Some("alice")
+    );
+    let served = servers.iter().find(|s| s.span_id != refused.span_id);
+    assert!(
+        served.is_some_and(|s| attr(s, "weir.llm.budget.bound").is_none()),
+        "a served request names no budget"
+    );
+}

@@ -16,7 +16,7 @@ use crate::store::{Group, Report};
 /// The largest body a key's settings may have.
 const MAX_BODY: usize = 64 * 1024;
 
-fn problem(status: StatusCode, message: impl Into<String>) -> Response<Payload> {
+pub(super) fn problem(status: StatusCode, message: impl Into<String>) -> Response<Payload> {
     json(status, json!({"error": message.into()}))
 }
 
@@ -64,18 +64,18 @@ pub(super) async fn handle(
     }
 }
 
-async fn body(req: Request<Incoming>) -> Result<bytes::Bytes, Response<Payload>> {
+pub(super) async fn body(req: Request<Incoming>) -> Result<bytes::Bytes, Response<Payload>> {
     let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY);
     match limited.collect().await {
         Ok(b) => Ok(b.to_bytes()),
         Err(_) => Err(problem(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("a key's settings are at most {MAX_BODY} bytes"),
+            format!("settings are at most {MAX_BODY} bytes"),
         )),
     }
 }
 
-fn failed(e: String) -> Response<Payload> {
+pub(super) fn failed(e: String) -> Response<Payload> {
     tracing::error!(error = %e, "admin API: the database failed");
     problem(
         StatusCode::SERVICE_UNAVAILABLE,

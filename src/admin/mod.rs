@@ -30,6 +30,7 @@ use subtle::ConstantTimeEq;
 
 pub(crate) mod dashboard;
 mod keys;
+mod teams;
 
 use crate::admit::auth_failures::AuthFailures;
 use crate::config::{Config, RouteKind, Secret};
@@ -231,6 +232,15 @@ async fn admin_api(
     }
     if path == "/admin/keys" || path.starts_with("/admin/keys/") || path == "/admin/usage" {
         return keys::handle(req, state.database.as_ref()).await;
+    }
+    if path == "/admin/teams" || path.starts_with("/admin/teams/") {
+        return match state.database.as_ref() {
+            Some(database) => teams::handle(req, database).await,
+            None => keys::problem(
+                StatusCode::NOT_FOUND,
+                "no database is configured: add a `[database]` table to keep teams at runtime (or define them in `[[teams]]`)",
+            ),
+        };
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/admin/reload") => match state.reload.clone().reload().await {

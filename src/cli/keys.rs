@@ -87,7 +87,7 @@ pub(crate) enum KeysAction {
     Revoke { id: String },
 }
 
-fn list(text: &str) -> Value {
+pub(super) fn list(text: &str) -> Value {
     json!(
         text.split(',')
             .map(str::trim)
@@ -181,7 +181,7 @@ pub(crate) fn keys(action: &KeysAction, (addr, token): (SocketAddr, Secret)) -> 
 }
 
 /// An id as one path segment (an id with a `/` cannot reach another path).
-fn segment(id: &str) -> String {
+pub(super) fn segment(id: &str) -> String {
     percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 

@@ -26,8 +26,9 @@ pub(crate) enum Credential {
     /// identity token, refreshed before they expire.
     AwsWebIdentity(WebIdentity),
     /// An access token weir gets itself and keeps fresh (a Vertex AI
-    /// upstream's, [`VertexConfig::credentials`]); the client's is never
-    /// sent.
+    /// upstream's, [`VertexConfig::credentials`]; an Azure OpenAI
+    /// upstream's from Entra ID, [`EntraCredentials`]); the client's is
+    /// never sent.
     Refreshed,
 }
 
@@ -83,6 +84,35 @@ pub(crate) enum GoogleCredentials {
     Metadata(String),
 }
 
+/// Where an Azure OpenAI upstream's Entra ID access tokens come from
+/// (docs/decisions/090).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EntraCredentials {
+    /// An app registration's client secret, exchanged at `token_url`.
+    Secret {
+        token_url: String,
+        client_id: String,
+        secret: Secret,
+        scope: String,
+    },
+    /// A federated token in a file as the client's assertion (AKS
+    /// workload identity: re-read at each fetch, as the kubelet rotates
+    /// it), exchanged at `token_url`.
+    Federated {
+        token_url: String,
+        client_id: String,
+        token_file: std::path::PathBuf,
+        scope: String,
+    },
+    /// The instance metadata service at `url`: the machine's
+    /// system-assigned identity, or the user-assigned one `client_id`.
+    Managed {
+        url: String,
+        client_id: Option<String>,
+        scope: String,
+    },
+}
+
 /// One of an LLM upstream's keys, and where it was read from (for logs
 /// and metrics; the key itself is never shown).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +149,9 @@ pub(crate) struct LlmUpstreamConfig {
     /// An Azure OpenAI upstream's API surface (v1, or a dated
     /// `api-version`'s deployment paths); None for every other API.
     pub(crate) azure: Option<weir_wire::azure::Surface>,
+    /// An Azure OpenAI upstream's Entra ID credentials, when it sends
+    /// their token instead of an `api-key`.
+    pub(crate) entra: Option<EntraCredentials>,
     /// An Amazon Bedrock upstream's region; None for every other API.
     pub(crate) bedrock: Option<BedrockSettings>,
     /// A Vertex AI upstream's project, region and credentials; None for

@@ -51,12 +51,14 @@ pub(crate) enum DatabaseUrl {
 
 /// `[database] url = "postgres://…"`, read: the URL as the driver reads
 /// it, and the TLS weir does itself (the driver knows neither
-/// `verify-full` nor `sslrootcert`; docs/decisions/093).
+/// `verify-full` nor `sslrootcert`; docs/decisions/093, 104).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PostgresUrl {
-    /// The URL without `sslmode` and `sslrootcert`.
+    /// The URL without `sslmode`, `sslrootcert`, `sslcert` and `sslkey`.
     pub(crate) url: String,
     pub(crate) tls: PostgresTls,
+    /// `sslcert` and `sslkey`: the certificate weir shows the server.
+    pub(crate) client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 /// `sslmode` (and `sslrootcert`), as libpq has them.
@@ -68,6 +70,10 @@ pub(crate) enum PostgresTls {
     Prefer,
     /// `require`: TLS, certificate not checked.
     Require,
+    /// `verify-ca`: TLS, the chain checked against `sslrootcert`'s CAs
+    /// only (the web PKI's would let anyone with a public certificate
+    /// in), the host name not.
+    VerifyCa { root_cert: PathBuf },
     /// `verify-full`: TLS, the chain checked against the web PKI roots
     /// and `sslrootcert`, and the host name.
     VerifyFull { root_cert: Option<PathBuf> },

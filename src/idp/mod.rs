@@ -24,7 +24,7 @@ use jsonwebtoken::{Validation, decode, decode_header};
 use serde_json::Value;
 
 use crate::config::{IdpSettings, TeamPolicy};
-use crate::keys::Key;
+use crate::keys::{Key, Keys};
 use crate::store::unix_now;
 use crate::sync::Locked;
 
@@ -56,7 +56,19 @@ pub(crate) struct Idp {
     /// When the keys were last fetched, and last fetched for an unknown
     /// `kid` (one fetch at a time).
     fetched: tokio::sync::Mutex<Fetched>,
-    remembered: Mutex<HashMap<[u8; 32], Arc<Key>>>,
+    remembered: Mutex<HashMap<[u8; 32], Remembered>>,
+    /// The database's teams, whose policies apply to the groups of their
+    /// names (after the config's `[[idp.teams]]`).
+    db: Option<Arc<Keys>>,
+}
+
+/// A token verified: the person it made, their claims, and the change
+/// number of the database's teams they were made under (a change to a
+/// team makes the person again from the claims).
+struct Remembered {
+    key: Arc<Key>,
+    claims: Arc<Value>,
+    teams_at: Option<i64>,
 }
 
 /// When the keys were fetched.
@@ -75,13 +87,15 @@ pub(crate) fn looks_like_jwt(text: &str) -> bool {
 impl Idp {
     /// The IdP of `settings`, its keys fetched now and every `refresh` in
     /// the background.
-    pub(crate) fn start(settings: &IdpSettings) -> Result<Arc<Idp>, String> {
+    /// `db`: the database's teams, when there is one.
+    pub(crate) fn start(settings: &IdpSettings, db: Option<Arc<Keys>>) -> Result<Arc<Idp>, String> {
         let idp = Arc::new(Idp {
             http: jwks::client(settings.ca_file.as_deref())?,
             settings: settings.clone(),
             keys: ArcSwap::from_pointee(HashMap::new()),
             fetched: tokio::sync::Mutex::new(Fetched::default()),
             remembered: Mutex::new(HashMap::new()),
+            db,
         });
         tokio::spawn(idp.clone().keep_fresh());
         Ok(idp)
@@ -156,21 +170,35 @@ impl Idp {
     pub(crate) async fn identify(&self, token: &str) -> Result<Arc<Key>, Refusal> {
         let hash = crate::keys::hash(token);
         let now = unix_now();
-        if let Some(key) = self.remembered.locked().get(&hash)
-            && key.expires_at.is_some_and(|at| at > now)
-        {
-            return Ok(key.clone());
-        }
-        let claims = self.verify(token).await?;
+        let teams_at = self.db.as_ref().and_then(|d| d.version());
+        let known = self.remembered.locked().get(&hash).and_then(|r| {
+            let live = r.key.expires_at.is_some_and(|at| at > now);
+            live.then(|| {
+                (r.teams_at == teams_at)
+                    .then(|| r.key.clone())
+                    .ok_or(r.claims.clone())
+            })
+        });
+        let claims = match known {
+            Some(Ok(key)) => return Ok(key),
+            // Verified, but the teams changed since: its policy again.
+            Some(Err(claims)) => claims,
+            None => Arc::new(self.verify(token).await?),
+        };
         let key = Arc::new(self.person(&claims)?);
         let mut remembered = self.remembered.locked();
         if remembered.len() >= MAX_REMEMBERED {
-            remembered.retain(|_, k| k.expires_at.is_some_and(|at| at > now));
+            remembered.retain(|_, r| r.key.expires_at.is_some_and(|at| at > now));
             if remembered.len() >= MAX_REMEMBERED {
                 remembered.clear();
             }
         }
-        remembered.insert(hash, key.clone());
+        let entry = Remembered {
+            key: key.clone(),
+            claims,
+            teams_at,
+        };
+        remembered.insert(hash, entry);
         Ok(key)
     }
 
@@ -238,26 +266,40 @@ impl Idp {
             Some(v) => text(v).into_iter().collect(),
             None => Vec::new(),
         };
+        let exp = claims.get("exp").and_then(Value::as_i64);
+        let mut key = Key {
+            id: format!("idp:{}", sub.as_deref().unwrap_or(&user)).into(),
+            name: user.as_str().into(),
+            user: Some(user.as_str().into()),
+            team: groups.first().map(|g| g.as_str().into()),
+            routes: Vec::new(),
+            models: Default::default(),
+            budget: Default::default(),
+            max_concurrent: 0,
+            expires_at: exp,
+        };
+        // The config's policy for the first group it names; else the
+        // database's team of the first group that is one.
         let teams = &self.settings.teams;
-        let policy: Option<&TeamPolicy> = teams.iter().find(|t| groups.contains(&t.name));
-        if !teams.is_empty() && policy.is_none() {
+        if let Some(p) = teams.iter().find(|t| groups.contains(&t.name)) {
+            let p: &TeamPolicy = p;
+            key.team = Some(p.name.as_str().into());
+            key.models = p.models.clone();
+            key.budget = p.budget;
+            key.max_concurrent = p.max_concurrent;
+            return Ok(key);
+        }
+        let db = self.db.as_deref();
+        if let Some(team) = db.and_then(|d| groups.iter().find_map(|g| d.team(g))) {
+            key.team = Some(team.name.clone());
+            team.fill(&mut key);
+            return Ok(key);
+        }
+        if !teams.is_empty() || db.is_some_and(Keys::has_teams) {
             return Err(Refusal::Forbidden(format!(
                 "`{user}` is in no team this gateway serves"
             )));
         }
-        let exp = claims.get("exp").and_then(Value::as_i64);
-        Ok(Key {
-            id: format!("idp:{}", sub.as_deref().unwrap_or(&user)).into(),
-            name: user.as_str().into(),
-            user: Some(user.as_str().into()),
-            team: policy
-                .map(|p| p.name.as_str().into())
-                .or_else(|| groups.first().map(|g| g.as_str().into())),
-            routes: Vec::new(),
-            models: policy.map(|p| p.models.clone()).unwrap_or_default(),
-            budget: policy.map(|p| p.budget).unwrap_or_default(),
-            max_concurrent: policy.map_or(0, |p| p.max_concurrent),
-            expires_at: exp,
-        })
+        Ok(key)
     }
 }

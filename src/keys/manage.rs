@@ -41,13 +41,13 @@ const MAX_LIST: usize = 100;
 const MAX_METADATA: usize = 4096;
 
 /// One field's reading, adding what is wrong to `problems`.
-struct Reader<'a> {
-    fields: &'a Map<String, Value>,
-    problems: Vec<String>,
+pub(super) struct Reader<'a> {
+    pub(super) fields: &'a Map<String, Value>,
+    pub(super) problems: Vec<String>,
 }
 
 impl Reader<'_> {
-    fn text(&mut self, name: &str) -> Option<Option<String>> {
+    pub(super) fn text(&mut self, name: &str) -> Option<Option<String>> {
         match self.fields.get(name)? {
             Value::Null => Some(None),
             Value::String(s)
@@ -64,7 +64,7 @@ impl Reader<'_> {
         }
     }
 
-    fn list(&mut self, name: &str) -> Option<Vec<String>> {
+    pub(super) fn list(&mut self, name: &str) -> Option<Vec<String>> {
         let v = self.fields.get(name)?;
         let items: Option<Vec<String>> = v.as_array().and_then(|a| {
             a.iter()
@@ -86,7 +86,7 @@ impl Reader<'_> {
         }
     }
 
-    fn count(&mut self, name: &str) -> Option<Option<u64>> {
+    pub(super) fn count(&mut self, name: &str) -> Option<Option<u64>> {
         match self.fields.get(name)? {
             Value::Null => Some(None),
             v => match v.as_u64() {
@@ -100,7 +100,7 @@ impl Reader<'_> {
         }
     }
 
-    fn percent(&mut self, name: &str) -> Option<Option<u64>> {
+    pub(super) fn percent(&mut self, name: &str) -> Option<Option<u64>> {
         match self.fields.get(name)? {
             Value::Null => Some(None),
             v => match v.as_u64() {
@@ -114,7 +114,7 @@ impl Reader<'_> {
         }
     }
 
-    fn money(&mut self, name: &str) -> Option<Option<u64>> {
+    pub(super) fn money(&mut self, name: &str) -> Option<Option<u64>> {
         match self.fields.get(name)? {
             Value::Null => Some(None),
             v => match v.as_f64() {
@@ -251,7 +251,7 @@ fn new_id() -> Result<String, String> {
     ))
 }
 
-fn failed(e: StoreError) -> String {
+pub(super) fn failed(e: StoreError) -> String {
     e.to_string()
 }
 
@@ -345,7 +345,10 @@ impl Keys {
         id: &str,
         from_ms: i64,
     ) -> Result<(u64, u64, u64), String> {
-        self.store.used_since(id, from_ms).await.map_err(failed)
+        self.store
+            .used_since(crate::store::By::Key, id, from_ms)
+            .await
+            .map_err(failed)
     }
 
     /// Usage summed by the report's groups.
@@ -354,16 +357,16 @@ impl Keys {
     }
 }
 
+/// A time in Unix seconds as the API shows it (RFC 3339, UTC).
+pub(super) fn time(t: Option<i64>) -> Option<String> {
+    t.and_then(|t| u64::try_from(t).ok()).map(|t| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
+            .to_string()
+    })
+}
+
 /// A key as the API shows it.
 pub(crate) fn view(row: &KeyRow) -> Value {
-    let time = |t: Option<i64>| {
-        t.and_then(|t| u64::try_from(t).ok()).map(|t| {
-            humantime::format_rfc3339_seconds(
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(t),
-            )
-            .to_string()
-        })
-    };
     let now = unix_now();
     let status = if row.revoked_at.is_some() {
         "revoked"

@@ -12,14 +12,16 @@
 //! serving and `weir_database_up` says so.
 
 mod manage;
+mod teams;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 
 pub(crate) use manage::{KeySpec, view};
+pub(crate) use teams::{Team, TeamSpec, Written, team_view};
 
 use crate::config::{AllowedModels, Budget, DatabaseSettings};
 use crate::store::{KeyRow, Store, UsageRows, unix_now};
@@ -48,8 +50,10 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    fn of(row: &KeyRow) -> Key {
-        Key {
+    /// The key of `row`, under its team's policy when the database keeps
+    /// one (`teams`).
+    fn of(row: &KeyRow, teams: &HashMap<Arc<str>, Arc<Team>>) -> Key {
+        let mut key = Key {
             id: row.id.as_str().into(),
             name: row.name.as_str().into(),
             user: row.user.as_deref().map(Into::into),
@@ -73,7 +77,11 @@ impl Key {
                 .max_concurrent
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             expires_at: row.expires_at,
+        };
+        if let Some(team) = row.team.as_deref().and_then(|t| teams.get(t)) {
+            team.fill(&mut key);
         }
+        key
     }
 
     /// Whether it may be used on `route`.
@@ -93,17 +101,21 @@ pub(crate) enum Found {
 }
 
 /// The live keys by their secret's SHA-256, as of a change number.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Table {
     version: Option<i64>,
     by_hash: HashMap<[u8; 32], Arc<Key>>,
     by_id: HashMap<Arc<str>, Arc<Key>>,
+    /// The teams kept in the database, config-defined names left out.
+    teams: HashMap<Arc<str>, Arc<Team>>,
 }
 
 /// The keys of this process: the store, and the table served from.
 pub(crate) struct Keys {
     store: Store,
     table: ArcSwap<Table>,
+    /// The teams the config defines: theirs, not the database's.
+    config_teams: ArcSwap<HashSet<String>>,
     /// Whether the database answered last time (a failure is logged once
     /// per outage).
     up: AtomicBool,
@@ -156,6 +168,7 @@ impl Keys {
         let keys = Arc::new(Keys {
             store,
             table: ArcSwap::from_pointee(Table::default()),
+            config_teams: ArcSwap::from_pointee(HashSet::new()),
             up: AtomicBool::new(true),
             metrics,
         });
@@ -177,6 +190,12 @@ impl Keys {
         }
     }
 
+    /// The change number the table in memory is at: it moves with every
+    /// change to keys and teams.
+    pub(crate) fn version(&self) -> Option<i64> {
+        self.table.load().version
+    }
+
     /// The live key of this id, as served now.
     pub(crate) fn by_id(&self, id: &str) -> Option<Arc<Key>> {
         self.table.load().by_id.get(id).cloned()
@@ -189,13 +208,22 @@ impl Keys {
             return Ok(());
         }
         let rows = self.store.keys().await?;
+        let config = self.config_teams.load();
+        let teams: HashMap<Arc<str>, Arc<Team>> = self
+            .store
+            .teams()
+            .await?
+            .iter()
+            .filter(|t| !config.contains(&t.name))
+            .map(|t| (t.name.as_str().into(), Arc::new(Team::of(t))))
+            .collect();
         let mut by_hash = HashMap::with_capacity(rows.len());
         let mut by_id = HashMap::with_capacity(rows.len());
         for row in rows.iter().filter(|r| r.revoked_at.is_none()) {
             let Ok(h) = <[u8; 32]>::try_from(row.hash.as_slice()) else {
                 continue;
             };
-            let key = Arc::new(Key::of(row));
+            let key = Arc::new(Key::of(row, &teams));
             by_id.insert(key.id.clone(), key.clone());
             by_hash.insert(h, key);
         }
@@ -204,6 +232,7 @@ impl Keys {
             version: Some(version),
             by_hash,
             by_id,
+            teams,
         }));
         Ok(())
     }

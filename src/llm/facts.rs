@@ -68,6 +68,9 @@ pub(crate) struct LlmFacts {
     pub(crate) cache_write_tokens: u64,
     /// Why the answer ended, as the upstream said it.
     pub(crate) finish: Option<&'static str>,
+    /// The budget that refused the request: its bound and whose it is
+    /// (`key `…` (id)`, `team `…``; never a secret).
+    pub(crate) refused_by: Option<(&'static str, String)>,
     /// The trace the request is in, when it is traced.
     pub(crate) trace_id: Option<String>,
     /// What the request cost, once settled (with prices).
@@ -174,6 +177,10 @@ fn traced(f: &LlmFacts, server: &mut Span, answered: Option<&mut Span>) {
     }
     if let Some(outcome) = f.outcome {
         server.set("weir.llm.outcome", outcome);
+    }
+    if let Some((bound, payer)) = &f.refused_by {
+        server.set("weir.llm.budget.bound", *bound);
+        server.set("weir.llm.budget.payer", payer.as_str());
     }
     server.set("weir.llm.failovers", u64::from(f.failovers));
     if let Some(upstream) = &f.upstream {

@@ -6,40 +6,35 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{Method, Request, header};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::Full;
 use weir_wire::google::{self, METADATA_FLAVOR, METADATA_TOKEN_PATH, ServiceAccount};
 use weir_wire::vertex::SCOPE;
 
+use super::oauth::{self, Reader, TokenClient};
 use super::refresh::{Fresh, Source};
-use crate::config::{GoogleCredentials, UpstreamHttp};
-use crate::upstream::connector;
+use crate::config::GoogleCredentials;
 
-/// How long one token exchange may take, connecting included.
-const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest token answer read.
-const MAX_ANSWER: usize = 64 << 10;
+/// How Google's answers are read.
+const READER: Reader = Reader {
+    token: google::read_token,
+    refusal: google::refusal,
+};
 
 /// Where one upstream's tokens come from, and the client that asks.
 pub(crate) struct Google {
     credentials: GoogleCredentials,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: TokenClient,
 }
 
 impl Google {
     pub(crate) fn new(credentials: &GoogleCredentials, tls: &rustls::ClientConfig) -> Google {
-        let connector = connector(EXCHANGE_TIMEOUT, tls, UpstreamHttp::Http1);
         Google {
             credentials: credentials.clone(),
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: oauth::client(tls),
         }
     }
 
@@ -62,33 +57,7 @@ impl Google {
                 .body(Full::new(Bytes::new()))
                 .map_err(|e| format!("the metadata server's address makes no request: {e}"))?,
         };
-        let uri = req.uri().clone();
-        let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| {
-                format!("cannot reach the token endpoint {uri}: {}", error_chain(&e))
-            })?;
-            let status = resp.status();
-            let body = Limited::new(resp.into_body(), MAX_ANSWER)
-                .collect()
-                .await
-                .map_err(|_| format!("the token endpoint {uri}'s answer broke or is too long"))?
-                .to_bytes();
-            if !status.is_success() {
-                return Err(format!(
-                    "the token endpoint {uri} answered {status}: {}",
-                    google::refusal(&body)
-                ));
-            }
-            let (token, lifetime) = google::read_token(&body)
-                .ok_or_else(|| format!("the token endpoint {uri} answered no access token"))?;
-            Ok(Fresh {
-                value: Arc::from(token),
-                lifetime,
-            })
-        };
-        tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
-            .await
-            .unwrap_or_else(|_| Err(format!("the token endpoint {uri} did not answer in time")))
+        oauth::exchange(&self.client, req, &READER).await
     }
 }
 
@@ -110,16 +79,4 @@ fn grant(sa: &ServiceAccount) -> Result<Request<Full<Bytes>>, String> {
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Full::new(Bytes::from(google::grant_form(&assertion))))
         .map_err(|e| format!("the key's token_uri makes no request: {e}"))
-}
-
-/// An error and its causes, in one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

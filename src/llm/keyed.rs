@@ -1,7 +1,9 @@
 //! Each runtime key's budget ledger and concurrency gate, process-wide
 //! and by key id: a key's budget is the key's on every route it opens,
 //! and survives reloads and changes to the key (a new limit applies to
-//! the same ledger). Each team's shared ledger likewise, by team name.
+//! the same ledger). Each team's shared ledger likewise, by team name:
+//! a team the config defines (`[[teams]]`) first, else one the database
+//! keeps (docs/decisions/102), looked up in memory per request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use super::ledger::{Clock, Ledger};
 use crate::admit::TokenGate;
 use crate::config::{Budget, TeamBudget};
-use crate::keys::Key;
+use crate::keys::{Key, Keys};
 use crate::sync::Locked;
 
 /// Books kept at most; past it, those of keys no request holds are
@@ -65,19 +67,33 @@ pub(crate) struct TeamBook {
 #[derive(Default)]
 pub(crate) struct TeamLedgers {
     by_name: Mutex<HashMap<Arc<str>, Arc<Ledger>>>,
+    /// The ledgers of teams the database keeps (a team changed keeps its
+    /// ledger; one deleted loses it at the next prune).
+    runtime: RuntimeLedgers,
 }
 
+/// The ledgers of the database's teams, by name.
+type RuntimeLedgers = Arc<Mutex<HashMap<Arc<str>, Arc<Ledger>>>>;
+
 /// The team budgets of one configuration (`[[teams]]`), with their
-/// ledgers; shared by its routes.
+/// ledgers, and the database's teams; shared by its routes.
 #[derive(Default)]
 pub(crate) struct TeamBooks {
     by_name: HashMap<Arc<str>, TeamBook>,
+    /// The teams the database keeps, served from memory, and their ledgers.
+    runtime: Option<(Arc<Keys>, RuntimeLedgers)>,
 }
 
 impl TeamBooks {
     /// The books of `teams`, each with its ledger from `ledgers` (made the
     /// first time); the ledgers of teams no longer listed are dropped.
-    pub(crate) fn new(teams: &[TeamBudget], ledgers: &TeamLedgers) -> TeamBooks {
+    /// With `keys`, a team not in the config is looked up among the
+    /// database's.
+    pub(crate) fn new(
+        teams: &[TeamBudget],
+        ledgers: &TeamLedgers,
+        keys: Option<Arc<Keys>>,
+    ) -> TeamBooks {
         let mut kept = ledgers.by_name.locked();
         kept.retain(|name, _| teams.iter().any(|t| *t.name == **name));
         let by_name = teams
@@ -96,11 +112,37 @@ impl TeamBooks {
                 (name, book)
             })
             .collect();
-        TeamBooks { by_name }
+        if let Some(keys) = &keys {
+            let mut runtime = ledgers.runtime.locked();
+            runtime.retain(|name, _| keys.team(name).is_some());
+        }
+        TeamBooks {
+            by_name,
+            runtime: keys.map(|k| (k, ledgers.runtime.clone())),
+        }
     }
 
-    /// The budget `team` shares, when it has one.
+    /// The budget `team` shares, when it has one: the config's team of
+    /// that name, else the database's.
     pub(crate) fn of(&self, team: Option<&str>) -> Option<TeamBook> {
-        self.by_name.get(team?).cloned()
+        let team = team?;
+        if let Some(book) = self.by_name.get(team) {
+            return Some(book.clone());
+        }
+        let (keys, ledgers) = self.runtime.as_ref()?;
+        let kept = keys.team(team).filter(|t| !t.budget.is_unbounded())?;
+        let mut ledgers = ledgers.locked();
+        if ledgers.len() >= MAX_BOOKS && !ledgers.contains_key(team) {
+            ledgers.retain(|name, l| Arc::strong_count(l) > 1 || keys.team(name).is_some());
+        }
+        let ledger = ledgers
+            .entry(kept.name.clone())
+            .or_insert_with(|| Arc::new(Ledger::new(Clock::system())))
+            .clone();
+        Some(TeamBook {
+            name: kept.name.clone(),
+            budget: kept.budget,
+            ledger,
+        })
     }
 }

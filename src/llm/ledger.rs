@@ -61,6 +61,14 @@ pub(crate) enum Bound {
     SpendPerMonth,
 }
 
+/// The starts of the day, the week and the month holding `now` (Unix
+/// seconds), as the ledger's windows begin (in the budget time zone):
+/// for reports of use.
+pub(crate) fn window_starts(now: u64) -> [u64; 3] {
+    let zone = crate::calendar::zone();
+    [Period::Day, Period::Week, Period::Month].map(|p| p.start(now, &zone))
+}
+
 impl Bound {
     /// Every bound, in the order a ledger keeps their windows.
     pub(crate) const ALL: [Bound; 7] = [

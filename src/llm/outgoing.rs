@@ -195,10 +195,18 @@ impl Outgoing {
         if pair.is_some() || !self.protocol.is_native(upstream.config.api) {
             upstream.config.api.adopt_headers(&mut headers, passthrough);
         }
-        if upstream.config.vertex.is_some() {
+        if upstream
+            .config
+            .keys
+            .iter()
+            .any(|k| k.credential == Credential::Refreshed)
+        {
+            // weir's token replaces whatever credential the client sent.
+            headers.remove("x-api-key");
+            headers.remove(upstream.config.api.key_header("").0);
             match refreshed_token(upstream).await {
-                Ok((name, value)) => {
-                    headers.insert(name, value);
+                Ok(value) => {
+                    headers.insert(header::AUTHORIZATION, value);
                 }
                 Err(why) => return Prepared::Unavailable(why),
             }
@@ -342,11 +350,10 @@ async fn vertex_request(
     }
 }
 
-/// The header of the access token weir got for `upstream` (waiting for
-/// the first one, when none has come yet), or why there is none.
-async fn refreshed_token(
-    upstream: &LlmUpstream,
-) -> Result<(http::HeaderName, HeaderValue), String> {
+/// The `Authorization: Bearer` value of the access token weir got for
+/// `upstream` (an OAuth 2 token, Google's or Entra ID's; waiting for the
+/// first one, when none has come yet), or why there is none.
+async fn refreshed_token(upstream: &LlmUpstream) -> Result<HeaderValue, String> {
     let Some(token) = &upstream.token else {
         return Err("no runtime to fetch the upstream's access token on".into());
     };
@@ -356,10 +363,8 @@ async fn refreshed_token(
             upstream.config.name
         )
     })?;
-    let (name, value) = upstream.config.api.key_header(&value);
-    let value = HeaderValue::from_str(&value)
-        .map_err(|_| "the access token is no header value".to_string())?;
-    Ok((name, value))
+    HeaderValue::from_str(&format!("Bearer {value}"))
+        .map_err(|_| "the access token is no header value".to_string())
 }
 
 pub(crate) async fn send(

@@ -28,6 +28,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
+use super::entra::Entra;
 use super::google::Google;
 use super::refresh::Refreshed;
 use super::tenants::{self, Tenant, TenantHolds};
@@ -138,7 +139,8 @@ pub(crate) struct LlmUpstream {
     pub(crate) tenants: Arc<TenantHolds>,
     /// The fleet the members' holds are shared with, if the route shares.
     fleet: Option<Fleet>,
-    /// The access token weir gets itself for this upstream (Vertex AI's),
+    /// The access token weir gets itself for this upstream (Vertex AI's,
+    /// or Azure OpenAI's from Entra ID),
     /// kept fresh in the background; None for an upstream of keys.
     pub(crate) token: Option<Refreshed<str>>,
 }
@@ -212,6 +214,23 @@ fn refreshed_credentials(
             _ => None,
         })
         .collect()
+}
+
+/// The access token weir gets itself for `config` (Vertex AI's from
+/// Google, Azure OpenAI's from Entra ID), kept fresh in the background;
+/// None for an upstream of keys.
+fn refreshed_token(
+    route: &Arc<str>,
+    config: &LlmUpstreamConfig,
+    tls: &rustls::ClientConfig,
+) -> Option<Refreshed<str>> {
+    let label = |source: String| -> Arc<str> { format!("{route}/{} {source}", config.name).into() };
+    if let Some(v) = &config.vertex {
+        let label = label(Google::label(&v.credentials));
+        return Refreshed::spawn(label, Google::new(&v.credentials, tls));
+    }
+    let e = config.entra.as_ref()?;
+    Refreshed::spawn(label(Entra::label(e)), Entra::new(e, tls))
 }
 
 impl LlmUpstream {
@@ -310,11 +329,7 @@ impl LlmUpstream {
                 .all(|k| k.credential == Credential::Passthrough),
             tenants,
             fleet,
-            token: config.vertex.as_ref().and_then(|v| {
-                let label: Arc<str> =
-                    format!("{route}/{} {}", config.name, Google::label(&v.credentials)).into();
-                Refreshed::spawn(label, Google::new(&v.credentials, tls))
-            }),
+            token: refreshed_token(route, config, tls),
         }
     }
 
@@ -381,7 +396,8 @@ impl LlmUpstream {
 }
 
 /// The retry hint in an upstream's response: `retry-after-ms`, then
-/// `retry-after` in seconds (the order the official SDKs read them in).
+/// Azure's `x-ms-retry-after-ms`, then `retry-after` in seconds (the
+/// order the official SDKs read them in; Azure's SDKs read its own).
 pub(crate) fn retry_hint(headers: &HeaderMap) -> Option<Duration> {
     let number = |name: &str| -> Option<f64> {
         headers
@@ -394,7 +410,7 @@ pub(crate) fn retry_hint(headers: &HeaderMap) -> Option<Duration> {
             .filter(|v| v.is_finite() && *v > 0.0)
     };
     // `try_`: an absurd hint (1e300 s) must not panic; it is capped later.
-    if let Some(ms) = number("retry-after-ms") {
+    if let Some(ms) = number("retry-after-ms").or_else(|| number("x-ms-retry-after-ms")) {
         return Duration::try_from_secs_f64(ms / 1000.0).ok();
     }
     number("retry-after").and_then(|s| Duration::try_from_secs_f64(s).ok())
@@ -409,6 +425,8 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("retry-after", "3".parse().expect("v"));
         assert_eq!(retry_hint(&h), Some(Duration::from_secs(3)));
+        h.insert("x-ms-retry-after-ms", "2500".parse().expect("v"));
+        assert_eq!(retry_hint(&h), Some(Duration::from_millis(2500)));
         h.insert("retry-after-ms", "1500".parse().expect("v"));
         assert_eq!(retry_hint(&h), Some(Duration::from_millis(1500)));
         h.clear();

@@ -584,7 +584,11 @@ impl Account {
         let label = &budgeting.label;
         self.metrics
             .budget_refused(budgeting.series.unwrap_or(usize::MAX), refused.bound.name());
-        facts.locked().outcome = Some("over_budget");
+        {
+            let mut f = facts.locked();
+            f.outcome = Some("over_budget");
+            f.refused_by = Some((refused.bound.name(), budgeting.label.clone()));
+        }
         let limit = refused.bound.limit(&budget).unwrap_or(0);
         let (limit, asked) = if refused.bound.is_spend() {
             (money(limit), money(want.spend))

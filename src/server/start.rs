@@ -38,7 +38,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         None => None,
     };
     let idp = match &config.idp {
-        Some(settings) => Some(crate::idp::Idp::start(settings).map_err(StartError::Database)?),
+        Some(settings) => Some(
+            crate::idp::Idp::start(settings, database.as_ref().map(|d| d.keys.clone()))
+                .map_err(StartError::Database)?,
+        ),
         None => None,
     };
     let gateway = Arc::new(Gateway::new(

@@ -12,11 +12,13 @@ mod postgres;
 mod rows;
 mod schema;
 mod sqlite;
+mod teams;
 mod usage;
 
 pub(crate) use keys::{KeyChange, KeyRow};
 pub(crate) use rows::UsageRows;
-pub(crate) use usage::{Group, Report, ReportLine, UsageRow};
+pub(crate) use teams::{BOUNDS, BudgetChange, TeamChange, TeamRow, bounds};
+pub(crate) use usage::{By, Group, Report, ReportLine, UsageRow};
 
 use crate::config::DatabaseUrl;
 use postgres::Postgres;
@@ -117,18 +119,45 @@ impl Store {
         either!(self, db => db.revoke_key(id))
     }
 
+    /// Every team, by name.
+    pub(crate) async fn teams(&self) -> Result<Vec<TeamRow>, StoreError> {
+        either!(self, db => db.teams())
+    }
+
+    /// Add `team`: it, or `None` when a team of its name is there.
+    pub(crate) async fn insert_team(&self, team: TeamRow) -> Result<Option<TeamRow>, StoreError> {
+        let name = team.name.clone();
+        either!(self, db => db.put_team(&name, Some(team), TeamChange::default()))
+    }
+
+    /// Change a team: it as it now is, or `None` when there is none.
+    pub(crate) async fn change_team(
+        &self,
+        name: &str,
+        change: TeamChange,
+    ) -> Result<Option<TeamRow>, StoreError> {
+        either!(self, db => db.put_team(name, None, change))
+    }
+
+    /// Delete a team: whether there was one.
+    pub(crate) async fn delete_team(&self, name: &str) -> Result<bool, StoreError> {
+        either!(self, db => db.delete_team(name))
+    }
+
     /// Write `rows` in one transaction.
     pub(crate) async fn insert_usage(&self, rows: Vec<UsageRow>) -> Result<(), StoreError> {
         either!(self, db => db.insert_usage(rows))
     }
 
-    /// A key's requests, tokens and spend since `from_ms`.
+    /// A key's (by id) or a team's (by name) requests, tokens and spend
+    /// since `from_ms`.
     pub(crate) async fn used_since(
         &self,
-        key_id: &str,
+        by: By,
+        id: &str,
         from_ms: i64,
     ) -> Result<(u64, u64, u64), StoreError> {
-        either!(self, db => db.used_since(key_id, from_ms))
+        either!(self, db => db.used_since(by, id, from_ms))
     }
 
     /// Delete rows older than `before_ms`: how many.
@@ -150,6 +179,24 @@ fn changed(row: &mut KeyRow, change: KeyChange, secret: Option<(Vec<u8>, String)
         row.prefix = prefix;
     }
     row.updated_at = unix_now();
+}
+
+/// The team row to write: `create` when there is none yet, else `found`
+/// with `change` applied, as of now; `None` when neither applies.
+fn team_written(
+    found: Option<TeamRow>,
+    create: Option<TeamRow>,
+    change: TeamChange,
+) -> Option<TeamRow> {
+    match (found, create) {
+        (None, Some(new)) => Some(new),
+        (Some(mut row), None) => {
+            change.apply_to(&mut row);
+            row.updated_at = unix_now();
+            Some(row)
+        }
+        _ => None,
+    }
 }
 
 /// Refuse a database a newer weir made (its steps are unknown here).

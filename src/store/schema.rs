@@ -91,4 +91,16 @@ pub(super) const STEPS: &[&str] = &[
     // hint headers), so a session's and a subagent's spend can be summed.
     "ALTER TABLE usage ADD COLUMN session TEXT;
      ALTER TABLE usage ADD COLUMN agent TEXT;",
+    // 4: teams' policies, kept at runtime (docs/decisions/102); a change
+    // moves `changes.version` as a key's does.
+    "CREATE TABLE teams (
+        name TEXT PRIMARY KEY,
+        models TEXT NOT NULL DEFAULT '[]',
+        routes TEXT NOT NULL DEFAULT '[]',
+        max_concurrent {int},
+        budget TEXT NOT NULL DEFAULT '{}',
+        per_person TEXT NOT NULL DEFAULT '{}',
+        created_at {int} NOT NULL,
+        updated_at {int} NOT NULL
+     );",
 ];

@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 
 use super::keys::{Cell, Cells, cells, columns, from_cells};
 use super::schema::{Dialect, STEPS};
+use super::teams::{self, TeamChange, TeamRow};
 use super::usage::{self, PLACES};
 use super::{KeyChange, KeyRow, Report, ReportLine, StoreError, UsageRow, unix_now};
 use crate::sync::Locked;
@@ -200,13 +201,14 @@ impl Sqlite {
 
     pub(super) async fn used_since(
         &self,
+        by: usage::By,
         key_id: &str,
         from_ms: i64,
     ) -> Result<(u64, u64, u64), StoreError> {
         let key_id = key_id.to_string();
         self.call(move |c| {
             c.query_row(
-                &usage::used_since_sql(D),
+                &usage::used_since_sql(D, by),
                 rusqlite::params![key_id, from_ms],
                 |r| Ok(usage::used([r.get(0)?, r.get(1)?, r.get(2)?])),
             )
@@ -234,6 +236,61 @@ impl Sqlite {
             })?;
             let lines: rusqlite::Result<Vec<Option<ReportLine>>> = lines.collect();
             Ok(lines?.into_iter().flatten().collect())
+        })
+        .await
+    }
+}
+
+impl Sqlite {
+    pub(super) async fn teams(&self) -> Result<Vec<TeamRow>, StoreError> {
+        self.call(|c| {
+            let mut q = c.prepare(&format!(
+                "SELECT {} FROM teams ORDER BY name",
+                teams::COLUMNS
+            ))?;
+            q.query_map([], |r| teams::from_cells(r))?.collect()
+        })
+        .await
+    }
+
+    /// Write a team (new, or as changed by `change`) in one transaction
+    /// that moves the change number: `None` when `change` found no team,
+    /// or `create` found one.
+    pub(super) async fn put_team(
+        &self,
+        name: &str,
+        create: Option<TeamRow>,
+        change: TeamChange,
+    ) -> Result<Option<TeamRow>, StoreError> {
+        let name = name.to_string();
+        self.call(move |c| {
+            let tx = writing(c)?;
+            let found = tx
+                .query_row(
+                    &format!("SELECT {} FROM teams WHERE name = ?1", teams::COLUMNS),
+                    [&name],
+                    |r| teams::from_cells(r),
+                )
+                .optional()?;
+            let Some(row) = super::team_written(found, create, change) else {
+                return Ok(None);
+            };
+            tx.execute(&teams::upsert_sql(D), params_from_iter(teams::cells(&row)))?;
+            bump(&tx)?;
+            tx.commit()?;
+            Ok(Some(row))
+        })
+        .await
+    }
+
+    pub(super) async fn delete_team(&self, name: &str) -> Result<bool, StoreError> {
+        let name = name.to_string();
+        self.call(move |c| {
+            let tx = writing(c)?;
+            let n = tx.execute("DELETE FROM teams WHERE name = ?1", [name])?;
+            bump(&tx)?;
+            tx.commit()?;
+            Ok(n > 0)
         })
         .await
     }

@@ -195,3 +195,64 @@ async fn two_instances_on_one_file_write_at_once_without_a_busy_error() {
     }
     writer.await.unwrap();
 }
+
+#[tokio::test]
+async fn teams_are_created_once_changed_bound_by_bound_and_deleted_each_moving_the_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&DatabaseUrl::Sqlite(dir.path().join("weir.db")))
+        .await
+        .unwrap();
+    let v0 = store.version().await.unwrap();
+    let mut row = TeamRow {
+        name: "platform".into(),
+        models: vec!["claude-*".into()],
+        routes: Vec::new(),
+        max_concurrent: Some(4),
+        budget: crate::config::Budget {
+            spend_per_month: Some(500_000_000_000_000),
+            warn_at: Some(80),
+            ..Default::default()
+        },
+        per_person: crate::config::Budget {
+            tokens_per_day: Some(1000),
+            ..Default::default()
+        },
+        created_at: 1,
+        updated_at: 1,
+    };
+    assert_eq!(
+        store.insert_team(row.clone()).await.unwrap(),
+        Some(row.clone())
+    );
+    assert_eq!(store.insert_team(row.clone()).await.unwrap(), None, "once");
+    let v1 = store.version().await.unwrap();
+    assert!(v1 > v0);
+    let mut bounds = BudgetChange::default();
+    bounds.0[1] = Some(Some(2000)); // tokens_per_day
+    bounds.0[7] = Some(None); // warn_at cleared
+    let change = TeamChange {
+        budget: bounds,
+        ..TeamChange::default()
+    };
+    let changed = store
+        .change_team("platform", change)
+        .await
+        .unwrap()
+        .unwrap();
+    row.budget.tokens_per_day = Some(2000);
+    row.budget.warn_at = None;
+    assert_eq!(changed.budget, row.budget, "the month's bound kept");
+    assert_eq!(changed.per_person, row.per_person);
+    assert_eq!(store.teams().await.unwrap(), vec![changed]);
+    assert!(store.version().await.unwrap() > v1);
+    assert!(store.delete_team("platform").await.unwrap());
+    assert!(!store.delete_team("platform").await.unwrap());
+    assert!(store.teams().await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .change_team("platform", TeamChange::default())
+            .await
+            .unwrap(),
+        None
+    );
+}

@@ -30,6 +30,13 @@ pub(crate) struct UsageRow {
     pub(crate) agent: Option<String>,
 }
 
+/// Whose rows a sum of use is over: a key's (by id) or a team's (by name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum By {
+    Key,
+    Team,
+}
+
 /// What a report groups by (each a column, or the UTC day).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Group {
@@ -199,10 +206,14 @@ pub(super) const PLACES: [(bool, usize); 20] = [
 
 /// A key's requests, tokens and spend since a time (parameters: the key,
 /// the time in ms).
-pub(super) fn used_since_sql(d: Dialect) -> String {
+pub(super) fn used_since_sql(d: Dialect, by: By) -> String {
+    let column = match by {
+        By::Key => "key_id",
+        By::Team => "team",
+    };
     format!(
         "SELECT COUNT(*), CAST(SUM(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) AS BIGINT), \
-         CAST(SUM(spend) AS BIGINT) FROM usage WHERE key_id = {} AND at_ms >= {}",
+         CAST(SUM(spend) AS BIGINT) FROM usage WHERE {column} = {} AND at_ms >= {}",
         d.param(1),
         d.param(2)
     )

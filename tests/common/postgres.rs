@@ -206,6 +206,31 @@ impl Postgres {
         self.restart();
     }
 
+    /// Ask TLS clients for a certificate issued by `ca_pem` whose common
+    /// name is the user (`clientcert=verify-full` on every `hostssl`
+    /// entry, beside the password); restarted. Call after [`Self::serve_tls`]
+    /// with `only`.
+    pub fn require_client_certs(&mut self, ca_pem: &str) {
+        let ca = self.home.join("client-ca.crt");
+        std::fs::write(&ca, ca_pem).expect("write client ca");
+        let data = self.home.join("data");
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
+        text.push_str(&format!("\nssl_ca_file = '{}'\n", ca.display()));
+        std::fs::write(&conf, text).expect("postgresql.conf");
+        let hba = data.join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+        let text: String = text
+            .lines()
+            .map(|l| match l.starts_with("hostssl ") {
+                true => format!("{l} clientcert=verify-full\n"),
+                false => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&hba, text).expect("pg_hba.conf");
+        self.restart();
+    }
+
     /// A client connection for the test's own queries.
     pub async fn client(&self) -> tokio_postgres::Client {
         let (client, connection) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)

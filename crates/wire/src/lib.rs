@@ -44,6 +44,7 @@ pub mod azure;
 pub mod bedrock;
 pub mod body;
 pub mod chat;
+pub mod entra;
 pub mod fields;
 pub mod google;
 pub mod openai;

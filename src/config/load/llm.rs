@@ -189,6 +189,7 @@ fn upstream(
     let azure = super::azure::surface(u, api);
     let on_bedrock = api == Some(UpstreamApi::Bedrock);
     let vertex = super::vertex::settings(u, api);
+    let entra = super::entra::credentials(u, api);
     let http = super::group::http_version(u);
     let reasoning = named(
         u,
@@ -265,6 +266,9 @@ fn upstream(
     // credential is passed through.
     let keys = match (credential, keys) {
         _ if api == Some(UpstreamApi::Vertex) => super::vertex::keys(u),
+        _ if api.is_some_and(UpstreamApi::is_azure) && u.raw_present("credentials") => {
+            super::entra::keys(u)
+        }
         (Ok(Some(_)), Some(_)) | (Err(_), Some(_)) => {
             u.problem(
                 "keys",
@@ -336,7 +340,7 @@ fn upstream(
             Some((policy, hash_key, ejection)),
             Some(http),
             (Some(azure), Some(vertex)),
-        ) if ok => {
+        ) if ok && entra.is_some() => {
             let host = servers
                 .first()
                 .and_then(|s| s.target.host())
@@ -357,6 +361,7 @@ fn upstream(
                 accepts,
                 http,
                 azure,
+                entra: entra.flatten(),
                 bedrock: bedrock.flatten(),
                 vertex,
             })

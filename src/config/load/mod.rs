@@ -19,6 +19,7 @@ mod compress;
 mod database;
 #[cfg(test)]
 mod docs;
+mod entra;
 mod group;
 mod idp;
 mod listeners;

@@ -20,8 +20,11 @@ pub(super) fn settings(
 ) -> Option<Option<VertexConfig>> {
     if api != Some(UpstreamApi::Vertex) {
         let mut ok = true;
-        // `region` is Bedrock's too: its settings report it elsewhere.
-        for key in KEYS.into_iter().filter(|k| *k != "region") {
+        // `region` is Bedrock's too, `credentials` Azure's (Entra ID):
+        // their settings report them elsewhere.
+        let azure = api.is_some_and(UpstreamApi::is_azure);
+        let theirs = |k: &&str| *k == "region" || (azure && *k == "credentials");
+        for key in KEYS.into_iter().filter(|k| !theirs(k)) {
             if let Some(v) = u.string(key)
                 && api.is_some()
             {

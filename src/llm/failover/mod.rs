@@ -406,14 +406,16 @@ impl Failover<'_, '_> {
         let api = turn.upstream.config.api;
         let (mut parts, raw) = resp.into_parts();
         let raw = read_error_body(raw, self.llm.settings.first_byte_timeout).await;
-        let hint = retry_hint(&parts.headers).or_else(|| {
-            // An upstream that says it in the body (Vertex's RetryInfo):
-            // the client is told in `retry-after` as from any other.
-            let wait = api.body_retry_hint(&raw)?;
+        let hint = retry_hint(&parts.headers).or_else(|| api.body_retry_hint(&raw));
+        if let Some(wait) = hint
+            && !parts.headers.contains_key(header::RETRY_AFTER)
+        {
+            // An upstream that says it otherwise (Vertex's RetryInfo in
+            // the body, Azure's `x-ms-retry-after-ms`): the client is told
+            // in `retry-after`, the header every SDK reads.
             let secs = wait.as_secs_f64().ceil() as u64;
             parts.headers.insert(header::RETRY_AFTER, secs.into());
-            Some(wait)
-        });
+        }
         match (busy, hint) {
             (Some(why), Some(wait)) if turn.upstream.passthrough => {
                 // The client's own credential was sent: the hold is its.

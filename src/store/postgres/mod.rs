@@ -90,7 +90,7 @@ impl Postgres {
             at: "postgres".into(),
             what: format!("the URL: {e}"),
         })?;
-        let (tls, mode) = tls::Tls::new(&url.tls).map_err(|e| StoreError {
+        let (tls, mode) = tls::Tls::new(url).map_err(|e| StoreError {
             at: "postgres".into(),
             what: format!("TLS (`sslrootcert`): {e}"),
         })?;

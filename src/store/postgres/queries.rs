@@ -8,6 +8,7 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
 use super::super::keys::{COLUMNS, Cell, Cells, cells, columns, from_cells};
 use super::super::schema::Dialect;
+use super::super::teams::{self, TeamChange, TeamRow};
 use super::super::usage::{self, PLACES};
 use super::super::{KeyChange, KeyRow, Report, ReportLine, StoreError, UsageRow, unix_now};
 use super::{CHANNEL, Postgres};
@@ -169,6 +170,61 @@ impl Postgres {
         .await
     }
 
+    pub(in super::super) async fn teams(&self) -> Result<Vec<TeamRow>, StoreError> {
+        self.with(async |c: &mut Client| {
+            let sql = format!("SELECT {} FROM teams ORDER BY name", teams::COLUMNS);
+            c.query(&sql, &[])
+                .await?
+                .iter()
+                .map(teams::from_cells)
+                .collect()
+        })
+        .await
+    }
+
+    pub(in super::super) async fn put_team(
+        &self,
+        name: &str,
+        create: Option<TeamRow>,
+        change: TeamChange,
+    ) -> Result<Option<TeamRow>, StoreError> {
+        self.with(async |c: &mut Client| {
+            let tx = c.transaction().await?;
+            let sql = format!(
+                "SELECT {} FROM teams WHERE name = $1 FOR UPDATE",
+                teams::COLUMNS
+            );
+            let found = match tx.query_opt(&sql, &[&name]).await? {
+                Some(r) => Some(teams::from_cells(&r)?),
+                None => None,
+            };
+            let Some(row) = super::super::team_written(found, create, change) else {
+                return Ok(None);
+            };
+            let cells = teams::cells(&row);
+            let values: Vec<&(dyn ToSql + Sync)> =
+                cells.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+            tx.execute(&teams::upsert_sql(D), &values).await?;
+            bump(&tx).await?;
+            tx.commit().await?;
+            Ok(Some(row))
+        })
+        .await
+    }
+
+    pub(in super::super) async fn delete_team(&self, name: &str) -> Result<bool, StoreError> {
+        self.with(async |c: &mut Client| {
+            let tx = c.transaction().await?;
+            let n = tx
+                .execute("DELETE FROM teams WHERE name = $1", &[&name])
+                .await?;
+            bump(&tx).await?;
+            tx.commit().await?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
     /// One statement for the whole batch: each column as an array,
     /// `UNNEST`ed back into rows.
     pub(in super::super) async fn insert_usage(
@@ -207,12 +263,13 @@ impl Postgres {
 
     pub(in super::super) async fn used_since(
         &self,
+        by: usage::By,
         key_id: &str,
         from_ms: i64,
     ) -> Result<(u64, u64, u64), StoreError> {
         self.with(async |c: &mut Client| {
             let r = c
-                .query_one(&usage::used_since_sql(D), &[&key_id, &from_ms])
+                .query_one(&usage::used_since_sql(D, by), &[&key_id, &from_ms])
                 .await?;
             Ok(usage::used([r.try_get(0)?, r.try_get(1)?, r.try_get(2)?]))
         })

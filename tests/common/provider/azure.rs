@@ -7,8 +7,11 @@
 //! `content_filter` and `innererror`), and "Quotas and limits" (429 with
 //! `retry-after` and `retry-after-ms`).
 //!
-//! - The key is the `api-key` header only; an `Authorization` header is
-//!   taken for an Entra ID token, which no key is: 401.
+//! - The key is the `api-key` header; an `Authorization` header is taken
+//!   for an Entra ID token: with [`Azure::with_entra`], one the Entra
+//!   stand-in ([`super::entra`]) issued and not expired passes, any other
+//!   is 401 (Azure's "Access token is missing, invalid, … or have
+//!   expired"); without, every bearer is 401.
 //! - v1 (`Azure::v1`): `/openai/v1/responses`, `/openai/v1/chat/completions`,
 //!   `GET /openai/v1/models`; an `api-version` query is refused (400); the
 //!   body's `model` must be a deployment (404 `DeploymentNotFound`).
@@ -17,9 +20,13 @@
 //!   `?api-version=` the resource's version; without it, 404 `Resource
 //!   not found`.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use http::HeaderMap;
 use serde_json::{Value, json};
 
+use super::entra::{Entra, EntraState};
 use super::{Failure, Rejection};
 
 /// One Azure OpenAI resource: its key, deployments and API surface.
@@ -29,6 +36,8 @@ pub struct Azure {
     pub deployments: Vec<String>,
     /// None: the v1 API; else the dated `api-version` it is called with.
     pub api_version: Option<String>,
+    /// The Entra ID whose tokens it takes, when it takes them.
+    pub entra: Option<Arc<EntraState>>,
 }
 
 impl Azure {
@@ -37,7 +46,14 @@ impl Azure {
             key: key.into(),
             deployments: deployments.iter().map(|d| d.to_string()).collect(),
             api_version: None,
+            entra: None,
         }
+    }
+
+    /// Taking the tokens `entra` issues as well as its key.
+    pub fn with_entra(mut self, entra: &Entra) -> Azure {
+        self.entra = Some(entra.state.clone());
+        self
     }
 
     pub fn dated(key: &str, version: &str, deployments: &[&str]) -> Azure {
@@ -116,7 +132,16 @@ impl Azure {
     }
 
     fn authenticate(&self, headers: &HeaderMap) -> Result<(), Rejection> {
-        if headers.contains_key(http::header::AUTHORIZATION) {
+        if let Some(bearer) = headers.get(http::header::AUTHORIZATION) {
+            let token = bearer.to_str().ok().and_then(|b| b.strip_prefix("Bearer "));
+            if let (Some(entra), Some(token)) = (&self.entra, token)
+                && entra.valid(token)
+            {
+                return Ok(());
+            }
+            if let Some(entra) = &self.entra {
+                entra.bad_tokens.fetch_add(1, Ordering::SeqCst);
+            }
             return Err(Rejection::new(
                 401,
                 "Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.",
@@ -169,6 +194,16 @@ pub fn rate_limited(seconds: u64) -> Failure {
         .with_header("retry-after", &seconds.to_string())
         .with_header("retry-after-ms", &(seconds * 1000).to_string())
         .with_message("Requests to the Responses_Create Operation under Azure OpenAI API have exceeded the token rate limit of your current tier. Please retry after 2 seconds.");
+    f.body = Some(json!({"error": {"code": "429", "message": f.message.clone()}}));
+    f
+}
+
+/// A 429 whose only hint is Azure's own `x-ms-retry-after-ms` (as Azure
+/// AI services' gateways answer: no `retry-after`, no `retry-after-ms`).
+pub fn rate_limited_ms_only(ms: u64) -> Failure {
+    let mut f = Failure::new(429)
+        .with_header("x-ms-retry-after-ms", &ms.to_string())
+        .with_message("Rate limit is exceeded. Try again later.");
     f.body = Some(json!({"error": {"code": "429", "message": f.message.clone()}}));
     f
 }

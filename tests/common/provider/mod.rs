@@ -59,6 +59,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod chat;
+pub mod entra;
 pub mod responses;
 mod script;
 pub mod sts;
