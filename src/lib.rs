@@ -37,6 +37,7 @@ mod access;
 mod acme;
 mod admin;
 mod admit;
+mod calendar;
 pub mod cli;
 mod cluster;
 mod compress;

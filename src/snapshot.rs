@@ -254,6 +254,8 @@ impl Snapshot {
             &standing.team_ledgers,
             db_keys,
         ));
+        // Every budget window from now on is placed in this config's zone.
+        crate::calendar::set_zone(&config.server.budget_time_zone);
         let workers = crate::worker::count(config.server.workers);
         let mut kept = HashMap::with_capacity(config.routes.len());
         let mut routes = Vec::with_capacity(config.routes.len());
@@ -323,6 +325,7 @@ impl Snapshot {
                             .as_ref()
                             .map(|d| d.rows.clone())
                             .unwrap_or_default(),
+                        cluster: standing.cluster.clone(),
                     };
                     let llm = match &state.llm {
                         Some((k, llm)) if *k == key => llm.clone(),

@@ -36,7 +36,7 @@ pub mod demo {
 /// The fleet's decisions in Redis, run by a test against a real Redis.
 pub mod cluster {
     pub use crate::cluster::{
-        Ask, BudgetAsk, Cluster, Decision, Gcra, Lease, OverBudget, SharedReservation,
+        Ask, BudgetAsk, BudgetBook, Cluster, Decision, Gcra, Lease, OverBudget, SharedReservation,
     };
 }
 

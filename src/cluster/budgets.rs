@@ -1,4 +1,8 @@
-//! Client token budgets kept by the fleet in Redis: reserve, then settle.
+//! Budgets kept by the fleet in Redis: reserve, then settle. A budget
+//! book is a client token's on a route, a runtime key's or a person's, or
+//! a team's; a request reserves in every book it pays from (its key's and
+//! its team's) in one atomic step, so a refusal by any holds nothing in
+//! the others.
 //!
 //! The reserve is part of the request's one decision script (see
 //! [`super::Cluster::decide`]): checked against what the fleet settled in
@@ -46,22 +50,31 @@ pub(super) fn clamp(amount: u64) -> u64 {
     amount.min(MAX_AMOUNT)
 }
 
-/// What one request asks of its client token's budget.
+/// One budget book a request pays from: its base key (see
+/// `scripts::BUDGET`) and its limits, in `llm::ledger::Bound::ALL`'s
+/// order (tokens per minute; tokens and spend per day, per week, per
+/// month); `None`: unbounded.
+#[derive(Debug, Clone)]
+pub struct BudgetBook {
+    pub key: Arc<str>,
+    pub limits: [Option<u64>; 7],
+}
+
+/// What one request asks of its budget books.
 #[derive(Debug, Clone, Copy)]
 pub struct BudgetAsk<'a> {
-    /// The token's base key ([`super::Cluster::budget_key`]).
-    pub key: &'a Arc<str>,
-    /// Tokens per minute, tokens per day, spend per day; `None`: unbounded.
-    pub limits: [Option<u64>; 3],
+    /// Every book it pays from: each must have room.
+    pub books: &'a [BudgetBook],
     pub tokens: u64,
     pub spend: u64,
 }
 
-/// A budget the fleet refused: the bound (0 tokens per minute, 1 tokens
-/// per day, 2 spend per day) and when the request would fit (`None`:
+/// A budget the fleet refused: the book (its index in the ask), the bound
+/// (its index in `Bound::ALL`) and when the request would fit (`None`:
 /// never, it asks for more than the whole bound).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OverBudget {
+    pub book: usize,
     pub bound: usize,
     pub wait: Option<Duration>,
 }
@@ -72,7 +85,7 @@ pub struct OverBudget {
 /// its answer).
 pub struct SharedReservation {
     id: u64,
-    key: Arc<str>,
+    keys: Arc<[Arc<str>]>,
     tokens: u64,
     spend: u64,
     inner: Arc<Inner>,
@@ -81,23 +94,24 @@ pub struct SharedReservation {
 
 impl std::fmt::Debug for SharedReservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SharedReservation({} {})", self.key, self.id)
+        write!(f, "SharedReservation({:?} {})", self.keys, self.id)
     }
 }
 
 impl SharedReservation {
     pub(super) fn new(inner: &Arc<Inner>, id: u64, ask: &BudgetAsk<'_>) -> Self {
+        let keys: Arc<[Arc<str>]> = ask.books.iter().map(|b| b.key.clone()).collect();
         inner.reservations.locked().held.insert(
             id,
             Held {
-                key: ask.key.clone(),
+                keys: keys.clone(),
                 tokens: ask.tokens,
                 spend: ask.spend,
             },
         );
         SharedReservation {
             id,
-            key: ask.key.clone(),
+            keys,
             tokens: ask.tokens,
             spend: ask.spend,
             inner: inner.clone(),
@@ -122,16 +136,16 @@ impl SharedReservation {
         let member = self.inner.member(self.id, self.tokens, self.spend);
         let mut r = self.inner.reservations.locked();
         r.held.remove(&self.id);
-        r.queue(
-            Settle {
+        for key in self.keys.iter() {
+            let settle = Settle {
                 seq: 0,
-                key: self.key.clone(),
-                member,
+                key: key.clone(),
+                member: member.clone(),
                 tokens: clamp(tokens),
                 spend: clamp(spend),
-            },
-            &self.inner,
-        );
+            };
+            r.queue(settle, &self.inner);
+        }
         drop(r);
         self.inner.kick.notify_one();
     }
@@ -145,7 +159,7 @@ impl Drop for SharedReservation {
 
 /// A reservation this instance holds, for its renewal.
 struct Held {
-    key: Arc<str>,
+    keys: Arc<[Arc<str>]>,
     tokens: u64,
     spend: u64,
 }
@@ -199,6 +213,15 @@ impl Reservations {
 }
 
 impl Inner {
+    /// The day's, the week's and the month's windows now, as this instance
+    /// places them: the scripts name those windows' keys by these starts.
+    pub(super) fn spans(&self) -> [u64; 6] {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        crate::calendar::spans(now, &crate::calendar::zone())
+    }
+
     /// A reservation's member in its token's set: unique in the fleet, and
     /// carrying its amounts, so whoever sweeps it knows what it held.
     pub(super) fn member(&self, id: u64, tokens: u64, spend: u64) -> String {
@@ -208,14 +231,19 @@ impl Inner {
     /// A reservation the request path gave up on (Redis did not answer in
     /// time: the script may have run): queue its removal, charging nothing.
     pub(super) fn forget_reservation(&self, id: u64, ask: &BudgetAsk<'_>) {
-        let settle = Settle {
-            seq: 0,
-            key: ask.key.clone(),
-            member: self.member(id, ask.tokens, ask.spend),
-            tokens: 0,
-            spend: 0,
-        };
-        self.reservations.locked().queue(settle, self);
+        let member = self.member(id, ask.tokens, ask.spend);
+        let mut r = self.reservations.locked();
+        for book in ask.books {
+            let settle = Settle {
+                seq: 0,
+                key: book.key.clone(),
+                member: member.clone(),
+                tokens: 0,
+                spend: 0,
+            };
+            r.queue(settle, self);
+        }
+        drop(r);
         self.kick.notify_one();
     }
 }
@@ -252,6 +280,9 @@ pub(super) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
         let n = settles.len().min(SETTLE_CHUNK);
         let mut invocation = inner.scripts.settle.prepare_invoke();
         invocation.key(format!("{}settled:{}", inner.prefix, inner.instance));
+        for edge in inner.spans() {
+            invocation.arg(edge);
+        }
         for s in settles.range(..n) {
             invocation
                 .key(&*s.key)
@@ -316,7 +347,10 @@ pub(super) async fn renew(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
         .locked()
         .held
         .iter()
-        .map(|(id, h)| (h.key.clone(), inner.member(*id, h.tokens, h.spend)))
+        .flat_map(|(id, h)| {
+            let member = inner.member(*id, h.tokens, h.spend);
+            h.keys.iter().map(move |k| (k.clone(), member.clone()))
+        })
         .collect();
     let ttl = inner.lease_ttl.as_millis() as u64;
     for chunk in held.chunks(RENEW_CHUNK) {
@@ -335,11 +369,11 @@ pub(super) async fn renew(inner: &Inner, conn: &mut MultiplexedConnection) -> Re
     Ok(())
 }
 
-/// A client token's budget as the fleet has it now.
+/// A budget book as the fleet has it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FleetBudget {
-    /// Settled in the current minute (tokens), day (tokens), day (spend).
-    pub(crate) used: [u64; 3],
+    /// Settled in each current window, in `Bound::ALL`'s order.
+    pub(crate) used: [u64; 7],
     pub(crate) reserved_tokens: u64,
     pub(crate) reserved_spend: u64,
     pub(crate) in_flight: u64,
@@ -354,6 +388,9 @@ pub(super) async fn view(inner: &Inner, key: &str) -> Option<FleetBudget> {
     let mut c = (*conn).clone();
     let mut invocation = inner.scripts.budget_view.prepare_invoke();
     invocation.key(key);
+    for edge in inner.spans() {
+        invocation.arg(edge);
+    }
     let call = invocation.invoke_async::<Vec<String>>(&mut c);
     let answer = tokio::time::timeout(BACKGROUND_TIMEOUT, call)
         .await
@@ -366,10 +403,10 @@ pub(super) async fn view(inner: &Inner, key: &str) -> Option<FleetBudget> {
             .map_or(0, |v| v.max(0) as u64)
     };
     Some(FleetBudget {
-        used: [n(0), n(1), n(2)],
-        reserved_tokens: n(3),
-        reserved_spend: n(4),
-        in_flight: n(5),
-        now: n(6),
+        used: std::array::from_fn(n),
+        reserved_tokens: n(7),
+        reserved_spend: n(8),
+        in_flight: n(9),
+        now: n(10),
     })
 }

@@ -49,7 +49,7 @@ use crate::telemetry::ClusterMetrics;
 pub(crate) use budgets::FleetBudget;
 use budgets::Reservations;
 pub use budgets::SharedReservation;
-pub use budgets::{BudgetAsk, OverBudget};
+pub use budgets::{BudgetAsk, BudgetBook, OverBudget};
 pub(crate) use holds::Holdable;
 use holds::Holds;
 use leases::Leases;
@@ -137,7 +137,8 @@ pub struct Ask<'a> {
     pub rate: Option<(&'a str, Gcra)>,
     /// The token's lease key and its limit.
     pub lease: Option<(&'a Arc<str>, usize)>,
-    /// The token's budget and what this request reserves of it.
+    /// The budget books it pays from and what this request reserves in
+    /// each.
     pub budget: Option<BudgetAsk<'a>>,
 }
 
@@ -151,7 +152,8 @@ pub enum Decision {
     Full,
     /// Redis let the request through and reserved its budget.
     Reserved(Option<Lease>, SharedReservation),
-    /// Redis: the token's budget has no room for this request.
+    /// Redis: a budget book has no room for this request (nothing was
+    /// reserved in any).
     OverBudget(OverBudget),
     /// No answer in time (`fail_open`): enforce 1/`instances` of each
     /// limit locally, with [`Cluster::lease_here`] for slots.
@@ -239,6 +241,17 @@ impl Cluster {
     /// `scripts::BUDGET`).
     pub fn budget_key(&self, route: &str, token: &str) -> Arc<str> {
         format!("{}bg:{route}:{token}:", self.inner.prefix).into()
+    }
+
+    /// The base of a runtime key's (or a person's) budget keys, on every
+    /// route: `id` is the key's id (a person's is `idp:<name>`).
+    pub fn key_budget_key(&self, id: &str) -> Arc<str> {
+        format!("{}bk:{id}:", self.inner.prefix).into()
+    }
+
+    /// The base of a team's shared budget keys.
+    pub fn team_budget_key(&self, team: &str) -> Arc<str> {
+        format!("{}bt:{team}:", self.inner.prefix).into()
     }
 
     /// Usage of a request admitted by the local share while Redis was away
@@ -330,6 +343,10 @@ impl Cluster {
         let lease_id = ask
             .lease
             .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));
+        let ask = Ask {
+            budget: ask.budget.filter(|b| !b.books.is_empty()),
+            ..ask
+        };
         let budget_id = ask
             .budget
             .map(|_| inner.next_lease.fetch_add(1, Ordering::Relaxed));
@@ -338,10 +355,10 @@ impl Cluster {
         let mut c = (*conn).clone();
         let answer = tokio::time::timeout(
             inner.timeout,
-            invocation.invoke_async::<(i64, i64, i64, i64, i64)>(&mut c),
+            invocation.invoke_async::<(i64, i64, i64, i64, i64, i64)>(&mut c),
         )
         .await;
-        let (wait, lease, reserved, bound, budget_wait) = match answer {
+        let answer = match answer {
             Ok(Ok(a)) => a,
             failed => {
                 // The script may have run: a slot or a reservation it
@@ -374,11 +391,7 @@ impl Cluster {
             .redis_seconds
             .observe(started.elapsed().as_secs_f64());
         inner.metrics.by_redis.inc();
-        self.verdict(
-            &ask,
-            (lease_id, budget_id),
-            (wait, lease, reserved, bound, budget_wait),
-        )
+        self.verdict(&ask, (lease_id, budget_id), answer)
     }
 
     /// What the script's answer means for this request: limited, over
@@ -388,7 +401,7 @@ impl Cluster {
         &self,
         ask: &Ask<'_>,
         (lease_id, budget_id): (Option<u64>, Option<u64>),
-        (wait, lease, reserved, bound, budget_wait): (i64, i64, i64, i64, i64),
+        (wait, lease, reserved, bound, budget_wait, book): (i64, i64, i64, i64, i64, i64),
     ) -> Decision {
         let inner = &self.inner;
         if wait > 0 {
@@ -396,7 +409,8 @@ impl Cluster {
         }
         if reserved == 0 {
             return Decision::OverBudget(OverBudget {
-                bound: usize::try_from(bound.clamp(1, 3) - 1).unwrap_or(0),
+                book: usize::try_from(book.max(1) - 1).unwrap_or(0),
+                bound: usize::try_from(bound.clamp(1, 7) - 1).unwrap_or(0),
                 wait: u64::try_from(budget_wait).ok().map(Duration::from_micros),
             });
         }
@@ -539,14 +553,13 @@ impl Inner {
             None => (
                 ask.lease
                     .map(|(k, _)| &**k)
-                    .or(ask.budget.map(|b| &**b.key))
+                    .or(ask.budget.and_then(|b| b.books.first()).map(|b| &*b.key))
                     .unwrap_or(""),
                 None,
             ),
         };
         let lease_key = ask.lease.map_or(rate_key, |(k, _)| &**k);
-        let budget_key = ask.budget.map_or(rate_key, |b| &**b.key);
-        invocation.key(rate_key).key(lease_key).key(budget_key);
+        invocation.key(rate_key).key(lease_key);
         let (t, tau) = gcra.unwrap_or_default();
         invocation.arg(t).arg(tau);
         match (ask.lease, lease_id) {
@@ -560,27 +573,23 @@ impl Inner {
                 invocation.arg("").arg("").arg("");
             }
         }
-        let limit = |l: Option<u64>| l.map(|l| l.to_string()).unwrap_or_default();
-        match (ask.budget, budget_id) {
-            (Some(b), Some(id)) => {
-                invocation
-                    .arg(limit(b.limits[0]))
-                    .arg(limit(b.limits[1]))
-                    .arg(limit(b.limits[2]))
-                    .arg(b.tokens)
-                    .arg(b.spend)
-                    .arg(inner.member(id, b.tokens, b.spend))
-                    .arg(inner.lease_ttl.as_millis() as u64);
-            }
-            _ => {
-                invocation
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("")
-                    .arg("");
+        for edge in inner.spans() {
+            invocation.arg(edge);
+        }
+        let (Some(b), Some(id)) = (ask.budget, budget_id) else {
+            invocation.arg("").arg("").arg("").arg("").arg(0);
+            return invocation;
+        };
+        invocation
+            .arg(inner.member(id, b.tokens, b.spend))
+            .arg(inner.lease_ttl.as_millis() as u64)
+            .arg(b.tokens)
+            .arg(b.spend)
+            .arg(b.books.len());
+        for book in b.books {
+            invocation.key(&*book.key);
+            for limit in book.limits {
+                invocation.arg(limit.map(|l| l.to_string()).unwrap_or_default());
             }
         }
         invocation

@@ -75,19 +75,25 @@ local function acquire(key, limit, id, ttl, now_ms)
 end
 ";
 
-/// KEYS: the rate key, the lease key, the budget's base key (each repeats
-/// another when its part is not asked, so every key a script names is
-/// under the prefix). ARGV: t µs, tau µs (both empty: no rate); limit,
-/// lease id, TTL ms (limit empty: no lease); tokens per minute, tokens per
-/// day, spend per day (each empty: unbounded), tokens and spend wanted,
-/// reservation member, TTL ms (member empty: no budget). Returns {µs to
-/// wait (0: passed), lease: 1 taken, 0 full, -1 not asked or not reached,
-/// budget: 1 reserved, 0 refused, -1 not asked or not reached, the
-/// refusing bound (1..3), µs until it would fit (-1: never)}.
+/// KEYS: the rate key, the lease key (each repeats another when its part
+/// is not asked, so every key a script names is under the prefix), then
+/// the base key of each budget book asked (a client token's; or a key's
+/// or person's and their team's). ARGV: t µs, tau µs (both empty: no
+/// rate); limit, lease id, TTL ms (limit empty: no lease); the day's,
+/// week's and month's start and end (Unix s, as the instance's budget
+/// time zone places them: see `set_spans`); reservation member, TTL ms,
+/// tokens and spend wanted, the number of books, then each book's seven
+/// limits in `llm::ledger::Bound::ALL`'s order (each empty: unbounded).
+/// Returns {µs to wait (0: passed), lease: 1 taken, 0 full, -1 not asked
+/// or not reached, budget: 1 reserved, 0 refused, -1 not asked or not
+/// reached, the refusing bound (1..7), µs until it would fit (-1: never),
+/// the refusing book (1..)}.
 ///
 /// The order is the local one: the rate (a refused request takes
-/// nothing), the budget checked, the slot, and only then the budget
-/// reserved — so a request refused anywhere holds nothing.
+/// nothing), every book checked, the slot, and only then every book
+/// reserved — so a request refused anywhere holds nothing, and the
+/// tightest bound of any book refuses (with the longest wait of those
+/// that refuse: the request fits only once all have room).
 const DECIDE_MAIN: &str = r"
 local now = now_us()
 local now_ms = math.floor(now / 1000)
@@ -96,26 +102,44 @@ if ARGV[1] ~= '' then
   wait = gcra(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), now)
 end
 if wait > 0 then
-  return {math.floor(wait), -1, -1, 0, 0}
+  return {math.floor(wait), -1, -1, 0, 0, 0}
 end
-local want_t, want_s = tonumber(ARGV[9]), tonumber(ARGV[10])
-if ARGV[11] ~= '' then
-  budget_sweep(KEYS[3], now_ms)
-  local limits = {tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])}
-  local bound, budget_wait = budget_check(KEYS[3], limits, want_t, want_s, now)
-  if bound > 0 then
-    return {0, -1, 0, bound, math.floor(budget_wait)}
+local books = tonumber(ARGV[16]) or 0
+local want_t, want_s = tonumber(ARGV[14]), tonumber(ARGV[15])
+if books > 0 then
+  set_spans(ARGV, 6, math.floor(now / 1000000))
+  local book, bound, budget_wait = 0, 0, 0
+  for b = 1, books do
+    local base = KEYS[2 + b]
+    budget_sweep(base, now_ms)
+    local limits = {}
+    for i = 1, 7 do
+      limits[i] = tonumber(ARGV[16 + 7 * (b - 1) + i])
+    end
+    local i, w = budget_check(base, limits, want_t, want_s, now)
+    if i > 0 then
+      if w < 0 then
+        return {0, -1, 0, i, -1, b}
+      end
+      if book == 0 or w > budget_wait then book, bound, budget_wait = b, i, w end
+    end
+  end
+  if book > 0 then
+    return {0, -1, 0, bound, math.floor(budget_wait), book}
   end
 end
 local lease = -1
 if ARGV[3] ~= '' then
   lease = acquire(KEYS[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), now_ms)
 end
-if lease == 0 or ARGV[11] == '' then
-  return {0, lease, -1, 0, 0}
+if lease == 0 or books == 0 then
+  return {0, lease, -1, 0, 0, 0}
 end
-budget_take(KEYS[3], ARGV[11], ARGV[9], ARGV[10], now_ms + tonumber(ARGV[12]), tonumber(ARGV[12]))
-return {0, lease, 1, 0, 0}
+local ttl = tonumber(ARGV[13])
+for b = 1, books do
+  budget_take(KEYS[2 + b], ARGV[12], ARGV[14], ARGV[15], now_ms + ttl, ttl)
+end
+return {0, lease, 1, 0, 0, 0}
 ";
 
 /// KEYS: the lease set of each lease; ARGV: TTL ms, then each lease's id.
@@ -144,28 +168,43 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return redis.call('ZCARD', KEYS[1])
 ";
 
-/// A client token's budget, the local ledger's rules (`llm::ledger`) in
-/// Redis. Under its base key `bg:<route>:<token>:` it has:
-/// `tm:<start>`, `td:<start>`, `sd:<start>` — tokens settled in the
-/// minute and the day, spend in the day, each window named by its start
-/// (Unix s, Redis's clock) and expiring [`WINDOW_MARGIN_S`] after it ends;
-/// `r` — the reservations in flight, a sorted set of members
-/// `<instance>:<id>:<tokens>:<spend>` scored by their expiry in ms
-/// (renewed while the request runs, swept by the next reserve once
-/// expired, so a dead instance's reservations free themselves); `rt` —
-/// their totals (`t`, `s`, `n`), kept with the set and deleted with it
-/// when it empties, so a total can never outlive the entries it sums.
-/// Amounts go to Redis as the decimal strings Rust sends (exact int64);
-/// comparisons are Lua numbers, exact to 2^53 (9·10³ in money at weir's
-/// 10⁻¹² unit; past that, a comparison is off by far less than a unit).
+/// A budget book (a client token's, a key's, a person's or a team's),
+/// the local ledger's rules (`llm::ledger`) in Redis. Under its base key
+/// (`bg:<route>:<token>:`, `bk:<key id>:`, `bt:<team>:`) it has:
+/// `tm:<start>` — tokens settled in the minute; `td:`, `sd:` — tokens and
+/// spend in the day; `tw:`, `sw:` — in the week; `tmo:`, `smo:` — in the
+/// month; each window named by its start (Unix s) and expiring
+/// `WINDOW_MARGIN_S` after it ends. The minute is Redis's (`TIME`); the
+/// day, week and month are passed by the instance (`set_spans`), as its
+/// budget time zone places them, so every instance with the same zone
+/// names the same window the same; `r` — the reservations in flight, a
+/// sorted set of members `<instance>:<id>:<tokens>:<spend>` scored by
+/// their expiry in ms (renewed while the request runs, swept by the next
+/// reserve once expired, so a dead instance's reservations free
+/// themselves); `rt` — their totals (`t`, `s`, `n`), kept with the set
+/// and deleted with it when it empties, so a total can never outlive the
+/// entries it sums. Amounts go to Redis as the decimal strings Rust sends
+/// (exact int64); comparisons are Lua numbers, exact to 2^53 (9·10³ in
+/// money at weir's 10⁻¹² unit; past that, a comparison is off by far less
+/// than a unit).
 const BUDGET: &str = r"
-local PERIODS = {60, 86400, 86400}
-local KINDS = {'tm:', 'td:', 'sd:'}
+local KINDS = {'tm:', 'td:', 'sd:', 'tw:', 'sw:', 'tmo:', 'smo:'}
+local PERIOD_OF = {1, 2, 2, 3, 3, 4, 4}
+local SPEND = {false, false, true, false, true, false, true}
 local WINDOW_MARGIN_S = 60
 local SWEEP_MAX = 1000
-local function window(base, i, now_s)
-  local start = now_s - now_s % PERIODS[i]
-  return base .. KINDS[i] .. string.format('%d', start), start
+local SPANS = {}
+local function set_spans(args, at, now_s)
+  local m = now_s - now_s % 60
+  SPANS[1] = {m, m + 60}
+  for p = 2, 4 do
+    local i = at + 2 * (p - 2)
+    SPANS[p] = {tonumber(args[i]) or 0, tonumber(args[i + 1]) or 0}
+  end
+end
+local function window(base, i)
+  local span = SPANS[PERIOD_OF[i]]
+  return base .. KINDS[i] .. string.format('%d', span[1]), span[1], span[2]
 end
 local function member_amounts(m)
   local t, s = string.match(m, ':(%d+):(%d+)$')
@@ -188,24 +227,23 @@ local function budget_sweep(base, now_ms)
   end
 end
 local function budget_check(base, limits, want_t, want_s, now)
-  local now_s = math.floor(now / 1000000)
   local rt = redis.call('HMGET', base .. 'rt', 't', 's')
   local reserved_t, reserved_s = tonumber(rt[1]) or 0, tonumber(rt[2]) or 0
-  local reserved = {reserved_t, reserved_t, reserved_s}
-  local want = {want_t, want_t, want_s}
   local bound, wait = 0, 0
-  for i = 1, 3 do
+  for i = 1, 7 do
     local limit = limits[i]
     if limit then
-      if want[i] > limit then
+      local want, reserved = want_t, reserved_t
+      if SPEND[i] then want, reserved = want_s, reserved_s end
+      if want > limit then
         return i, -1
       end
-      local key, start = window(base, i, now_s)
+      local key, _, ends_s = window(base, i)
       local used = tonumber(redis.call('GET', key)) or 0
-      if used + reserved[i] + want[i] > limit then
-        local ends = (start + PERIODS[i]) * 1000000 - now
+      if used + reserved + want > limit then
+        local ends = math.max(0, ends_s * 1000000 - now)
         local w = ends
-        if used + want[i] <= limit then w = math.min(ends, 1000000) end
+        if used + want <= limit then w = math.min(ends, 1000000) end
         if bound == 0 or w > wait then bound, wait = i, w end
       end
     end
@@ -227,7 +265,8 @@ end
 ";
 
 /// KEYS: this instance's settled mark, then a budget's base key once per
-/// settle; ARGV: per settle, its sequence number, the reservation member
+/// settle; ARGV: the day's, week's and month's start and end (as
+/// **decide**'s), then per settle its sequence number, the reservation member
 /// (empty: usage without one, taken while Redis was away), tokens and
 /// spend used. The reservation leaves what is in flight (unless swept
 /// already) and the usage is charged to the windows current now, as the
@@ -248,14 +287,16 @@ end
 const SETTLE_MAIN: &str = r"
 local SETTLED_TTL_S = 172800
 local now_s = math.floor(now_us() / 1000000)
+set_spans(ARGV, 1, now_s)
 local function settle(base, m, t, s)
   if m ~= '' then untake(base, m) end
-  local amounts = {t, t, s}
-  for w = 1, 3 do
-    if amounts[w] ~= '0' then
-      local key, start = window(base, w, now_s)
-      redis.call('INCRBY', key, amounts[w])
-      redis.call('EXPIRE', key, start + PERIODS[w] - now_s + WINDOW_MARGIN_S)
+  for i = 1, 7 do
+    local amount = t
+    if SPEND[i] then amount = s end
+    if amount ~= '0' then
+      local key, _, ends = window(base, i)
+      redis.call('INCRBY', key, amount)
+      redis.call('EXPIRE', key, math.max(1, ends - now_s + WINDOW_MARGIN_S))
     end
   end
 end
@@ -267,7 +308,7 @@ if marked then
 end
 local last = applied
 for i = 2, #KEYS do
-  local a = 4 * (i - 2)
+  local a = 6 + 4 * (i - 2)
   local seq = tonumber(ARGV[a + 1]) or 0
   if seq > applied then
     if not pcall(settle, KEYS[i], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]) then
@@ -298,20 +339,22 @@ end
 return #KEYS
 ";
 
-/// KEYS: a budget's base key. Returns {used in the minute, in the day,
-/// spend in the day, reserved tokens, reserved spend, in flight, now s} —
-/// after a sweep, as a reserve would see it.
+/// KEYS: a budget's base key; ARGV: the day's, week's and month's start
+/// and end (as **decide**'s). Returns {used in each of the seven windows
+/// (`llm::ledger::Bound::ALL`'s order), reserved tokens, reserved spend,
+/// in flight, now s} — after a sweep, as a reserve would see it.
 const BUDGET_VIEW_MAIN: &str = r"
 local now = now_us()
 budget_sweep(KEYS[1], math.floor(now / 1000))
 local now_s = math.floor(now / 1000000)
+set_spans(ARGV, 1, now_s)
 local out = {}
-for i = 1, 3 do
-  out[i] = redis.call('GET', (window(KEYS[1], i, now_s))) or '0'
+for i = 1, 7 do
+  out[i] = redis.call('GET', (window(KEYS[1], i))) or '0'
 end
 local rt = redis.call('HMGET', KEYS[1] .. 'rt', 't', 's', 'n')
-out[4], out[5], out[6] = rt[1] or '0', rt[2] or '0', rt[3] or '0'
-out[7] = string.format('%d', now_s)
+out[8], out[9], out[10] = rt[1] or '0', rt[2] or '0', rt[3] or '0'
+out[11] = string.format('%d', now_s)
 return out
 ";
 

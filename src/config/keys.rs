@@ -206,6 +206,7 @@ pub(crate) const ALL: &[&Key] = &[
     &server::ERROR_PAGES,
     &server::WORKERS,
     &server::WATCH_CONFIG,
+    &server::BUDGET_TIME_ZONE,
     &server::TOKEN_ID_KEY_FILE,
     &server::TOKEN_ID_KEY_ENV,
     &server::MAX_BUFFERED_BODY_BYTES,

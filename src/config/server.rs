@@ -113,6 +113,8 @@ impl FailureMode {
 #[derive(Debug, Clone)]
 pub(crate) struct ServerSettings {
     pub(crate) shutdown_timeout: Duration,
+    /// Where budget windows start (`budget_time_zone`; UTC by default).
+    pub(crate) budget_time_zone: crate::calendar::Zone,
     /// In a drain, how long an HTTP/1.1 connection with nothing arriving
     /// is kept open before it is closed (a request on its way is answered,
     /// with `Connection: close`).
@@ -274,6 +276,7 @@ impl Default for ServerSettings {
             max_open_static_files: server::MAX_OPEN_STATIC_FILES.uint() as usize,
             body_read_timeout: server::BODY_READ_TIMEOUT.duration(),
             watch_config: server::WATCH_CONFIG.flag(),
+            budget_time_zone: crate::calendar::Zone::UTC,
         }
     }
 }

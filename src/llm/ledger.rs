@@ -8,8 +8,9 @@
 //! does, Retry-After included); there this ledger only enforces an
 //! instance's share while Redis is away.
 //!
-//! Windows are fixed and aligned to UTC: a minute starts at :00, a day at
-//! 00:00 UTC, a week on Monday 00:00 UTC, a month on its first day. A request is admitted when, in every bounded window, what was
+//! Windows are fixed and placed by `crate::calendar`: a minute starts at
+//! :00, a day at midnight, a week on Monday, a month on its first day. A
+//! request is admitted when, in every bounded window, what was
 //! settled in the window so far, plus every reservation still in flight,
 //! plus its own reservation, fits the limit; admitting it adds its
 //! reservation to those in flight, under one lock, so concurrent requests
@@ -25,9 +26,7 @@ use std::time::Duration;
 use crate::config::Budget;
 use crate::sync::Locked;
 
-const MINUTE: u64 = 60;
-const DAY: u64 = 86_400;
-const WEEK: u64 = 7 * DAY;
+use crate::calendar::{Period, Zone};
 
 /// An amount of budget: tokens, and spend in 10⁻¹² of the currency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,75 +61,12 @@ pub(crate) enum Bound {
     SpendPerMonth,
 }
 
-/// The length of a window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Period {
-    Minute,
-    Day,
-    Week,
-    Month,
-}
-
-impl Period {
-    /// The start of the window holding `now` (Unix seconds, UTC).
-    fn start(self, now: u64) -> u64 {
-        match self {
-            Period::Minute => now - now % MINUTE,
-            Period::Day => now - now % DAY,
-            // 1970-01-01 was a Thursday: Mondays are 4 days later.
-            Period::Week => now - (now + 3 * DAY) % WEEK,
-            Period::Month => {
-                let (y, m, _) = civil(now / DAY);
-                days_from_civil(y, m, 1) * DAY
-            }
-        }
-    }
-
-    /// The end of the window that starts at `start`.
-    fn end(self, start: u64) -> u64 {
-        match self {
-            Period::Minute => start + MINUTE,
-            Period::Day => start + DAY,
-            Period::Week => start + WEEK,
-            Period::Month => {
-                let (y, m, _) = civil(start / DAY);
-                let (y, m) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-                days_from_civil(y, m, 1) * DAY
-            }
-        }
-    }
-}
-
 /// The starts of the day, the week and the month holding `now` (Unix
-/// seconds, UTC), as the ledger's windows begin: for reports of use.
+/// seconds), as the ledger's windows begin (in the budget time zone):
+/// for reports of use.
 pub(crate) fn window_starts(now: u64) -> [u64; 3] {
-    [Period::Day, Period::Week, Period::Month].map(|p| p.start(now))
-}
-
-/// The (year, month, day) of a day since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, for days after the epoch).
-fn civil(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
-}
-
-/// The day since 1970-01-01 of a (year, month, day) after it.
-fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    (era * 146_097 + doe).saturating_sub(719_468)
+    let zone = crate::calendar::zone();
+    [Period::Day, Period::Week, Period::Month].map(|p| p.start(now, &zone))
 }
 
 impl Bound {
@@ -245,8 +181,8 @@ struct Window {
 
 impl Window {
     /// Start a new window when `now` has passed this one.
-    fn roll(&mut self, now: u64, period: Period) {
-        let start = period.start(now);
+    fn roll(&mut self, now: u64, period: Period, zone: &Zone) {
+        let start = period.start(now, zone);
         if start != self.start {
             self.start = start;
             self.used = 0;
@@ -267,9 +203,9 @@ struct State {
 }
 
 impl State {
-    fn roll(&mut self, now: u64) {
+    fn roll(&mut self, now: u64, zone: &Zone) {
         for (w, bound) in self.windows.iter_mut().zip(Bound::ALL) {
-            w.roll(now, bound.period());
+            w.roll(now, bound.period(), zone);
         }
     }
 }
@@ -316,18 +252,19 @@ impl Ledger {
         }
     }
 
-    fn now(&self) -> (u64, Duration) {
+    /// Now, and the zone windows are placed in now.
+    fn now(&self) -> (u64, Duration, std::sync::Arc<Zone>) {
         let now = self.clock.now();
-        (now.as_secs(), now)
+        (now.as_secs(), now, crate::calendar::zone())
     }
 
     /// Reserve `want` against `budget`: admitted only if it fits every
     /// bounded window with everything settled there and everything in
     /// flight.
     pub(crate) fn reserve(&self, want: Amount, budget: &Budget) -> Result<Reservation, Refused> {
-        let (secs, now) = self.now();
+        let (secs, now, zone) = self.now();
         let mut s = self.state.locked();
-        s.roll(secs);
+        s.roll(secs, &zone);
         let checks = Bound::ALL
             .into_iter()
             .zip(s.windows)
@@ -355,7 +292,7 @@ impl Ledger {
             }
             // Settled use frees when the window ends; reservations alone
             // free as the requests holding them end (soon: try in 1 s).
-            let ends = Duration::from_secs(period.end(window.start)).saturating_sub(now);
+            let ends = Duration::from_secs(period.end(window.start, &zone)).saturating_sub(now);
             let wait = if window.used.saturating_add(want) > limit {
                 ends
             } else {
@@ -380,10 +317,10 @@ impl Ledger {
     /// End a reservation: it leaves what is in flight, and `actual` is
     /// charged to the windows current now (nothing, to release it).
     pub(crate) fn settle(&self, reservation: Reservation, actual: Amount) {
-        let (secs, _) = self.now();
+        let (secs, _, zone) = self.now();
         let mut guard = self.state.locked();
         let s = &mut *guard;
-        s.roll(secs);
+        s.roll(secs, &zone);
         let held = reservation.amount;
         s.reserved.tokens = s.reserved.tokens.saturating_sub(held.tokens);
         s.reserved.spend = s.reserved.spend.saturating_sub(held.spend);
@@ -398,9 +335,9 @@ impl Ledger {
     /// and whether this is the first time in the window it is told.
     pub(crate) fn warning(&self, budget: &Budget) -> Option<(Bound, u64, bool)> {
         let at = u64::from(budget.warn_at?);
-        let (secs, _) = self.now();
+        let (secs, _, zone) = self.now();
         let mut s = self.state.locked();
-        s.roll(secs);
+        s.roll(secs, &zone);
         let reserved = s.reserved;
         let (i, bound, percent) = Bound::ALL
             .into_iter()
@@ -422,9 +359,9 @@ impl Ledger {
 
     /// The ledger against `budget`, now.
     pub(crate) fn view(&self, budget: &Budget) -> View {
-        let (secs, _) = self.now();
+        let (secs, _, zone) = self.now();
         let mut s = self.state.locked();
-        s.roll(secs);
+        s.roll(secs, &zone);
         let reserved = s.reserved;
         View {
             windows: std::array::from_fn(|i| {
@@ -435,7 +372,7 @@ impl Ledger {
                     limit: bound.limit(budget),
                     used: window.used,
                     reserved: bound.of(reserved),
-                    resets_at: bound.period().end(window.start),
+                    resets_at: bound.period().end(window.start, &zone),
                 }
             }),
             in_flight: s.in_flight,
@@ -446,6 +383,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calendar::DAY;
 
     /// 2025-01-01 23:59:30 UTC: half a minute before a minute and a day end.
     const START: u64 = 1_735_775_970;
@@ -623,30 +561,6 @@ mod tests {
         let v = l.view(&b);
         assert_eq!((v.windows[0].used, v.windows[0].reserved), (70, 0));
         assert!(l.reserve(tokens(31), &b).is_err());
-    }
-
-    #[test]
-    fn weeks_start_on_monday_and_months_on_their_first_day() {
-        // 2025-01-01 was a Wednesday; the week began Monday 2024-12-30.
-        assert_eq!(Period::Week.start(START), 1_735_516_800);
-        assert_eq!(Period::Week.end(1_735_516_800), 1_736_121_600);
-        assert_eq!(Period::Month.start(START), 1_735_689_600, "2025-01-01");
-        assert_eq!(
-            Period::Month.end(1_735_689_600),
-            1_738_368_000,
-            "2025-02-01"
-        );
-        // A leap February ends on the 29th; December into January.
-        let feb_2028 = days_from_civil(2028, 2, 1) * DAY;
-        assert_eq!(
-            Period::Month.end(feb_2028),
-            days_from_civil(2028, 3, 1) * DAY
-        );
-        assert_eq!(Period::Month.end(feb_2028) - feb_2028, 29 * DAY);
-        let dec = days_from_civil(2026, 12, 1) * DAY;
-        assert_eq!(Period::Month.end(dec), days_from_civil(2027, 1, 1) * DAY);
-        assert_eq!(civil(days_from_civil(2026, 12, 3)), (2026, 12, 3));
-        assert_eq!(Period::Month.start(dec + 40 * 3600), dec);
     }
 
     #[tokio::test(start_paused = true)]

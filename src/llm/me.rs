@@ -7,7 +7,9 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::client::{self, Who};
+use super::ledger::{Ledger, View};
 use super::{Context, LlmRoute};
+use crate::config::Budget;
 use crate::respond::{Payload, Rescue};
 
 /// Whether the request asks for `/v1/me` (at the route's mount point or
@@ -55,7 +57,12 @@ pub(crate) async fn answer(
             me.insert("team".into(), key.team.as_deref().into());
             me.insert("expires_at".into(), key.expires_at.into());
             if let Some(team) = llm.books.teams.of(key.team.as_deref()) {
-                let view = team.ledger.view(&team.budget);
+                let fleet_key = llm
+                    .books
+                    .cluster
+                    .as_ref()
+                    .map(|c| c.team_budget_key(&team.name));
+                let view = book_view(llm, fleet_key, &team.ledger, &team.budget).await;
                 me.insert(
                     "team_budget".into(),
                     serde_json::json!({
@@ -65,7 +72,13 @@ pub(crate) async fn answer(
                     }),
                 );
             }
-            (key.budget, book.ledger.view(&key.budget))
+            let fleet_key = llm
+                .books
+                .cluster
+                .as_ref()
+                .map(|c| c.key_budget_key(&key.id));
+            let view = book_view(llm, fleet_key, &book.ledger, &key.budget).await;
+            (key.budget, view)
         }
     };
     let models = client::models(settings, Some(&who)).filter(|m| !m.0.is_empty());
@@ -83,4 +96,21 @@ pub(crate) async fn answer(
         http::HeaderValue::from_static("application/json"),
     );
     Ok(resp)
+}
+
+/// A key's, person's or team's budget now: the fleet's figures when the
+/// fleet keeps it (`[cluster]`) and Redis answers, else this process's
+/// ledger (what it counted while Redis was away).
+async fn book_view(
+    llm: &LlmRoute,
+    fleet_key: Option<std::sync::Arc<str>>,
+    ledger: &Ledger,
+    budget: &Budget,
+) -> View {
+    if let (Some(cluster), Some(key)) = (&llm.books.cluster, fleet_key)
+        && let Some(fb) = cluster.budget_view(&key).await
+    {
+        return super::usage::fleet_view(&fb, budget);
+    }
+    ledger.view(budget)
 }

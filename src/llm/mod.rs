@@ -466,10 +466,10 @@ async fn read_model(
     Ok((model, entry))
 }
 
-/// Step 4, budget: the client token's reserved before any upstream is
-/// contacted, priced at the dearest model it may be sent as; when the
-/// fleet keeps it, in one decision with the token's limits `deferred`
-/// from step 2.
+/// Step 4, budget: the payer's (and its team's) reserved before any
+/// upstream is contacted, priced at the dearest model it may be sent as;
+/// when the fleet keeps a client token's, in one decision with the
+/// token's limits `deferred` from step 2.
 async fn reserve_budget(
     llm: &LlmRoute,
     account: &usage::Account,
@@ -491,6 +491,21 @@ async fn reserve_budget(
                 llm.token_ids.get(index).map(String::as_str),
                 llm.token_gates.get(index),
                 cx.admission.as_mut(),
+                account.budget_ask(&want),
+            )
+            .await
+            .map_err(|r| client::limit_refusal(r, cx))?;
+            account.take(budgeted, want, cx.facts)
+        }
+        // A key's, a person's or a team's budget the fleet keeps: its own
+        // decision (the key's limits are this instance's).
+        (Some(want), None) if want.is_shared() => {
+            let budgeted = crate::admit::limit_client_reserving(
+                None,
+                Client::ip(cx.peer),
+                None,
+                None,
+                None,
                 account.budget_ask(&want),
             )
             .await

@@ -33,13 +33,13 @@ mod charge;
 mod view;
 
 use charge::{Usage, charge, dearest, worst_input};
-pub(crate) use view::{key_views, team_views, view, windows};
+pub(crate) use view::{fleet_view, key_views, team_views, view, windows};
 
 use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
 use super::keyed::{KeyBook, TeamBook};
 use super::ledger::{Amount, Bound, Ledger, Refused, Reservation};
 use crate::admit::Budgeted;
-use crate::cluster::{BudgetAsk, Cluster, SharedReservation};
+use crate::cluster::{BudgetAsk, BudgetBook, Cluster, SharedReservation};
 use crate::config::{Budget, LlmSettings, SPEND_UNIT};
 use crate::keys::Key;
 use crate::respond::Rescue;
@@ -80,6 +80,11 @@ pub(crate) struct Books {
     pub(crate) teams: Arc<super::TeamBooks>,
     /// Where usage rows go (with `[database]`).
     pub(crate) rows: UsageRows,
+    /// The fleet, with `[cluster]`: keys', persons' and teams' budgets are
+    /// then kept in Redis (on every route: they are no route's), their
+    /// ledgers here only enforcing this instance's share while Redis is
+    /// away.
+    pub(crate) cluster: Option<Arc<Cluster>>,
 }
 
 /// Where a route's client budgets are kept by the fleet.
@@ -121,15 +126,16 @@ impl Settled {
 
 struct Held {
     holder: Holder,
-    /// The payer's team's shared budget, reserved beside its own.
-    team: Option<(Arc<Ledger>, Reservation)>,
+    /// The payer's team's shared budget, reserved beside its own in this
+    /// process's ledgers (the fleet's reservation holds both).
+    team: Option<Holder>,
     estimate: Estimate,
 }
 
 impl Held {
     fn settle(self, charged: Amount) {
-        if let Some((ledger, r)) = self.team {
-            ledger.settle(r, charged);
+        if let Some(team) = self.team {
+            team.settle(charged);
         }
         self.holder.settle(charged);
     }
@@ -159,6 +165,19 @@ impl Holder {
                 let (tokens, spend) = r.amount();
                 Amount { tokens, spend }
             }
+        }
+    }
+
+    /// Give it back unused, charging nothing (not even to the fleet).
+    fn release(self) {
+        match self {
+            Holder::Local(ledger, r)
+            | Holder::LocalShare {
+                ledger,
+                reservation: r,
+                ..
+            } => ledger.settle(r, Amount::default()),
+            Holder::Shared(r) => r.settle(0, 0),
         }
     }
 
@@ -202,12 +221,22 @@ struct Budgeting {
 }
 
 /// What a request would reserve, before it is reserved: in its payer's
-/// budget, and in its team's too (kept in this process's ledgers).
+/// budget, and in its team's too.
 pub(crate) struct Want {
     budgeting: Budgeting,
     team: Option<Budgeting>,
     estimate: Estimate,
     amount: Amount,
+    /// The books the fleet keeps them in (payer first, then team); empty
+    /// when this process's ledgers keep them.
+    books: Vec<BudgetBook>,
+}
+
+impl Want {
+    /// Whether the fleet keeps these budgets (reserved in Redis).
+    pub(crate) fn is_shared(&self) -> bool {
+        !self.books.is_empty()
+    }
 }
 
 /// One request's account.
@@ -295,7 +324,11 @@ impl Account {
             Payer::Key(key, book, _) => (!key.budget.is_unbounded()).then(|| Budgeting {
                 budget: key.budget,
                 ledger: book.ledger.clone(),
-                fleet_key: None,
+                fleet_key: self
+                    .books
+                    .cluster
+                    .as_ref()
+                    .map(|c| c.key_budget_key(&key.id)),
                 label: format!("key `{}` ({})", key.name, key.id),
                 series: None,
             }),
@@ -311,7 +344,11 @@ impl Account {
         Some(Budgeting {
             budget: team.budget,
             ledger: team.ledger.clone(),
-            fleet_key: None,
+            fleet_key: self
+                .books
+                .cluster
+                .as_ref()
+                .map(|c| c.team_budget_key(&team.name)),
             label: format!("team `{}`", team.name),
             series: None,
         })
@@ -344,11 +381,24 @@ impl Account {
                     .saturating_add(estimate.output.saturating_mul(p.output))
             }),
         };
+        // The fleet keeps them all, or (without a cluster, or a client
+        // token on a route whose limits are its own) none.
+        let books = std::iter::once(&budgeting)
+            .chain(team.as_ref())
+            .map(|b| {
+                Some(BudgetBook {
+                    key: b.fleet_key.clone()?,
+                    limits: Bound::ALL.map(|bound| bound.limit(&b.budget)),
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default();
         Some(Want {
             budgeting,
             team,
             estimate,
             amount,
+            books,
         })
     }
 
@@ -357,21 +407,22 @@ impl Account {
         &'a self,
         want: &'a Want,
     ) -> Option<(&'a Arc<Cluster>, BudgetAsk<'a>)> {
-        let fleet = self.books.fleet.as_ref()?;
-        let budget = &want.budgeting.budget;
+        if !want.is_shared() {
+            return None;
+        }
         Some((
-            &fleet.cluster,
+            self.cluster()?,
             BudgetAsk {
-                key: want.budgeting.fleet_key.as_ref()?,
-                limits: [
-                    budget.tokens_per_minute,
-                    budget.tokens_per_day,
-                    budget.spend_per_day,
-                ],
+                books: &want.books,
                 tokens: want.amount.tokens,
                 spend: want.amount.spend,
             },
         ))
+    }
+
+    /// The fleet keeping this route's shared budgets.
+    fn cluster(&self) -> Option<&Arc<Cluster>> {
+        (self.books.fleet.as_ref().map(|f| &f.cluster)).or(self.books.cluster.as_ref())
     }
 
     /// Reserve the request's budget in this process's ledger before any
@@ -387,7 +438,7 @@ impl Account {
         let team = match &want.team {
             None => None,
             Some(team) => match team.ledger.reserve(want.amount, &team.budget) {
-                Ok(r) => Some((team.ledger.clone(), r)),
+                Ok(r) => Some(Holder::Local(team.ledger.clone(), r)),
                 Err(refused) => {
                     ledger.settle(reservation, Amount::default());
                     return Err(self.refuse(team, want.amount, refused, facts));
@@ -422,16 +473,16 @@ impl Account {
                 Ok(())
             }
             Budgeted::Over(over) => {
-                let bound = [
-                    Bound::TokensPerMinute,
-                    Bound::TokensPerDay,
-                    Bound::SpendPerDay,
-                ]
-                .get(over.bound)
-                .copied()
-                .unwrap_or(Bound::TokensPerMinute);
+                let bound = Bound::ALL
+                    .get(over.bound)
+                    .copied()
+                    .unwrap_or(Bound::TokensPerMinute);
+                let book = match (over.book, &want.team) {
+                    (1, Some(team)) => team,
+                    _ => &want.budgeting,
+                };
                 Err(self.refuse(
-                    &want.budgeting,
+                    book,
                     want.amount,
                     Refused {
                         bound,
@@ -440,30 +491,54 @@ impl Account {
                     facts,
                 ))
             }
-            Budgeted::LocalShare { instances } => {
-                let ledger = want.budgeting.ledger.clone();
-                let (Some(fleet), Some(key)) =
-                    (self.books.fleet.as_ref(), want.budgeting.fleet_key.as_ref())
-                else {
-                    return Ok(());
-                };
-                match ledger.reserve(want.amount, &share(&want.budgeting.budget, instances)) {
-                    Ok(reservation) => {
-                        self.hold(
-                            Holder::LocalShare {
-                                ledger: ledger.clone(),
-                                reservation,
-                                cluster: fleet.cluster.clone(),
-                                key: key.clone(),
-                            },
-                            want.estimate,
-                        );
-                        Ok(())
-                    }
-                    Err(refused) => Err(self.refuse(&want.budgeting, want.amount, refused, facts)),
-                }
-            }
+            Budgeted::LocalShare { instances } => self.take_share(want, instances, facts),
         }
+    }
+
+    /// Redis is away (`fail_open`): reserve 1/`instances` of each budget
+    /// in this process's ledgers (the payer's, then its team's; the team
+    /// refusing gives the payer's back), their usage charged to the
+    /// fleet's windows once Redis answers again.
+    fn take_share(&self, want: Want, instances: u32, facts: &SharedLlmFacts) -> Result<(), Rescue> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(());
+        };
+        let share_of = |b: &Budgeting| -> Result<Option<Holder>, Refused> {
+            let Some(key) = b.fleet_key.as_ref() else {
+                return Ok(None);
+            };
+            let reservation = b
+                .ledger
+                .reserve(want.amount, &share(&b.budget, instances))?;
+            Ok(Some(Holder::LocalShare {
+                ledger: b.ledger.clone(),
+                reservation,
+                cluster: cluster.clone(),
+                key: key.clone(),
+            }))
+        };
+        let own = share_of(&want.budgeting)
+            .map_err(|r| self.refuse(&want.budgeting, want.amount, r, facts))?;
+        let team = match &want.team {
+            None => None,
+            Some(team) => match share_of(team) {
+                Ok(held) => held,
+                Err(refused) => {
+                    if let Some(own) = own {
+                        own.release();
+                    }
+                    return Err(self.refuse(team, want.amount, refused, facts));
+                }
+            },
+        };
+        if let Some(holder) = own {
+            *self.held.locked() = Some(Held {
+                holder,
+                team,
+                estimate: want.estimate,
+            });
+        }
+        Ok(())
     }
 
     /// Past the soft limit: the answer's warning, and a log line once per

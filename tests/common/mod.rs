@@ -19,6 +19,7 @@ pub mod browser;
 pub mod dns;
 pub mod fleet;
 pub mod h2raw;
+pub mod held;
 pub mod idp;
 pub mod keepalive;
 pub mod keys;

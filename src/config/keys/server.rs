@@ -38,6 +38,13 @@ pub(crate) const WORKERS: Key = Key {
     default: Default::Uint(0),
     meaning: "worker threads, each with its own runtime; 0: one per core",
 };
+pub(crate) const BUDGET_TIME_ZONE: Key = Key {
+    table: T,
+    name: "budget_time_zone",
+    kind: Kind::String,
+    default: Default::Str("UTC"),
+    meaning: "the IANA time zone whose midnights start budget days, weeks and months",
+};
 pub(crate) const WATCH_CONFIG: Key = Key {
     table: T,
     name: "watch_config",

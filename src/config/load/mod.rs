@@ -109,23 +109,6 @@ fn read(
             );
         }
     }
-    if cluster.is_some() {
-        for (name, l) in llm_routes() {
-            let long = |b: &Budget| {
-                b.tokens_per_week.is_some()
-                    || b.spend_per_week.is_some()
-                    || b.tokens_per_month.is_some()
-                    || b.spend_per_month.is_some()
-            };
-            if l.client_tokens.iter().any(|c| long(&c.budget)) {
-                top.problem(
-                    "cluster",
-                    format!("route `{name}` gives its client tokens a week or month budget, and a fleet (`[cluster]`) keeps client budgets by minute and day only"),
-                    Some("use tokens_per_day/spend_per_day on this route, or runtime keys (whose budgets are per instance)".into()),
-                );
-            }
-        }
-    }
     if idp.is_none() && !top.raw_present("idp") {
         for (name, _) in llm_routes().filter(|(_, l)| l.idp_tokens) {
             top.problem(
@@ -412,6 +395,28 @@ mod tests {
         assert_eq!(
             c.server.shutdown_timeout,
             keys::server::SHUTDOWN_TIMEOUT.duration()
+        );
+    }
+
+    #[test]
+    fn a_budget_time_zone_is_an_iana_zone_and_an_unknown_one_is_refused() {
+        let text = |zone: &str| format!("[server]\nbudget_time_zone = \"{zone}\"\n{MINIMAL}");
+        let c = parse(Path::new("w.toml"), &text("Europe/Berlin")).expect("valid");
+        assert_eq!(
+            c.server.budget_time_zone,
+            crate::calendar::Zone::named("Europe/Berlin").expect("known")
+        );
+        let c = parse(Path::new("w.toml"), MINIMAL).expect("valid");
+        assert_eq!(c.server.budget_time_zone, crate::calendar::Zone::UTC);
+        let p = problems(&text("Europe/Atlantis"));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].starts_with("w.toml:2:")
+                && p[0].contains("server.budget_time_zone")
+                && p[0].contains("`Europe/Atlantis` is not a time zone")
+                && p[0].contains("Europe/Berlin"),
+            "{}",
+            p[0]
         );
     }
 

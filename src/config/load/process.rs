@@ -39,6 +39,16 @@ pub(super) fn server(top: &Section<'_, '_>) -> ServerSettings {
     if let Some(b) = t.bool(&server::WATCH_CONFIG) {
         s.watch_config = b;
     }
+    if let Some(name) = t.string(&server::BUDGET_TIME_ZONE) {
+        match crate::calendar::Zone::named(&name.value) {
+            Ok(zone) => s.budget_time_zone = zone,
+            Err(why) => name.problem(
+                t.doc(),
+                format!("`{}` is not a time zone weir knows: {why}", name.value),
+                Some("use an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\" (`timedatectl list-timezones` lists them)".into()),
+            ),
+        }
+    }
     s.trusted_proxies = ip_networks(&t, &server::TRUSTED_PROXIES);
     s.error_pages = access::server_error_pages(&t, &server::ERROR_PAGES);
     if let Ok(Some((key, _))) = secrets::secret(

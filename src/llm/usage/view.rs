@@ -95,23 +95,29 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The fleet's figures in a ledger's shape (the fleet keeps minutes and
-/// days; a fleet-wide budget has no week or month bound).
-fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
+/// The fleet's figures in a ledger's shape, each window ending where the
+/// scripts' does (by Redis's clock for the minute, by the calendar for
+/// the rest).
+pub(crate) fn fleet_view(fb: &crate::cluster::FleetBudget, budget: &Budget) -> View {
+    let [_, day, _, week, _, month] = crate::calendar::spans(fb.now, &crate::calendar::zone());
     View {
         windows: std::array::from_fn(|i| {
             let bound = Bound::ALL[i];
-            let period: u64 = if i == 0 { 60 } else { 86_400 };
             WindowView {
                 bound,
-                limit: bound.limit(budget).filter(|_| i < 3),
+                limit: bound.limit(budget),
                 used: fb.used.get(i).copied().unwrap_or(0),
                 reserved: if bound.is_spend() {
                     fb.reserved_spend
                 } else {
                     fb.reserved_tokens
                 },
-                resets_at: (fb.now - fb.now % period).saturating_add(period),
+                resets_at: match i {
+                    0 => (fb.now - fb.now % 60).saturating_add(60),
+                    1 | 2 => day,
+                    3 | 4 => week,
+                    _ => month,
+                },
             }
         }),
         in_flight: fb.in_flight,

@@ -1,0 +1,385 @@
+//! Runtime keys' and teams' budgets kept by a fleet of weirs in one real
+//! Redis (`[cluster]`): two real weir processes sharing one SQLite file
+//! (so one set of keys) and one `redis-server` started here, over the
+//! upstream of tests/common/held.rs (15 tokens used per answer).
+//!
+//! What is proved: a key's monthly budget spent on one instance refuses
+//! on the other; a team's budget shared by two people's keys on two
+//! instances refuses both, and the refusal reserved nothing in the key's
+//! own book; under 40 concurrent requests across both the key's budget
+//! is never exceeded by more than what is in flight; with Redis gone,
+//! `fail_open` holds each instance to its share and charges the fleet
+//! once Redis is back, and `fail_closed` answers 503.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::fleet::{Member, fleet, kill_redis, restart_redis};
+use common::held::{USED, Upstream};
+use common::keys::{ADMIN, Addresses, create};
+use common::redis::Redis;
+use serde_json::{Value, json};
+
+/// A request for `model` (`held` or `quick`: the same size).
+fn body(model: &str) -> String {
+    json!({
+        "model": model,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    })
+    .to_string()
+}
+
+/// What one request reserves: its bytes over 3, plus its `max_tokens`.
+fn reservation() -> u64 {
+    (body("held").len() as u64).div_ceil(3) + 64
+}
+
+/// Two weirs on one SQLite file (kept in `shared`) and `redis`, with an
+/// LLM route taking runtime keys over `up`, `teams` and `cluster` keys.
+async fn key_fleet(
+    shared: &tempfile::TempDir,
+    redis: &Redis,
+    up: &Upstream,
+    teams: &str,
+    cluster: &str,
+) -> Vec<Member> {
+    std::fs::write(shared.path().join("admin-token"), ADMIN).expect("token");
+    let shared = shared.path().display();
+    let config = format!(
+        "[log]\nformat = \"json\"\naccess_log = false\n\
+         [admin]\naddress = \"127.0.0.1:0\"\ntoken_file = \"{shared}/admin-token\"\n\
+         [database]\nurl = \"sqlite:{shared}/weir.db\"\n\
+         [[listener]]\nname = \"web\"\naddress = \"127.0.0.1:0\"\n\
+         [[route]]\nname = \"llm\"\nkind = \"anthropic\"\nruntime_keys = true\n\
+         [[route.upstreams]]\nname = \"up\"\nurl = \"{}\"\n\
+         {teams}\n\
+         [cluster]\nurl = \"{{redis}}\"\n{cluster}\n",
+        up.url
+    );
+    fleet(2, redis, &config).await
+}
+
+fn at(m: &Member) -> Addresses {
+    Addresses {
+        web: m.web,
+        admin: m.admin,
+    }
+}
+
+/// A key made through the first member, once every member knows it
+/// (asking with a key an instance does not know yet would count as a
+/// failed authentication).
+async fn key(fleet: &[Member], spec: Value) -> (String, String) {
+    let before = known_keys(&fleet[0]).await;
+    let (id, secret) = create(&at(&fleet[0]), spec).await;
+    for m in fleet {
+        let known = common::eventually_metric_at(
+            m.admin,
+            "weir_runtime_keys",
+            before + 1,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(known, "{} does not know the key", m.web);
+    }
+    (id, secret)
+}
+
+async fn known_keys(m: &Member) -> u64 {
+    m.metric("weir_runtime_keys").await.unwrap_or(0)
+}
+
+async fn send(m: &Member, secret: &str, model: &str) -> (u16, http::HeaderMap, String) {
+    let (status, headers, text) = common::post_json(
+        &m.url("/v1/messages"),
+        body(model),
+        &[("x-api-key", secret)],
+    )
+    .await;
+    (status.as_u16(), headers, text)
+}
+
+/// The number in the first key matching `pattern` (0 when none).
+fn used(redis: &Redis, pattern: &str) -> i64 {
+    redis.int(&format!(
+        "EVAL \"local k = redis.call('KEYS', '{pattern}')[1] if not k then return 0 end \
+         return tonumber(redis.call('GET', k)) or 0\" 0"
+    ))
+}
+
+/// Wait until the window matching `pattern` in Redis holds `want`.
+async fn settled_to(redis: &Redis, pattern: &str, want: i64) {
+    let reached = common::eventually(Duration::from_secs(5), || used(redis, pattern) == want).await;
+    assert!(reached, "{pattern}: {} not {want}", used(redis, pattern));
+}
+
+/// A key's month is the fleet's: what it spent through one instance
+/// counts on the other, whose refusal names the month and says when the
+/// month ends. Each instance alone would have let the last one through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_monthly_budget_spent_on_one_instance_refuses_on_the_other() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "").await;
+    // Room for one reservation on top of two answers' use.
+    let limit = reservation() + 2 * USED;
+    let (id, secret) = key(&fleet, json!({"user": "alice", "tokens_per_month": limit})).await;
+    let month = format!("weir:bk:{id}:tmo:*");
+    for (i, m) in [&fleet[0], &fleet[1], &fleet[0]].into_iter().enumerate() {
+        let (status, _, text) = send(m, &secret, "quick").await;
+        assert_eq!(status, 200, "request {i}: {text}");
+        settled_to(&redis, &month, (i as i64 + 1) * USED as i64).await;
+    }
+    let (status, headers, text) = send(&fleet[1], &secret, "quick").await;
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        text.contains("tokens_per_month") && text.contains(&format!("({id})")),
+        "{text}"
+    );
+    let retry: u64 = headers["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!(
+        (1..=31 * 86_400).contains(&retry),
+        "until the month ends: {retry}"
+    );
+    assert_eq!(
+        up.seen(),
+        3,
+        "the refused request never reached the upstream"
+    );
+    assert_eq!(
+        redis.int(&format!("EXISTS weir:bk:{id}:r")),
+        0,
+        "nothing held"
+    );
+    // The week's and the day's windows are counted too.
+    assert_eq!(used(&redis, &format!("weir:bk:{id}:tw:*")), 3 * USED as i64);
+    assert_eq!(used(&redis, &format!("weir:bk:{id}:td:*")), 3 * USED as i64);
+}
+
+/// A team's day is shared by its people's keys across the fleet: Alice
+/// on one instance and Bob on the other spend it together, then both are
+/// refused naming the team; the team's refusal reserved nothing in
+/// Alice's own book (one script, all or nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_budget_is_shared_by_two_peoples_keys_on_two_instances() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let team_day = reservation() + USED;
+    let fleet = key_fleet(
+        &shared,
+        &redis,
+        &up,
+        &format!("[[teams]]\nname = \"platform\"\ntokens_per_day = {team_day}\n"),
+        "",
+    )
+    .await;
+    let (alice_id, alice) = key(
+        &fleet,
+        json!({"user": "alice", "team": "platform", "tokens_per_day": 100_000}),
+    )
+    .await;
+    let (_, bob) = key(&fleet, json!({"user": "bob", "team": "platform"})).await;
+    let team = "weir:bt:platform:td:*";
+    assert_eq!(send(&fleet[0], &alice, "quick").await.0, 200);
+    settled_to(&redis, team, USED as i64).await;
+    assert_eq!(send(&fleet[1], &bob, "quick").await.0, 200);
+    settled_to(&redis, team, 2 * USED as i64).await;
+    for (m, secret) in [(&fleet[0], &alice), (&fleet[1], &bob)] {
+        let (status, _, text) = send(m, secret, "quick").await;
+        assert_eq!(status, 429, "{text}");
+        assert!(
+            text.contains("team `platform`") && text.contains("tokens_per_day"),
+            "{text}"
+        );
+    }
+    assert_eq!(up.seen(), 2);
+    // Alice's own day has her one answer, and nothing held for the
+    // refused request.
+    assert_eq!(
+        used(&redis, &format!("weir:bk:{alice_id}:td:*")),
+        USED as i64
+    );
+    assert_eq!(redis.int(&format!("EXISTS weir:bk:{alice_id}:rt")), 0);
+    assert_eq!(redis.int("EXISTS weir:bt:platform:rt"), 0);
+    // /v1/me reads the fleet's figures on either instance.
+    for m in &fleet {
+        let (status, _, text) = common::get_with(&m.url("/v1/me"), &[("x-api-key", &alice)]).await;
+        assert_eq!(status, 200, "{text}");
+        let me: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(
+            me["team_budget"]["windows"]["tokens_per_day"]["used"],
+            2 * USED,
+            "{me}"
+        );
+        assert_eq!(me["budget"]["tokens_per_day"]["used"], USED, "{me}");
+    }
+}
+
+/// 40 concurrent requests with one key across both instances, the
+/// upstream holding every admitted one: only as many reach it as the
+/// key's day has room for; released, the fleet's day is exactly what was
+/// served and nothing stays reserved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_never_overspend_a_keys_budget_beyond_what_is_in_flight() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "timeout = \"1s\"").await;
+    let r = reservation();
+    let (id, secret) = key(
+        &fleet,
+        json!({"user": "carol", "tokens_per_day": 4 * r + r / 2}),
+    )
+    .await;
+    let mut wave = Vec::new();
+    for i in 0..40 {
+        let url = fleet[i % 2].url("/v1/messages");
+        let secret = secret.clone();
+        wave.push(tokio::spawn(async move {
+            let (s, _, _) = common::post_json(&url, body("held"), &[("x-api-key", &secret)]).await;
+            s.as_u16()
+        }));
+    }
+    up.until_in_flight(4).await;
+    let refused = common::eventually(Duration::from_secs(10), || {
+        wave.iter().filter(|w| w.is_finished()).count() == 36
+    })
+    .await;
+    assert!(refused, "36 refused at once");
+    assert_eq!(
+        up.most.load(Ordering::SeqCst),
+        4,
+        "never more than 4 upstream"
+    );
+    assert_eq!(
+        redis.int(&format!(
+            "EVAL \"return tonumber(redis.call('HGET', 'weir:bk:{id}:rt', 't'))\" 0"
+        )),
+        4 * r as i64
+    );
+    up.release();
+    let mut served = 0;
+    for w in wave {
+        match w.await.expect("request") {
+            200 => served += 1,
+            429 => {}
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(served, 4);
+    settled_to(&redis, &format!("weir:bk:{id}:td:*"), 4 * USED as i64).await;
+    let out = common::eventually(Duration::from_secs(5), || {
+        redis.int(&format!("EXISTS weir:bk:{id}:r")) == 0
+    })
+    .await;
+    assert!(out, "nothing stays reserved");
+}
+
+/// Redis gone, `fail_open`: each of the two instances holds the key to
+/// half its budget on its own, and what it served is charged to the
+/// fleet's windows once Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_fail_open_holds_each_instance_to_its_share_and_charges_later() {
+    let Some(mut redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "timeout = \"50ms\"").await;
+    // Each instance's half: one reservation on top of one answer's use.
+    let half = reservation() + USED;
+    let (id, secret) = key(&fleet, json!({"user": "dan", "tokens_per_day": 2 * half})).await;
+    kill_redis(&mut redis, &fleet).await;
+    let m = &fleet[0];
+    assert_eq!(send(m, &secret, "quick").await.0, 200);
+    assert_eq!(
+        send(m, &secret, "quick").await.0,
+        200,
+        "one answer + one reservation"
+    );
+    let (status, _, text) = send(m, &secret, "quick").await;
+    assert_eq!(status, 429, "past this instance's half: {text}");
+    assert_eq!(
+        send(&fleet[1], &secret, "quick").await.0,
+        200,
+        "the other's half"
+    );
+    restart_redis(&mut redis, &fleet).await;
+    settled_to(&redis, &format!("weir:bk:{id}:td:*"), 3 * USED as i64).await;
+}
+
+/// Redis gone, `fail_closed`: a key with a budget is answered 503 at
+/// once, in the client's shape, and nothing reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_fail_closed_refuses_budgeted_keys() {
+    let Some(mut redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(
+        &shared,
+        &redis,
+        &up,
+        "",
+        "timeout = \"50ms\"\non_failure = \"fail_closed\"",
+    )
+    .await;
+    let (_, secret) = key(&fleet, json!({"user": "erin", "tokens_per_month": 100_000})).await;
+    assert_eq!(send(&fleet[1], &secret, "quick").await.0, 200);
+    kill_redis(&mut redis, &fleet).await;
+    for m in &fleet {
+        let (status, headers, text) = send(m, &secret, "quick").await;
+        assert_eq!(status, 503, "{text}");
+        assert_eq!(headers["retry-after"], "1");
+        assert!(text.contains("overloaded_error"), "{text}");
+    }
+    assert_eq!(up.seen(), 1);
+}
+
+/// With `[server] budget_time_zone`, the fleet's day is the zone's: its
+/// Redis key is named by the zone's midnight (Kiritimati, UTC+14 all
+/// year), and `/v1/me` says it resets at the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_day_starts_at_midnight_in_the_configured_zone() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let zone = "[server]\nbudget_time_zone = \"Pacific/Kiritimati\"\n";
+    let fleet = key_fleet(&shared, &redis, &up, zone, "").await;
+    let (id, secret) = key(&fleet, json!({"user": "fay", "tokens_per_day": 100_000})).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    const OFFSET: u64 = 14 * 3600;
+    let midnight = (now + OFFSET) / 86_400 * 86_400 - OFFSET;
+    assert_eq!(send(&fleet[1], &secret, "quick").await.0, 200);
+    settled_to(&redis, &format!("weir:bk:{id}:td:{midnight}"), USED as i64).await;
+    let (status, _, text) =
+        common::get_with(&fleet[0].url("/v1/me"), &[("x-api-key", &secret)]).await;
+    assert_eq!(status, 200, "{text}");
+    let me: Value = serde_json::from_str(&text).expect("json");
+    let day = &me["budget"]["tokens_per_day"];
+    assert_eq!(day["used"], USED, "{me}");
+    let resets = day["resets_in_seconds"].as_u64().expect("seconds");
+    let want = midnight + 86_400 - now;
+    assert!(resets.abs_diff(want) <= 5, "{resets} vs {want}: {me}");
+}
