@@ -33,7 +33,7 @@ mod charge;
 mod view;
 
 use charge::{Usage, charge, dearest, worst_input};
-pub(crate) use view::{fleet_view, key_views, team_views, view, windows};
+pub(crate) use view::{key_views, keyed_view, team_views, unix_now, view, windows};
 
 use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
 use super::keyed::{KeyBook, TeamBook};
@@ -247,8 +247,9 @@ pub(crate) struct Account {
     metrics: Arc<LlmRouteMetrics>,
     payer: Mutex<Option<Payer>>,
     held: Mutex<Option<Held>>,
-    /// The soft limit passed, for the answer's header.
-    warning: Mutex<Option<String>>,
+    /// The soft limit passed (the fullest book's percent and bound), for
+    /// the answer's header.
+    warning: Mutex<Option<(u64, String)>>,
 }
 
 impl Account {
@@ -450,9 +451,8 @@ impl Account {
             team,
             estimate: want.estimate,
         });
-        self.warn(&want.budgeting);
-        if let Some(team) = &want.team {
-            self.warn(team);
+        for b in std::iter::once(&want.budgeting).chain(&want.team) {
+            self.warn(b, &b.budget);
         }
         Ok(())
     }
@@ -469,6 +469,12 @@ impl Account {
         match budgeted {
             Budgeted::NotAsked => Ok(()),
             Budgeted::Reserved(r) => {
+                // The fleet's figures at the reserve, book by book (the
+                // payer's, then its team's: `want`'s order).
+                let books = std::iter::once(&want.budgeting).chain(&want.team);
+                for (i, budgeting) in books.enumerate() {
+                    self.warn_fleet(budgeting, r.fill(i));
+                }
                 self.hold(Holder::Shared(r), want.estimate);
                 Ok(())
             }
@@ -538,15 +544,43 @@ impl Account {
                 estimate: want.estimate,
             });
         }
+        // Against the share, as it is enforced: what this instance holds
+        // and settled while Redis was away.
+        for b in std::iter::once(&want.budgeting).chain(&want.team) {
+            self.warn(b, &share(&b.budget, instances));
+        }
         Ok(())
     }
 
-    /// Past the soft limit: the answer's warning, and a log line once per
-    /// window.
-    fn warn(&self, budgeting: &Budgeting) {
-        let Some((bound, percent, first)) = budgeting.ledger.warning(&budgeting.budget) else {
+    /// Past the soft limit of `budget` in the book's local ledger: the
+    /// answer's warning, and a log line once per window.
+    fn warn(&self, budgeting: &Budgeting, budget: &Budget) {
+        if let Some((bound, percent, first)) = budgeting.ledger.warning(budget) {
+            self.warned(budgeting, bound, percent, first);
+        }
+    }
+
+    /// Past the soft limit in the fleet's figures (`fill`, as the decide
+    /// script found them with this request): the answer's warning, and a
+    /// log line once per window by this instance (the local ledger's
+    /// marks: see [`Ledger::first_warning`]).
+    fn warn_fleet(&self, budgeting: &Budgeting, fill: Option<crate::cluster::Fill>) {
+        let Some(at) = budgeting.budget.warn_at else {
             return;
         };
+        let Some(fill) = fill.filter(|f| f.percent >= u64::from(at)) else {
+            return;
+        };
+        let Some(bound) = Bound::ALL.get(fill.bound).copied() else {
+            return;
+        };
+        let first = budgeting.ledger.first_warning(bound);
+        self.warned(budgeting, bound, fill.percent, first);
+    }
+
+    /// A book past its soft limit: logged when `first` in its window; the
+    /// answer's header names the fullest of the request's books.
+    fn warned(&self, budgeting: &Budgeting, bound: Bound, percent: u64, first: bool) {
         if first {
             tracing::warn!(
                 route = %self.route,
@@ -556,12 +590,15 @@ impl Account {
                 "budget: past its warning level"
             );
         }
-        *self.warning.locked() = Some(format!("{}={percent}%", bound.name()));
+        let mut warning = self.warning.locked();
+        if warning.as_ref().is_none_or(|(p, _)| percent >= *p) {
+            *warning = Some((percent, format!("{}={percent}%", bound.name())));
+        }
     }
 
     /// The soft-limit warning for the answer's `x-weir-budget-warning`.
     pub(crate) fn warning(&self) -> Option<String> {
-        self.warning.locked().clone()
+        self.warning.locked().as_ref().map(|(_, w)| w.clone())
     }
 
     fn hold(&self, holder: Holder, estimate: Estimate) {
