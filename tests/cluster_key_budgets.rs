@@ -291,8 +291,9 @@ async fn concurrent_requests_never_overspend_a_keys_budget_beyond_what_is_in_fli
 }
 
 /// Redis gone, `fail_open`: each of the two instances holds the key to
-/// half its budget on its own, and what it served is charged to the
-/// fleet's windows once Redis is back.
+/// half its budget on its own (its soft limit warning against that
+/// half), and what it served is charged to the fleet's windows once
+/// Redis is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_redis_fail_open_holds_each_instance_to_its_share_and_charges_later() {
     let Some(mut redis) = Redis::start_if_available() else {
@@ -303,10 +304,21 @@ async fn without_redis_fail_open_holds_each_instance_to_its_share_and_charges_la
     let fleet = key_fleet(&shared, &redis, &up, "", "timeout = \"50ms\"").await;
     // Each instance's half: one reservation on top of one answer's use.
     let half = reservation() + USED;
-    let (id, secret) = key(&fleet, json!({"user": "dan", "tokens_per_day": 2 * half})).await;
+    let (id, secret) = key(
+        &fleet,
+        json!({"user": "dan", "tokens_per_day": 2 * half, "warn_at": 50}),
+    )
+    .await;
     kill_redis(&mut redis, &fleet).await;
     let m = &fleet[0];
-    assert_eq!(send(m, &secret, "quick").await.0, 200);
+    let (status, headers, _) = send(m, &secret, "quick").await;
+    assert_eq!(status, 200);
+    // One reservation is past half of the share: warned against it.
+    let percent = reservation() * 100 / half;
+    assert_eq!(
+        headers["x-weir-budget-warning"],
+        format!("tokens_per_day={percent}%").as_str()
+    );
     assert_eq!(
         send(m, &secret, "quick").await.0,
         200,
