@@ -194,16 +194,22 @@ mod tests {
         }
     }
 
-    /// Rows of requests ending a few ms apart (a steady load) go in one
-    /// transaction, not one each: red without [`gather`].
-    #[tokio::test(start_paused = true)]
-    async fn rows_arriving_within_the_linger_are_written_in_one_transaction() {
+    /// A writer of a new SQLite file's rows, and its figures.
+    async fn writer() -> (tempfile::TempDir, UsageRows, DatabaseMetrics) {
         let dir = tempfile::tempdir().unwrap();
         let url = DatabaseUrl::Sqlite(dir.path().join("weir.db"));
         let store = Store::open(&url).await.unwrap();
         let metrics = DatabaseMetrics::default();
         let year = Duration::from_secs(366 * 86_400);
-        let rows = UsageRows::start(store.clone(), 100, year, metrics.clone());
+        let rows = UsageRows::start(store, 100, year, metrics.clone());
+        (dir, rows, metrics)
+    }
+
+    /// Rows of requests ending a few ms apart (a steady load) go in one
+    /// transaction, not one each: red without [`gather`].
+    #[tokio::test(start_paused = true)]
+    async fn rows_arriving_within_the_linger_are_written_in_one_transaction() {
+        let (_dir, rows, metrics) = writer().await;
         for i in 0..20 {
             rows.send(row(i));
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -218,12 +224,7 @@ mod tests {
     /// without waiting for more, and a stop writes what is queued.
     #[tokio::test(start_paused = true)]
     async fn a_batch_is_written_once_the_linger_has_passed() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = DatabaseUrl::Sqlite(dir.path().join("weir.db"));
-        let store = Store::open(&url).await.unwrap();
-        let metrics = DatabaseMetrics::default();
-        let year = Duration::from_secs(366 * 86_400);
-        let rows = UsageRows::start(store.clone(), 100, year, metrics.clone());
+        let (_dir, rows, metrics) = writer().await;
         rows.send(row(1));
         tokio::time::sleep(LINGER * 3).await;
         assert_eq!(metrics.rows_written.get(), 1, "written within the linger");
