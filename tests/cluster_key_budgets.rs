@@ -398,6 +398,15 @@ async fn the_fleets_day_starts_at_midnight_in_the_configured_zone() {
 
 const WARNED: &str = "past its warning level";
 
+/// An answer's `x-weir-budget-warning` (empty: none).
+fn warning_of(headers: &http::HeaderMap) -> String {
+    headers
+        .get("x-weir-budget-warning")
+        .and_then(|w| w.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// A day that warns (at 50 %) only once one answer was spent: a lone
 /// reservation is under half of it, an answer's use plus a reservation
 /// half or more.
@@ -431,11 +440,7 @@ async fn a_keys_warning_level_passed_on_one_instance_warns_on_the_other_logged_o
     for i in 0..3 {
         let (status, headers, text) = send(&fleet[1], &secret, "quick").await;
         assert_eq!(status, 200, "request {i}: {text}");
-        let warning = headers
-            .get("x-weir-budget-warning")
-            .and_then(|w| w.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
+        let warning = warning_of(&headers);
         assert!(
             warning.starts_with("tokens_per_day=") && warning.ends_with('%'),
             "request {i}: {warning:?}"
@@ -473,10 +478,7 @@ async fn a_teams_warning_level_is_the_fleets() {
     for i in 0..2 {
         let (status, headers, text) = send(&fleet[1], &ida, "quick").await;
         assert_eq!(status, 200, "{text}");
-        let warning = headers
-            .get("x-weir-budget-warning")
-            .and_then(|w| w.to_str().ok())
-            .unwrap_or_default();
+        let warning = warning_of(&headers);
         assert!(warning.starts_with("tokens_per_day="), "{warning:?}");
         settled_to(&redis, "weir:bt:infra:td:*", (i + 2) * USED as i64).await;
     }
