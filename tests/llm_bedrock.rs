@@ -439,14 +439,13 @@ async fn a_client_leaving_mid_stream_closes_the_bedrock_stream() {
     let mut body = resp.into_body();
     body.frame().await.expect("a first piece").expect("ok");
     drop(body);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while cancelled.load(Ordering::SeqCst) == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the upstream stream was never closed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || {
+            cancelled.load(Ordering::SeqCst) != 0
+        })
+        .await,
+        "the upstream stream was never closed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -664,14 +663,10 @@ async fn web_identity_credentials_are_fetched_once_then_refreshed_off_the_reques
         "waited for the refresh: {:?}",
         started.elapsed()
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while sts.calls() == first {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no refresh before expiry"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || sts.calls() != first).await,
+        "no refresh before expiry"
+    );
     br.assert_all_accepted();
     for e in br.journal() {
         assert_eq!(e.headers["x-amz-security-token"], "sts-session-token");
@@ -784,6 +779,7 @@ async fn instance_metadata_credentials_sign_requests_and_are_refreshed_across_ex
             post_json(&url, claude_request(false).to_string(), CLAUDE_HEADERS).await;
         assert_eq!(status, 200, "{body}");
         served += 1;
+        // Pacing, not waiting: requests spread across the expiry.
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     assert!(served > 10);
