@@ -116,7 +116,9 @@ async fn a_token_concurrency_of_8_holds_fleet_wide() {
         held.push(resp);
     }
     assert_eq!(
-        redis.int("EVAL \"return redis.call('ZCARD', redis.call('KEYS', 'weir:cc:llm:*')[1])\" 0"),
+        redis.int(
+            "EVAL_RO \"return redis.call('ZCARD', redis.call('KEYS', 'weir:cc:llm:*')[1])\" 0"
+        ),
         8,
         "eight leases in Redis"
     );
@@ -494,7 +496,7 @@ async fn one_instances_529_cools_the_upstream_for_the_fleet() {
         );
     }
     let left =
-        redis.int("EVAL \"return redis.call('PTTL', redis.call('KEYS', 'weir:hold:*')[1])\" 0");
+        redis.int("EVAL_RO \"return redis.call('PTTL', redis.call('KEYS', 'weir:hold:*')[1])\" 0");
     assert!(
         left > 0 && left <= 2000 - heard_after.as_millis() as i64 + 50,
         "the hold's key expires with the hold: {left} ms left, heard after {heard_after:?}"
@@ -677,7 +679,7 @@ async fn a_local_route_keeps_its_holds() {
     assert_eq!(ask(&fleet[1]).await.0, 200, "and only there");
     assert_eq!(up.requests(), 2);
     assert_eq!(
-        redis.int("EVAL \"return #redis.call('KEYS', 'weir:hold*')\" 0"),
+        redis.int("EVAL_RO \"return #redis.call('KEYS', 'weir:hold*')\" 0"),
         0,
         "nothing written to Redis"
     );

@@ -80,7 +80,7 @@ fn budget_int(redis: &Redis, lua: &str) -> i64 {
          local B = string.match(k, '^(weir:bg:llm:[^:]+:)') \
          return tonumber({lua}) or 0"
     );
-    redis.int(&format!("EVAL \"{script}\" 0"))
+    redis.int(&format!("EVAL_RO \"{script}\" 0"))
 }
 
 /// Tokens settled in the fleet's day, reserved in flight, reservations.
@@ -253,7 +253,7 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
         "one round trip per request: rate, slot and budget"
     );
     let slots = common::eventually(Duration::from_secs(5), || {
-        redis.int("EVAL \"local k = redis.call('KEYS', 'weir:cc:llm:*')[1] return k and redis.call('ZCARD', k) or 0\" 0") == 0
+        redis.int("EVAL_RO \"local k = redis.call('KEYS', 'weir:cc:llm:*')[1] return k and redis.call('ZCARD', k) or 0\" 0") == 0
     })
     .await;
     assert!(slots, "every slot given back");
@@ -261,7 +261,7 @@ async fn a_budget_holds_across_three_instances_under_100_concurrent_requests() {
 
 /// Seconds left in Redis's current minute.
 fn redis_minute_left(redis: &Redis) -> i64 {
-    redis.int("EVAL \"local t = redis.call('TIME') return 60 - t[1] % 60\" 0")
+    redis.int("EVAL_RO \"local t = redis.call('TIME') return 60 - t[1] % 60\" 0")
 }
 
 /// A budget spent by one instance is refused by another: 429 in the
@@ -542,7 +542,7 @@ async fn the_budget_scripts_roll_windows_give_retry_after_and_sweep() {
         _ => panic!("90 settled: 20 more does not fit"),
     }
     // The window's key is named by its start and ends a minute after it.
-    let start = redis.int("EVAL \"local t = redis.call('TIME')[1] return t - t % 60\" 0");
+    let start = redis.int("EVAL_RO \"local t = redis.call('TIME')[1] return t - t % 60\" 0");
     assert_eq!(
         lua(
             &redis,
@@ -644,7 +644,7 @@ fn ask(
 
 /// A number a Lua expression gives (0 for none).
 fn lua(redis: &Redis, expr: &str) -> i64 {
-    redis.int(&format!("EVAL \"return tonumber({expr}) or 0\" 0"))
+    redis.int(&format!("EVAL_RO \"return tonumber({expr}) or 0\" 0"))
 }
 
 /// Settles that waited for Redis go in one script call when it answers
@@ -670,7 +670,7 @@ async fn settles_wait_for_redis_and_a_refused_one_does_not_stop_the_others() {
         };
         held.push(r);
     }
-    let day = redis.int("EVAL \"local t = redis.call('TIME')[1] return t - t % 86400\" 0");
+    let day = redis.int("EVAL_RO \"local t = redis.call('TIME')[1] return t - t % 86400\" 0");
     assert_eq!(redis.int(&format!("HSET t:bg:r:bad:td:{day} other 1")), 1);
 
     redis.pause();
@@ -726,7 +726,7 @@ async fn a_settle_resent_after_a_redis_stall_is_charged_once() {
     let Decision::Reserved(None, reservation) = cluster.decide(ask(&books, 100)).await else {
         panic!("fits")
     };
-    let day = redis.int("EVAL \"local t = redis.call('TIME')[1] return t - t % 86400\" 0");
+    let day = redis.int("EVAL_RO \"local t = redis.call('TIME')[1] return t - t % 86400\" 0");
     let charged = || {
         lua(
             &redis,

@@ -100,17 +100,16 @@ async fn a_team_created_over_the_api_caps_its_keys_together_without_a_reload() {
     // The team as the API shows it: the day's use from the usage rows
     // (refusals are rows too: Alice's first, Bob's two, Alice's last).
     let rows = u64::from(served) + 4;
-    let start = Instant::now();
-    let v = loop {
+    let last = std::sync::Mutex::new(Value::Null);
+    common::eventually_async(Duration::from_secs(10), || async {
         let (status, v) = team(&weir, http::Method::GET, "/platform", Value::Null).await;
         assert_eq!(status, 200, "{v}");
-        if v["used"]["day"]["requests"].as_u64() == Some(rows)
-            || start.elapsed() > Duration::from_secs(10)
-        {
-            break v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        let done = v["used"]["day"]["requests"].as_u64() == Some(rows);
+        *last.lock().expect("team") = v;
+        done
+    })
+    .await;
+    let v = last.into_inner().expect("team");
     let day = &v["used"]["day"];
     assert_eq!(day["requests"], rows, "{v}");
     let used = day["tokens"].as_u64().expect("tokens");

@@ -147,7 +147,7 @@ async fn the_fleet_shares_a_credentials_hold_as_that_credentials() {
     assert_eq!(up.journal().len(), 3);
     let count = |pattern: &str| {
         redis.int(&format!(
-            "EVAL \"local n = 0 for _, k in ipairs(redis.call('KEYS', '*')) do \
+            "EVAL_RO \"local n = 0 for _, k in ipairs(redis.call('KEYS', '*')) do \
              if string.find(k, '{pattern}') then n = n + 1 end end return n\" 0"
         ))
     };

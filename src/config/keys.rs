@@ -179,6 +179,8 @@ pub(crate) mod database;
 pub(crate) mod idp;
 /// `[telemetry.metrics]`.
 pub(crate) mod metrics;
+/// The collector target keys of `[telemetry.*]`.
+mod otlp;
 /// `[telemetry]` and `[telemetry.traces]`.
 pub(crate) mod traces;
 

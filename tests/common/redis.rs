@@ -183,55 +183,70 @@ impl Redis {
     }
 
     /// One inline command, its first reply line (`None`: no server; a
-    /// plain server only).
+    /// plain server only). Sent once, never again.
     pub fn command(&self, command: &str) -> Option<String> {
         self.exchange(command).ok()
     }
 
     /// [`Redis::command`] with what went wrong when nothing came back.
-    fn exchange(&self, command: &str) -> std::io::Result<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+    fn exchange(&self, command: &str) -> Result<String, Lost> {
+        let text = self.reply(command, 512)?;
+        Ok(text.lines().next().unwrap_or("").to_string())
+    }
+
+    /// Send `command` once on a fresh connection and read its reply (up to
+    /// `size` bytes). A read interrupted by a signal (EINTR) is read again
+    /// on the same connection: the command is never written twice.
+    fn reply(&self, command: &str, size: usize) -> Result<String, Lost> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).map_err(Lost::NotSent)?;
         // Generous: two cores running Pebble and several instances can keep
         // a test's own command waiting.
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        s.write_all(format!("{command}\r\n").as_bytes())?;
-        let mut buf = [0u8; 512];
-        let n = s.read(&mut buf)?;
-        let text = String::from_utf8_lossy(&buf[..n]).to_string();
-        Ok(text.lines().next().unwrap_or("").to_string())
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(Lost::NotSent)?;
+        // From the first byte on, Redis may have run the command.
+        s.write_all(format!("{command}\r\n").as_bytes())
+            .map_err(Lost::MaybeRun)?;
+        let mut buf = vec![0u8; size];
+        let n = loop {
+            match s.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r.map_err(Lost::MaybeRun)?,
+            }
+        };
+        Ok(String::from_utf8_lossy(&buf[..n]).to_string())
     }
 
     /// The value of `key` (a string), `None` when it is not set.
     pub fn get(&self, key: &str) -> Option<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        // Generous: two cores running Pebble and several instances can keep
-        // a test's own command waiting.
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        s.write_all(format!("GET {key}\r\n").as_bytes()).ok()?;
-        let mut buf = [0u8; 4096];
-        let n = s.read(&mut buf).ok()?;
-        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+        let text = self.reply(&format!("GET {key}"), 4096).ok()?;
         let mut lines = text.lines();
         lines.next().filter(|l| l.starts_with('$') && *l != "$-1")?;
         lines.next().map(str::to_string)
     }
 
-    /// An integer reply (`ZCARD key`, `EXISTS key`).
+    /// An integer reply (`ZCARD key`, `EXISTS key`, `DEL key`).
     ///
-    /// A server that is running answers: a connection refused or a reply
-    /// that does not come (a loaded machine; CI saw one once) is tried
-    /// again for 30 s before the test fails with what went wrong (a `DEL`
-    /// whose first reply was lost then answers `0`, and says so).
+    /// A server that is running answers: a connection refused (nothing
+    /// sent) is tried again for 30 s, and so is a lost reply to a command
+    /// that only reads ([`reads_only`]). A command that may change data is
+    /// never sent twice: a `DEL` whose reply was lost and sent again would
+    /// count 0 (the CI failure of commit 1c85bac); the test fails instead,
+    /// saying so.
     pub fn int(&self, command: &str) -> i64 {
         let deadline = Instant::now() + Duration::from_secs(30);
         let reply = loop {
             match self.exchange(command) {
                 Ok(reply) => break reply,
-                Err(e) if Instant::now() < deadline => {
+                Err(Lost::MaybeRun(e)) if !reads_only(command) => {
+                    panic!("redis {command}: sent, its reply lost ({e}); not sent again")
+                }
+                Err(Lost::NotSent(e) | Lost::MaybeRun(e)) if Instant::now() < deadline => {
                     eprintln!("redis {command}: {e}; trying again");
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                Err(e) => panic!("redis does not answer {command}: {e}"),
+                Err(Lost::NotSent(e) | Lost::MaybeRun(e)) => {
+                    panic!("redis does not answer {command}: {e}")
+                }
             }
         };
         reply
@@ -239,6 +254,27 @@ impl Redis {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{command}: {reply}"))
     }
+}
+
+/// Why a command has no reply: whether Redis may have run it.
+#[derive(Debug)]
+enum Lost {
+    /// Nothing was written: sending it (again) is safe.
+    NotSent(std::io::Error),
+    /// Written, at least in part: Redis may have run it.
+    MaybeRun(std::io::Error),
+}
+
+/// Whether `command` only reads, so sending it twice answers the same.
+/// `EVAL` is not: a script may write (the read-only ones can say `EVAL_RO`).
+pub fn reads_only(command: &str) -> bool {
+    let verb = command.split_whitespace().next().unwrap_or("");
+    [
+        "EXISTS", "GET", "TTL", "PTTL", "ZCARD", "ZSCORE", "HGET", "HLEN", "HSTRLEN", "STRLEN",
+        "SCARD", "LLEN", "DBSIZE", "PING", "EVAL_RO",
+    ]
+    .iter()
+    .any(|v| v.eq_ignore_ascii_case(verb))
 }
 
 impl Drop for Redis {

@@ -12,41 +12,12 @@ pub(crate) const TRACES: Key = Key {
 
 const T: &str = "telemetry.traces";
 
-pub(crate) const ENDPOINT: Key = Key {
-    table: T,
-    name: "endpoint",
-    kind: Kind::String,
-    default: Default::Words("required"),
-    meaning: "the collector's OTLP URL",
-};
-pub(crate) const PROTOCOL: Key = Key {
-    table: T,
-    name: "protocol",
-    kind: Kind::Choice(&["http/protobuf", "grpc"]),
-    default: Default::Str("http/protobuf"),
-    meaning: "OTLP over HTTP with protobuf bodies, or over gRPC",
-};
-pub(crate) const HEADERS: Key = Key {
-    table: T,
-    name: "headers",
-    kind: Kind::List,
-    default: Default::Empty,
-    meaning: "headers sent with every export, each \"Name: value\"",
-};
-pub(crate) const CA_FILE: Key = Key {
-    table: T,
-    name: "ca_file",
-    kind: Kind::Path,
-    default: Default::Words("none (the web PKI roots)"),
-    meaning: "CA certificates an https:// collector may chain to",
-};
-pub(crate) const SERVICE_NAME: Key = Key {
-    table: T,
-    name: "service_name",
-    kind: Kind::String,
-    default: Default::Str("weir"),
-    meaning: "the resource's service.name",
-};
+// The collector target's keys, as every OTLP exporter has them.
+pub(crate) const ENDPOINT: Key = otlp::endpoint(T);
+pub(crate) const PROTOCOL: Key = otlp::protocol(T);
+pub(crate) const HEADERS: Key = otlp::headers(T);
+pub(crate) const CA_FILE: Key = otlp::ca_file(T);
+pub(crate) const SERVICE_NAME: Key = otlp::service_name(T);
 pub(crate) const SAMPLING_RATIO: Key = Key {
     table: T,
     name: "sampling_ratio",

@@ -328,23 +328,12 @@ fn scope(u: &Section<'_, '_>) -> Option<String> {
 /// An upstream with Entra ID credentials has one credential, the token
 /// weir gets: an API key or `keys` beside it is a problem.
 pub(super) fn keys(u: &Section<'_, '_>) -> Option<Vec<ApiKey>> {
-    let mut ok = true;
-    for key in ["api_key_env", "api_key_file", "keys"] {
-        if u.raw_present(key) {
-            u.problem(
-                key,
-                "an upstream with Entra ID `credentials` takes no API key: weir sends the token it gets",
-                Some(format!("remove `{key}`, or remove `credentials` to send the key in `api-key`")),
-            );
-            ok = false;
-        }
-    }
-    ok.then(|| {
-        vec![ApiKey {
-            credential: Credential::Refreshed,
-            source: "entra".into(),
-        }]
-    })
+    super::secrets::token_only(
+        u,
+        "an upstream with Entra ID `credentials` takes no API key: weir sends the token it gets",
+        |key| format!("remove `{key}`, or remove `credentials` to send the key in `api-key`"),
+        "entra",
+    )
 }
 
 #[cfg(test)]

@@ -227,3 +227,27 @@ pub(super) fn client_tokens(t: &Section<'_, '_>) -> Option<Vec<Secret>> {
     }
     ok.then_some(tokens)
 }
+
+/// The one credential of an upstream whose token weir gets itself (Entra
+/// ID, Google): `source` names it. An API key or `keys` beside it is a
+/// problem, `refused` and `fix(key)` say why and what to do.
+pub(super) fn token_only(
+    u: &Section<'_, '_>,
+    refused: &str,
+    fix: impl Fn(&str) -> String,
+    source: &'static str,
+) -> Option<Vec<ApiKey>> {
+    let mut ok = true;
+    for key in ["api_key_env", "api_key_file", "keys"] {
+        if u.raw_present(key) {
+            u.problem(key, refused, Some(fix(key)));
+            ok = false;
+        }
+    }
+    ok.then(|| {
+        vec![ApiKey {
+            credential: Credential::Refreshed,
+            source: source.into(),
+        }]
+    })
+}

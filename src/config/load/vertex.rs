@@ -171,23 +171,12 @@ fn metadata_url(u: &Section<'_, '_>, c: &At<String>, url: &str) -> Option<Google
 /// A Vertex AI upstream's one credential, the access token weir gets
 /// from its `credentials`: an API key or `keys` beside it is a problem.
 pub(super) fn keys(u: &Section<'_, '_>) -> Option<Vec<ApiKey>> {
-    let mut ok = true;
-    for key in ["api_key_env", "api_key_file", "keys"] {
-        if u.raw_present(key) {
-            u.problem(
-                key,
-                "a Vertex AI upstream takes no API key: weir gets its access tokens from `credentials`",
-                Some(format!("remove `{key}`")),
-            );
-            ok = false;
-        }
-    }
-    ok.then(|| {
-        vec![ApiKey {
-            credential: Credential::Refreshed,
-            source: "google".into(),
-        }]
-    })
+    super::secrets::token_only(
+        u,
+        "a Vertex AI upstream takes no API key: weir gets its access tokens from `credentials`",
+        |key| format!("remove `{key}`"),
+        "google",
+    )
 }
 
 #[cfg(test)]
