@@ -326,6 +326,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
                 rate: Some((&key, gcra)),
                 lease: None,
                 budget: None,
+                key_rate: None,
             };
             let got = match cluster.decide(ask).await {
                 Decision::Admitted(None) => Ok(()),
@@ -349,6 +350,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
         rate: None,
         lease: Some((&other, 2)),
         budget: None,
+        key_rate: None,
     };
     assert!(matches!(
         cluster.decide(ask).await,
@@ -361,6 +363,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
         rate: None,
         lease: Some((&key, limit)),
         budget: None,
+        key_rate: None,
     };
     let Decision::Admitted(Some(one)) = cluster.decide(lease(2)).await else {
         panic!("first slot")

@@ -46,7 +46,7 @@ pub(crate) async fn answer(
             (c.budget, ledger.view(&c.budget))
         }
         Who::Key(key) => {
-            let book = llm.books.key_books.of(key);
+            let book = llm.books.key_books.of(key, llm.books.cluster.as_ref());
             me.insert("client".into(), key.name.to_string().into());
             let person = key.id.starts_with("idp:");
             me.insert("kind".into(), if person { "idp" } else { "key" }.into());
