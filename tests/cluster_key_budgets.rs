@@ -560,7 +560,12 @@ async fn a_route_rate_and_a_keys_rate_both_pass_and_a_refusal_takes_from_neither
             cluster.decide(ask).await
         }
     };
-    let tat = |key: &str| redis.command(&format!("GET {key}"));
+    // A rate's theoretical arrival time (µs), as the script keeps it.
+    let tat = |key: &str| {
+        redis.int(&format!(
+            "EVAL \"return tonumber(redis.call('GET', '{key}'))\" 0"
+        ))
+    };
     // The key's 1/s with no burst refuses the second; the route's 1/s
     // with a burst of 10 would not, and keeps the one request it took.
     let (route, key) = (
