@@ -209,6 +209,60 @@ async fn each_person_is_held_to_their_teams_policy_on_their_own() {
     assert_eq!(ask(&weir, &carol, "claude-sonnet").await.0, 200);
 }
 
+/// An IdP that sends group ids (Entra ID) or several groups for one
+/// team: `groups` maps them; the team's own name is then no group of it.
+#[tokio::test]
+async fn groups_the_idp_names_otherwise_are_mapped_to_their_team() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let idp = Idp::start().await;
+    let key = Signer::es256("k1");
+    idp.publish(&key);
+    let teams = "[[idp.teams]]\nname = \"platform\"\nmodels = [\"claude-*\"]\n\
+                 groups = [\"9c1f0b2e-5d1a-4c43-8f0e-2b7d1e6a0c11\", \"platform-contractors\"]\n";
+    let weir = start(&up, &idp, teams).await;
+    let by_id = key.sign(&idp.claims(
+        "alice@example.com",
+        &[
+            "0f0f0f0f-0000-0000-0000-000000000000",
+            "9c1f0b2e-5d1a-4c43-8f0e-2b7d1e6a0c11",
+        ],
+    ));
+    let contractor = key.sign(&idp.claims("bob@example.com", &["platform-contractors"]));
+    let by_name = key.sign(&idp.claims("mallory@example.com", &["platform"]));
+    for token in [&by_id, &contractor] {
+        assert_eq!(ask_ready(&weir, token, "claude-sonnet").await.0, 200);
+        let bearer = format!("Bearer {token}");
+        let (status, _, body) =
+            common::get_with(&weir.url("web", "/v1/me"), &[("authorization", &bearer)]).await;
+        assert_eq!(status, 200, "{body}");
+        let me: Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(me["team"].as_str(), Some("platform"), "{me}");
+        assert_eq!(ask(&weir, token, "gpt-5").await.0, 403, "the team's models");
+    }
+    let (status, body) = ask(&weir, &by_name, "claude-sonnet").await;
+    assert_eq!(
+        status, 403,
+        "the team's name is not one of its groups: {body}"
+    );
+}
+
+#[test]
+fn a_group_in_two_teams_and_empty_groups_are_config_problems() {
+    let text = "[idp]\nissuer = \"https://idp.example.com\"\naudience = \"weir\"\n\
+                [[idp.teams]]\nname = \"platform\"\ngroups = [\"eng\"]\n\
+                [[idp.teams]]\nname = \"research\"\ngroups = [\"eng\", \"\"]\n\
+                [[idp.teams]]\nname = \"ops\"\ngroups = []\n";
+    let err = weir::testing::config::Config::parse(std::path::Path::new("/tmp/weir.toml"), text)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.contains("group `eng` is also team `platform`'s"),
+        "{err}"
+    );
+    assert!(err.contains("1 to 256 bytes"), "{err}");
+    assert!(err.contains("groups: is empty"), "{err}");
+}
+
 #[tokio::test]
 async fn an_idp_down_at_start_gets_503_then_serves_once_it_answers() {
     let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;

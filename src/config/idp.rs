@@ -21,8 +21,8 @@ pub(crate) struct IdpSettings {
     pub(crate) leeway: Duration,
     pub(crate) refresh: Duration,
     pub(crate) ca_file: Option<PathBuf>,
-    /// Policies by group, in order: a person is under the first whose
-    /// name is among their groups. Empty: every valid token is served.
+    /// Policies by group, in order: a person is under the first with one
+    /// of their groups. Empty: every valid token is served.
     pub(crate) teams: Vec<TeamPolicy>,
 }
 
@@ -30,6 +30,10 @@ pub(crate) struct IdpSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TeamPolicy {
     pub(crate) name: String,
+    /// The groups (as the token's `team_claim` names them) whose members
+    /// are this team: its `name` unless listed (an IdP that sends group
+    /// ids, as Entra ID does, or several groups for one team).
+    pub(crate) groups: Vec<String>,
     pub(crate) models: AllowedModels,
     /// Each person's budget.
     pub(crate) budget: Budget,

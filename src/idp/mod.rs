@@ -279,10 +279,13 @@ impl Idp {
             rate: None,
             expires_at: exp,
         };
-        // The config's policy for the first group it names; else the
-        // database's team of the first group that is one.
+        // The config's first policy with one of the person's groups; else
+        // the database's team of the first group that is one.
         let teams = &self.settings.teams;
-        if let Some(p) = teams.iter().find(|t| groups.contains(&t.name)) {
+        if let Some(p) = teams
+            .iter()
+            .find(|t| t.groups.iter().any(|g| groups.contains(g)))
+        {
             let p: &TeamPolicy = p;
             key.team = Some(p.name.as_str().into());
             key.models = p.models.clone();

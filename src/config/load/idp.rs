@@ -80,6 +80,7 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
         let max_concurrent = team
             .uint_in("max_concurrent", MAX_SEMAPHORE_PERMITS)
             .unwrap_or(0);
+        let groups = group_names(&team, &out);
         let Some(name) = team_name(
             &team,
             name,
@@ -92,18 +93,63 @@ fn teams(t: &Section<'_, '_>) -> Option<Vec<TeamPolicy>> {
             ok = false;
             continue;
         };
-        let Some(models) = models else {
+        let (Some(models), Some(groups)) = (models, groups) else {
             ok = false;
             continue;
         };
+        let groups = match groups.is_empty() {
+            true => vec![name.value.clone()],
+            false => groups,
+        };
         out.push(TeamPolicy {
             name: name.value,
+            groups,
             models,
             budget,
             max_concurrent: usize::try_from(max_concurrent).unwrap_or(usize::MAX),
         });
     }
     ok.then_some(out)
+}
+
+/// An `[[idp.teams]]` table's `groups`: each a group a token can name
+/// (not empty, at most 256 bytes, as a claim's text is read), and in no
+/// team listed before (`before`: a person must have one policy); empty
+/// when not given (the team's `name` is then its group).
+fn group_names(team: &Section<'_, '_>, before: &[TeamPolicy]) -> Option<Vec<String>> {
+    let Some(listed) = team.string_list("groups") else {
+        return Some(Vec::new());
+    };
+    let mut ok = true;
+    if listed.is_empty() {
+        team.problem(
+            "groups",
+            "is empty",
+            Some(
+                "list the groups whose members are this team, or remove `groups` to use its name"
+                    .into(),
+            ),
+        );
+        ok = false;
+    }
+    for g in &listed {
+        if g.value.is_empty() || g.value.len() > 256 {
+            g.problem(
+                team.doc(),
+                "a group is 1 to 256 bytes, as the token names it".to_string(),
+                None,
+            );
+            ok = false;
+        } else if let Some(other) = before.iter().find(|t| t.groups.contains(&g.value)) {
+            g.problem(
+                team.doc(),
+                format!("group `{}` is also team `{}`'s", g.value, other.name),
+                Some("a group belongs to one team: list it once".into()),
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| listed.into_iter().map(|g| g.value).collect())
 }
 
 /// A team table's `name`, present and not listed before (`listed`);

@@ -11,6 +11,7 @@ pub(crate) struct DatabaseMetrics {
     pub(crate) up: Gauge,
     pub(crate) keys: Gauge,
     pub(crate) rows_written: Counter,
+    pub(crate) batches_written: Counter,
     pub(crate) rows_dropped: Counter,
 }
 
@@ -31,6 +32,11 @@ impl DatabaseMetrics {
             "usage_rows_written",
             "Usage rows written to the database",
             m.rows_written.clone(),
+        );
+        registry.register(
+            "usage_batches_written",
+            "Transactions of usage rows written (rows written over this: the rows in a batch)",
+            m.batches_written.clone(),
         );
         registry.register(
             "usage_rows_dropped",
