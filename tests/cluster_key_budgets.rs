@@ -297,8 +297,9 @@ async fn concurrent_requests_never_overspend_a_keys_budget_beyond_what_is_in_fli
 }
 
 /// Redis gone, `fail_open`: each of the two instances holds the key to
-/// half its budget on its own, and what it served is charged to the
-/// fleet's windows once Redis is back.
+/// half its budget on its own (its soft limit warning against that
+/// half), and what it served is charged to the fleet's windows once
+/// Redis is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_redis_fail_open_holds_each_instance_to_its_share_and_charges_later() {
     let Some(mut redis) = Redis::start_if_available() else {
@@ -309,10 +310,21 @@ async fn without_redis_fail_open_holds_each_instance_to_its_share_and_charges_la
     let fleet = key_fleet(&shared, &redis, &up, "", "timeout = \"50ms\"").await;
     // Each instance's half: one reservation on top of one answer's use.
     let half = reservation() + USED;
-    let (id, secret) = key(&fleet, json!({"user": "dan", "tokens_per_day": 2 * half})).await;
+    let (id, secret) = key(
+        &fleet,
+        json!({"user": "dan", "tokens_per_day": 2 * half, "warn_at": 50}),
+    )
+    .await;
     kill_redis(&mut redis, &fleet).await;
     let m = &fleet[0];
-    assert_eq!(send(m, &secret, "quick").await.0, 200);
+    let (status, headers, _) = send(m, &secret, "quick").await;
+    assert_eq!(status, 200);
+    // One reservation is past half of the share: warned against it.
+    let percent = reservation() * 100 / half;
+    assert_eq!(
+        headers["x-weir-budget-warning"],
+        format!("tokens_per_day={percent}%").as_str()
+    );
     assert_eq!(
         send(m, &secret, "quick").await.0,
         200,
@@ -388,6 +400,144 @@ async fn the_fleets_day_starts_at_midnight_in_the_configured_zone() {
     let resets = day["resets_in_seconds"].as_u64().expect("seconds");
     let want = midnight + 86_400 - now;
     assert!(resets.abs_diff(want) <= 5, "{resets} vs {want}: {me}");
+}
+
+const WARNED: &str = "past its warning level";
+
+/// An answer's `x-weir-budget-warning` (empty: none).
+fn warning_of(headers: &http::HeaderMap) -> String {
+    headers
+        .get("x-weir-budget-warning")
+        .and_then(|w| w.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A day that warns (at 50 %) only once one answer was spent: a lone
+/// reservation is under half of it, an answer's use plus a reservation
+/// half or more.
+fn warning_day() -> u64 {
+    2 * reservation() + USED
+}
+
+/// A key's soft limit is the fleet's: spent past half through one
+/// instance, the next requests on the other carry
+/// `x-weir-budget-warning`, and that instance logs the warning once, not
+/// on every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_warning_level_passed_on_one_instance_warns_on_the_other_logged_once() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let mut fleet = key_fleet(&shared, &redis, &up, "", "").await;
+    let day = warning_day();
+    let (id, secret) = key(
+        &fleet,
+        json!({"user": "gil", "tokens_per_day": day, "warn_at": 50}),
+    )
+    .await;
+    let (status, headers, text) = send(&fleet[0], &secret, "quick").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(headers.get("x-weir-budget-warning").is_none(), "under half");
+    settled_to(&redis, &format!("weir:bk:{id}:td:*"), USED as i64).await;
+    let percent = (USED + reservation()) * 100 / day;
+    for i in 0..3 {
+        let (status, headers, text) = send(&fleet[1], &secret, "quick").await;
+        assert_eq!(status, 200, "request {i}: {text}");
+        let warning = warning_of(&headers);
+        assert!(
+            warning.starts_with("tokens_per_day=") && warning.ends_with('%'),
+            "request {i}: {warning:?}"
+        );
+        if i == 0 {
+            assert_eq!(warning, format!("tokens_per_day={percent}%"));
+        }
+        settled_to(&redis, &format!("weir:bk:{id}:td:*"), (i + 2) * USED as i64).await;
+    }
+    assert_eq!(fleet[1].lines(WARNED), 1, "logged once in the window");
+    assert_eq!(fleet[0].lines(WARNED), 0, "instance 1 never passed it");
+}
+
+/// A team's soft limit likewise: Hal's answer on one instance takes the
+/// team past half its day, and Ida's next request on the other carries
+/// the warning naming the team's day, logged once there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_warning_level_is_the_fleets() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let teams = format!(
+        "[[teams]]\nname = \"infra\"\ntokens_per_day = {}\nwarn_at = 50\n",
+        warning_day()
+    );
+    let mut fleet = key_fleet(&shared, &redis, &up, &teams, "").await;
+    let (_, hal) = key(&fleet, json!({"user": "hal", "team": "infra"})).await;
+    let (_, ida) = key(&fleet, json!({"user": "ida", "team": "infra"})).await;
+    let (status, headers, _) = send(&fleet[0], &hal, "quick").await;
+    assert_eq!(status, 200);
+    assert!(headers.get("x-weir-budget-warning").is_none());
+    settled_to(&redis, "weir:bt:infra:td:*", USED as i64).await;
+    for i in 0..2 {
+        let (status, headers, text) = send(&fleet[1], &ida, "quick").await;
+        assert_eq!(status, 200, "{text}");
+        let warning = warning_of(&headers);
+        assert!(warning.starts_with("tokens_per_day="), "{warning:?}");
+        settled_to(&redis, "weir:bt:infra:td:*", (i + 2) * USED as i64).await;
+    }
+    let logged = fleet[1].proc.all_lines(|l| l.contains(WARNED));
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(logged[0].contains("team `infra`"), "{}", logged[0]);
+}
+
+/// `/admin/keys/<id>` shows a key's and its team's budget windows as the
+/// fleet keeps them: spent through one instance, read on the other, with
+/// when each window resets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_view_of_a_key_shows_the_fleets_windows_on_any_instance() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let teams = "[[teams]]\nname = \"data\"\ntokens_per_month = 100000\n";
+    let fleet = key_fleet(&shared, &redis, &up, teams, "").await;
+    let (id, secret) = key(
+        &fleet,
+        json!({"user": "jo", "team": "data", "tokens_per_day": 100_000}),
+    )
+    .await;
+    assert_eq!(send(&fleet[0], &secret, "quick").await.0, 200);
+    settled_to(&redis, &format!("weir:bk:{id}:td:*"), USED as i64).await;
+    settled_to(&redis, "weir:bt:data:tmo:*", USED as i64).await;
+    let (status, v) = common::keys::admin(
+        &at(&fleet[1]),
+        http::Method::GET,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["budget"]["source"], "fleet", "{v}");
+    let day = &v["budget"]["windows"]["tokens_per_day"];
+    assert_eq!(day["used"], USED, "{v}");
+    assert_eq!(day["limit"], 100_000, "{v}");
+    let resets = day["resets_in_seconds"].as_u64().expect("seconds");
+    assert!((1..=86_400).contains(&resets), "{v}");
+    assert!(
+        day["resets_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{v}"
+    );
+    assert_eq!(v["team_budget"]["source"], "fleet", "{v}");
+    let month = &v["team_budget"]["windows"]["tokens_per_month"];
+    assert_eq!(month["used"], USED, "{v}");
+    assert!(
+        month["resets_in_seconds"].as_u64().is_some_and(|s| s >= 1),
+        "{v}"
+    );
 }
 
 /// A key's own request rate is the fleet's: requests alternated over the

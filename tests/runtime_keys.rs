@@ -235,7 +235,7 @@ async fn a_monthly_spend_warns_past_its_soft_limit_then_refuses_until_next_month
     let weir = Weir::start_in(dir(), &config(&up, "default_max_tokens = 64")).await;
     // Each request reserves about 0.00017 (its bytes / 3 at 1 per million,
     // 64 output tokens at 2 per million).
-    let (_, secret) = create(
+    let (id, secret) = create(
         &weir,
         json!({"user": "dan", "spend_per_month": 0.0006, "warn_at": 50}),
     )
@@ -269,6 +269,24 @@ async fn a_monthly_spend_warns_past_its_soft_limit_then_refuses_until_next_month
         .parse()
         .unwrap_or(0);
     assert!(retry > 60, "until the month ends, not soon: {retry}");
+    // The admin API shows the month as this weir's ledger enforces it:
+    // spent past half, and when it resets.
+    let (status, v) = admin(
+        &weir,
+        http::Method::GET,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["budget"]["source"], "local", "{v}");
+    assert_eq!(v["budget"]["warn_at"], 50, "{v}");
+    let month = &v["budget"]["windows"]["spend_per_month"];
+    let used = month["used"].as_f64().expect("used");
+    assert!(used > 0.0 && used <= 0.0006, "{v}");
+    let resets = month["resets_in_seconds"].as_u64().expect("seconds");
+    assert!(resets.abs_diff(retry) <= 5, "{resets} vs {retry}: {v}");
+    assert!(v["team_budget"].is_null(), "no team: {v}");
 }
 
 #[tokio::test]

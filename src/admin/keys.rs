@@ -7,7 +7,9 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::json;
+use std::sync::Arc;
+
+use super::{Reload, json};
 use crate::config::SPEND_UNIT;
 use crate::keys::{Database, KeySpec, view};
 use crate::respond::Payload;
@@ -24,6 +26,7 @@ pub(super) fn problem(status: StatusCode, message: impl Into<String>) -> Respons
 pub(super) async fn handle(
     req: Request<Incoming>,
     database: Option<&Database>,
+    running: &Arc<dyn Reload>,
 ) -> Response<Payload> {
     let Some(database) = database else {
         return problem(
@@ -58,7 +61,7 @@ pub(super) async fn handle(
             Ok(b) => create(&b, database).await,
             Err(r) => r,
         },
-        (Method::GET, [id]) => show(id, database).await,
+        (Method::GET, [id]) => show(id, database, running).await,
         (Method::PATCH, [id]) => {
             let id = id.to_string();
             match body(req).await {
@@ -125,13 +128,20 @@ async fn create(body: &[u8], database: &Database) -> Response<Payload> {
     }
 }
 
-async fn show(id: &str, database: &Database) -> Response<Payload> {
+/// A key's settings, its usage rows of the UTC day, and — while it is
+/// live — its budget windows and its team's as the running weir enforces
+/// them (`/v1/me`'s figures: the fleet's with `[cluster]`).
+async fn show(id: &str, database: &Database, running: &Arc<dyn Reload>) -> Response<Payload> {
     match database.keys.row(id).await {
         Ok(Some(row)) => {
             let mut v = view(&row);
             let day_ms = crate::store::unix_now() / 86_400 * 86_400 * 1000;
             if let Ok((requests, tokens, spend)) = database.keys.used_since(id, day_ms).await {
                 v["today"] = json!({"requests": requests, "tokens": tokens, "spend": spend as f64 / SPEND_UNIT});
+            }
+            if let Some(budgets) = running.clone().key_budget(id.to_string()).await {
+                v["budget"] = budgets["budget"].clone();
+                v["team_budget"] = budgets["team_budget"].clone();
             }
             json(StatusCode::OK, v)
         }

@@ -54,6 +54,10 @@ pub(crate) type Reloading = Pin<Box<dyn Future<Output = Result<ReloadReport, Vec
 /// The usage view under way (a budget the fleet keeps is read from Redis).
 pub(crate) type UsageView = Pin<Box<dyn Future<Output = Vec<serde_json::Value>> + Send>>;
 
+/// A runtime key's budget view under way (`None`: no route takes
+/// runtime keys, or the key is not live).
+pub(crate) type KeyBudgetView = Pin<Box<dyn Future<Output = Option<serde_json::Value>> + Send>>;
+
 /// What the admin API acts on and reports (implemented by the running
 /// server, so this module does not import its caller).
 pub(crate) trait Reload: Send + Sync {
@@ -67,6 +71,9 @@ pub(crate) trait Reload: Send + Sync {
     /// Each LLM route's client tokens against their budgets (`client`:
     /// only the tokens of that name).
     fn usage(self: Arc<Self>, client: Option<String>) -> UsageView;
+    /// Runtime key `id`'s budget and its team's, each window's use and
+    /// reset, from the fleet when it keeps them (`{budget, team_budget}`).
+    fn key_budget(self: Arc<Self>, id: String) -> KeyBudgetView;
     /// Runtime keys' and teams' budgets as they stand in this process,
     /// for the dashboard.
     fn keyed_budgets(&self) -> Vec<serde_json::Value>;
@@ -234,7 +241,7 @@ async fn admin_api(
         return dashboard::api(&req, &state).await;
     }
     if path == "/admin/keys" || path.starts_with("/admin/keys/") || path == "/admin/usage" {
-        return keys::handle(req, state.database.as_ref()).await;
+        return keys::handle(req, state.database.as_ref(), &state.reload).await;
     }
     if path == "/admin/teams" || path.starts_with("/admin/teams/") {
         return match state.database.as_ref() {

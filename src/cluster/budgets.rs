@@ -90,6 +90,17 @@ pub struct SharedReservation {
     spend: u64,
     inner: Arc<Inner>,
     settled: bool,
+    /// Each book's fullest bound as the reserve found it (book order).
+    fill: Vec<Option<Fill>>,
+}
+
+/// A book's fullest bound when a request was reserved in it: the bound
+/// (its index in `Bound::ALL`) and the percent of its limit used,
+/// settled plus in flight with this request (for the soft limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fill {
+    pub(crate) bound: usize,
+    pub(crate) percent: u64,
 }
 
 impl std::fmt::Debug for SharedReservation {
@@ -116,7 +127,34 @@ impl SharedReservation {
             spend: ask.spend,
             inner: inner.clone(),
             settled: false,
+            fill: Vec::new(),
         }
+    }
+
+    /// With each book's fill as the decide script answered it: pairs of
+    /// the fullest bound (1..7; 0: none bounded) and its percent.
+    pub(super) fn filled(mut self, answer: &[i64]) -> Self {
+        self.fill = answer
+            .chunks_exact(2)
+            .take(self.keys.len())
+            .map(|pair| {
+                let [bound, percent] = pair else { return None };
+                let bound = usize::try_from(*bound)
+                    .ok()
+                    .filter(|b| (1..=7).contains(b))?;
+                Some(Fill {
+                    bound: bound - 1,
+                    percent: u64::try_from(*percent).unwrap_or(0),
+                })
+            })
+            .collect();
+        self
+    }
+
+    /// Book `book`'s fullest bound at the reserve (`None`: none bounded,
+    /// or not answered).
+    pub(crate) fn fill(&self, book: usize) -> Option<Fill> {
+        self.fill.get(book).copied().flatten()
     }
 
     /// What was reserved: tokens and spend.

@@ -46,6 +46,7 @@ use tokio::sync::Notify;
 pub(crate) use crate::config::FailureMode;
 use crate::config::{ClusterSettings, Secret};
 use crate::telemetry::ClusterMetrics;
+pub(crate) use budgets::Fill;
 pub(crate) use budgets::FleetBudget;
 use budgets::Reservations;
 pub use budgets::SharedReservation;
@@ -369,11 +370,8 @@ impl Cluster {
         let invocation = inner.decide_invocation(&ask, lease_id, budget_id);
         let started = Instant::now();
         let mut c = (*conn).clone();
-        let answer = tokio::time::timeout(
-            inner.timeout,
-            invocation.invoke_async::<(i64, i64, i64, i64, i64, i64)>(&mut c),
-        )
-        .await;
+        let answer =
+            tokio::time::timeout(inner.timeout, invocation.invoke_async::<Vec<i64>>(&mut c)).await;
         let answer = match answer {
             Ok(Ok(a)) => a,
             failed => {
@@ -407,7 +405,12 @@ impl Cluster {
             .redis_seconds
             .observe(started.elapsed().as_secs_f64());
         inner.metrics.by_redis.inc();
-        self.verdict(&ask, (lease_id, budget_id), answer)
+        // Six numbers, then the books' fill when reserved (scripts.rs);
+        // a short answer (never from this script) reads as refused.
+        let at = |i: usize| answer.get(i).copied().unwrap_or(0);
+        let head = (at(0), at(1), at(2), at(3), at(4), at(5));
+        let fill = answer.get(6..).unwrap_or_default();
+        self.verdict(&ask, (lease_id, budget_id), head, fill)
     }
 
     /// What the script's answer means for this request: limited, over
@@ -418,6 +421,7 @@ impl Cluster {
         ask: &Ask<'_>,
         (lease_id, budget_id): (Option<u64>, Option<u64>),
         (wait, lease, reserved, bound, budget_wait, book): (i64, i64, i64, i64, i64, i64),
+        fill: &[i64],
     ) -> Decision {
         let inner = &self.inner;
         if wait > 0 {
@@ -445,7 +449,8 @@ impl Cluster {
         };
         match (ask.budget, budget_id, reserved) {
             (Some(b), Some(id), 1) => {
-                Decision::Reserved(lease, SharedReservation::new(&self.inner, id, &b))
+                let reservation = SharedReservation::new(&self.inner, id, &b);
+                Decision::Reserved(lease, reservation.filled(fill))
             }
             _ => Decision::Admitted(lease),
         }

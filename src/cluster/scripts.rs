@@ -115,7 +115,12 @@ end
 /// or not reached, budget: 1 reserved, 0 refused, -1 not asked or not
 /// reached, the refusing bound (1..7) — or, when a rate refused, which
 /// (1 the route's, 2 the key's) —, µs until it would fit (-1: never),
-/// the refusing book (1..)}.
+/// the refusing book (1..)}, and when reserved, then per book its
+/// fullest bound (1..7; 0: none bounded) and that bound's percent used
+/// with this request — settled plus in flight, this reservation included,
+/// ×100 / the limit, rounded down and at most `MAX_PERCENT`: the local
+/// ledger's `warning` rule, for the soft limit (`warn_at`) — read from
+/// what the check reads anyway.
 ///
 /// The order is the local one: the rates (a request either refuses takes
 /// from neither), every book checked, the slot, and only then every book
@@ -130,6 +135,7 @@ local wait, limited = rates(now, books)
 if wait > 0 then
   return {math.floor(wait), -1, -1, limited, 0, 0}
 end
+local fill = {}
 local want_t, want_s = tonumber(ARGV[14]), tonumber(ARGV[15])
 if books > 0 then
   set_spans(ARGV, 6, math.floor(now / 1000000))
@@ -141,7 +147,8 @@ if books > 0 then
     for i = 1, 7 do
       limits[i] = tonumber(ARGV[16 + 7 * (b - 1) + i])
     end
-    local i, w = budget_check(base, limits, want_t, want_s, now)
+    local i, w, f, p = budget_check(base, limits, want_t, want_s, now)
+    fill[2 * b - 1], fill[2 * b] = f, p
     if i > 0 then
       if w < 0 then
         return {0, -1, 0, i, -1, b}
@@ -164,7 +171,7 @@ local ttl = tonumber(ARGV[13])
 for b = 1, books do
   budget_take(KEYS[2 + b], ARGV[12], ARGV[14], ARGV[15], now_ms + ttl, ttl)
 end
-return {0, lease, 1, 0, 0, 0}
+return {0, lease, 1, 0, 0, 0, unpack(fill)}
 ";
 
 /// KEYS: the lease set of each lease; ARGV: TTL ms, then each lease's id.
@@ -218,6 +225,7 @@ local PERIOD_OF = {1, 2, 2, 3, 3, 4, 4}
 local SPEND = {false, false, true, false, true, false, true}
 local WINDOW_MARGIN_S = 60
 local SWEEP_MAX = 1000
+local MAX_PERCENT = 1000000
 local SPANS = {}
 local function set_spans(args, at, now_s)
   local m = now_s - now_s % 60
@@ -254,17 +262,21 @@ end
 local function budget_check(base, limits, want_t, want_s, now)
   local rt = redis.call('HMGET', base .. 'rt', 't', 's')
   local reserved_t, reserved_s = tonumber(rt[1]) or 0, tonumber(rt[2]) or 0
-  local bound, wait = 0, 0
+  local bound, wait, fullest, percent = 0, 0, 0, 0
   for i = 1, 7 do
     local limit = limits[i]
     if limit then
       local want, reserved = want_t, reserved_t
       if SPEND[i] then want, reserved = want_s, reserved_s end
       if want > limit then
-        return i, -1
+        return i, -1, 0, 0
       end
       local key, _, ends_s = window(base, i)
       local used = tonumber(redis.call('GET', key)) or 0
+      if limit > 0 then
+        local p = math.min(MAX_PERCENT, math.floor((used + reserved + want) * 100 / limit))
+        if p >= percent then fullest, percent = i, p end
+      end
       if used + reserved + want > limit then
         local ends = math.max(0, ends_s * 1000000 - now)
         local w = ends
@@ -273,7 +285,7 @@ local function budget_check(base, limits, want_t, want_s, now)
       end
     end
   end
-  return bound, wait
+  return bound, wait, fullest, percent
 end
 local function budget_keep(base, ttl)
   keep(base .. 'r', ttl)

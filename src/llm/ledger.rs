@@ -208,6 +208,16 @@ impl State {
             w.roll(now, bound.period(), zone);
         }
     }
+
+    /// Mark bound `i`'s window warned: whether it was not yet.
+    fn first_warning(&mut self, i: usize) -> bool {
+        let (Some(window), Some(warned)) = (self.windows.get(i), self.warned.get_mut(i)) else {
+            return false;
+        };
+        let first = *warned != window.start;
+        *warned = window.start;
+        first
+    }
 }
 
 /// One client token's budget state.
@@ -351,10 +361,20 @@ impl Ledger {
         if percent < at {
             return None;
         }
-        let start = s.windows[i].start;
-        let first = s.warned[i] != start;
-        s.warned[i] = start;
-        Some((bound, percent, first))
+        Some((bound, percent, s.first_warning(i)))
+    }
+
+    /// Mark `bound`'s current window warned: whether it was not yet. For a
+    /// warning found in the fleet's figures (`[cluster]`), logged once per
+    /// window by each instance, by the same marks as this ledger's own.
+    pub(crate) fn first_warning(&self, bound: Bound) -> bool {
+        let Some(i) = Bound::ALL.iter().position(|b| *b == bound) else {
+            return false;
+        };
+        let (secs, _, zone) = self.now();
+        let mut s = self.state.locked();
+        s.roll(secs, &zone);
+        s.first_warning(i)
     }
 
     /// The ledger against `budget`, now.

@@ -7,9 +7,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use super::client::{self, Who};
-use super::ledger::{Ledger, View};
-use super::{Context, LlmRoute};
-use crate::config::Budget;
+use super::{Context, LlmRoute, usage};
 use crate::respond::{Payload, Rescue};
 
 /// Whether the request asks for `/v1/me` (at the route's mount point or
@@ -29,9 +27,7 @@ pub(crate) async fn answer(
         return Err(Rescue::status(StatusCode::NOT_FOUND)
             .saying("this route asks for no client token: there is no one to describe"));
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = usage::unix_now();
     let settings = &llm.settings;
     let mut me = serde_json::Map::new();
     let (budget, view) = match &who {
@@ -46,7 +42,6 @@ pub(crate) async fn answer(
             (c.budget, ledger.view(&c.budget))
         }
         Who::Key(key) => {
-            let book = llm.books.key_books.of(key, llm.books.cluster.as_ref());
             me.insert("client".into(), key.name.to_string().into());
             let person = key.id.starts_with("idp:");
             me.insert("kind".into(), if person { "idp" } else { "key" }.into());
@@ -56,29 +51,11 @@ pub(crate) async fn answer(
             me.insert("user".into(), key.user.as_deref().into());
             me.insert("team".into(), key.team.as_deref().into());
             me.insert("expires_at".into(), key.expires_at.into());
-            if let Some(team) = llm.books.teams.of(key.team.as_deref()) {
-                let fleet_key = llm
-                    .books
-                    .cluster
-                    .as_ref()
-                    .map(|c| c.team_budget_key(&team.name));
-                let view = book_view(llm, fleet_key, &team.ledger, &team.budget).await;
-                me.insert(
-                    "team_budget".into(),
-                    serde_json::json!({
-                        "in_flight": view.in_flight,
-                        "warn_at": team.budget.warn_at,
-                        "windows": super::usage::windows(&view, now),
-                    }),
-                );
+            let (own, team) = usage::keyed_view(&llm.books, key).await;
+            if let Some(team) = team {
+                me.insert("team_budget".into(), team.json(now));
             }
-            let fleet_key = llm
-                .books
-                .cluster
-                .as_ref()
-                .map(|c| c.key_budget_key(&key.id));
-            let view = book_view(llm, fleet_key, &book.ledger, &key.budget).await;
-            (key.budget, view)
+            (own.budget, own.view)
         }
     };
     let models = client::models(settings, Some(&who)).filter(|m| !m.0.is_empty());
@@ -86,7 +63,7 @@ pub(crate) async fn answer(
     me.insert("route".into(), cx.route_name.to_string().into());
     me.insert("in_flight".into(), view.in_flight.into());
     me.insert("warn_at".into(), budget.warn_at.into());
-    me.insert("budget".into(), super::usage::windows(&view, now).into());
+    me.insert("budget".into(), usage::windows(&view, now).into());
     let mut resp = Response::new(Payload::text(format!(
         "{}\n",
         serde_json::Value::Object(me)
@@ -96,21 +73,4 @@ pub(crate) async fn answer(
         http::HeaderValue::from_static("application/json"),
     );
     Ok(resp)
-}
-
-/// A key's, person's or team's budget now: the fleet's figures when the
-/// fleet keeps it (`[cluster]`) and Redis answers, else this process's
-/// ledger (what it counted while Redis was away).
-async fn book_view(
-    llm: &LlmRoute,
-    fleet_key: Option<std::sync::Arc<str>>,
-    ledger: &Ledger,
-    budget: &Budget,
-) -> View {
-    if let (Some(cluster), Some(key)) = (&llm.books.cluster, fleet_key)
-        && let Some(fb) = cluster.budget_view(&key).await
-    {
-        return super::usage::fleet_view(&fb, budget);
-    }
-    ledger.view(budget)
 }

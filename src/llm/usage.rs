@@ -30,20 +30,27 @@ use std::time::Duration;
 use http::StatusCode;
 
 mod charge;
+mod holder;
+mod record;
 mod view;
+mod want;
 
-use charge::{Usage, charge, dearest, worst_input};
-pub(crate) use view::{fleet_view, key_views, team_views, view, windows};
+use charge::{Usage, charge};
+use holder::{Held, Holder};
+use record::{Ended, outcome};
+pub(crate) use view::{key_views, keyed_view, team_views, unix_now, view, windows};
+use want::Budgeting;
+pub(crate) use want::Want;
 
 use super::facts::{Accountant, Accounting, LlmFacts, SharedLlmFacts};
 use super::keyed::{KeyBook, TeamBook};
-use super::ledger::{Amount, Bound, Ledger, Refused, Reservation};
+use super::ledger::{Amount, Bound, Ledger, Refused};
 use crate::admit::Budgeted;
-use crate::cluster::{BudgetAsk, BudgetBook, Cluster, SharedReservation};
+use crate::cluster::Cluster;
 use crate::config::{Budget, LlmSettings, SPEND_UNIT};
 use crate::keys::Key;
 use crate::respond::Rescue;
-use crate::store::{UsageRow, UsageRows};
+use crate::store::UsageRows;
 use crate::sync::Locked;
 use crate::telemetry::{LlmRouteMetrics, RecordSink, UsageOf};
 
@@ -124,80 +131,6 @@ impl Settled {
     }
 }
 
-struct Held {
-    holder: Holder,
-    /// The payer's team's shared budget, reserved beside its own in this
-    /// process's ledgers (the fleet's reservation holds both).
-    team: Option<Holder>,
-    estimate: Estimate,
-}
-
-impl Held {
-    fn settle(self, charged: Amount) {
-        if let Some(team) = self.team {
-            team.settle(charged);
-        }
-        self.holder.settle(charged);
-    }
-}
-
-/// Where a request's reservation is held.
-enum Holder {
-    /// This process's ledger (no fleet).
-    Local(Arc<Ledger>, Reservation),
-    /// The fleet's budget in Redis.
-    Shared(SharedReservation),
-    /// This process's share of the fleet's budget, taken while Redis was
-    /// away; its usage goes to the fleet's windows once Redis is back.
-    LocalShare {
-        ledger: Arc<Ledger>,
-        reservation: Reservation,
-        cluster: Arc<Cluster>,
-        key: Arc<str>,
-    },
-}
-
-impl Holder {
-    fn amount(&self) -> Amount {
-        match self {
-            Holder::Local(_, r) | Holder::LocalShare { reservation: r, .. } => r.amount(),
-            Holder::Shared(r) => {
-                let (tokens, spend) = r.amount();
-                Amount { tokens, spend }
-            }
-        }
-    }
-
-    /// Give it back unused, charging nothing (not even to the fleet).
-    fn release(self) {
-        match self {
-            Holder::Local(ledger, r)
-            | Holder::LocalShare {
-                ledger,
-                reservation: r,
-                ..
-            } => ledger.settle(r, Amount::default()),
-            Holder::Shared(r) => r.settle(0, 0),
-        }
-    }
-
-    fn settle(self, charged: Amount) {
-        match self {
-            Holder::Local(ledger, r) => ledger.settle(r, charged),
-            Holder::Shared(r) => r.settle(charged.tokens, charged.spend),
-            Holder::LocalShare {
-                ledger,
-                reservation,
-                cluster,
-                key,
-            } => {
-                ledger.settle(reservation, charged);
-                cluster.charge_later(&key, charged.tokens, charged.spend);
-            }
-        }
-    }
-}
-
 /// Who pays for a request: a client token of the route, or a runtime key
 /// (or a person), with the budget its team shares.
 #[derive(Clone)]
@@ -205,38 +138,6 @@ pub(crate) enum Payer {
     /// By its index in the route's client tokens.
     Token(usize),
     Key(Arc<Key>, KeyBook, Option<TeamBook>),
-}
-
-/// A payer's budget, where it is kept and what it is called.
-#[derive(Clone)]
-struct Budgeting {
-    budget: Budget,
-    ledger: Arc<Ledger>,
-    /// Its key in the fleet's budgets, when the fleet keeps them.
-    fleet_key: Option<Arc<str>>,
-    /// What a refusal names it.
-    label: String,
-    /// Its place among the route's client series (a key has none).
-    series: Option<usize>,
-}
-
-/// What a request would reserve, before it is reserved: in its payer's
-/// budget, and in its team's too.
-pub(crate) struct Want {
-    budgeting: Budgeting,
-    team: Option<Budgeting>,
-    estimate: Estimate,
-    amount: Amount,
-    /// The books the fleet keeps them in (payer first, then team); empty
-    /// when this process's ledgers keep them.
-    books: Vec<BudgetBook>,
-}
-
-impl Want {
-    /// Whether the fleet keeps these budgets (reserved in Redis).
-    pub(crate) fn is_shared(&self) -> bool {
-        !self.books.is_empty()
-    }
 }
 
 /// One request's account.
@@ -247,8 +148,9 @@ pub(crate) struct Account {
     metrics: Arc<LlmRouteMetrics>,
     payer: Mutex<Option<Payer>>,
     held: Mutex<Option<Held>>,
-    /// The soft limit passed, for the answer's header.
-    warning: Mutex<Option<String>>,
+    /// The soft limit passed (the fullest book's percent and bound), for
+    /// the answer's header.
+    warning: Mutex<Option<(u64, String)>>,
 }
 
 impl Account {
@@ -294,137 +196,6 @@ impl Account {
         *self.payer.locked() = Some(Payer::Key(key, book, team));
     }
 
-    /// Whether this request's client token or key (or the key's team) has
-    /// a budget the fleet keeps (its reserve is then decided with the
-    /// shared limits: see [`Account::budget_ask`]).
-    pub(crate) fn budget_is_shared(&self) -> bool {
-        (self.budget().or_else(|| self.team_budget())).is_some_and(|b| b.fleet_key.is_some())
-    }
-
-    /// The payer's budget, when it has one.
-    fn budget(&self) -> Option<Budgeting> {
-        match self.payer.locked().as_ref()? {
-            Payer::Token(index) => {
-                let client = self.settings.client_tokens.get(*index)?;
-                if client.budget.is_unbounded() {
-                    return None;
-                }
-                Some(Budgeting {
-                    budget: client.budget,
-                    ledger: self.books.ledgers.get(*index)?.clone(),
-                    fleet_key: self
-                        .books
-                        .fleet
-                        .as_ref()
-                        .and_then(|f| f.keys.get(*index).cloned()),
-                    label: format!("client token `{}`", client.name),
-                    series: Some(*index),
-                })
-            }
-            Payer::Key(key, book, _) => (!key.budget.is_unbounded()).then(|| Budgeting {
-                budget: key.budget,
-                ledger: book.ledger.clone(),
-                fleet_key: self
-                    .books
-                    .cluster
-                    .as_ref()
-                    .map(|c| c.key_budget_key(&key.id)),
-                label: format!("key `{}` ({})", key.name, key.id),
-                series: None,
-            }),
-        }
-    }
-
-    /// The budget the payer's team shares, when it has one.
-    fn team_budget(&self) -> Option<Budgeting> {
-        let payer = self.payer.locked();
-        let Some(Payer::Key(_, _, Some(team))) = payer.as_ref() else {
-            return None;
-        };
-        Some(Budgeting {
-            budget: team.budget,
-            ledger: team.ledger.clone(),
-            fleet_key: self
-                .books
-                .cluster
-                .as_ref()
-                .map(|c| c.team_budget_key(&team.name)),
-            label: format!("team `{}`", team.name),
-            series: None,
-        })
-    }
-
-    /// What the request reserves: its input bounded by `body_len`, its
-    /// output by `max_output` (else the route's default), priced at the
-    /// dearest of the `models` it may be sent as. `None`: no budget.
-    pub(crate) fn want<'a>(
-        &self,
-        body_len: usize,
-        max_output: Option<u64>,
-        models: impl Iterator<Item = &'a str>,
-    ) -> Option<Want> {
-        let (budgeting, team) = match (self.budget(), self.team_budget()) {
-            (Some(own), team) => (own, team),
-            (None, team) => (team?, None),
-        };
-        let estimate = Estimate {
-            input: (body_len as u64).div_ceil(INPUT_BYTES_PER_TOKEN),
-            output: max_output.unwrap_or(self.settings.default_max_tokens),
-        };
-        let price = dearest(models.filter_map(|m| self.settings.price(m)));
-        let amount = Amount {
-            tokens: estimate.input.saturating_add(estimate.output),
-            spend: price.map_or(0, |p| {
-                estimate
-                    .input
-                    .saturating_mul(worst_input(p))
-                    .saturating_add(estimate.output.saturating_mul(p.output))
-            }),
-        };
-        // The fleet keeps them all, or (without a cluster, or a client
-        // token on a route whose limits are its own) none.
-        let books = std::iter::once(&budgeting)
-            .chain(team.as_ref())
-            .map(|b| {
-                Some(BudgetBook {
-                    key: b.fleet_key.clone()?,
-                    limits: Bound::ALL.map(|bound| bound.limit(&b.budget)),
-                })
-            })
-            .collect::<Option<Vec<_>>>()
-            .unwrap_or_default();
-        Some(Want {
-            budgeting,
-            team,
-            estimate,
-            amount,
-            books,
-        })
-    }
-
-    /// The fleet's budget question for `want`, for the limits' decision.
-    pub(crate) fn budget_ask<'a>(
-        &'a self,
-        want: &'a Want,
-    ) -> Option<(&'a Arc<Cluster>, BudgetAsk<'a>)> {
-        if !want.is_shared() {
-            return None;
-        }
-        Some((
-            self.cluster()?,
-            BudgetAsk {
-                books: &want.books,
-                tokens: want.amount.tokens,
-                spend: want.amount.spend,
-            },
-        ))
-    }
-
-    /// The fleet keeping this route's shared budgets.
-    fn cluster(&self) -> Option<&Arc<Cluster>> {
-        (self.books.fleet.as_ref().map(|f| &f.cluster)).or(self.books.cluster.as_ref())
-    }
-
     /// Reserve the request's budget in this process's ledger before any
     /// upstream is contacted. A client over its budget gets 429 with when
     /// it frees; a request larger than a whole bound gets 400.
@@ -450,9 +221,8 @@ impl Account {
             team,
             estimate: want.estimate,
         });
-        self.warn(&want.budgeting);
-        if let Some(team) = &want.team {
-            self.warn(team);
+        for b in std::iter::once(&want.budgeting).chain(&want.team) {
+            self.warn(b, &b.budget);
         }
         Ok(())
     }
@@ -469,6 +239,12 @@ impl Account {
         match budgeted {
             Budgeted::NotAsked => Ok(()),
             Budgeted::Reserved(r) => {
+                // The fleet's figures at the reserve, book by book (the
+                // payer's, then its team's: `want`'s order).
+                let books = std::iter::once(&want.budgeting).chain(&want.team);
+                for (i, budgeting) in books.enumerate() {
+                    self.warn_fleet(budgeting, r.fill(i));
+                }
                 self.hold(Holder::Shared(r), want.estimate);
                 Ok(())
             }
@@ -538,15 +314,43 @@ impl Account {
                 estimate: want.estimate,
             });
         }
+        // Against the share, as it is enforced: what this instance holds
+        // and settled while Redis was away.
+        for b in std::iter::once(&want.budgeting).chain(&want.team) {
+            self.warn(b, &share(&b.budget, instances));
+        }
         Ok(())
     }
 
-    /// Past the soft limit: the answer's warning, and a log line once per
-    /// window.
-    fn warn(&self, budgeting: &Budgeting) {
-        let Some((bound, percent, first)) = budgeting.ledger.warning(&budgeting.budget) else {
+    /// Past the soft limit of `budget` in the book's local ledger: the
+    /// answer's warning, and a log line once per window.
+    fn warn(&self, budgeting: &Budgeting, budget: &Budget) {
+        if let Some((bound, percent, first)) = budgeting.ledger.warning(budget) {
+            self.warned(budgeting, bound, percent, first);
+        }
+    }
+
+    /// Past the soft limit in the fleet's figures (`fill`, as the decide
+    /// script found them with this request): the answer's warning, and a
+    /// log line once per window by this instance (the local ledger's
+    /// marks: see [`Ledger::first_warning`]).
+    fn warn_fleet(&self, budgeting: &Budgeting, fill: Option<crate::cluster::Fill>) {
+        let Some(at) = budgeting.budget.warn_at else {
             return;
         };
+        let Some(fill) = fill.filter(|f| f.percent >= u64::from(at)) else {
+            return;
+        };
+        let Some(bound) = Bound::ALL.get(fill.bound).copied() else {
+            return;
+        };
+        let first = budgeting.ledger.first_warning(bound);
+        self.warned(budgeting, bound, fill.percent, first);
+    }
+
+    /// A book past its soft limit: logged when `first` in its window; the
+    /// answer's header names the fullest of the request's books.
+    fn warned(&self, budgeting: &Budgeting, bound: Bound, percent: u64, first: bool) {
         if first {
             tracing::warn!(
                 route = %self.route,
@@ -556,12 +360,15 @@ impl Account {
                 "budget: past its warning level"
             );
         }
-        *self.warning.locked() = Some(format!("{}={percent}%", bound.name()));
+        let mut warning = self.warning.locked();
+        if warning.as_ref().is_none_or(|(p, _)| percent >= *p) {
+            *warning = Some((percent, format!("{}={percent}%", bound.name())));
+        }
     }
 
     /// The soft-limit warning for the answer's `x-weir-budget-warning`.
     pub(crate) fn warning(&self) -> Option<String> {
-        self.warning.locked().clone()
+        self.warning.locked().as_ref().map(|(_, w)| w.clone())
     }
 
     fn hold(&self, holder: Holder, estimate: Estimate) {
@@ -652,85 +459,19 @@ impl Account {
             ],
             spend.map(|s| s as f64 / SPEND_UNIT),
         );
-        if self.books.records.is_on() {
-            let start = std::time::SystemTime::now() - elapsed;
-            let record = serde_json::json!({
-                "time": humantime::format_rfc3339_millis(start).to_string(),
-                "request_id": f.request_id,
-                "route": &*self.route,
-                "client": f.client.as_deref().unwrap_or("-"),
-                "key": key.as_ref().map(|k| &*k.id),
-                "user": key.as_ref().and_then(|k| k.user.as_deref()),
-                "team": key.as_ref().and_then(|k| k.team.as_deref()),
-                "model": f.model.as_deref().map(bounded),
-                "model_served": f
-                    .served_model
-                    .as_deref()
-                    .or(f.model.as_deref())
-                    .filter(|_| f.upstream_index.is_some())
-                    .map(bounded),
-                "upstream": f.upstream.as_deref(),
-                "status": status,
-                "outcome": outcome,
-                "stream": f.stream,
-                "input_tokens": usage.input,
-                "output_tokens": usage.output,
-                "cache_read_tokens": usage.cache_read,
-                "cache_write_tokens": usage.cache_write,
-                "spend": spend.map(|s| s as f64 / SPEND_UNIT),
-                "reserved_tokens": reserved.map(|r| r.tokens),
-                "charged_tokens": reserved.map(|_| charged.tokens),
-                "charged_spend": reserved.map(|_| charged.spend as f64 / SPEND_UNIT),
-                "settled": settled.name(),
-                "duration_ms": elapsed.as_millis() as u64,
-                "first_token_ms": f.first_token_ms,
-                "failovers": f.failovers,
-                "trace_id": f.trace_id,
-                "session": f.session,
-                "agent": f.agent,
-            });
-            self.books.records.write(&record);
-        }
-        if self.books.rows.is_on() {
-            let start = std::time::SystemTime::now() - elapsed;
-            let at_ms = start
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
-            let text = |s: Option<&str>| s.map(|s| bounded(s).to_string());
-            self.books.rows.send(UsageRow {
-                at_ms,
-                request_id: f.request_id.as_ref().map(|r| r.to_string()),
-                key_id: key.as_ref().map(|k| k.id.to_string()),
-                client: text(f.client.as_deref()),
-                user: key
-                    .as_ref()
-                    .and_then(|k| k.user.as_deref().map(String::from)),
-                team: key
-                    .as_ref()
-                    .and_then(|k| k.team.as_deref().map(String::from)),
-                route: self.route.to_string(),
-                model: text(f.model.as_deref()),
-                model_served: text(
-                    f.served_model
-                        .as_deref()
-                        .or(f.model.as_deref())
-                        .filter(|_| f.upstream_index.is_some()),
-                ),
-                upstream: text(f.upstream.as_deref()),
-                tokens: [
-                    usage.input,
-                    usage.output,
-                    usage.cache_read,
-                    usage.cache_write,
-                ],
-                spend: spend.unwrap_or(0),
-                duration_ms: elapsed.as_millis() as u64,
-                status,
-                outcome: outcome.to_string(),
-                session: f.session.clone(),
-                agent: f.agent.clone(),
-            });
-        }
+        let ended = Ended {
+            f,
+            status,
+            elapsed,
+            outcome,
+            key: key.as_deref(),
+            usage: &usage,
+            spend,
+            reserved,
+            charged,
+            settled,
+        };
+        record::write(&self.books, &self.route, &ended);
         spend.map(|s| s as f64 / SPEND_UNIT)
     }
 }
@@ -770,24 +511,6 @@ fn share(budget: &Budget, instances: u32) -> Budget {
         warn_at: budget.warn_at,
     }
 }
-
-/// The outcome a usage record and the per-client metrics give.
-fn outcome(f: &LlmFacts, status: u16) -> &'static str {
-    f.outcome.unwrap_or(if status < 400 {
-        "completed"
-    } else {
-        "rejected"
-    })
-}
-
-/// A client's text as a record field: at most [`MAX_FIELD`] bytes (a
-/// model name is whatever the client sent; a record line stays small).
-fn bounded(s: &str) -> &str {
-    crate::respond::bounded(s, MAX_FIELD)
-}
-
-/// The longest client-chosen text a usage record carries.
-const MAX_FIELD: usize = 256;
 
 /// An amount of weir's spend unit as currency, for messages.
 fn money(n: u64) -> String {

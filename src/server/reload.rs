@@ -412,6 +412,28 @@ impl admin::Reload for Reloadable {
         })
     }
 
+    fn key_budget(self: Arc<Self>, id: String) -> admin::KeyBudgetView {
+        let snapshot = self.gateway.snapshot();
+        Box::pin(async move {
+            // Keys' books are process-wide: any route taking keys has them.
+            let llm = snapshot
+                .router
+                .routes()
+                .iter()
+                .find_map(|r| match &r.target {
+                    crate::route::Target::Llm(llm) if llm.books.keys.is_some() => Some(llm),
+                    _ => None,
+                })?;
+            let key = llm.books.keys.as_ref()?.by_id(&id)?;
+            let (own, team) = crate::llm::usage::keyed_view(&llm.books, &key).await;
+            let now = crate::llm::usage::unix_now();
+            Some(serde_json::json!({
+                "budget": own.json(now),
+                "team_budget": team.map(|t| t.json(now)),
+            }))
+        })
+    }
+
     fn keyed_budgets(&self) -> Vec<serde_json::Value> {
         let snapshot = self.gateway.snapshot();
         let llms: Vec<_> = snapshot

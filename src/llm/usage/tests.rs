@@ -1,3 +1,5 @@
+use super::charge::{dearest, worst_input};
+use super::record::{MAX_FIELD, bounded};
 use super::*;
 use crate::config::Price;
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::{Budget, SPEND_UNIT};
-use crate::llm::ledger::{Bound, View, WindowView};
+use crate::llm::ledger::{Bound, Ledger, View, WindowView};
 
 /// Each client token of an LLM route against its budget, as the admin
 /// view shows it (only `client` when one is named): the fleet's figures
@@ -89,7 +89,71 @@ pub(crate) fn team_views(llm: &crate::llm::LlmRoute) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn unix_now() -> u64 {
+/// A budget as it stands, with where its figures come from: `"fleet"`
+/// (Redis, `[cluster]`), `"local"` (this process's ledger), or
+/// `"local_redis_unavailable"` (the fleet keeps it but Redis did not
+/// answer: what this instance counted while Redis was away).
+pub(crate) struct BookView {
+    pub(crate) budget: Budget,
+    pub(crate) view: View,
+    pub(crate) source: &'static str,
+}
+
+impl BookView {
+    /// `{source, in_flight, warn_at, windows}` as the views show it.
+    pub(crate) fn json(&self, now: u64) -> serde_json::Value {
+        serde_json::json!({
+            "source": self.source,
+            "in_flight": self.view.in_flight,
+            "warn_at": self.budget.warn_at,
+            "windows": windows(&self.view, now),
+        })
+    }
+}
+
+/// A runtime key's (or person's) budget and its team's, as `/v1/me` and
+/// `/admin/keys/<id>` show them: the fleet's figures when the fleet keeps
+/// them (`[cluster]`) and Redis answers, else this process's ledgers.
+pub(crate) async fn keyed_view(
+    books: &super::Books,
+    key: &crate::keys::Key,
+) -> (BookView, Option<BookView>) {
+    let cluster = books.cluster.as_ref();
+    let team = match books.teams.of(key.team.as_deref()) {
+        Some(team) => {
+            let fleet_key = cluster.map(|c| c.team_budget_key(&team.name));
+            Some(book_view(cluster, fleet_key, &team.ledger, &team.budget).await)
+        }
+        None => None,
+    };
+    let ledger = books.key_books.of(key, cluster).ledger;
+    let fleet_key = cluster.map(|c| c.key_budget_key(&key.id));
+    let own = book_view(cluster, fleet_key, &ledger, &key.budget).await;
+    (own, team)
+}
+
+/// One book's budget now, from the fleet when it keeps it.
+async fn book_view(
+    cluster: Option<&std::sync::Arc<crate::cluster::Cluster>>,
+    fleet_key: Option<std::sync::Arc<str>>,
+    ledger: &Ledger,
+    budget: &Budget,
+) -> BookView {
+    let (view, source) = match (cluster, fleet_key) {
+        (Some(cluster), Some(key)) => match cluster.budget_view(&key).await {
+            Some(fb) => (fleet_view(&fb, budget), "fleet"),
+            None => (ledger.view(budget), "local_redis_unavailable"),
+        },
+        _ => (ledger.view(budget), "local"),
+    };
+    BookView {
+        budget: *budget,
+        view,
+        source,
+    }
+}
+
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
