@@ -199,9 +199,11 @@ async fn a_team_budget_is_shared_by_two_peoples_keys_on_two_instances() {
     .await;
     let (_, bob) = key(&fleet, json!({"user": "bob", "team": "platform"})).await;
     let team = "weir:bt:platform:td:*";
-    assert_eq!(send(&fleet[0], &alice, "quick").await.0, 200);
+    let (status, _, text) = send(&fleet[0], &alice, "quick").await;
+    assert_eq!(status, 200, "{text}");
     settled_to(&redis, team, USED as i64).await;
-    assert_eq!(send(&fleet[1], &bob, "quick").await.0, 200);
+    let (status, _, text) = send(&fleet[1], &bob, "quick").await;
+    assert_eq!(status, 200, "{text}");
     settled_to(&redis, team, 2 * USED as i64).await;
     for (m, secret) in [(&fleet[0], &alice), (&fleet[1], &bob)] {
         let (status, _, text) = send(m, secret, "quick").await;
@@ -359,7 +361,8 @@ async fn without_redis_fail_closed_refuses_budgeted_keys() {
     )
     .await;
     let (_, secret) = key(&fleet, json!({"user": "erin", "tokens_per_month": 100_000})).await;
-    assert_eq!(send(&fleet[1], &secret, "quick").await.0, 200);
+    let (status, _, text) = send(&fleet[1], &secret, "quick").await;
+    assert_eq!(status, 200, "{text}");
     kill_redis(&mut redis, &fleet).await;
     for m in &fleet {
         let (status, headers, text) = send(m, &secret, "quick").await;
@@ -389,7 +392,8 @@ async fn the_fleets_day_starts_at_midnight_in_the_configured_zone() {
         .as_secs();
     const OFFSET: u64 = 14 * 3600;
     let midnight = (now + OFFSET) / 86_400 * 86_400 - OFFSET;
-    assert_eq!(send(&fleet[1], &secret, "quick").await.0, 200);
+    let (status, _, text) = send(&fleet[1], &secret, "quick").await;
+    assert_eq!(status, 200, "{text}");
     settled_to(&redis, &format!("weir:bk:{id}:td:{midnight}"), USED as i64).await;
     let (status, _, text) =
         common::get_with(&fleet[0].url("/v1/me"), &[("x-api-key", &secret)]).await;
@@ -510,7 +514,8 @@ async fn the_admin_view_of_a_key_shows_the_fleets_windows_on_any_instance() {
         json!({"user": "jo", "team": "data", "tokens_per_day": 100_000}),
     )
     .await;
-    assert_eq!(send(&fleet[0], &secret, "quick").await.0, 200);
+    let (status, _, text) = send(&fleet[0], &secret, "quick").await;
+    assert_eq!(status, 200, "{text}");
     settled_to(&redis, &format!("weir:bk:{id}:td:*"), USED as i64).await;
     settled_to(&redis, "weir:bt:data:tmo:*", USED as i64).await;
     let (status, v) = common::keys::admin(
