@@ -385,7 +385,7 @@ impl Gateway {
                 record.admission = None;
                 record.traced(|s| trace::http::admission(s, "rate_limited", None));
                 return Err(match refused {
-                    Refusal::Limited(limited) => {
+                    Refusal::Limited(limited) | Refusal::KeyLimited(limited) => {
                         Rescue::rate_limited(limited, conn.peer.ip(), &route.name, host)
                     }
                     Refusal::Full | Refusal::Unavailable => Rescue::cluster_unavailable(),

@@ -328,6 +328,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
                 rate: Some((&key, gcra)),
                 lease: None,
                 budget: None,
+                key_rate: None,
             };
             let got = match cluster.decide(ask).await {
                 Decision::Admitted(None) => Ok(()),
@@ -351,6 +352,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
         rate: None,
         lease: Some((&other, 2)),
         budget: None,
+        key_rate: None,
     };
     assert!(matches!(
         cluster.decide(ask).await,
@@ -363,6 +365,7 @@ async fn the_scripts_answer_as_the_local_limiter_and_leases_renew() {
         rate: None,
         lease: Some((&key, limit)),
         budget: None,
+        key_rate: None,
     };
     let Decision::Admitted(Some(one)) = cluster.decide(lease(2)).await else {
         panic!("first slot")

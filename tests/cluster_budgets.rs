@@ -639,6 +639,7 @@ fn ask(
             tokens,
             spend: 0,
         }),
+        key_rate: None,
     }
 }
 

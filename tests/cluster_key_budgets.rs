@@ -10,13 +10,19 @@
 //! is never exceeded by more than what is in flight; with Redis gone,
 //! `fail_open` holds each instance to its share and charges the fleet
 //! once Redis is back, and `fail_closed` answers 503.
+//!
+//! And a key's own limits (docs/decisions/106): its request rate holds for
+//! the fleet when requests alternate over the instances; its concurrency
+//! held on one instance refuses on the other until a request ends, and a
+//! killed instance's slots free at the lease TTL; without Redis in
+//! `fail_open` each instance holds its share of the rate.
 
 mod common;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::fleet::{Member, fleet, kill_redis, restart_redis};
+use common::fleet::{Member, fleet, kill_and_time, kill_redis, restart_redis};
 use common::held::{USED, Upstream};
 use common::keys::{ADMIN, Addresses, create};
 use common::redis::Redis;
@@ -537,4 +543,212 @@ async fn the_admin_view_of_a_key_shows_the_fleets_windows_on_any_instance() {
         month["resets_in_seconds"].as_u64().is_some_and(|s| s >= 1),
         "{v}"
     );
+}
+
+/// A key's own request rate is the fleet's: requests alternated over the
+/// two instances as fast as they answer never pass more than the burst
+/// plus the rate over the time taken (each instance alone would let
+/// twice that through), and the refusals say the key's rate. The key has
+/// a budget, so its limits are decided with the reserve, in one script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_rate_holds_for_the_fleet_when_requests_alternate_over_instances() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "").await;
+    let spec = json!({"user": "erin", "rate_limit_per_second": 2, "rate_limit_burst": 2,
+                      "tokens_per_month": 1_000_000});
+    let (id, secret) = key(&fleet, spec).await;
+    let started = std::time::Instant::now();
+    let (mut served, mut refused) = (0u64, 0u64);
+    let mut i = 0;
+    while started.elapsed() < Duration::from_secs(2) {
+        let (status, headers, text) = send(&fleet[i % 2], &secret, "quick").await;
+        i += 1;
+        match status {
+            200 => served += 1,
+            429 => {
+                refused += 1;
+                assert!(text.contains("rate_limit_per_second"), "{text}");
+                assert!(headers.contains_key("retry-after"), "{headers:?}");
+            }
+            other => panic!("{other}: {text}"),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let allowed = 2.0 + 2.0 * elapsed;
+    assert!(
+        served as f64 <= allowed.floor(),
+        "{served} served in {elapsed:.2} s, the fleet's rate allows {allowed:.1}"
+    );
+    assert!(
+        served >= 4 && refused > 0,
+        "{served} served, {refused} refused"
+    );
+    assert!(
+        redis.int(&format!("EXISTS weir:rk:{id}")) == 1,
+        "the key's rate is kept in Redis"
+    );
+}
+
+/// Held requests of `secret` on `m`, once the upstream holds `n` in all:
+/// each a task the test can end (its connection closed) by aborting it.
+async fn hold(
+    m: &Member,
+    secret: &str,
+    up: &Upstream,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<u16>> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let (url, secret) = (m.url("/v1/messages"), secret.to_string());
+        held.push(tokio::spawn(async move {
+            let (s, _, _) = common::post_json(&url, body("held"), &[("x-api-key", &secret)]).await;
+            s.as_u16()
+        }));
+    }
+    up.until_in_flight(n).await;
+    held
+}
+
+/// A key's concurrency is the fleet's: with 2 held on the first instance
+/// the second refuses the key (429, the key's in-flight bound), admits it
+/// once one of them ends, and another key is untouched throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_concurrency_held_on_one_instance_refuses_on_the_other_until_one_ends() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "").await;
+    let (id, secret) = key(&fleet, json!({"user": "fay", "max_concurrent": 2})).await;
+    let (_, other) = key(&fleet, json!({"user": "gus"})).await;
+    let mut held = hold(&fleet[0], &secret, &up, 2).await;
+    assert_eq!(redis.int(&format!("ZCARD weir:ck:{id}")), 2);
+    let (status, headers, text) = send(&fleet[1], &secret, "quick").await;
+    assert_eq!(status, 429, "both slots are held on the first: {text}");
+    assert_eq!(headers["retry-after"], "1");
+    assert!(text.contains("in flight"), "{text}");
+    assert_eq!(send(&fleet[1], &other, "quick").await.0, 200, "another key");
+    held.pop().expect("held").abort();
+    let admitted = common::eventually_async(Duration::from_secs(5), || async {
+        send(&fleet[1], &secret, "quick").await.0 == 200
+    })
+    .await;
+    assert!(admitted, "a slot came back when its request ended");
+    up.release();
+}
+
+/// A weir killed (SIGKILL) while holding both of a key's slots gives
+/// nothing back itself: the slots free when its leases expire (the TTL,
+/// 2 s here), not before, and the other instance then admits the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instances_key_slots_free_at_the_lease_ttl() {
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "lease_ttl = \"2s\"").await;
+    let (_, secret) = key(&fleet, json!({"user": "hana", "max_concurrent": 2})).await;
+    let _held = hold(&fleet[0], &secret, &up, 2).await;
+    assert_eq!(send(&fleet[1], &secret, "quick").await.0, 429);
+    let back_after = kill_and_time(&fleet[0], Duration::from_secs(6), || async {
+        send(&fleet[1], &secret, "quick").await.0 == 200
+    })
+    .await
+    .expect("the slots came back");
+    assert!(
+        back_after <= Duration::from_millis(2000 + 1000),
+        "back after {back_after:?}, the TTL is 2 s"
+    );
+    assert!(
+        back_after >= Duration::from_millis(300),
+        "back after {back_after:?}: the slots were never held in Redis"
+    );
+    up.release();
+}
+
+/// Redis gone, `fail_open`: each instance holds the key to its share of
+/// its rate (half of 2/s: one request, then one a second) on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_fail_open_holds_each_instance_to_its_share_of_a_keys_rate() {
+    let Some(mut redis) = Redis::start_if_available() else {
+        return;
+    };
+    let up = Upstream::start().await;
+    let shared = tempfile::tempdir().expect("tempdir");
+    let fleet = key_fleet(&shared, &redis, &up, "", "timeout = \"50ms\"").await;
+    let spec = json!({"user": "ian", "rate_limit_per_second": 2, "rate_limit_burst": 2});
+    let (_, secret) = key(&fleet, spec).await;
+    kill_redis(&mut redis, &fleet).await;
+    for m in &fleet {
+        assert_eq!(send(m, &secret, "quick").await.0, 200, "its share's burst");
+        let (status, _, text) = send(m, &secret, "quick").await;
+        assert_eq!(status, 429, "past this instance's share: {text}");
+        assert!(text.contains("rate_limit_per_second"), "{text}");
+    }
+}
+
+/// The decide script with a route's rate and a key's own beside it: both
+/// must pass, the refusal names which refused, and a request either one
+/// refuses takes from neither (the other's arrival time is unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_rate_and_a_keys_rate_both_pass_and_a_refusal_takes_from_neither() {
+    use weir::testing::cluster::{Ask, Decision, Gcra};
+    let Some(redis) = Redis::start_if_available() else {
+        return;
+    };
+    let (cluster, _metrics) = redis.cluster(Duration::from_secs(1)).await;
+    let decide = |route: (&'static str, Gcra), key: (&'static str, Gcra)| {
+        let cluster = &cluster;
+        async move {
+            let ask = Ask {
+                rate: Some(route),
+                lease: None,
+                budget: None,
+                key_rate: Some(key),
+            };
+            cluster.decide(ask).await
+        }
+    };
+    // A rate's theoretical arrival time (µs), as the script keeps it.
+    let tat = |key: &str| {
+        redis.int(&format!(
+            "EVAL \"return tonumber(redis.call('GET', '{key}'))\" 0"
+        ))
+    };
+    // The key's 1/s with no burst refuses the second; the route's 1/s
+    // with a burst of 10 would not, and keeps the one request it took.
+    let (route, key) = (
+        ("t:rl:r:k1", Gcra::new(1, 10)),
+        ("t:rk:k1", Gcra::new(1, 1)),
+    );
+    assert!(matches!(decide(route, key).await, Decision::Admitted(None)));
+    let route_tat = tat(route.0);
+    assert!(matches!(decide(route, key).await, Decision::KeyLimited(_)));
+    assert_eq!(tat(route.0), route_tat, "the route's rate gave nothing");
+    // The other way round: the route refuses, the key's rate is untouched.
+    let (route, key) = (
+        ("t:rl:r:k2", Gcra::new(1, 1)),
+        ("t:rk:k2", Gcra::new(1, 10)),
+    );
+    assert!(matches!(decide(route, key).await, Decision::Admitted(None)));
+    let key_tat = tat(key.0);
+    assert!(matches!(decide(route, key).await, Decision::Limited(_)));
+    assert_eq!(tat(key.0), key_tat, "the key's rate gave nothing");
+    // A key's rate alone.
+    let only = Ask {
+        rate: None,
+        lease: None,
+        budget: None,
+        key_rate: Some(("t:rk:k3", Gcra::new(1, 1))),
+    };
+    assert!(matches!(
+        cluster.decide(only).await,
+        Decision::Admitted(None)
+    ));
 }

@@ -73,7 +73,9 @@ async fn a_key_made_on_one_instance_works_on_the_other_within_a_second_and_stops
     let one = member(&up, &pg);
     let two = member(&up, &pg);
 
-    let (id, secret) = create(&one.at, json!({"user": "alice", "team": "platform"})).await;
+    let spec = json!({"user": "alice", "team": "platform", "rate_limit_per_second": 50,
+                      "rate_limit_burst": 60});
+    let (id, secret) = create(&one.at, spec).await;
     let started = Instant::now();
     // Awaited on the other instance's gauge: asking with a key it does not
     // know yet would count as a failed authentication from this address.
@@ -87,6 +89,22 @@ async fn a_key_made_on_one_instance_works_on_the_other_within_a_second_and_stops
     // PostgreSQL's fallback poll is every 2 s: within a second is the
     // notification's doing.
     assert!(reached < Duration::from_secs(1), "{reached:?}");
+    // Schema step 5's columns, kept by PostgreSQL.
+    let (_, v) = admin(
+        &two.at,
+        http::Method::GET,
+        &format!("/admin/keys/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (
+            v["rate_limit_per_second"].as_u64(),
+            v["rate_limit_burst"].as_u64()
+        ),
+        (Some(50), Some(60)),
+        "{v}"
+    );
 
     let (status, v) = admin(
         &one.at,

@@ -471,3 +471,186 @@ fn every_team_budget_problem_is_named_at_once() {
         assert!(err.contains(want), "{want} in {err}");
     }
 }
+
+/// A key's `rate_limit_per_second` 2 with a burst of 2, on a route of
+/// `kind` over `api`: two requests at once pass, the third is refused 429
+/// with `Retry-After: 1` in the client's own error shape, before the
+/// upstream sees it; another key is untouched. Returns the refusal's body.
+async fn rate_refused(kind: &str, api: ProviderApi, path: &str, body: String) -> Value {
+    let up = Provider::spawn(api, Options::default()).await;
+    let text = config(&up, "").replace("kind = \"anthropic\"", &format!("kind = \"{kind}\""));
+    let weir = Weir::start_in(dir(), &text).await;
+    let (_, secret) = create(
+        &weir,
+        json!({"user": "eve", "rate_limit_per_second": 2, "rate_limit_burst": 2}),
+    )
+    .await;
+    let (_, other) = create(&weir, json!({"user": "frank"})).await;
+    let send = |secret: String| {
+        let (weir, body) = (&weir, body.clone());
+        async move {
+            let bearer = format!("Bearer {secret}");
+            let headers = [
+                ("anthropic-version", "2023-06-01"),
+                ("authorization", bearer.as_str()),
+            ];
+            post(weir, path, body, &headers).await
+        }
+    };
+    for i in 0..2 {
+        let (status, _, text) = send(secret.clone()).await;
+        assert_eq!(status, 200, "request {i} is within the burst: {text}");
+    }
+    let (status, headers, text) = send(secret.clone()).await;
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(headers["retry-after"], "1", "{headers:?}");
+    assert_eq!(up.journal().len(), 2, "the refused request never left");
+    for i in 0..3 {
+        let (status, _, text) = send(other.clone()).await;
+        assert_eq!(status, 200, "another key's request {i}: {text}");
+    }
+    serde_json::from_str(&text).expect("json")
+}
+
+#[tokio::test]
+async fn a_keys_request_rate_refuses_the_third_at_once_in_each_clients_shape() {
+    let v = rate_refused(
+        "anthropic",
+        ProviderApi::Anthropic,
+        "/v1/messages",
+        messages_body("claude-sonnet", false),
+    )
+    .await;
+    assert_eq!(v["type"], "error", "Anthropic's envelope: {v}");
+    assert_eq!(v["error"]["type"], "rate_limit_error", "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("rate_limit_per_second"), "{v}");
+
+    let v = rate_refused(
+        "openai",
+        ProviderApi::Responses,
+        "/v1/responses",
+        responses_body("gpt-5", false),
+    )
+    .await;
+    assert!(v.get("type").is_none(), "OpenAI's envelope: {v}");
+    assert_eq!(v["error"]["type"], "rate_limit_error", "{v}");
+    assert_eq!(v["error"]["code"], "rate_limit_exceeded", "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("rate_limit_per_second"), "{v}");
+}
+
+/// A team's rate is its keys' when they set none; a key's own wins.
+#[tokio::test]
+async fn a_teams_request_rate_applies_to_its_keys_that_set_none() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "")).await;
+    let (status, v) = admin(
+        &weir,
+        http::Method::POST,
+        "/admin/teams",
+        json!({"name": "platform", "rate_limit_per_second": 1, "rate_limit_burst": 1}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["rate_limit_per_second"], 1, "{v}");
+    let (_, member) = create(&weir, json!({"user": "gail", "team": "platform"})).await;
+    let (_, own) = create(
+        &weir,
+        json!({"user": "hal", "team": "platform", "rate_limit_per_second": 100}),
+    )
+    .await;
+    assert_eq!(ask(&weir, &member, "claude-sonnet").await.0, 200);
+    let (status, body) = ask(&weir, &member, "claude-sonnet").await;
+    assert_eq!(status, 429, "the team's 1/s: {body}");
+    assert!(body.contains("rate_limit_per_second"), "{body}");
+    for i in 0..3 {
+        let (status, body) = ask(&weir, &own, "claude-sonnet").await;
+        assert_eq!(status, 200, "the key's own rate wins, request {i}: {body}");
+    }
+}
+
+/// A key's rate through the API: shown, changed, and every problem with
+/// it named at once (as a key's other settings).
+#[tokio::test]
+async fn a_keys_rate_is_shown_changed_and_bad_ones_get_every_problem() {
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let weir = Weir::start_in(dir(), &config(&up, "")).await;
+    let (id, _) = create(&weir, json!({"name": "ci", "rate_limit_per_second": 5})).await;
+    let path = format!("/admin/keys/{id}");
+    let (_, v) = admin(&weir, http::Method::GET, &path, Value::Null).await;
+    assert_eq!(v["rate_limit_per_second"], 5, "{v}");
+    assert_eq!(v["rate_limit_burst"], Value::Null, "{v}");
+    let change = json!({"rate_limit_burst": 10});
+    let (status, v) = admin(&weir, http::Method::PATCH, &path, change).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (
+            v["rate_limit_per_second"].as_u64(),
+            v["rate_limit_burst"].as_u64()
+        ),
+        (Some(5), Some(10))
+    );
+    let bad = json!({"rate_limit_per_second": 0, "rate_limit_burst": 2_000_000, "colour": 1});
+    let (status, v) = admin(&weir, http::Method::PATCH, &path, bad).await;
+    assert_eq!(status, 400, "{v}");
+    let problems = v["problems"].to_string();
+    for want in [
+        "`rate_limit_per_second` must be a whole number of requests from 1 to 1000000",
+        "`rate_limit_burst` must be a whole number of requests from 1 to 1000000",
+        "unknown field `colour`",
+    ] {
+        assert!(problems.contains(want), "{want} in {v}");
+    }
+    assert_eq!(v["problems"].as_array().map(Vec::len), Some(3), "{v}");
+    let cleared = json!({"rate_limit_per_second": null, "rate_limit_burst": 3});
+    let (status, v) = admin(&weir, http::Method::PATCH, &path, cleared).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["problems"].to_string().contains("needs a rate"), "{v}");
+}
+
+/// `weir keys create --rps --burst` and `update --rps`: the flags reach
+/// the key; a bad one is the API's 400, said, and exit 1.
+#[tokio::test]
+async fn weir_keys_sets_a_keys_rate_with_rps_and_burst() {
+    use common::process::{Proc, WEIR, write_config};
+    let up = Provider::spawn(ProviderApi::Anthropic, Options::default()).await;
+    let dir = dir();
+    let text = config(&up, "")
+        .replace("[log]\n", "[log]\nformat = \"json\"\n")
+        .replace("{dir}", &dir.path().display().to_string());
+    let file = write_config(&dir, &text);
+    let mut proc = Proc::run(&file);
+    let admin_at = proc.admin().to_string();
+    let weir = |args: &[&str]| {
+        let out = std::process::Command::new(WEIR)
+            .args(["keys", "--config", &file, "--admin", &admin_at])
+            .args(args)
+            .output()
+            .expect("weir keys");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, secret, shown) = weir(&["create", "--name", "ci", "--rps", "5", "--burst", "10"]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(secret.starts_with("wk-"), "{secret}");
+    // The key as shown, after the line saying the secret is shown once.
+    let json = shown.find('{').map_or("", |at| &shown[at..]);
+    let shown: Value = serde_json::from_str(json).expect(&shown);
+    assert_eq!(shown["rate_limit_per_second"], 5, "{shown}");
+    assert_eq!(shown["rate_limit_burst"], 10, "{shown}");
+    let id = shown["id"].as_str().expect("id").to_string();
+    let (code, _, shown) = weir(&["update", &id, "--rps", "7"]);
+    assert_eq!(code, Some(0), "{shown}");
+    let shown: Value = serde_json::from_str(&shown).expect(&shown);
+    assert_eq!(shown["rate_limit_per_second"], 7, "{shown}");
+    let (code, _, said) = weir(&["update", &id, "--rps", "0"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("400") && said.contains("rate_limit_per_second"),
+        "{said}"
+    );
+}

@@ -42,7 +42,18 @@ pub(super) async fn handle(
         };
     }
     let rest = path.strip_prefix("/admin/keys").unwrap_or("");
-    let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    // Each segment decoded, as `/admin/teams` does (`weir keys` encodes
+    // an id's `_`).
+    let parts: Vec<String> = rest
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let method = req.method().clone();
     match (method, parts.as_slice()) {
         (Method::GET, []) => list(database).await,

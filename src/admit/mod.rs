@@ -69,7 +69,7 @@ pub(crate) async fn limit_client(
     gate: Option<&TokenGate>,
     admission: Option<&mut Admission>,
 ) -> Result<(), Refusal> {
-    limit_client_reserving(rate, client, id, gate, admission, None)
+    limit_client_reserving(rate, client, id, (gate, None), admission, None)
         .await
         .map(|_| ())
 }
@@ -88,16 +88,19 @@ pub(crate) enum Budgeted {
 }
 
 /// [`limit_client`] and, in the same decision (one Redis round trip), a
-/// reservation of a client token's budget kept by the fleet.
+/// reservation of a client token's budget kept by the fleet; with a
+/// runtime key, the key's own rate (`key_rate`, beside the route's: both
+/// must pass) and its concurrency (`gate`, the fleet's with `[cluster]`).
 pub(crate) async fn limit_client_reserving(
     rate: Option<&RateLimit>,
     client: Client,
     id: Option<&str>,
-    gate: Option<&TokenGate>,
+    (gate, key_rate): (Option<&TokenGate>, Option<&RateLimit>),
     mut admission: Option<&mut Admission>,
     budget: Option<(&Arc<Cluster>, BudgetAsk<'_>)>,
 ) -> Result<Budgeted, Refusal> {
     let shared_rate = rate.and_then(|r| Some((r, r.cluster()?)));
+    let shared_key_rate = key_rate.and_then(|r| Some((r, r.cluster()?)));
     let shared_gate = match gate {
         Some(TokenGate::Shared {
             cluster,
@@ -106,7 +109,13 @@ pub(crate) async fn limit_client_reserving(
         }) => Some((cluster, key, *limit)),
         _ => None,
     };
-    // The route's own limits, as without a cluster.
+    // The limits this process keeps alone, as without a cluster: the
+    // key's own rate first (a key over it leaves the route's untouched).
+    if let Some(key_rate) = key_rate
+        && shared_key_rate.is_none()
+    {
+        key_rate.check(client).map_err(Refusal::KeyLimited)?;
+    }
     if let Some(rate) = rate
         && shared_rate.is_none()
     {
@@ -114,6 +123,7 @@ pub(crate) async fn limit_client_reserving(
     }
     let Some(cluster) = shared_rate
         .map(|(_, c)| c)
+        .or(shared_key_rate.map(|(_, c)| c))
         .or(shared_gate.map(|(c, _, _)| c))
         .or(budget.map(|(c, _)| c))
     else {
@@ -131,10 +141,12 @@ pub(crate) async fn limit_client_reserving(
         }
     };
     let rate_key = shared_rate.and_then(|(r, _)| r.shared_key(id));
+    let key_rate_key = shared_key_rate.and_then(|(r, _)| r.shared_key(id));
     let ask = Ask {
         rate: rate_key.as_ref().map(|(k, g)| (k.as_str(), *g)),
         lease: shared_gate.map(|(_, key, limit)| (key, limit)),
         budget: budget.map(|(_, b)| b),
+        key_rate: key_rate_key.as_ref().map(|(k, g)| (k.as_str(), *g)),
     };
     let mut budgeted = Budgeted::NotAsked;
     let lease = match cluster.decide(ask).await {
@@ -154,11 +166,25 @@ pub(crate) async fn limit_client_reserving(
                 |r| r.limited(client, wait),
             )));
         }
+        Decision::KeyLimited(wait) => {
+            return Err(Refusal::KeyLimited(match shared_key_rate {
+                Some((r, _)) => r.limited(client, wait),
+                None => rate::Limited {
+                    retry_after: 1,
+                    log: false,
+                },
+            }));
+        }
         Decision::Full => return Err(Refusal::Full),
         Decision::Closed => return Err(Refusal::Unavailable),
         Decision::Open { instances } => {
             if budget.is_some() {
                 budgeted = Budgeted::LocalShare { instances };
+            }
+            if let Some((key_rate, _)) = shared_key_rate {
+                key_rate
+                    .check_share(client, instances)
+                    .map_err(Refusal::KeyLimited)?;
             }
             if let Some((rate, _)) = shared_rate {
                 rate.check_share(client, instances)

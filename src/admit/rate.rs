@@ -124,6 +124,8 @@ struct Shared {
 pub(crate) enum Refusal {
     /// Over the rate (429).
     Limited(Limited),
+    /// Over a runtime key's own rate (429).
+    KeyLimited(Limited),
     /// Every concurrency slot of the client token is taken (429).
     Full,
     /// A shared limit could not be decided: Redis did not answer in time
@@ -156,10 +158,17 @@ impl RateLimit {
     }
 
     /// This limit decided for the fleet by `cluster` under `route`'s keys.
-    pub(crate) fn sharing(mut self, cluster: &Arc<Cluster>, route: &str) -> Self {
+    pub(crate) fn sharing(self, cluster: &Arc<Cluster>, route: &str) -> Self {
+        let prefix = cluster.rate_prefix(route);
+        self.sharing_under(cluster, prefix)
+    }
+
+    /// This limit decided for the fleet by `cluster`, a client's key being
+    /// `prefix` and its id (a runtime key's own rate: `rk:<id>`).
+    pub(crate) fn sharing_under(mut self, cluster: &Arc<Cluster>, prefix: String) -> Self {
         let share = RateLimit::share_of(self.interval, self.burst, 1, self.max_keys);
         self.shared = Some(Shared {
-            key: cluster.rate_prefix(route),
+            key: prefix,
             gcra: Gcra::every(self.interval, self.burst),
             cluster: cluster.clone(),
             share: ArcSwap::from_pointee((1, share)),

@@ -62,6 +62,14 @@ pub(crate) struct KeyFlags {
     /// Requests in flight at once.
     #[arg(long, value_name = "N")]
     max_concurrent: Option<u64>,
+    /// Requests a second (`rate_limit_per_second`), on every route and,
+    /// with `[cluster]`, across the fleet.
+    #[arg(long, value_name = "N")]
+    rps: Option<u64>,
+    /// Requests at once before `--rps` applies (`rate_limit_burst`;
+    /// default: the rate).
+    #[arg(long, value_name = "N")]
+    burst: Option<u64>,
     /// When it stops working: a duration from now (`90d`).
     #[arg(long, value_name = "DURATION")]
     expires: Option<String>,
@@ -116,6 +124,8 @@ impl KeyFlags {
         put("warn_at", self.warn_at.map(Value::from));
         put("tokens_per_minute", self.tokens_per_minute.map(Value::from));
         put("max_concurrent", self.max_concurrent.map(Value::from));
+        put("rate_limit_per_second", self.rps.map(Value::from));
+        put("rate_limit_burst", self.burst.map(Value::from));
         put("expires_in", self.expires.clone().map(Value::from));
         Value::Object(m).to_string()
     }

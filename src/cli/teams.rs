@@ -39,6 +39,12 @@ pub(crate) struct TeamFlags {
     /// Each member's requests in flight, when their key sets none.
     #[arg(long, value_name = "N")]
     max_concurrent: Option<u64>,
+    /// Each member key's requests a second, when the key sets none.
+    #[arg(long, value_name = "N")]
+    rps: Option<u64>,
+    /// Each member key's burst, with `--rps` (default: the rate).
+    #[arg(long, value_name = "N")]
+    burst: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -134,6 +140,12 @@ impl TeamFlags {
         }
         if let Some(n) = self.max_concurrent {
             m.insert("max_concurrent".into(), n.into());
+        }
+        if let Some(n) = self.rps {
+            m.insert("rate_limit_per_second".into(), n.into());
+        }
+        if let Some(n) = self.burst {
+            m.insert("rate_limit_burst".into(), n.into());
         }
         Ok(Value::Object(m).to_string())
     }

@@ -141,6 +141,9 @@ pub struct Ask<'a> {
     /// The budget books it pays from and what this request reserves in
     /// each.
     pub budget: Option<BudgetAsk<'a>>,
+    /// A runtime key's own rate key and quota, beside the route's `rate`
+    /// (both must pass; a request either refuses takes from neither).
+    pub key_rate: Option<(&'a str, Gcra)>,
 }
 
 /// The answer.
@@ -149,6 +152,8 @@ pub enum Decision {
     Admitted(Option<Lease>),
     /// Redis: over the rate; a request would pass after this long.
     Limited(Duration),
+    /// Redis: over the runtime key's own rate (`Ask::key_rate`).
+    KeyLimited(Duration),
     /// Redis: every slot of the token is taken.
     Full,
     /// Redis let the request through and reserved its budget.
@@ -265,6 +270,17 @@ impl Cluster {
     /// or did not answer within a second).
     pub(crate) async fn budget_view(&self, key: &str) -> Option<FleetBudget> {
         budgets::view(&self.inner, key).await
+    }
+
+    /// The key of a runtime key's own rate, the same on every route:
+    /// `<prefix>rk:`, to which the caller appends the key's id.
+    pub(crate) fn key_rate_prefix(&self) -> String {
+        format!("{}rk:", self.inner.prefix)
+    }
+
+    /// The key of a runtime key's concurrency slots, on every route.
+    pub(crate) fn key_lease_key(&self, id: &str) -> Arc<str> {
+        format!("{}ck:{id}", self.inner.prefix).into()
     }
 
     /// The key of a client token's concurrency slots on a route.
@@ -409,7 +425,12 @@ impl Cluster {
     ) -> Decision {
         let inner = &self.inner;
         if wait > 0 {
-            return Decision::Limited(Duration::from_micros(wait as u64));
+            let wait = Duration::from_micros(wait as u64);
+            // A rate's refusal names which rate in the bound's place.
+            return match bound {
+                2 => Decision::KeyLimited(wait),
+                _ => Decision::Limited(wait),
+            };
         }
         if reserved == 0 {
             return Decision::OverBudget(OverBudget {
@@ -559,6 +580,7 @@ impl Inner {
                 ask.lease
                     .map(|(k, _)| &**k)
                     .or(ask.budget.and_then(|b| b.books.first()).map(|b| &*b.key))
+                    .or(ask.key_rate.map(|(k, _)| k))
                     .unwrap_or(""),
                 None,
             ),
@@ -581,21 +603,29 @@ impl Inner {
         for edge in inner.spans() {
             invocation.arg(edge);
         }
-        let (Some(b), Some(id)) = (ask.budget, budget_id) else {
-            invocation.arg("").arg("").arg("").arg("").arg(0);
-            return invocation;
-        };
-        invocation
-            .arg(inner.member(id, b.tokens, b.spend))
-            .arg(inner.lease_ttl.as_millis() as u64)
-            .arg(b.tokens)
-            .arg(b.spend)
-            .arg(b.books.len());
-        for book in b.books {
-            invocation.key(&*book.key);
-            for limit in book.limits {
-                invocation.arg(limit.map(|l| l.to_string()).unwrap_or_default());
+        match (ask.budget, budget_id) {
+            (Some(b), Some(id)) => {
+                invocation
+                    .arg(inner.member(id, b.tokens, b.spend))
+                    .arg(inner.lease_ttl.as_millis() as u64)
+                    .arg(b.tokens)
+                    .arg(b.spend)
+                    .arg(b.books.len());
+                for book in b.books {
+                    invocation.key(&*book.key);
+                    for limit in book.limits {
+                        invocation.arg(limit.map(|l| l.to_string()).unwrap_or_default());
+                    }
+                }
             }
+            _ => {
+                invocation.arg("").arg("").arg("").arg("").arg(0);
+            }
+        }
+        // The key's own rate after everything else (its place moves with
+        // the books').
+        if let Some((key, g)) = ask.key_rate {
+            invocation.key(key).arg(g.interval_us).arg(g.tolerance_us);
         }
         invocation
     }

@@ -2,9 +2,10 @@
 //! request. Time is always Redis's own (`TIME`), so instances whose clocks
 //! disagree still share one limit.
 //!
-//! - **decide**: a client's GCRA rate check and, when it passes, a lease
-//!   on its token's concurrency — both in one script, so a request needs
-//!   one round trip and a rate-limited request never takes a slot.
+//! - **decide**: a client's GCRA rate check (and a runtime key's own
+//!   rate beside the route's) and, when it passes, a lease on its token's
+//!   or key's concurrency — in one script, so a request needs one round
+//!   trip and a rate-limited request never takes a slot.
 //! - **renew**: every lease this instance holds, re-added with a fresh
 //!   expiry (re-created if Redis lost it: after a restart the fleet's
 //!   count is whole again within one renewal).
@@ -21,7 +22,9 @@
 //! the client's theoretical arrival time in µs, expiring when it is in the
 //! past (a missing key and an expired one mean the same: a full burst);
 //! `cc:<route>:<token>` — a sorted set of lease ids scored by their expiry
-//! in ms, expiring with its newest lease; `instances` — a sorted set of
+//! in ms, expiring with its newest lease; `rk:<key id>` and `ck:<key id>`
+//! — a runtime key's own rate and concurrency, the same on every route
+//! (docs/decisions/106); `instances` — a sorted set of
 //! instance ids scored by expiry in ms; `settled:<instance>` — a hash: the
 //! highest sequence number of that instance's budget settles applied and
 //! how many were refused (see **settle**).
@@ -42,19 +45,41 @@ end
 /// GCRA as the `governor` crate does it (so a shared limit answers what a
 /// local one would): `t` between requests at the rate, `tau` = t ×
 /// (burst − 1). A request at `now` passes unless `now` < TAT − tau; a pass
-/// moves the TAT to max(TAT, now) + t. Returns 0, or the µs until a
-/// request would pass.
+/// moves the TAT to max(TAT, now) + t. `gcra_peek` returns 0 and the new
+/// TAT, or the µs until a request would pass; `gcra_set` takes the pass.
+///
+/// `rates` checks the route's rate (KEYS[1], ARGV 1–2) and a runtime
+/// key's own (the key after the books', and the two arguments after
+/// theirs: see **decide**) before taking either, so a request one of them
+/// refuses takes from neither. Returns 0, or the longest wait of those
+/// that refuse and which refused (1 the route's, 2 the key's).
 const GCRA: &str = r"
-local function gcra(key, t, tau, now)
+local function gcra_peek(key, t, tau, now)
   local tat = tonumber(redis.call('GET', key)) or now
   local earliest = tat - tau
   if now < earliest then
-    return earliest - now
+    return earliest - now, nil
   end
-  local new = math.max(tat, now) + t
+  return 0, math.max(tat, now) + t
+end
+local function gcra_set(key, new, now)
   local ttl = math.max(1, math.ceil((new - now) / 1000))
   redis.call('SET', key, string.format('%d', new), 'PX', ttl)
-  return 0
+end
+local function rates(now, books)
+  local asked = {}
+  if ARGV[1] ~= '' then asked[#asked + 1] = {KEYS[1], ARGV[1], ARGV[2], 1} end
+  local at = 17 + 7 * books
+  if (ARGV[at] or '') ~= '' then asked[#asked + 1] = {KEYS[3 + books], ARGV[at], ARGV[at + 1], 2} end
+  local wait, which = 0, 0
+  for _, r in ipairs(asked) do
+    local w, new = gcra_peek(r[1], tonumber(r[2]), tonumber(r[3]), now)
+    r[5] = new
+    if w > wait then wait, which = w, r[4] end
+  end
+  if wait > 0 then return wait, which end
+  for _, r in ipairs(asked) do gcra_set(r[1], r[5], now) end
+  return 0, 0
 end
 ";
 
@@ -84,9 +109,12 @@ end
 /// time zone places them: see `set_spans`); reservation member, TTL ms,
 /// tokens and spend wanted, the number of books, then each book's seven
 /// limits in `llm::ledger::Bound::ALL`'s order (each empty: unbounded).
+/// A runtime key's own rate, when asked, comes last: its key after the
+/// books' (KEYS[3 + books]), its t µs and tau µs after their limits.
 /// Returns {µs to wait (0: passed), lease: 1 taken, 0 full, -1 not asked
 /// or not reached, budget: 1 reserved, 0 refused, -1 not asked or not
-/// reached, the refusing bound (1..7), µs until it would fit (-1: never),
+/// reached, the refusing bound (1..7) — or, when a rate refused, which
+/// (1 the route's, 2 the key's) —, µs until it would fit (-1: never),
 /// the refusing book (1..)}, and when reserved, then per book its
 /// fullest bound (1..7; 0: none bounded) and that bound's percent used
 /// with this request — settled plus in flight, this reservation included,
@@ -94,22 +122,19 @@ end
 /// ledger's `warning` rule, for the soft limit (`warn_at`) — read from
 /// what the check reads anyway.
 ///
-/// The order is the local one: the rate (a refused request takes
-/// nothing), every book checked, the slot, and only then every book
+/// The order is the local one: the rates (a request either refuses takes
+/// from neither), every book checked, the slot, and only then every book
 /// reserved — so a request refused anywhere holds nothing, and the
 /// tightest bound of any book refuses (with the longest wait of those
 /// that refuse: the request fits only once all have room).
 const DECIDE_MAIN: &str = r"
 local now = now_us()
 local now_ms = math.floor(now / 1000)
-local wait = 0
-if ARGV[1] ~= '' then
-  wait = gcra(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), now)
-end
-if wait > 0 then
-  return {math.floor(wait), -1, -1, 0, 0, 0}
-end
 local books = tonumber(ARGV[16]) or 0
+local wait, limited = rates(now, books)
+if wait > 0 then
+  return {math.floor(wait), -1, -1, limited, 0, 0}
+end
 local fill = {}
 local want_t, want_s = tonumber(ARGV[14]), tonumber(ARGV[15])
 if books > 0 then

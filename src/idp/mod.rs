@@ -276,6 +276,7 @@ impl Idp {
             models: Default::default(),
             budget: Default::default(),
             max_concurrent: 0,
+            rate: None,
             expires_at: exp,
         };
         // The config's first policy with one of the person's groups; else

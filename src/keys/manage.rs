@@ -25,6 +25,8 @@ const FIELDS: &[&str] = &[
     "routes",
     "models",
     "max_concurrent",
+    "rate_limit_per_second",
+    "rate_limit_burst",
     "tokens_per_minute",
     "tokens_per_day",
     "spend_per_day",
@@ -39,6 +41,9 @@ const FIELDS: &[&str] = &[
 const MAX_TEXT: usize = 128;
 const MAX_LIST: usize = 100;
 const MAX_METADATA: usize = 4096;
+/// The highest request rate and burst a key may have: more than any
+/// agent sends, well inside the limiters' arithmetic.
+pub(super) const MAX_RATE: u64 = 1_000_000;
 
 /// One field's reading, adding what is wrong to `problems`.
 pub(super) struct Reader<'a> {
@@ -97,6 +102,38 @@ impl Reader<'_> {
                     None
                 }
             },
+        }
+    }
+
+    /// A request rate or burst: a whole number from 1 to [`MAX_RATE`].
+    pub(super) fn rate(&mut self, name: &str) -> Option<Option<u64>> {
+        match self.fields.get(name)? {
+            Value::Null => Some(None),
+            v => match v.as_u64() {
+                Some(n) if (1..=MAX_RATE).contains(&n) => Some(Some(n)),
+                _ => {
+                    self.problems.push(format!(
+                        "`{name}` must be a whole number of requests from 1 to {MAX_RATE} (or null)"
+                    ));
+                    None
+                }
+            },
+        }
+    }
+
+    /// A burst given with the rate cleared in the same change: a burst
+    /// needs a rate (as a route's `rate_limit_burst` does).
+    pub(super) fn burst_needs_rate(&mut self) {
+        let cleared = matches!(self.fields.get("rate_limit_per_second"), Some(Value::Null));
+        let burst = self
+            .fields
+            .get("rate_limit_burst")
+            .is_some_and(|b| !b.is_null());
+        if cleared && burst {
+            self.problems.push(
+                "`rate_limit_burst` needs a rate: give `rate_limit_per_second` too, or clear both"
+                    .into(),
+            );
         }
     }
 
@@ -201,6 +238,7 @@ impl KeySpec {
                 None
             }
         };
+        r.burst_needs_rate();
         let change = KeyChange {
             name: r.text("name").flatten(),
             user: r.text("user"),
@@ -209,6 +247,8 @@ impl KeySpec {
             routes: r.list("routes"),
             models: r.list("models"),
             max_concurrent: r.count("max_concurrent"),
+            rate_limit_per_second: r.rate("rate_limit_per_second"),
+            rate_limit_burst: r.rate("rate_limit_burst"),
             tokens_per_minute: r.count("tokens_per_minute"),
             tokens_per_day: r.count("tokens_per_day"),
             spend_per_day: r.money("spend_per_day"),
@@ -272,6 +312,8 @@ impl Keys {
             routes: Vec::new(),
             models: Vec::new(),
             max_concurrent: None,
+            rate_limit_per_second: None,
+            rate_limit_burst: None,
             tokens_per_minute: None,
             tokens_per_day: None,
             spend_per_day: None,
@@ -385,6 +427,8 @@ pub(crate) fn view(row: &KeyRow) -> Value {
         "routes": row.routes,
         "models": row.models,
         "max_concurrent": row.max_concurrent,
+        "rate_limit_per_second": row.rate_limit_per_second,
+        "rate_limit_burst": row.rate_limit_burst,
         "tokens_per_minute": row.tokens_per_minute,
         "tokens_per_day": row.tokens_per_day,
         "spend_per_day": row.spend_per_day.map(|s| s as f64 / SPEND_UNIT),

@@ -45,8 +45,31 @@ pub(crate) struct Key {
     pub(crate) budget: Budget,
     /// Requests in flight at once; 0 = the route's own bound.
     pub(crate) max_concurrent: usize,
+    /// Requests a second (`None`: only the route's per-client rate).
+    pub(crate) rate: Option<KeyRate>,
     /// Unix seconds.
     pub(crate) expires_at: Option<i64>,
+}
+
+/// A key's request rate: `per_second` sustained, `burst` at once (GCRA,
+/// as a route's `rate_limit_per_second` and `rate_limit_burst`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyRate {
+    pub(crate) per_second: u32,
+    pub(crate) burst: u32,
+}
+
+impl KeyRate {
+    /// The rate of stored `per_second` and `burst` (the burst defaults to
+    /// the rate, as a route's does); none without a rate.
+    pub(crate) fn of(per_second: Option<u64>, burst: Option<u64>) -> Option<KeyRate> {
+        let per_second = u32::try_from(per_second?).unwrap_or(u32::MAX).max(1);
+        let burst = burst.map_or(per_second, |b| u32::try_from(b).unwrap_or(u32::MAX));
+        Some(KeyRate {
+            per_second,
+            burst: burst.max(1),
+        })
+    }
 }
 
 impl Key {
@@ -76,6 +99,7 @@ impl Key {
             max_concurrent: row
                 .max_concurrent
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            rate: KeyRate::of(row.rate_limit_per_second, row.rate_limit_burst),
             expires_at: row.expires_at,
         };
         if let Some(team) = row.team.as_deref().and_then(|t| teams.get(t)) {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::manage::{Reader, SpecError, failed, time};
-use super::{Key, Keys};
+use super::{Key, KeyRate, Keys};
 use crate::config::{AllowedModels, Budget, SPEND_UNIT};
 use crate::store::{BOUNDS, BudgetChange, TeamChange, TeamRow, unix_now};
 
@@ -29,6 +29,8 @@ pub(crate) struct Team {
     pub(crate) models: AllowedModels,
     pub(crate) routes: Vec<String>,
     pub(crate) max_concurrent: usize,
+    /// Each member key's rate, when the key sets none.
+    pub(crate) rate: Option<KeyRate>,
     pub(crate) per_person: Budget,
 }
 
@@ -42,12 +44,13 @@ impl Team {
             max_concurrent: row
                 .max_concurrent
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            rate: KeyRate::of(row.rate_limit_per_second, row.rate_limit_burst),
             per_person: row.per_person,
         }
     }
 
     /// `key` under this policy: what the key does not set itself (models,
-    /// routes, concurrency, its own budget) is the team's.
+    /// routes, concurrency, rate, its own budget) is the team's.
     pub(crate) fn fill(&self, key: &mut Key) {
         if key.models.0.is_empty() {
             key.models = self.models.clone();
@@ -57,6 +60,9 @@ impl Team {
         }
         if key.max_concurrent == 0 {
             key.max_concurrent = self.max_concurrent;
+        }
+        if key.rate.is_none() {
+            key.rate = self.rate;
         }
         if key.budget.is_unbounded() && key.budget.warn_at.is_none() {
             key.budget = self.per_person;
@@ -71,11 +77,13 @@ pub(crate) struct TeamSpec {
     change: TeamChange,
 }
 
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 8] = [
     "name",
     "models",
     "routes",
     "max_concurrent",
+    "rate_limit_per_second",
+    "rate_limit_burst",
     "per_person",
     "(and a budget's bounds)",
 ];
@@ -103,7 +111,7 @@ impl TeamSpec {
             fields,
             problems: Vec::new(),
         };
-        let known = |k: &str| FIELDS[..5].contains(&k) || BOUNDS.contains(&k);
+        let known = |k: &str| FIELDS[..7].contains(&k) || BOUNDS.contains(&k);
         for name in fields.keys().filter(|k| !known(k)) {
             r.problems.push(format!(
                 "unknown field `{name}`; a team has: {}, {}",
@@ -149,10 +157,13 @@ impl TeamSpec {
                 BudgetChange::default()
             }
         };
+        r.burst_needs_rate();
         let change = TeamChange {
             models: r.list("models"),
             routes: r.list("routes"),
             max_concurrent: r.count("max_concurrent"),
+            rate_limit_per_second: r.rate("rate_limit_per_second"),
+            rate_limit_burst: r.rate("rate_limit_burst"),
             budget: budget(&mut r),
             per_person,
         };
@@ -223,6 +234,8 @@ impl Keys {
             models: Vec::new(),
             routes: Vec::new(),
             max_concurrent: None,
+            rate_limit_per_second: None,
+            rate_limit_burst: None,
             budget: Budget::default(),
             per_person: Budget::default(),
             created_at: now,
@@ -301,6 +314,11 @@ pub(crate) fn team_view(row: &TeamRow) -> Value {
     v.insert("models".into(), row.models.clone().into());
     v.insert("routes".into(), row.routes.clone().into());
     v.insert("max_concurrent".into(), row.max_concurrent.into());
+    v.insert(
+        "rate_limit_per_second".into(),
+        row.rate_limit_per_second.into(),
+    );
+    v.insert("rate_limit_burst".into(), row.rate_limit_burst.into());
     v.insert(
         "per_person".into(),
         Value::Object(budget_view(&row.per_person)),

@@ -10,8 +10,10 @@ use http::{Request, StatusCode};
 use hyper::body::Incoming;
 use subtle::ConstantTimeEq;
 
-use super::{Context, LlmRoute, body, outgoing, usage};
+use super::{Context, KeyBook, LlmRoute, body, outgoing, usage};
+use crate::admit::Budgeted;
 use crate::admit::rate::{Client, Refusal};
+use crate::cluster::{BudgetAsk, Cluster};
 use crate::config::{AllowedModels, LlmSettings};
 use crate::idp::{Refusal as IdpRefusal, looks_like_jwt};
 use crate::keys::{Found, Key};
@@ -27,6 +29,18 @@ pub(crate) enum Who {
     Key(Arc<Key>),
 }
 
+/// A client whose limits wait for the body: the fleet keeps its budget,
+/// and step 4 decides its limits with the budget's reserve in one Redis
+/// round trip, once the body says what to reserve.
+#[derive(Clone)]
+pub(crate) enum Deferred {
+    /// A client token of the route, by index.
+    Token(usize),
+    /// A runtime key (or a person), with its book: its own rate and
+    /// concurrency beside the route's rate.
+    Key(Arc<Key>, KeyBook),
+}
+
 /// What authentication found: who, and the headers that carried it
 /// (never forwarded).
 pub(crate) type Presenting = (Who, outgoing::Carriers);
@@ -36,10 +50,8 @@ pub(crate) type Presenting = (Who, outgoing::Carriers);
 pub(crate) struct Presented {
     /// The headers that carried the token or key: never forwarded.
     pub(crate) strip: outgoing::Carriers,
-    /// The token, when its limits wait for the body: the fleet keeps its
-    /// budget, and decides them with the budget's reserve in one Redis
-    /// round trip, once the body says what to reserve.
-    pub(crate) deferred: Option<usize>,
+    /// Who, when their limits wait for the body.
+    pub(crate) deferred: Option<Deferred>,
     /// Who presented, when the route asks: whose body's bytes, model list
     /// and budget these are.
     pub(crate) who: Option<Who>,
@@ -173,25 +185,18 @@ pub(crate) async fn limit(
 ) -> Result<Presented, Rescue> {
     let index = match who {
         Who::Token(index) => index,
-        Who::Key(key) => return limit_key(llm, (key, strip), account, cx).await,
+        Who::Key(key) => return limit_key(llm, (key, strip), endpoint, account, cx).await,
     };
     account.identify(index, cx.facts);
+    let deferred = Deferred::Token(index);
     if endpoint.api().is_some() && account.budget_is_shared() {
         return Ok(Presented {
             strip,
-            deferred: Some(index),
+            deferred: Some(deferred),
             who: Some(Who::Token(index)),
         });
     }
-    crate::admit::limit_client(
-        cx.rate.map(|r| &**r),
-        Client::Token(index),
-        llm.token_ids.get(index).map(String::as_str),
-        llm.token_gates.get(index),
-        cx.admission.as_mut(),
-    )
-    .await
-    .map_err(|r| limit_refusal(r, cx))?;
+    limit_deferred(llm, &deferred, None, cx).await?;
     Ok(Presented {
         strip,
         deferred: None,
@@ -199,11 +204,14 @@ pub(crate) async fn limit(
     })
 }
 
-/// A runtime key's limits: its rate under the route's limit, its own
-/// concurrency bound (across routes).
+/// A runtime key's limits: the route's rate for it, its own rate and its
+/// own concurrency bound (across routes; the fleet's with `[cluster]`) —
+/// or, when the fleet keeps its budget, all of them at step 4 with the
+/// reserve.
 async fn limit_key(
     llm: &LlmRoute,
     (key, strip): (Arc<Key>, outgoing::Carriers),
+    endpoint: Endpoint,
     account: &usage::Account,
     cx: &mut Context<'_>,
 ) -> Result<Presented, Rescue> {
@@ -215,23 +223,56 @@ async fn limit_key(
         })?,
         _ => key,
     };
-    let book = llm.books.key_books.of(&key);
+    let book = llm.books.key_books.of(&key, llm.books.cluster.as_ref());
     let team = llm.books.teams.of(key.team.as_deref());
     account.identify_key(key.clone(), book.clone(), team, cx.facts);
-    crate::admit::limit_client(
-        cx.rate.map(|r| &**r),
-        Client::Key(crate::upstream::balance::key(key.id.as_bytes())),
-        Some(&key.id),
-        Some(&book.gate),
-        cx.admission.as_mut(),
-    )
-    .await
-    .map_err(|r| limit_refusal(r, cx))?;
+    let deferred = Deferred::Key(key.clone(), book);
+    if endpoint.api().is_some() && account.budget_is_shared() {
+        return Ok(Presented {
+            strip,
+            deferred: Some(deferred),
+            who: Some(Who::Key(key)),
+        });
+    }
+    limit_deferred(llm, &deferred, None, cx).await?;
     Ok(Presented {
         strip,
         deferred: None,
         who: Some(Who::Key(key)),
     })
+}
+
+/// The limits of who presented — the route's rate for them; a token's
+/// concurrency, or a key's own rate and concurrency — decided, with
+/// `budget`'s reserve when the fleet keeps it, in one decision.
+pub(crate) async fn limit_deferred(
+    llm: &LlmRoute,
+    deferred: &Deferred,
+    budget: Option<(&Arc<Cluster>, BudgetAsk<'_>)>,
+    cx: &mut Context<'_>,
+) -> Result<Budgeted, Rescue> {
+    let (client, id, limits) = match deferred {
+        Deferred::Token(index) => (
+            Client::Token(*index),
+            llm.token_ids.get(*index).map(String::as_str),
+            (llm.token_gates.get(*index), None),
+        ),
+        Deferred::Key(key, book) => (
+            Client::Key(crate::upstream::balance::key(key.id.as_bytes())),
+            Some(&*key.id),
+            (Some(&*book.gate), book.rate.as_deref()),
+        ),
+    };
+    crate::admit::limit_client_reserving(
+        cx.rate.map(|r| &**r),
+        client,
+        id,
+        limits,
+        cx.admission.as_mut(),
+        budget,
+    )
+    .await
+    .map_err(|r| limit_refusal(r, cx))
 }
 
 /// A route without client tokens limits its clients by address (an HTTP
@@ -250,6 +291,10 @@ pub(crate) fn limit_refusal(refusal: Refusal, cx: &Context<'_>) -> Rescue {
     match refusal {
         Refusal::Limited(limited) => Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
             .saying("this client token is over its rate limit"),
+        Refusal::KeyLimited(limited) => {
+            Rescue::rate_limited(limited, cx.peer, cx.route_name, cx.host)
+                .saying("this key is over its request rate (`rate_limit_per_second`)")
+        }
         Refusal::Full => Rescue::status(StatusCode::TOO_MANY_REQUESTS)
             .retry_after(1)
             .counting(crate::respond::Counted::Shed("token"))

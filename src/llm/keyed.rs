@@ -1,7 +1,8 @@
-//! Each runtime key's budget ledger and concurrency gate, process-wide
-//! and by key id: a key's budget is the key's on every route it opens,
-//! and survives reloads and changes to the key (a new limit applies to
-//! the same ledger). Each team's shared ledger likewise, by team name:
+//! Each runtime key's budget ledger, concurrency gate and request rate,
+//! process-wide and by key id: a key's budget is the key's on every route
+//! it opens, and survives reloads and changes to the key (a new limit
+//! applies to the same ledger). With `[cluster]` the gate and the rate are
+//! the fleet's, decided in Redis (docs/decisions/106). Each team's shared ledger likewise, by team name:
 //! a team the config defines (`[[teams]]`) first, else one the database
 //! keeps (docs/decisions/102), looked up in memory per request.
 
@@ -10,21 +11,29 @@ use std::sync::{Arc, Mutex};
 
 use super::ledger::{Clock, Ledger};
 use crate::admit::TokenGate;
+use crate::admit::rate::RateLimit;
+use crate::cluster::Cluster;
 use crate::config::{Budget, TeamBudget};
-use crate::keys::{Key, Keys};
+use crate::keys::{Key, KeyRate, Keys};
 use crate::sync::Locked;
 
 /// Books kept at most; past it, those of keys no request holds are
 /// dropped (a revoked key's go then).
 const MAX_BOOKS: usize = 100_000;
 
-/// One key's ledger and gate.
+/// Clients a key's own rate limiter tracks: the key alone.
+const RATE_KEYS: usize = 16;
+
+/// One key's ledger, gate and rate.
 #[derive(Clone)]
 pub(crate) struct KeyBook {
     pub(crate) ledger: Arc<Ledger>,
     pub(crate) gate: Arc<TokenGate>,
-    /// The concurrency the gate was made for.
-    limit: usize,
+    /// The key's requests a second, when it has a rate.
+    pub(crate) rate: Option<Arc<RateLimit>>,
+    /// What the gate and the rate were made for: the concurrency, the
+    /// rate, and whether the fleet keeps them.
+    made: (usize, Option<KeyRate>, bool),
 }
 
 /// Every key's book.
@@ -34,21 +43,25 @@ pub(crate) struct KeyBooks {
 }
 
 impl KeyBooks {
-    /// The book of `key`, made the first time; its gate made again when
-    /// the key's concurrency changed.
-    pub(crate) fn of(&self, key: &Key) -> KeyBook {
+    /// The book of `key`, made the first time; its gate and rate made
+    /// again when the key's concurrency or rate changed, or the fleet
+    /// (`cluster`) came or went.
+    pub(crate) fn of(&self, key: &Key, cluster: Option<&Arc<Cluster>>) -> KeyBook {
         let mut books = self.by_id.locked();
         if books.len() >= MAX_BOOKS && !books.contains_key(&key.id) {
             books.retain(|_, b| Arc::strong_count(&b.ledger) > 1);
         }
+        let made = (key.max_concurrent, key.rate, cluster.is_some());
         let book = books.entry(key.id.clone()).or_insert_with(|| KeyBook {
             ledger: Arc::new(Ledger::new(Clock::system())),
-            gate: Arc::new(TokenGate::new(key.max_concurrent, None)),
-            limit: key.max_concurrent,
+            gate: Arc::new(gate(key, cluster)),
+            rate: rate(key, cluster),
+            made,
         });
-        if book.limit != key.max_concurrent {
-            book.gate = Arc::new(TokenGate::new(key.max_concurrent, None));
-            book.limit = key.max_concurrent;
+        if book.made != made {
+            book.gate = Arc::new(gate(key, cluster));
+            book.rate = rate(key, cluster);
+            book.made = made;
         }
         book.clone()
     }
@@ -61,6 +74,22 @@ impl KeyBooks {
             .map(|(id, b)| (id.clone(), b.ledger.clone()))
             .collect()
     }
+}
+
+/// A key's concurrency gate: the fleet's slots with `cluster`.
+fn gate(key: &Key, cluster: Option<&Arc<Cluster>>) -> TokenGate {
+    let shared = cluster.map(|c| (c, c.key_lease_key(&key.id)));
+    TokenGate::new(key.max_concurrent, shared)
+}
+
+/// A key's own rate limiter: decided in Redis with `cluster`.
+fn rate(key: &Key, cluster: Option<&Arc<Cluster>>) -> Option<Arc<RateLimit>> {
+    let r = key.rate?;
+    let limit = RateLimit::new(r.per_second, r.burst, RATE_KEYS);
+    Some(Arc::new(match cluster {
+        Some(c) => limit.sharing_under(c, c.key_rate_prefix()),
+        None => limit,
+    }))
 }
 
 /// One team's shared budget and the ledger it is counted in.

@@ -8,9 +8,10 @@
 //! 1. **endpoint** — the API path under the route's mount point names an
 //!    endpoint of the route's protocol, or 404 in that protocol's shape.
 //! 2. **client token** — checked before a byte of the body is read (401);
-//!    then the token's own concurrency bound (429, never queued) — unless
-//!    the fleet keeps the token's budget: then its limits wait for step 4,
-//!    where one Redis script decides them with the budget's reserve.
+//!    then the token's own concurrency bound, or a runtime key's own rate
+//!    and concurrency (429, never queued) — unless the fleet keeps the
+//!    token's or key's budget: then its limits wait for step 4, where one
+//!    Redis script decides them with the budget's reserve.
 //! 3. **body** — read whole under the route limit, the minimum data rate
 //!    and the process-wide byte budget (503 when spent); the top-level
 //!    `model` is found without re-serialising the document.
@@ -57,6 +58,7 @@ use hyper::body::Incoming;
 pub(crate) use body::ByteBudget;
 use body::ReadError;
 pub(crate) use facts::{LlmRecord, SharedLlmFacts};
+use keyed::KeyBook;
 pub(crate) use keyed::{KeyBooks, TeamBooks, TeamLedgers};
 
 pub(crate) use offload::Offload;
@@ -250,8 +252,8 @@ struct Turn {
     /// attempts end.
     read: body::ReadBody,
     endpoint: Endpoint,
-    /// The client token whose limits wait for the body (step 2).
-    deferred: Option<usize>,
+    /// Who presented, when their limits wait for the body (step 2).
+    deferred: Option<client::Deferred>,
     /// Who presented, when the route asks: whose model list step 4
     /// checks.
     who: Option<client::Who>,
@@ -468,15 +470,15 @@ async fn read_model(
 
 /// Step 4, budget: the payer's (and its team's) reserved before any
 /// upstream is contacted, priced at the dearest model it may be sent as;
-/// when the fleet keeps a client token's, in one decision with the
-/// token's limits `deferred` from step 2.
+/// when the fleet keeps it, in one decision with the token's or key's
+/// limits `deferred` from step 2.
 async fn reserve_budget(
     llm: &LlmRoute,
     account: &usage::Account,
     request: &outgoing::Outgoing,
     model: &Model,
     choices: &[Choice],
-    deferred: Option<usize>,
+    deferred: Option<client::Deferred>,
     cx: &mut Context<'_>,
 ) -> Result<(), Rescue> {
     let served = choices
@@ -484,27 +486,23 @@ async fn reserve_budget(
         .map(|c| c.model.as_deref().unwrap_or(&model.name));
     let want = account.want(request.body.len(), model.max_output, served);
     match (want, deferred) {
-        (Some(want), Some(index)) => {
-            let budgeted = crate::admit::limit_client_reserving(
-                cx.rate.map(|r| &**r),
-                Client::Token(index),
-                llm.token_ids.get(index).map(String::as_str),
-                llm.token_gates.get(index),
-                cx.admission.as_mut(),
-                account.budget_ask(&want),
-            )
-            .await
-            .map_err(|r| client::limit_refusal(r, cx))?;
+        (Some(want), Some(deferred)) => {
+            let ask = account.budget_ask(&want);
+            let budgeted = client::limit_deferred(llm, &deferred, ask, cx).await?;
             account.take(budgeted, want, cx.facts)
         }
-        // A key's, a person's or a team's budget the fleet keeps: its own
-        // decision (the key's limits are this instance's).
+        // Limits deferred with no budget to reserve: decided alone.
+        (None, Some(deferred)) => client::limit_deferred(llm, &deferred, None, cx)
+            .await
+            .map(|_| ()),
+        // A team's budget the fleet keeps, its payer's limits decided at
+        // step 2: its own decision.
         (Some(want), None) if want.is_shared() => {
             let budgeted = crate::admit::limit_client_reserving(
                 None,
                 Client::ip(cx.peer),
                 None,
-                None,
+                (None, None),
                 None,
                 account.budget_ask(&want),
             )
@@ -513,7 +511,7 @@ async fn reserve_budget(
             account.take(budgeted, want, cx.facts)
         }
         (Some(want), None) => account.reserve(want, cx.facts),
-        (None, _) => Ok(()),
+        (None, None) => Ok(()),
     }
 }
 

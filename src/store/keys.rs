@@ -19,6 +19,9 @@ pub(crate) struct KeyRow {
     pub(crate) routes: Vec<String>,
     pub(crate) models: Vec<String>,
     pub(crate) max_concurrent: Option<u64>,
+    /// Requests a second, sustained, and at once (docs/decisions/106).
+    pub(crate) rate_limit_per_second: Option<u64>,
+    pub(crate) rate_limit_burst: Option<u64>,
     pub(crate) tokens_per_minute: Option<u64>,
     pub(crate) tokens_per_day: Option<u64>,
     pub(crate) spend_per_day: Option<u64>,
@@ -45,6 +48,8 @@ pub(crate) struct KeyChange {
     pub(crate) routes: Option<Vec<String>>,
     pub(crate) models: Option<Vec<String>>,
     pub(crate) max_concurrent: Option<Option<u64>>,
+    pub(crate) rate_limit_per_second: Option<Option<u64>>,
+    pub(crate) rate_limit_burst: Option<Option<u64>>,
     pub(crate) tokens_per_minute: Option<Option<u64>>,
     pub(crate) tokens_per_day: Option<Option<u64>>,
     pub(crate) spend_per_day: Option<Option<u64>>,
@@ -71,6 +76,8 @@ impl KeyChange {
         set(&mut row.routes, self.routes);
         set(&mut row.models, self.models);
         set(&mut row.max_concurrent, self.max_concurrent);
+        set(&mut row.rate_limit_per_second, self.rate_limit_per_second);
+        set(&mut row.rate_limit_burst, self.rate_limit_burst);
         set(&mut row.tokens_per_minute, self.tokens_per_minute);
         set(&mut row.tokens_per_day, self.tokens_per_day);
         set(&mut row.spend_per_day, self.spend_per_day);
@@ -107,6 +114,8 @@ pub(super) const COLUMNS: &[&str] = &[
     "tokens_per_month",
     "spend_per_month",
     "warn_at",
+    "rate_limit_per_second",
+    "rate_limit_burst",
 ];
 
 /// `COLUMNS` as a select list.
@@ -173,6 +182,8 @@ pub(super) fn from_cells<C: Cells>(r: &C) -> Result<KeyRow, C::Error> {
         tokens_per_month: amount(r.int(19)?),
         spend_per_month: amount(r.int(20)?),
         warn_at: amount(r.int(21)?),
+        rate_limit_per_second: amount(r.int(22)?),
+        rate_limit_burst: amount(r.int(23)?),
     })
 }
 
@@ -202,5 +213,7 @@ pub(super) fn cells(k: &KeyRow) -> Vec<Cell> {
         stored(k.tokens_per_month),
         stored(k.spend_per_month),
         stored(k.warn_at),
+        stored(k.rate_limit_per_second),
+        stored(k.rate_limit_burst),
     ]
 }

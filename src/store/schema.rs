@@ -103,4 +103,10 @@ pub(super) const STEPS: &[&str] = &[
         created_at {int} NOT NULL,
         updated_at {int} NOT NULL
      );",
+    // 5: a key's request rate and its burst, and a team's default of
+    // both for its keys (docs/decisions/106).
+    "ALTER TABLE keys ADD COLUMN rate_limit_per_second {int};
+     ALTER TABLE keys ADD COLUMN rate_limit_burst {int};
+     ALTER TABLE teams ADD COLUMN rate_limit_per_second {int};
+     ALTER TABLE teams ADD COLUMN rate_limit_burst {int};",
 ];

@@ -19,6 +19,9 @@ pub(crate) struct TeamRow {
     pub(crate) routes: Vec<String>,
     /// Each member's requests in flight.
     pub(crate) max_concurrent: Option<u64>,
+    /// Each member's requests a second, sustained and at once.
+    pub(crate) rate_limit_per_second: Option<u64>,
+    pub(crate) rate_limit_burst: Option<u64>,
     /// What the whole team shares.
     pub(crate) budget: Budget,
     /// Each member's own, when their key sets none (and each IdP person's).
@@ -34,6 +37,8 @@ pub(crate) struct TeamChange {
     pub(crate) models: Option<Vec<String>>,
     pub(crate) routes: Option<Vec<String>>,
     pub(crate) max_concurrent: Option<Option<u64>>,
+    pub(crate) rate_limit_per_second: Option<Option<u64>>,
+    pub(crate) rate_limit_burst: Option<Option<u64>>,
     pub(crate) budget: BudgetChange,
     pub(crate) per_person: BudgetChange,
 }
@@ -110,14 +115,20 @@ impl TeamChange {
         if let Some(c) = self.max_concurrent {
             row.max_concurrent = c;
         }
+        if let Some(r) = self.rate_limit_per_second {
+            row.rate_limit_per_second = r;
+        }
+        if let Some(b) = self.rate_limit_burst {
+            row.rate_limit_burst = b;
+        }
         self.budget.apply_to(&mut row.budget);
         self.per_person.apply_to(&mut row.per_person);
     }
 }
 
 /// The columns of `teams`, in the order [`cells`] and [`from_cells`] use.
-pub(super) const COLUMNS: &str =
-    "name, models, routes, max_concurrent, budget, per_person, created_at, updated_at";
+pub(super) const COLUMNS: &str = "name, models, routes, max_concurrent, budget, per_person, \
+     created_at, updated_at, rate_limit_per_second, rate_limit_burst";
 
 /// A budget as stored: its set bounds only.
 fn budget_text(b: &Budget) -> String {
@@ -154,30 +165,33 @@ pub(super) fn from_cells<C: Cells>(r: &C) -> Result<TeamRow, C::Error> {
         per_person: budget_of(r.text(5)?),
         created_at: r.int(6)?.unwrap_or_default(),
         updated_at: r.int(7)?.unwrap_or_default(),
+        rate_limit_per_second: r.int(8)?.and_then(|n| u64::try_from(n).ok()),
+        rate_limit_burst: r.int(9)?.and_then(|n| u64::try_from(n).ok()),
     })
 }
 
 /// A team's cells, in `COLUMNS`' order.
 pub(super) fn cells(t: &TeamRow) -> Vec<Cell> {
     let text = |s: String| Cell::Text(Some(s));
+    let int = |n: Option<u64>| Cell::Int(n.map(|n| i64::try_from(n).unwrap_or(i64::MAX)));
     vec![
         text(t.name.clone()),
         text(Value::from(t.models.clone()).to_string()),
         text(Value::from(t.routes.clone()).to_string()),
-        Cell::Int(
-            t.max_concurrent
-                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
-        ),
+        int(t.max_concurrent),
         text(budget_text(&t.budget)),
         text(budget_text(&t.per_person)),
         Cell::Int(Some(t.created_at)),
         Cell::Int(Some(t.updated_at)),
+        int(t.rate_limit_per_second),
+        int(t.rate_limit_burst),
     ]
 }
 
 /// The upsert of a team's row, in dialect `d`.
 pub(super) fn upsert_sql(d: super::schema::Dialect) -> String {
-    let params: Vec<String> = (1..=8).map(|n| d.param(n)).collect();
+    let count = COLUMNS.split(", ").count();
+    let params: Vec<String> = (1..=count).map(|n| d.param(n)).collect();
     let set: Vec<String> = COLUMNS
         .split(", ")
         .skip(1)

@@ -13,6 +13,8 @@ fn key(id: &str, hash: u8) -> KeyRow {
         routes: vec!["claude".into()],
         models: vec!["claude-*".into()],
         max_concurrent: Some(4),
+        rate_limit_per_second: Some(5),
+        rate_limit_burst: None,
         tokens_per_minute: None,
         tokens_per_day: Some(1000),
         spend_per_day: Some(5_000_000_000_000),
@@ -208,6 +210,8 @@ async fn teams_are_created_once_changed_bound_by_bound_and_deleted_each_moving_t
         models: vec!["claude-*".into()],
         routes: Vec::new(),
         max_concurrent: Some(4),
+        rate_limit_per_second: Some(10),
+        rate_limit_burst: Some(20),
         budget: crate::config::Budget {
             spend_per_month: Some(500_000_000_000_000),
             warn_at: Some(80),

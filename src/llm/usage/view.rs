@@ -126,7 +126,7 @@ pub(crate) async fn keyed_view(
         }
         None => None,
     };
-    let ledger = books.key_books.of(key).ledger;
+    let ledger = books.key_books.of(key, cluster).ledger;
     let fleet_key = cluster.map(|c| c.key_budget_key(&key.id));
     let own = book_view(cluster, fleet_key, &ledger, &key.budget).await;
     (own, team)

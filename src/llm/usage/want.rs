@@ -44,11 +44,11 @@ impl Want {
 }
 
 impl Account {
-    /// Whether this request's client token has a budget the fleet keeps
-    /// (its reserve is then decided with the shared limits: see
-    /// [`Account::budget_ask`]).
+    /// Whether this request's client token or key (or the key's team) has
+    /// a budget the fleet keeps (its reserve is then decided with the
+    /// shared limits: see [`Account::budget_ask`]).
     pub(crate) fn budget_is_shared(&self) -> bool {
-        self.budget().is_some_and(|b| b.fleet_key.is_some())
+        (self.budget().or_else(|| self.team_budget())).is_some_and(|b| b.fleet_key.is_some())
     }
 
     /// The payer's budget, when it has one.
