@@ -111,7 +111,7 @@ async fn send(m: &Member, secret: &str, model: &str) -> (u16, http::HeaderMap, S
 /// The number in the first key matching `pattern` (0 when none).
 fn used(redis: &Redis, pattern: &str) -> i64 {
     redis.int(&format!(
-        "EVAL \"local k = redis.call('KEYS', '{pattern}')[1] if not k then return 0 end \
+        "EVAL_RO \"local k = redis.call('KEYS', '{pattern}')[1] if not k then return 0 end \
          return tonumber(redis.call('GET', k)) or 0\" 0"
     ))
 }
@@ -276,7 +276,7 @@ async fn concurrent_requests_never_overspend_a_keys_budget_beyond_what_is_in_fli
     );
     assert_eq!(
         redis.int(&format!(
-            "EVAL \"return tonumber(redis.call('HGET', 'weir:bk:{id}:rt', 't'))\" 0"
+            "EVAL_RO \"return tonumber(redis.call('HGET', 'weir:bk:{id}:rt', 't'))\" 0"
         )),
         4 * r as i64
     );
@@ -718,7 +718,7 @@ async fn a_route_rate_and_a_keys_rate_both_pass_and_a_refusal_takes_from_neither
     // A rate's theoretical arrival time (µs), as the script keeps it.
     let tat = |key: &str| {
         redis.int(&format!(
-            "EVAL \"return tonumber(redis.call('GET', '{key}'))\" 0"
+            "EVAL_RO \"return tonumber(redis.call('GET', '{key}'))\" 0"
         ))
     };
     // The key's 1/s with no burst refuses the second; the route's 1/s
