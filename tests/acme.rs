@@ -23,11 +23,28 @@ use common::*;
 
 const NAME: &str = "a.weir.test";
 
+/// A port for weir or Pebble to bind later. Below Linux's ephemeral
+/// range (32768–60999): a port-0 pick from it could be taken, between this
+/// check and weir's bind, by another test's outgoing connection or port-0
+/// listener (a CI failure: `cannot bind 127.0.0.1:38703: Address already
+/// in use`). Picks follow one sequence begun at a random point, so this
+/// file's tests never pick one port twice.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let start = (std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+        % u64::from(SPAN)) as u32;
+    let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..SPAN {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port from {FIRST} to {}", FIRST + SPAN);
 }
 
 /// Pebble and its DNS server, stopped on drop.
