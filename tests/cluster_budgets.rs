@@ -83,15 +83,30 @@ fn budget_int(redis: &Redis, lua: &str) -> i64 {
     redis.int(&format!("EVAL_RO \"{script}\" 0"))
 }
 
-/// Tokens settled in the fleet's day, reserved in flight, reservations.
+/// Tokens settled in the fleet's day, reserved in flight, reservations —
+/// those whose TTL has not passed, as the decide script counts them (it
+/// sweeps the expired before it checks; a raw count would keep one that
+/// expired until the next reserve, and no reserve may come).
 fn fleet_figures(redis: &Redis) -> (i64, i64, i64) {
     let now = "redis.call('TIME')[1]";
     let day = budget_int(
         redis,
         &format!("redis.call('GET', B .. 'td:' .. ({now} - {now} % 86400))"),
     );
-    let reserved = budget_int(redis, "redis.call('HGET', B .. 'rt', 't')");
-    let held = budget_int(redis, "redis.call('ZCARD', B .. 'r')");
+    let live = "'(' .. (function() local t = redis.call('TIME') \
+                return t[1] * 1000 + math.floor(t[2] / 1000) end)()";
+    let reserved = budget_int(
+        redis,
+        &format!(
+            "(function() local n = 0 \
+             for _, m in ipairs(redis.call('ZRANGEBYSCORE', B .. 'r', {live}, '+inf')) do \
+             n = n + (tonumber(string.match(m, ':(%d+):%d+$')) or 0) end return n end)()"
+        ),
+    );
+    let held = budget_int(
+        redis,
+        &format!("redis.call('ZCOUNT', B .. 'r', {live}, '+inf')"),
+    );
     (day, reserved, held)
 }
 
