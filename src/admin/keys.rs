@@ -42,17 +42,8 @@ pub(super) async fn handle(
         };
     }
     let rest = path.strip_prefix("/admin/keys").unwrap_or("");
-    // Each segment decoded, as `/admin/teams` does (`weir keys` encodes
-    // an id's `_`).
-    let parts: Vec<String> = rest
-        .split('/')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            percent_encoding::percent_decode_str(p)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-        .collect();
+    // Each segment decoded (`weir keys` encodes an id's `_`).
+    let parts = super::segments::decoded(rest);
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let method = req.method().clone();
     match (method, parts.as_slice()) {

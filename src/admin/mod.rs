@@ -30,6 +30,7 @@ use subtle::ConstantTimeEq;
 
 pub(crate) mod dashboard;
 mod keys;
+mod segments;
 mod teams;
 
 use crate::admit::auth_failures::AuthFailures;

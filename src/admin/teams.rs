@@ -17,15 +17,7 @@ use crate::respond::Payload;
 pub(super) async fn handle(req: Request<Incoming>, database: &Database) -> Response<Payload> {
     let path = req.uri().path().trim_end_matches('/').to_string();
     let rest = path.strip_prefix("/admin/teams").unwrap_or("");
-    let parts: Vec<String> = rest
-        .split('/')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            percent_encoding::percent_decode_str(p)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-        .collect();
+    let parts = super::segments::decoded(rest);
     let method = req.method().clone();
     match (method, parts.as_slice()) {
         (Method::GET, []) => list(database).await,
